@@ -1,0 +1,172 @@
+"""The ``templiqx/v1alpha1`` contract document, as strict pydantic models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, JsonValue
+
+from ..contracts import Role, WireModel
+
+__all__ = [
+    "ComponentDefinition",
+    "ComponentNode",
+    "ContentNode",
+    "Contract",
+    "EvalCase",
+    "Expression",
+    "ExtensionSpec",
+    "FieldSpec",
+    "Filter",
+    "ForEachNode",
+    "InterpolateNode",
+    "MessageSpec",
+    "TextNode",
+    "TypedComponent",
+    "WhenNode",
+]
+
+
+class RefExpr(WireModel):
+    kind: Literal["ref"]
+    path: str = Field(min_length=1)
+
+
+class LiteralExpr(WireModel):
+    kind: Literal["literal"]
+    value: JsonValue
+
+
+class EqualsExpr(WireModel):
+    kind: Literal["equals"]
+    left: Expression
+    right: Expression
+
+
+class NotExpr(WireModel):
+    kind: Literal["not"]
+    operand: Expression
+
+
+class AndExpr(WireModel):
+    kind: Literal["and"]
+    operands: list[Expression] = Field(min_length=1)
+
+
+class OrExpr(WireModel):
+    kind: Literal["or"]
+    operands: list[Expression] = Field(min_length=1)
+
+
+Expression = Annotated[
+    RefExpr | LiteralExpr | EqualsExpr | NotExpr | AndExpr | OrExpr,
+    Field(discriminator="kind"),
+]
+
+FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number"]
+
+
+class FilterCall(WireModel):
+    """A filter with arguments: ``format_date`` takes ``format`` (strftime), and
+    ``format_number`` takes ``decimals``."""
+
+    name: FilterName
+    format: str | None = None
+    decimals: int | None = Field(default=None, ge=0, le=20)
+
+
+Filter = Union[FilterName, FilterCall]
+
+
+class TextNode(WireModel):
+    kind: Literal["text"]
+    value: str
+
+
+class InterpolateNode(WireModel):
+    kind: Literal["interpolate"]
+    expression: Expression
+    filters: list[Filter] = Field(default_factory=list)
+
+
+class WhenNode(WireModel):
+    kind: Literal["when"]
+    condition: Expression
+    then: list[ContentNode]
+    otherwise: list[ContentNode] = Field(default_factory=list, alias="else")
+
+
+class ForEachNode(WireModel):
+    kind: Literal["for_each"]
+    items: Expression
+    item: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    content: list[ContentNode]
+    separator: str = ""
+
+
+class ComponentNode(WireModel):
+    kind: Literal["component"]
+    name: str = Field(min_length=1)
+    with_: dict[str, Expression] = Field(default_factory=dict, alias="with")
+
+
+ContentNode = Annotated[
+    TextNode | InterpolateNode | WhenNode | ForEachNode | ComponentNode,
+    Field(discriminator="kind"),
+]
+
+
+class FieldSpec(WireModel):
+    schema_: dict[str, Any] = Field(alias="schema")
+    required: bool = False
+    description: str | None = None
+
+
+class TypedComponent(WireModel):
+    """A component with declared, schema-typed parameters (checked at every use)."""
+
+    parameters: dict[str, FieldSpec] = Field(default_factory=dict)
+    content: list[ContentNode]
+
+
+# Legacy components are a bare list of nodes whose arguments are not declared.
+ComponentDefinition = Union[TypedComponent, list[ContentNode]]
+
+
+class MessageSpec(WireModel):
+    role: Role
+    content: list[ContentNode]
+
+
+class ExtensionSpec(WireModel):
+    capability: str = Field(min_length=1)
+    schema_: dict[str, Any] = Field(alias="schema")
+    value: JsonValue
+
+
+class EvalCase(WireModel):
+    id: str = Field(min_length=1)
+    inputs: dict[str, JsonValue] = Field(default_factory=dict)
+    context: dict[str, JsonValue] = Field(default_factory=dict)
+    fake_output: JsonValue
+
+
+class Contract(WireModel):
+    api_version: Literal["templiqx/v1alpha1"]
+    id: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    description: str | None = None
+    inputs: dict[str, FieldSpec] = Field(default_factory=dict)
+    context: dict[str, FieldSpec] = Field(default_factory=dict)
+    capabilities: list[str] = Field(default_factory=list)
+    messages: list[MessageSpec] = Field(min_length=1)
+    output_schema: dict[str, Any]
+    runtime_policy: dict[str, JsonValue] = Field(default_factory=dict)
+    extensions: dict[str, ExtensionSpec] = Field(default_factory=dict)
+    components: dict[str, ComponentDefinition] = Field(default_factory=dict)
+    provenance: dict[str, JsonValue] = Field(default_factory=dict)
+    evals: list[EvalCase] = Field(default_factory=list)
+
+
+for _model in (EqualsExpr, NotExpr, AndExpr, OrExpr, WhenNode, ForEachNode, TypedComponent):
+    _model.model_rebuild()

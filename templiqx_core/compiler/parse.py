@@ -1,0 +1,118 @@
+"""Strict contract loading: YAML syntax and structure errors become located diagnostics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..contracts import Diagnostic, SourceSpan
+from ..errors import IoFailure, NotFound
+from ..loading import UniqueKeyLoader
+from .model import Contract
+
+__all__ = ["PARSE_YAML", "parse_contract", "read_contract"]
+
+PARSE_YAML = "TQX_PARSE_YAML"
+
+
+def _pointer(loc: Sequence[Any]) -> str:
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in loc]
+    return "/" + "/".join(parts) if parts else ""
+
+
+def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
+    """Walk the composed YAML tree along a pydantic error location; the deepest mark found."""
+    node, mark = root, root.start_mark if root is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next((v for k, v in node.value if k.value == str(part)), None)
+            if found is None:
+                key = next((k for k, _ in node.value if k.value == str(part)), None)
+                return key.start_mark if key is not None else mark
+            node = found
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return mark
+            node = node.value[part]
+        else:
+            continue  # a union-member tag in the location, not a document key
+        mark = node.start_mark
+    return mark
+
+
+def _span(mark: yaml.Mark | None) -> SourceSpan | None:
+    return SourceSpan(line=mark.line + 1, column=mark.column + 1) if mark else None
+
+
+def _clean_loc(loc: Sequence[Any]) -> list[Any]:
+    # pydantic adds union tags ("text", "list[...]", "TypedComponent") to locations;
+    # keep only segments that name document keys or indices.
+    cleaned = []
+    for part in loc:
+        if isinstance(part, str) and ("[" in part or part[:1].isupper()):
+            continue
+        cleaned.append(part)
+    return cleaned
+
+
+def parse_contract(
+    text: str, *, file: str | None = None
+) -> tuple[Contract | None, list[Diagnostic]]:
+    """Parse contract YAML; structure errors carry a JSON pointer and line/column."""
+    try:
+        root = yaml.compose(text, Loader=UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or "malformed YAML"
+        diagnostic = Diagnostic(
+            code=PARSE_YAML,
+            severity="error",
+            message=f"invalid YAML: {problem}",
+            file=file,
+            span=_span(mark),
+        )
+        return None, [diagnostic]
+    if not isinstance(data, dict):
+        message = "a contract is a YAML mapping"
+        return None, [Diagnostic(code=PARSE_YAML, severity="error", message=message, file=file)]
+    try:
+        return Contract.model_validate(data), []
+    except ValidationError as error:
+        diagnostics = []
+        seen: set[tuple[str, str]] = set()
+        for item in error.errors(include_url=False, include_input=False):
+            loc = _clean_loc(item["loc"])
+            pointer = _pointer(loc)
+            if (pointer, item["msg"]) in seen:
+                continue
+            seen.add((pointer, item["msg"]))
+            diagnostics.append(
+                Diagnostic(
+                    code=PARSE_YAML,
+                    severity="error",
+                    message=f"{pointer or '/'}: {item['msg']}",
+                    file=file,
+                    json_pointer=pointer,
+                    span=_span(_mark_for(root, loc)),
+                )
+            )
+        return None, diagnostics
+
+
+def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
+    """Read and parse a contract file (missing/unreadable files are ``TQX_PARSE_YAML`` too)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        missing = isinstance(error, FileNotFoundError)
+        code = NotFound.code if missing else IoFailure.code
+        reason = "no such file" if missing else type(error).__name__
+        message = f"cannot read contract: {reason}"
+        return None, [Diagnostic(code=code, severity="error", message=message, file=str(file))]
+    return parse_contract(text, file=str(file))

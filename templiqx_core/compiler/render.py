@@ -1,0 +1,393 @@
+"""Rendering content nodes with schema-checked references.
+
+Every reference is resolved twice: statically against the declared JSON Schema (so a
+typo in an untaken ``when`` branch is still an error) and dynamically against the value.
+A path that cannot exist or has no value is a diagnostic, never an empty string.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..canonical import canonical_json
+from ..contracts import Diagnostic
+from .model import (
+    AndExpr,
+    ComponentDefinition,
+    ComponentNode,
+    ContentNode,
+    EqualsExpr,
+    Expression,
+    FieldSpec,
+    Filter,
+    FilterCall,
+    ForEachNode,
+    InterpolateNode,
+    LiteralExpr,
+    NotExpr,
+    OrExpr,
+    RefExpr,
+    TextNode,
+    TypedComponent,
+    WhenNode,
+)
+
+__all__ = ["Binding", "Renderer"]
+
+MISSING: Any = object()
+_STRING_FILTERS: dict[str, Callable[[str], str]] = {
+    "trim": str.strip,
+    "lower": str.lower,
+    "upper": str.upper,
+}
+ANY_SCHEMA: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A name in scope: its schema (``{}`` when undeclared) and its value (or MISSING)."""
+
+    schema: Any
+    value: Any
+
+
+class _Abort(Exception):
+    """A node could not be rendered; its diagnostic is already recorded."""
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _schema_types(schema: Any) -> set[str] | None:
+    """The JSON types a schema admits, or None when it does not say."""
+    if not isinstance(schema, dict):
+        return None
+    declared = schema.get("type")
+    if declared is None:
+        return None
+    types = {declared} if isinstance(declared, str) else set(declared)
+    return {"number" if t == "integer" else t for t in types}
+
+
+def _child_schema(schema: Any, segment: str) -> Any:
+    """The schema of ``segment`` inside ``schema``; None when the path cannot exist."""
+    if not isinstance(schema, dict) or not schema:
+        return ANY_SCHEMA  # undeclared: anything goes, checked dynamically
+    types = _schema_types(schema)
+    if types is None or "object" in types:
+        props = schema.get("properties", {})
+        if segment in props:
+            return props[segment]
+        extra = schema.get("additionalProperties", True)
+        if extra is False:
+            return None if types is not None or props else ANY_SCHEMA
+        return extra if isinstance(extra, dict) else ANY_SCHEMA
+    if "array" in types and segment.isdigit():
+        items = schema.get("items", ANY_SCHEMA)
+        return items if isinstance(items, dict) else ANY_SCHEMA
+    return None
+
+
+def _child_value(value: Any, segment: str) -> Any:
+    if isinstance(value, Mapping):
+        return value.get(segment, MISSING)
+    if isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
+        return value[int(segment)]
+    return MISSING
+
+
+@dataclass
+class Renderer:
+    """Renders one contract's nodes, collecting diagnostics instead of raising."""
+
+    components: Mapping[str, ComponentDefinition]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    _depth: int = 0
+
+    def error(self, code: str, message: str, pointer: str) -> None:
+        self.diagnostics.append(
+            Diagnostic(code=code, severity="error", message=message, json_pointer=pointer)
+        )
+
+    # -- expressions ---------------------------------------------------------------
+    def resolve(self, expr: RefExpr, scope: Mapping[str, Binding], pointer: str) -> Binding:
+        head, *rest = expr.path.split(".")
+        if head not in scope:
+            known = ", ".join(sorted(scope)) or "nothing"
+            self.error(
+                "TQX_REF_UNKNOWN", f"unknown reference {expr.path!r} (in scope: {known})", pointer
+            )
+            raise _Abort
+        binding = scope[head]
+        schema, value = binding.schema, binding.value
+        walked = head
+        for segment in rest:
+            walked = f"{walked}.{segment}"
+            schema = _child_schema(schema, segment)
+            if schema is None:
+                self.error(
+                    "TQX_REF_UNKNOWN",
+                    f"reference {expr.path!r}: {walked!r} is not declared by its schema",
+                    pointer,
+                )
+                raise _Abort
+            if value is not MISSING:
+                value = _child_value(value, segment)
+                if value is MISSING:
+                    self.error("TQX_REF_UNKNOWN", f"reference {expr.path!r} has no value", pointer)
+                    raise _Abort
+        return Binding(schema, value)
+
+    def evaluate(self, expr: Expression, scope: Mapping[str, Binding], pointer: str) -> Binding:
+        if isinstance(expr, RefExpr):
+            return self.resolve(expr, scope, pointer)
+        if isinstance(expr, LiteralExpr):
+            return Binding(ANY_SCHEMA, expr.value)
+        boolean: dict[str, Any] = {"type": "boolean"}
+        if isinstance(expr, EqualsExpr):
+            left = self.evaluate(expr.left, scope, f"{pointer}/left")
+            right = self.evaluate(expr.right, scope, f"{pointer}/right")
+            if MISSING in (left.value, right.value):
+                return Binding(boolean, MISSING)
+            return Binding(boolean, left.value == right.value)
+        if isinstance(expr, NotExpr):
+            operand = self.condition(expr.operand, scope, f"{pointer}/operand")
+            return Binding(boolean, MISSING if operand is MISSING else not operand)
+        assert isinstance(expr, (AndExpr, OrExpr))
+        values = [
+            self.condition(op, scope, f"{pointer}/operands/{i}")
+            for i, op in enumerate(expr.operands)
+        ]
+        if MISSING in values:
+            return Binding(boolean, MISSING)
+        return Binding(boolean, all(values) if isinstance(expr, AndExpr) else any(values))
+
+    def condition(self, expr: Expression, scope: Mapping[str, Binding], pointer: str) -> Any:
+        binding = self.evaluate(expr, scope, pointer)
+        types = _schema_types(binding.schema)
+        if types is not None and types != {"boolean"}:
+            self.error(
+                "TQX_CONDITION_TYPE",
+                f"a condition must be boolean, the schema says {'/'.join(sorted(types))}",
+                pointer,
+            )
+            raise _Abort
+        if binding.value is not MISSING and not isinstance(binding.value, bool):
+            self.error(
+                "TQX_CONDITION_TYPE",
+                f"a condition must be boolean, got {_json_type(binding.value)}",
+                pointer,
+            )
+            raise _Abort
+        return binding.value
+
+    # -- filters ---------------------------------------------------------------------
+    def apply_filter(self, flt: Filter, value: Any, pointer: str) -> Any:
+        call = flt if isinstance(flt, FilterCall) else FilterCall(name=flt)
+        name = call.name
+        if name == "json":
+            # The reference's json filter writes a sorted serde_json Value: canonical JSON.
+            return canonical_json(value).decode("utf-8")
+        if name in ("trim", "lower", "upper"):
+            if not isinstance(value, str):
+                self.error(
+                    "TQX_FILTER_TYPE",
+                    f"filter {name} needs a string, got {_json_type(value)}",
+                    pointer,
+                )
+                raise _Abort
+            transform: Callable[[str], str] = _STRING_FILTERS[name]
+            return transform(value)
+        if name == "format_date":
+            try:
+                parsed = dt.date.fromisoformat(value) if isinstance(value, str) else None
+            except ValueError:
+                parsed = None
+            if parsed is None:
+                self.error(
+                    "TQX_FILTER_TYPE",
+                    "filter format_date needs an ISO date string (YYYY-MM-DD)",
+                    pointer,
+                )
+                raise _Abort
+            return parsed.strftime(call.format or "%Y-%m-%d")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.error(
+                "TQX_FILTER_TYPE",
+                f"filter format_number needs a number, got {_json_type(value)}",
+                pointer,
+            )
+            raise _Abort
+        return f"{value:.{call.decimals}f}" if call.decimals is not None else str(value)
+
+    # -- nodes -----------------------------------------------------------------------
+    def render(
+        self,
+        nodes: list[ContentNode],
+        scope: Mapping[str, Binding],
+        pointer: str,
+        *,
+        active: bool = True,
+    ) -> str:
+        parts: list[str] = []
+        for index, node in enumerate(nodes):
+            try:
+                parts.append(self.node(node, scope, f"{pointer}/{index}", active=active))
+            except _Abort:
+                continue
+        return "".join(parts)
+
+    def node(
+        self, node: ContentNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+    ) -> str:
+        if isinstance(node, TextNode):
+            return node.value
+        if isinstance(node, InterpolateNode):
+            return self.interpolate(node, scope, pointer, active=active)
+        if isinstance(node, WhenNode):
+            value = self.condition(node.condition, scope, f"{pointer}/condition")
+            taken = active and value is True
+            then = self.render(node.then, scope, f"{pointer}/then", active=taken)
+            skipped = active and value is False
+            otherwise = self.render(node.otherwise, scope, f"{pointer}/else", active=skipped)
+            return then if taken else otherwise if skipped else ""
+        if isinstance(node, ForEachNode):
+            return self.for_each(node, scope, pointer, active=active)
+        return self.component(node, scope, pointer, active=active)
+
+    def interpolate(
+        self, node: InterpolateNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+    ) -> str:
+        binding = self.evaluate(node.expression, scope, f"{pointer}/expression")
+        stringifies = any((f if isinstance(f, str) else f.name) == "json" for f in node.filters)
+        types = _schema_types(binding.schema)
+        if not stringifies and types is not None and types <= {"object", "array"}:
+            self.error(
+                "TQX_INTERPOLATION_TYPE",
+                "cannot interpolate an object or array without the json filter",
+                f"{pointer}/expression",
+            )
+            raise _Abort
+        value = binding.value
+        if not active or value is MISSING:
+            return ""
+        for index, flt in enumerate(node.filters):
+            value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
+        if isinstance(value, (dict, list)) or value is None:
+            self.error(
+                "TQX_INTERPOLATION_TYPE",
+                f"cannot interpolate {_json_type(value)} without the json filter",
+                f"{pointer}/expression",
+            )
+            raise _Abort
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+    def for_each(
+        self, node: ForEachNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+    ) -> str:
+        binding = self.evaluate(node.items, scope, f"{pointer}/items")
+        types = _schema_types(binding.schema)
+        if (types is not None and "array" not in types) or (
+            binding.value is not MISSING and not isinstance(binding.value, list)
+        ):
+            self.error("TQX_FOR_EACH_TYPE", "for_each needs an array", f"{pointer}/items")
+            raise _Abort
+        item_schema = (
+            binding.schema.get("items", ANY_SCHEMA)
+            if isinstance(binding.schema, dict)
+            else ANY_SCHEMA
+        )
+        body = f"{pointer}/content"
+        if not active or binding.value is MISSING or not binding.value:
+            self.render(
+                node.content,
+                {**scope, node.item: Binding(item_schema, MISSING)},
+                body,
+                active=False,
+            )
+            return ""
+        rendered = [
+            self.render(node.content, {**scope, node.item: Binding(item_schema, item)}, body)
+            for item in binding.value
+        ]
+        return node.separator.join(rendered)
+
+    def component(
+        self, node: ComponentNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+    ) -> str:
+        definition = self.components.get(node.name)
+        if definition is None:
+            self.error(
+                "TQX_COMPONENT_MISSING",
+                f"component {node.name!r} is not defined",
+                f"{pointer}/name",
+            )
+            raise _Abort
+        if self._depth > 16:
+            self.error("TQX_COMPONENT_MISSING", "components nest deeper than 16 levels", pointer)
+            raise _Abort
+        args = {
+            name: self.evaluate(expr, scope, f"{pointer}/with/{name}")
+            for name, expr in node.with_.items()
+        }
+        if isinstance(definition, TypedComponent):
+            inner = self.typed_arguments(definition.parameters, args, pointer)
+            content = definition.content
+        else:
+            inner, content = args, definition
+        self._depth += 1
+        try:
+            return self.render(content, inner, f"/components/{node.name}", active=active)
+        finally:
+            self._depth -= 1
+
+    def typed_arguments(
+        self, parameters: Mapping[str, FieldSpec], args: Mapping[str, Binding], pointer: str
+    ) -> dict[str, Binding]:
+        from ..schema import compile_schema
+
+        bound: dict[str, Binding] = {}
+        for name in args:
+            if name not in parameters:
+                self.error(
+                    "TQX_COMPONENT_ARGUMENT_UNKNOWN",
+                    f"argument {name!r} is not a parameter of the component",
+                    f"{pointer}/with/{name}",
+                )
+        for name, spec in parameters.items():
+            if name not in args:
+                if spec.required:
+                    self.error(
+                        "TQX_COMPONENT_ARGUMENT_MISSING",
+                        f"required argument {name!r} is missing",
+                        f"{pointer}/with",
+                    )
+                bound[name] = Binding(spec.schema_, MISSING)
+                continue
+            value = args[name].value
+            if value is not MISSING and not compile_schema(
+                spec.schema_, what=f"parameter {name} schema"
+            ).is_valid(value):
+                self.error(
+                    "TQX_COMPONENT_ARGUMENT_TYPE",
+                    f"argument {name!r} does not match the parameter's schema",
+                    f"{pointer}/with/{name}",
+                )
+            bound[name] = Binding(spec.schema_, value)
+        return bound

@@ -1,0 +1,125 @@
+"""Runtime failures: the stable codes an adapter reports and how they surface.
+
+A ``RuntimeFailure`` is a value (it fingerprints and serializes); ``RuntimeFailureError``
+is the exception that carries it through the port. ``to_diagnostic`` is the one place a
+``PortError`` becomes a wire ``Diagnostic``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .canonical import fingerprint
+from .contracts import AdapterDescriptor, Diagnostic
+from .errors import PortError
+
+__all__ = [
+    "RuntimeFailure",
+    "RuntimeFailureCode",
+    "RuntimeFailureError",
+    "to_diagnostic",
+]
+
+
+class RuntimeFailureCode(str, Enum):
+    TIMEOUT = "TQX_RUNTIME_TIMEOUT"
+    RATE_LIMITED = "TQX_RUNTIME_RATE_LIMITED"
+    UNAVAILABLE = "TQX_RUNTIME_UNAVAILABLE"
+    INVALID_RESPONSE = "TQX_RUNTIME_INVALID_RESPONSE"
+    PERMANENT = "TQX_RUNTIME_PERMANENT"
+    RETRY_EXHAUSTED = "TQX_HOST_RETRY_EXHAUSTED"
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying the same request again may succeed."""
+        return self in _RETRYABLE
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_RETRYABLE = frozenset(
+    {RuntimeFailureCode.TIMEOUT, RuntimeFailureCode.RATE_LIMITED, RuntimeFailureCode.UNAVAILABLE}
+)
+
+
+@dataclass(frozen=True)
+class RuntimeFailure:
+    """What went wrong in one runtime call. ``detail`` is already free of secrets."""
+
+    code: RuntimeFailureCode
+    adapter_id: str
+    adapter_version: str
+    detail: str
+    scenario_id: str | None = None
+    retry_after_ms: int | None = None
+    fingerprint: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.fingerprint:
+            value = {"adapter": self.adapter_id, "code": self.code.value, "detail": self.detail}
+            object.__setattr__(self, "fingerprint", fingerprint(value))
+
+    @classmethod
+    def for_adapter(
+        cls,
+        adapter: AdapterDescriptor,
+        code: RuntimeFailureCode,
+        detail: str,
+        *,
+        retry_after_ms: int | None = None,
+        scenario_id: str | None = None,
+    ) -> RuntimeFailure:
+        return cls(
+            code=code,
+            adapter_id=adapter.id,
+            adapter_version=adapter.version,
+            detail=detail,
+            scenario_id=scenario_id,
+            retry_after_ms=retry_after_ms,
+        )
+
+    @property
+    def retryable(self) -> bool:
+        return self.code.retryable
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code.value,
+            "adapter_id": self.adapter_id,
+            "adapter_version": self.adapter_version,
+            "scenario_id": self.scenario_id,
+            "retry_after_ms": self.retry_after_ms,
+            "fingerprint": self.fingerprint,
+            "detail": self.detail,
+        }
+
+    def help_line(self) -> str:
+        """The ``help`` text of the diagnostic this failure becomes (SPEC §8.2)."""
+        return (
+            f"adapter={self.adapter_id} version={self.adapter_version} "
+            f"scenario={self.scenario_id or '-'} "
+            f"retry_after_ms={'-' if self.retry_after_ms is None else self.retry_after_ms} "
+            f"fingerprint={self.fingerprint}"
+        )
+
+
+class RuntimeFailureError(PortError):
+    """A runtime call failed; ``.failure`` says how, ``.code`` is its stable code."""
+
+    def __init__(self, failure: RuntimeFailure) -> None:
+        super().__init__(f"{failure.code.value}: {failure.detail}")
+        self.failure = failure
+        self.code = failure.code.value
+
+    @property
+    def retryable(self) -> bool:
+        return self.failure.retryable
+
+
+def to_diagnostic(error: PortError) -> Diagnostic:
+    """Project any ``PortError`` onto one error ``Diagnostic`` with its stable code."""
+    help_text = error.failure.help_line() if isinstance(error, RuntimeFailureError) else None
+    return Diagnostic(code=error.code, severity="error", message=str(error), help=help_text)

@@ -1,0 +1,91 @@
+"""Strict loading of JSON and YAML documents from files, with errors that name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import InvalidData, NotFound
+
+__all__ = [
+    "UniqueKeyLoader",
+    "describe_validation_error",
+    "load_document",
+    "parse_document",
+    "validate_model",
+]
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses duplicate mapping keys instead of keeping the last."""
+
+
+def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in mapping:
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
+    """Parse JSON (or YAML, a superset) text; ``InvalidData`` names ``name`` and the position."""
+    if not yaml_allowed or name.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InvalidData(
+                f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+            ) from None
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise InvalidData(f"{name}: invalid YAML{where}: {problem}") from None
+
+
+def load_document(path: str | Path) -> Any:
+    """Read and parse a JSON or YAML file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFound(f"{file}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{file}: cannot be read ({type(error).__name__})") from None
+    return parse_document(text, name=str(file))
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line naming each offending field by its dotted path (never the input value)."""
+    problems = []
+    for item in error.errors(include_url=False, include_input=False):
+        path = ".".join(str(part) for part in item["loc"]) or "<root>"
+        problems.append(f"{path}: {item['msg']}")
+    return "; ".join(problems)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
+    """Validate ``data`` into ``model``; ``InvalidData`` names the source and the fields."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise InvalidData(f"{name}: {describe_validation_error(error)}") from None

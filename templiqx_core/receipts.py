@@ -1,0 +1,34 @@
+"""Building receipts: the one place fingerprints and schema validity are computed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .canonical import fingerprint
+from .contracts import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
+from .schema import compile_schema
+
+__all__ = ["build_receipt", "request_fingerprint"]
+
+
+def request_fingerprint(interaction: CompiledInteraction) -> str:
+    """Fingerprint of the compiled interaction (not of the whole request), for every adapter."""
+    return fingerprint(interaction.model_dump(mode="json"))
+
+
+def build_receipt(
+    adapter: AdapterDescriptor,
+    interaction: CompiledInteraction,
+    output: Any,
+    *,
+    request_fp: str | None = None,
+) -> ExecutionReceipt:
+    """Fingerprint and validate ``output`` (a parsed JSON value) against the interaction."""
+    valid = compile_schema(interaction.output_schema).is_valid(output)
+    return ExecutionReceipt.model_construct(
+        adapter=adapter,
+        request_fingerprint=request_fp or request_fingerprint(interaction),
+        output_fingerprint=fingerprint(output),
+        output=output,
+        output_schema_valid=valid,
+    )

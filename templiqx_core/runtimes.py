@@ -1,0 +1,56 @@
+"""Runtime discovery through the ``templiqx.runtimes`` entry-point group.
+
+The core never imports an adapter package: an adapter distribution registers a factory
+``(RuntimeOptions) -> RuntimeAdapter`` under a name, and the CLI/MCP surfaces look it up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from .errors import Unsupported
+from .ports import RuntimeAdapter
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "RuntimeFactory",
+    "RuntimeOptions",
+    "available_runtimes",
+    "load_runtime",
+]
+
+ENTRY_POINT_GROUP = "templiqx.runtimes"
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """What a surface passes to a runtime factory.
+
+    ``replay``: a cassette to replay instead of calling the network (adapters that make
+    HTTP calls); ``scenario``: a scripted manifest (the scripted runtime); ``env``: the
+    environment to read configuration from.
+    """
+
+    replay: Path | None = None
+    scenario: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+RuntimeFactory = Callable[[RuntimeOptions], RuntimeAdapter]
+
+
+def available_runtimes() -> list[str]:
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def load_runtime(name: str, options: RuntimeOptions) -> RuntimeAdapter:
+    """Build the runtime registered as ``name``; ``Unsupported`` lists the known names."""
+    matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if not matches:
+        known = ", ".join(available_runtimes()) or "none installed"
+        raise Unsupported(f"unknown runtime {name!r} (available: {known})")
+    factory: RuntimeFactory = matches[0].load()
+    return factory(options)

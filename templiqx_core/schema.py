@@ -1,0 +1,73 @@
+"""Draft 2020-12 output validation with ``date``/``date-time`` formats enforced.
+
+Validators are compiled once per distinct schema (keyed by its canonical JSON) and reused
+across threads: jsonschema-rs validators are immutable and safe to share. Remote ``$ref``
+retrieval is refused so that validating never touches the network.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Protocol
+
+import jsonschema_rs
+
+from .canonical import canonical_json
+from .errors import InvalidData
+
+__all__ = ["SchemaValidator", "compile_schema"]
+
+_CACHE_SIZE = 512
+
+
+class SchemaValidator(Protocol):
+    def is_valid(self, instance: Any) -> bool: ...
+
+
+def _no_remote_refs(uri: str) -> Any:
+    raise ValueError(f"remote $ref retrieval is disabled ({uri})")
+
+
+class _ValidatorCache:
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[bytes, SchemaValidator] = OrderedDict()
+
+    def get(self, schema: Any, *, what: str) -> SchemaValidator:
+        key = canonical_json(schema)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        validator = _build(schema, what=what)
+        with self._lock:
+            self._entries[key] = validator
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return validator
+
+
+def _build(schema: Any, *, what: str) -> SchemaValidator:
+    if not isinstance(schema, (dict, bool)):
+        raise InvalidData(f"{what} must be a JSON Schema object or boolean")
+    if not jsonschema_rs.meta.is_valid(schema):
+        raise InvalidData(f"{what} is not a valid Draft 2020-12 JSON Schema")
+    try:
+        validator: SchemaValidator = jsonschema_rs.Draft202012Validator(
+            schema, validate_formats=True, retriever=_no_remote_refs
+        )
+    except (jsonschema_rs.ValidationError, ValueError) as error:
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InvalidData(f"{what} cannot be compiled: {first_line}") from None
+    return validator
+
+
+_CACHE = _ValidatorCache(_CACHE_SIZE)
+
+
+def compile_schema(schema: Any, *, what: str = "output_schema") -> SchemaValidator:
+    """Return a (cached) Draft 2020-12 validator; ``InvalidData`` names ``what`` if invalid."""
+    return _CACHE.get(schema, what=what)

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from templiqx_core import InvalidData, canonical_json, fingerprint, fingerprint_bytes
+from templiqx_core.canonical import _encode, format_float
+from tests.conftest import read_json
+
+
+def _vectors(shared: Path) -> list[dict[str, str]]:
+    vectors: list[dict[str, str]] = read_json(shared / "vectors" / "canonical-json.json")["vectors"]
+    return vectors
+
+
+def test_every_reference_vector_matches(shared_dir: Path) -> None:
+    vectors = _vectors(shared_dir)
+    assert len(vectors) >= 10
+    for vector in vectors:
+        value = json.loads(vector["json"])
+        assert canonical_json(value).decode("utf-8") == vector["canonical"], vector["name"]
+        assert fingerprint(value) == vector["fingerprint"], vector["name"]
+
+
+def test_known_spec_vectors(reference_dir: Path) -> None:
+    assert fingerprint({"b": 2, "a": 1}) == (
+        "43258cff783fe7036d8a43033f830adfc60ec037382473548ac742b888292777"
+    )
+    output = read_json(reference_dir / "crm3" / "evals" / "bli-61-output.json")
+    assert fingerprint(output) == "66d6c3fbb03611b4b22deabbe9ef669e5ad69f59c1e90be4dee92d9c3a5188de"
+
+
+def test_fingerprint_bytes_is_plain_sha256() -> None:
+    assert fingerprint_bytes(b"") == (
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    )
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (1.0, "1.0"),
+        (100.0, "100.0"),
+        (0.00001, "0.00001"),
+        (0.000015, "0.000015"),
+        (123.45, "123.45"),
+        (1e15, "1000000000000000.0"),
+        (1e16, "1e+16"),
+        (1.5e16, "1.5e+16"),
+        (1e-6, "1e-6"),
+        (1.234e-7, "1.234e-7"),
+        (5e-324, "5e-324"),
+        (-0.0, "-0.0"),
+        (-2.5e-9, "-2.5e-9"),
+        (math.nan, "null"),
+        (math.inf, "null"),
+    ],
+)
+def test_float_layout(number: float, text: str) -> None:
+    assert format_float(number) == text
+    assert canonical_json([number]) == f"[{text}]".encode()
+
+
+def test_integers_beyond_64_bits_become_nearest_f64() -> None:
+    assert canonical_json([2**64 - 1, 2**64, -(2**63) - 1]) == (
+        b"[18446744073709551615,1.8446744073709552e+19,-9.223372036854776e+18]"
+    )
+
+
+def test_bool_is_never_an_integer() -> None:
+    assert canonical_json({"t": True, "one": 1}) == b'{"one":1,"t":true}'
+
+
+def test_deep_nesting_takes_the_slow_path_with_same_bytes() -> None:
+    deep: object = "x"
+    for _ in range(300):  # orjson refuses nesting this deep
+        deep = [deep]
+    assert canonical_json(deep) == ("[" * 300 + '"x"' + "]" * 300).encode()
+
+
+def test_non_json_values_are_named() -> None:
+    with pytest.raises(InvalidData, match=r"/a/0 is set"):
+        canonical_json({"a": [{1, 2}]})
+    with pytest.raises(InvalidData, match="object key"):
+        canonical_json({1: "x"})
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_fast_and_slow_paths_agree(value: object) -> None:
+    parts: list[str] = []
+    _encode(value, parts, ())
+    assert canonical_json(value) == "".join(parts).encode("utf-8")

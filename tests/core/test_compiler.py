@@ -1,0 +1,437 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from templiqx_core import RenderRequest, ScriptedRuntime, ScriptedSuccess, execute_contract
+from templiqx_core.compiler import COMPILER_ID, compile_contract, parse_contract
+from tests.conftest import read_json
+
+
+def contract(content: list[Any], **overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "api_version": "templiqx/v1alpha1",
+        "id": "t",
+        "version": "1.0.0",
+        "inputs": {
+            "name": {"schema": {"type": "string"}, "required": True},
+            "tags": {"schema": {"type": "array", "items": {"type": "string"}}},
+            "vip": {"schema": {"type": "boolean"}},
+            "amount": {"schema": {"type": "number"}},
+            "when": {"schema": {"type": "string", "format": "date"}},
+            "profile": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"city": {"type": "string"}},
+                }
+            },
+        },
+        "context": {},
+        "capabilities": ["structured_output"],
+        "messages": [{"role": "user", "content": content}],
+        "output_schema": {"type": "object"},
+    }
+    base.update(overrides)
+    return base
+
+
+def render(
+    doc: dict[str, Any],
+    inputs: dict[str, Any] | None = None,
+    caps: tuple[str, ...] = ("structured_output",),
+) -> tuple[str | None, list[str]]:
+    parsed, diagnostics = parse_contract(yaml.safe_dump(doc))
+    assert parsed is not None, diagnostics
+    result = compile_contract(parsed, RenderRequest(inputs=inputs or {"name": "Ann"}), caps)
+    codes = [d.code for d in result.diagnostics]
+    text = result.interaction.messages[0].content if result.interaction else None
+    return text, codes
+
+
+def ref(path: str) -> dict[str, str]:
+    return {"kind": "ref", "path": path}
+
+
+def test_reference_contracts_compile(reference_dir: Path) -> None:
+    greeting = compile_contract(
+        reference_dir / "demo" / "greeting.yaml",
+        RenderRequest(inputs={"name": " Ryan "}, context={"organization": "Blinqx "}),
+        ["structured_output", "zeta", "structured_output"],
+    )
+    assert greeting.interaction is not None
+    assert greeting.interaction.messages[1].content == "Hello Ryan for Blinqx"
+    assert greeting.interaction.compiler == COMPILER_ID == "templiqx-core/0.1.0"
+    assert greeting.interaction.target_capabilities == ["structured_output", "zeta"]
+    for name, request in [
+        ("bli-61-date-term-extraction", "bli-61-request.json"),
+        ("bli-62-document-drafting", "bli-62-request.json"),
+    ]:
+        render_request = RenderRequest.model_validate(
+            read_json(reference_dir / "crm3" / "evals" / request)
+        )
+        result = compile_contract(
+            reference_dir / "crm3" / "contracts" / f"{name}.yaml",
+            render_request,
+            ["structured_output"],
+        )
+        assert result.diagnostics == []
+        assert result.interaction is not None
+        assert result.interaction.required_capabilities == ["structured_output"]
+
+
+def test_bli61_with_scripted_runtime_gives_the_reference_output_fingerprint(
+    reference_dir: Path,
+) -> None:
+    envelope = execute_contract(
+        reference_dir / "crm3" / "contracts" / "bli-61-date-term-extraction.yaml",
+        RenderRequest.model_validate(read_json(reference_dir / "crm3/evals/bli-61-request.json")),
+        runtime=ScriptedRuntime([ScriptedSuccess()]),
+        capabilities=["structured_output"],
+        fixture_output=read_json(reference_dir / "crm3/evals/bli-61-output.json"),
+    )
+    assert envelope.ok
+    assert envelope.fingerprints["output"] == (
+        "66d6c3fbb03611b4b22deabbe9ef669e5ad69f59c1e90be4dee92d9c3a5188de"
+    )
+
+
+def test_filters_conditions_loops_and_expressions() -> None:
+    content = [
+        {"kind": "interpolate", "expression": ref("inputs.name"), "filters": ["upper"]},
+        {
+            "kind": "when",
+            "condition": {
+                "kind": "and",
+                "operands": [
+                    ref("inputs.vip"),
+                    {"kind": "not", "operand": {"kind": "literal", "value": False}},
+                ],
+            },
+            "then": [{"kind": "text", "value": " VIP"}],
+            "else": [{"kind": "text", "value": " -"}],
+        },
+        {"kind": "text", "value": " ["},
+        {
+            "kind": "for_each",
+            "items": ref("inputs.tags"),
+            "item": "tag",
+            "separator": ",",
+            "content": [{"kind": "interpolate", "expression": ref("tag"), "filters": ["trim"]}],
+        },
+        {"kind": "text", "value": "] "},
+        {
+            "kind": "interpolate",
+            "expression": ref("inputs.amount"),
+            "filters": [{"name": "format_number", "decimals": 2}],
+        },
+        {"kind": "text", "value": " "},
+        {
+            "kind": "interpolate",
+            "expression": ref("inputs.when"),
+            "filters": [{"name": "format_date", "format": "%d-%m-%Y"}],
+        },
+        {
+            "kind": "when",
+            "condition": {
+                "kind": "or",
+                "operands": [
+                    {
+                        "kind": "equals",
+                        "left": ref("inputs.name"),
+                        "right": {"kind": "literal", "value": "Ann"},
+                    },
+                    ref("inputs.vip"),
+                ],
+            },
+            "then": [{"kind": "text", "value": " hi Ann"}],
+        },
+        {"kind": "interpolate", "expression": ref("inputs.profile"), "filters": ["json"]},
+    ]
+    text, codes = render(
+        contract(content),
+        {
+            "name": "ann",
+            "vip": True,
+            "tags": [" a ", "b"],
+            "amount": 3.14159,
+            "when": "2027-05-31",
+            "profile": {"city": "Utrecht"},
+        },
+    )
+    assert codes == []
+    assert text == 'ANN VIP [a,b] 3.14 31-05-2027 hi Ann{"city":"Utrecht"}'
+
+
+def test_typed_and_legacy_components() -> None:
+    components = {
+        "legacy": [
+            {"kind": "text", "value": "L:"},
+            {"kind": "interpolate", "expression": ref("who")},
+        ],
+        "typed": {
+            "parameters": {"who": {"schema": {"type": "string"}, "required": True}},
+            "content": [{"kind": "interpolate", "expression": ref("who"), "filters": ["lower"]}],
+        },
+    }
+    content = [
+        {"kind": "component", "name": "legacy", "with": {"who": ref("inputs.name")}},
+        {"kind": "text", "value": "/"},
+        {"kind": "component", "name": "typed", "with": {"who": ref("inputs.name")}},
+    ]
+    text, codes = render(contract(content, components=components), {"name": "Ann"})
+    assert (text, codes) == ("L:Ann/ann", [])
+
+
+INTERP = {"kind": "interpolate", "expression": ref("inputs.name")}
+TYPED = {
+    "t": {
+        "parameters": {"n": {"schema": {"type": "integer"}, "required": True}},
+        "content": [{"kind": "text", "value": "x"}],
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("code", "content", "inputs", "overrides", "caps"),
+    [
+        ("TQX_VALUE_SCHEMA", [INTERP], {"name": 42}, {}, None),
+        ("TQX_VALUE_SCHEMA", [INTERP], {"tags": ["x"]}, {}, None),  # required name missing
+        ("TQX_VALUE_UNKNOWN", [INTERP], {"name": "a", "nickname": "b"}, {}, None),
+        (
+            "TQX_REF_UNKNOWN",
+            [{"kind": "interpolate", "expression": ref("inputs.nope")}],
+            None,
+            {},
+            None,
+        ),
+        (
+            "TQX_REF_UNKNOWN",
+            [{"kind": "interpolate", "expression": ref("inputs.profile.zip")}],
+            None,
+            {},
+            None,
+        ),
+        (
+            "TQX_REF_UNKNOWN",
+            [{"kind": "interpolate", "expression": ref("inputs.vip")}],
+            None,
+            {},
+            None,
+        ),
+        (
+            "TQX_REF_UNKNOWN",
+            [{"kind": "interpolate", "expression": ref("secrets.key")}],
+            None,
+            {},
+            None,
+        ),
+        (
+            "TQX_INTERPOLATION_TYPE",
+            [{"kind": "interpolate", "expression": ref("inputs.tags")}],
+            {"name": "a", "tags": []},
+            {},
+            None,
+        ),
+        (
+            "TQX_FILTER_TYPE",
+            [{"kind": "interpolate", "expression": ref("inputs.amount"), "filters": ["trim"]}],
+            {"name": "a", "amount": 1},
+            {},
+            None,
+        ),
+        (
+            "TQX_FILTER_TYPE",
+            [{"kind": "interpolate", "expression": ref("inputs.name"), "filters": ["format_date"]}],
+            {"name": "soon"},
+            {},
+            None,
+        ),
+        (
+            "TQX_CONDITION_TYPE",
+            [{"kind": "when", "condition": ref("inputs.name"), "then": []}],
+            None,
+            {},
+            None,
+        ),
+        (
+            "TQX_FOR_EACH_TYPE",
+            [{"kind": "for_each", "items": ref("inputs.name"), "item": "x", "content": []}],
+            None,
+            {},
+            None,
+        ),
+        ("TQX_COMPONENT_MISSING", [{"kind": "component", "name": "ghost"}], None, {}, None),
+        (
+            "TQX_COMPONENT_ARGUMENT_MISSING",
+            [{"kind": "component", "name": "t"}],
+            None,
+            {"components": TYPED},
+            None,
+        ),
+        (
+            "TQX_COMPONENT_ARGUMENT_UNKNOWN",
+            [
+                {
+                    "kind": "component",
+                    "name": "t",
+                    "with": {
+                        "n": {"kind": "literal", "value": 1},
+                        "m": {"kind": "literal", "value": 2},
+                    },
+                }
+            ],
+            None,
+            {"components": TYPED},
+            None,
+        ),
+        (
+            "TQX_COMPONENT_ARGUMENT_TYPE",
+            [{"kind": "component", "name": "t", "with": {"n": ref("inputs.name")}}],
+            None,
+            {"components": TYPED},
+            None,
+        ),
+        ("TQX_CAPABILITY_UNSUPPORTED", [INTERP], None, {}, ()),
+        (
+            "TQX_EXTENSION_NAMESPACE",
+            [INTERP],
+            None,
+            {
+                "extensions": {
+                    "effort": {"capability": "structured_output", "schema": {}, "value": 1}
+                }
+            },
+            None,
+        ),
+        (
+            "TQX_EXTENSION_UNSUPPORTED",
+            [INTERP],
+            None,
+            {
+                "extensions": {
+                    "openai.reasoning_effort": {
+                        "capability": "reasoning",
+                        "schema": {"type": "string"},
+                        "value": "low",
+                    }
+                }
+            },
+            None,
+        ),
+        (
+            "TQX_EXTENSION_SCHEMA",
+            [INTERP],
+            None,
+            {
+                "extensions": {
+                    "openai.reasoning_effort": {
+                        "capability": "structured_output",
+                        "schema": {"enum": ["low"]},
+                        "value": "max",
+                    }
+                }
+            },
+            None,
+        ),
+    ],
+)
+def test_each_diagnostic_code(
+    code: str,
+    content: list[Any],
+    inputs: dict[str, Any] | None,
+    overrides: dict[str, Any],
+    caps: tuple[str, ...] | None,
+) -> None:
+    text, codes = render(
+        contract(content, **overrides), inputs, ("structured_output",) if caps is None else caps
+    )
+    assert text is None
+    assert code in codes
+
+
+def test_untaken_branch_is_still_checked() -> None:
+    content = [
+        {
+            "kind": "when",
+            "condition": {"kind": "literal", "value": False},
+            "then": [{"kind": "interpolate", "expression": ref("inputs.typo")}],
+        }
+    ]
+    _, codes = render(contract(content))
+    assert codes == ["TQX_REF_UNKNOWN"]
+
+
+def test_diagnostics_carry_json_pointers() -> None:
+    parsed, _ = parse_contract(
+        yaml.safe_dump(
+            contract(
+                [
+                    {"kind": "text", "value": "x"},
+                    {"kind": "interpolate", "expression": ref("inputs.x")},
+                ]
+            )
+        )
+    )
+    assert parsed is not None
+    result = compile_contract(parsed, RenderRequest(inputs={"name": "a"}), ["structured_output"])
+    assert result.diagnostics[0].json_pointer == "/messages/0/content/1/expression"
+
+
+def test_extension_compiles_into_interaction_and_required_capabilities() -> None:
+    doc = contract(
+        [INTERP],
+        capabilities=["structured_output", "structured_output"],
+        extensions={
+            "openai.reasoning_effort": {
+                "capability": "reasoning",
+                "schema": {"type": "string"},
+                "value": "low",
+            }
+        },
+    )
+    parsed, _ = parse_contract(yaml.safe_dump(doc))
+    assert parsed is not None
+    result = compile_contract(
+        parsed, RenderRequest(inputs={"name": "a"}), ["reasoning", "structured_output"]
+    )
+    assert result.interaction is not None
+    assert result.interaction.extensions == {"openai.reasoning_effort": "low"}
+    assert result.interaction.required_capabilities == ["reasoning", "structured_output"]
+
+
+def test_yaml_syntax_error_has_line_and_column() -> None:
+    parsed, diagnostics = parse_contract(
+        "api_version: templiqx/v1alpha1\nid: [unclosed\n", file="c.yaml"
+    )
+    assert parsed is None
+    (diagnostic,) = diagnostics
+    assert diagnostic.code == "TQX_PARSE_YAML"
+    assert diagnostic.file == "c.yaml"
+    assert diagnostic.span is not None
+    assert diagnostic.span.line >= 2
+
+
+def test_unknown_field_and_enum_value_are_located() -> None:
+    doc = contract([INTERP])
+    doc["messages"][0]["role"] = "robot"
+    doc["surprise"] = 1
+    text = yaml.safe_dump(doc, sort_keys=False)
+    parsed, diagnostics = parse_contract(text)
+    assert parsed is None
+    by_pointer = {d.json_pointer: d for d in diagnostics}
+    assert set(by_pointer) >= {"/messages/0/role", "/surprise"}
+    role_line = next(i for i, line in enumerate(text.splitlines(), 1) if "robot" in line)
+    role = by_pointer["/messages/0/role"]
+    assert role.span is not None
+    assert role.span.line == role_line
+    assert all(d.code == "TQX_PARSE_YAML" for d in diagnostics)
+
+
+def test_duplicate_keys_are_rejected() -> None:
+    parsed, diagnostics = parse_contract("id: a\nid: b\n")
+    assert parsed is None
+    assert "duplicate key" in diagnostics[0].message

@@ -1,0 +1,170 @@
+"""The conformance kit catches each invariant violation (deliberately broken adapters)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+
+from templiqx_core import (
+    AdapterDescriptor,
+    CompleteEvent,
+    DeltaEvent,
+    ExecutionReceipt,
+    ExecutionRequest,
+    FailedEvent,
+    RuntimeAdapter,
+    RuntimeFailure,
+    RuntimeFailureCode,
+    RuntimeFailureError,
+    ScriptedRuntime,
+    ScriptedSuccess,
+    build_receipt,
+)
+from templiqx_core.conformance import (
+    CONFORMANCE_CHECKS,
+    ConformanceError,
+    check_adapter,
+    check_concurrent_use,
+    check_failure_projection,
+    check_sink_exception_propagates,
+    check_streaming_parity,
+    run_check,
+    validate_event_order,
+)
+from templiqx_core.ports import EventSink
+
+DESCRIPTOR = AdapterDescriptor(id="broken", version="0", capabilities=["structured_output"])
+
+
+class Base(RuntimeAdapter):
+    def descriptor(self) -> AdapterDescriptor:
+        return DESCRIPTOR
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        return build_receipt(DESCRIPTOR, request.interaction, request.fixture_output)
+
+    def fail(self) -> RuntimeFailureError:
+        failure = RuntimeFailure.for_adapter(DESCRIPTOR, RuntimeFailureCode.UNAVAILABLE, "down")
+        return RuntimeFailureError(failure)
+
+
+class DifferentStreamedReceipt(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        altered = build_receipt(DESCRIPTOR, request.interaction, {"other": True})
+        sink(CompleteEvent.from_receipt(altered))
+        return receipt
+
+
+class TwoTerminals(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        sink(CompleteEvent.from_receipt(receipt))
+        sink(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+
+class DeltaAfterTerminal(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        sink(CompleteEvent.from_receipt(receipt))
+        sink(DeltaEvent(text="late"))
+        return receipt
+
+
+class SilentFailure(Base):
+    """Like the Rust default: raises without emitting Failed."""
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        raise self.fail()
+
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        return self.execute(request)
+
+
+class WrongFailedCode(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        sink(FailedEvent(code="TQX_RUNTIME_TIMEOUT", message="x"))
+        raise self.fail()
+
+
+class SwallowsSinkErrors(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        with contextlib.suppress(Exception):
+            sink(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+
+class NotThreadSafe(Base):
+    """Keeps the request in shared state between two steps: concurrent calls cross-talk."""
+
+    def __init__(self) -> None:
+        self.current: ExecutionRequest | None = None
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self.current = request
+        with self.lock:
+            self.calls += 1
+            n = self.calls
+        time.sleep(0.001)
+        assert self.current is not None
+        return build_receipt(DESCRIPTOR, self.current.interaction, {"call": n % 2})
+
+
+@pytest.mark.parametrize(
+    ("adapter", "check", "message"),
+    [
+        (DifferentStreamedReceipt(), check_streaming_parity, "differs from execute"),
+        (TwoTerminals(), check_streaming_parity, "2 terminal events"),
+        (DeltaAfterTerminal(), check_streaming_parity, "not last"),
+        (SilentFailure(), check_failure_projection, "no events"),
+        (WrongFailedCode(), check_failure_projection, "differs from raised"),
+        (SwallowsSinkErrors(), check_sink_exception_propagates, "returned normally"),
+        (NotThreadSafe(), check_concurrent_use, "concurrent receipts differed"),
+    ],
+)
+def test_kit_catches_each_violation(
+    adapter: RuntimeAdapter, check: object, message: str, bli61_request: ExecutionRequest
+) -> None:
+    assert callable(check)
+    with pytest.raises(ConformanceError, match=message):
+        check(adapter, bli61_request)
+
+
+def test_failure_projection_needs_a_raise(bli61_request: ExecutionRequest) -> None:
+    with pytest.raises(ConformanceError, match="did not raise"):
+        check_failure_projection(Base(), bli61_request)
+
+
+def test_event_order_rules() -> None:
+    with pytest.raises(ConformanceError, match="no events"):
+        validate_event_order([])
+    failed = FailedEvent(code="TQX_IO", message="x")
+    assert validate_event_order([DeltaEvent(text="a"), failed]) is failed
+
+
+def test_default_projection_passes_every_check(bli61_request: ExecutionRequest) -> None:
+    class Failing(Base):
+        def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+            raise self.fail()
+
+    report = check_adapter(
+        Base(), bli61_request, failing_request=bli61_request, failing_adapter=Failing()
+    )
+    assert sorted(report.passed) == sorted(CONFORMANCE_CHECKS)
+
+
+@pytest.mark.parametrize("name", sorted(CONFORMANCE_CHECKS))
+def test_run_check_entry_point(name: str, bli61_request: ExecutionRequest) -> None:
+    runtime = ScriptedRuntime([ScriptedSuccess(deltas=("x",))])
+    if name == "failure_projection":
+        with pytest.raises(ConformanceError, match="needs a failing_request"):
+            run_check(name, runtime, bli61_request)
+    else:
+        run_check(name, runtime, bli61_request)

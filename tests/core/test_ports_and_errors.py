@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import pytest
+
+from templiqx_core import (
+    AdapterDescriptor,
+    CompleteEvent,
+    Conflict,
+    ExecutionReceipt,
+    ExecutionRequest,
+    FailedEvent,
+    InvalidData,
+    InvalidPath,
+    IoFailure,
+    NotFound,
+    PortError,
+    RuntimeAdapter,
+    RuntimeFailure,
+    RuntimeFailureCode,
+    RuntimeFailureError,
+    StreamEvent,
+    Unsupported,
+    build_receipt,
+    fingerprint,
+    to_diagnostic,
+)
+
+DESCRIPTOR = AdapterDescriptor(id="plain", version="1.0", capabilities=["structured_output"])
+
+
+class PlainAdapter(RuntimeAdapter):
+    """Implements only execute: the default streaming projection is under test."""
+
+    def __init__(self, error: PortError | None = None) -> None:
+        self.error = error
+
+    def descriptor(self) -> AdapterDescriptor:
+        return DESCRIPTOR
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        if self.error is not None:
+            raise self.error
+        return build_receipt(DESCRIPTOR, request.interaction, request.fixture_output)
+
+
+def test_default_streaming_emits_one_complete_with_the_execute_receipt(
+    bli61_request: ExecutionRequest,
+) -> None:
+    events: list[StreamEvent] = []
+    receipt = PlainAdapter().execute_streaming(bli61_request, events.append)
+    assert events == [CompleteEvent.from_receipt(receipt)]
+    assert receipt == PlainAdapter().execute(bli61_request)
+
+
+def test_default_streaming_failure_emits_failed_then_reraises_same_error(
+    bli61_request: ExecutionRequest,
+) -> None:
+    failure = RuntimeFailure.for_adapter(DESCRIPTOR, RuntimeFailureCode.TIMEOUT, "too slow")
+    error = RuntimeFailureError(failure)
+    events: list[StreamEvent] = []
+    with pytest.raises(RuntimeFailureError) as raised:
+        PlainAdapter(error).execute_streaming(bli61_request, events.append)
+    assert raised.value is error
+    assert events == [
+        FailedEvent(code="TQX_RUNTIME_TIMEOUT", message="TQX_RUNTIME_TIMEOUT: too slow")
+    ]
+
+
+def test_sink_exception_propagates_unchanged(bli61_request: ExecutionRequest) -> None:
+    class Cancel(Exception):
+        pass
+
+    cancel = Cancel()
+
+    def sink(event: StreamEvent) -> None:
+        raise cancel
+
+    with pytest.raises(Cancel) as raised:
+        PlainAdapter().execute_streaming(bli61_request, sink)
+    assert raised.value is cancel
+
+
+@pytest.mark.parametrize(
+    ("error_type", "code"),
+    [
+        (NotFound, "TQX_NOT_FOUND"),
+        (Conflict, "TQX_CAS_CONFLICT"),
+        (InvalidPath, "TQX_PATH_INVALID"),
+        (Unsupported, "TQX_UNSUPPORTED"),
+        (IoFailure, "TQX_IO"),
+        (InvalidData, "TQX_DATA_INVALID"),
+    ],
+)
+def test_port_errors_carry_stable_codes(error_type: type[PortError], code: str) -> None:
+    error = error_type("what went wrong")
+    assert error.code == code
+    assert isinstance(error, PortError)
+    diagnostic = to_diagnostic(error)
+    assert (diagnostic.code, diagnostic.severity, diagnostic.message, diagnostic.help) == (
+        code,
+        "error",
+        "what went wrong",
+        None,
+    )
+
+
+def test_retryable_codes() -> None:
+    retryable = {code for code in RuntimeFailureCode if code.retryable}
+    assert retryable == {
+        RuntimeFailureCode.TIMEOUT,
+        RuntimeFailureCode.RATE_LIMITED,
+        RuntimeFailureCode.UNAVAILABLE,
+    }
+    assert {code.value for code in RuntimeFailureCode} == {
+        "TQX_RUNTIME_TIMEOUT",
+        "TQX_RUNTIME_RATE_LIMITED",
+        "TQX_RUNTIME_UNAVAILABLE",
+        "TQX_RUNTIME_INVALID_RESPONSE",
+        "TQX_RUNTIME_PERMANENT",
+        "TQX_HOST_RETRY_EXHAUSTED",
+    }
+
+
+def test_runtime_failure_fingerprint_and_diagnostic_help() -> None:
+    failure = RuntimeFailure.for_adapter(
+        DESCRIPTOR,
+        RuntimeFailureCode.RATE_LIMITED,
+        "model gateway returned HTTP 429",
+        retry_after_ms=1500,
+        scenario_id="s1",
+    )
+    assert failure.fingerprint == fingerprint(
+        {
+            "adapter": "plain",
+            "code": "TQX_RUNTIME_RATE_LIMITED",
+            "detail": "model gateway returned HTTP 429",
+        }
+    )
+    error = RuntimeFailureError(failure)
+    assert error.code == "TQX_RUNTIME_RATE_LIMITED"
+    assert error.retryable
+    diagnostic = to_diagnostic(error)
+    assert diagnostic.code == "TQX_RUNTIME_RATE_LIMITED"
+    assert diagnostic.help == (
+        "adapter=plain version=1.0 scenario=s1 retry_after_ms=1500 "
+        f"fingerprint={failure.fingerprint}"
+    )
