@@ -8,6 +8,7 @@ envelope); stderr carries one line per error. Exit codes: 0 ok, 1 the envelope i
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -158,7 +159,10 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
         where += f":{diagnostic.span.line}:{diagnostic.span.column}"
     if diagnostic.json_pointer:
         where += f" {diagnostic.json_pointer}"
-    return f"{diagnostic.code} {where.strip()}: {diagnostic.message}".replace(" :", ":")
+    message = diagnostic.message
+    if message.startswith(f"{diagnostic.code}: "):
+        message = message[len(diagnostic.code) + 2 :]
+    return f"{diagnostic.code} {where.strip()}: {message}".replace(" :", ":")
 
 
 def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact: bool) -> int:
@@ -241,6 +245,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
+    # Library warnings (e.g. "tracing disabled") reach the user as one plain line each.
+    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
     try:
         args = build_parser().parse_args(argv)
         return _run(args, out, err)

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from templiqx_core import CompiledInteraction, ExecutionRequest, RenderRequest, compile_contract
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+from templiqx_langfuse.testing.server import (
+    LoopbackModelServer,
+    Reply,
+    ServerRequest,
+    chat_completion,
+    json_reply,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TEMPLIQX_SHARED", REPO_ROOT.parent / "shared"))
@@ -28,3 +41,88 @@ def reference_dir(shared_dir: Path) -> Path:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# -- the Langfuse adapter against a loopback model server -------------------------
+
+MODEL_KEY = "sk-model-SECRET-0123456789"
+PUBLIC_KEY = "pk-lf-PUBLIC-0123456789"
+SECRET_KEY = "sk-lf-SECRET-0123456789"
+GREETING = {"greeting": "Hello Ryan"}
+_keys = itertools.count()
+
+
+def ok_reply(request: ServerRequest) -> Reply:
+    return json_reply(chat_completion(GREETING))
+
+
+@pytest.fixture
+def model_server() -> Iterator[LoopbackModelServer]:
+    server = LoopbackModelServer(ok_reply).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def greeting(reference_dir: Path) -> CompiledInteraction:
+    result = compile_contract(
+        reference_dir / "demo" / "greeting.yaml",
+        RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
+        ["structured_output"],
+    )
+    assert result.interaction is not None
+    return result.interaction
+
+
+@pytest.fixture
+def greeting_request(greeting: CompiledInteraction) -> ExecutionRequest:
+    return ExecutionRequest(interaction=greeting)
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+RuntimeFactory = Callable[..., LangfuseTracedRuntime]
+
+
+@pytest.fixture
+def make_runtime(
+    model_server: LoopbackModelServer, exporter: InMemorySpanExporter
+) -> Iterator[RuntimeFactory]:
+    """Runtimes against the loopback server, traced into ``exporter``; closed at teardown."""
+    made: list[LangfuseTracedRuntime] = []
+
+    def build(
+        *, timeout_s: float = 5.0, tracing: bool = True, base_url: str | None = None, **kw: object
+    ) -> LangfuseTracedRuntime:
+        # A fresh public key per runtime: the SDK shares one resource manager per key.
+        suffix = next(_keys)
+        langfuse = (
+            LangfuseConfig(
+                public_key=f"{PUBLIC_KEY}-{suffix}",
+                secret_key=SECRET_KEY,
+                base_url=str(kw.pop("langfuse_base_url", "http://127.0.0.1:9")),
+                flush_timeout_s=float(kw.pop("flush_timeout_s", 2.0)),
+            )  # type: ignore[arg-type]
+            if tracing
+            else LangfuseConfig()
+        )
+        runtime = LangfuseTracedRuntime(
+            ModelConfig(
+                base_url=base_url or model_server.base_url,
+                api_key=MODEL_KEY,
+                model="test-model",
+                timeout_s=timeout_s,
+            ),
+            langfuse,
+            span_exporter=kw.pop("span_exporter", exporter),  # type: ignore[arg-type]
+            **kw,  # type: ignore[arg-type]
+        )
+        made.append(runtime)
+        return runtime
+
+    yield build
+    for runtime in made:
+        runtime.close()

@@ -1,0 +1,3 @@
+from templiqx_core._version import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,84 @@
+"""Secret redaction: every configured secret becomes ``[REDACTED]`` wherever text leaves."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor"]
+
+REDACTED = "[REDACTED]"
+_MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
+
+
+class Redactor:
+    """Replaces configured secrets (and their Basic-auth encodings) in text and JSON values."""
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        values = {s for s in secrets if s and len(s) >= _MIN_SECRET_LENGTH}
+        pairs = [s for s in values]
+        # Langfuse authenticates with Basic base64(public:secret); cover that form too.
+        for left in pairs:
+            for right in pairs:
+                if left != right:
+                    token = base64.b64encode(f"{left}:{right}".encode()).decode("ascii")
+                    values.add(token)
+        # Longest first, so a secret containing another is replaced whole.
+        self._secrets = sorted(values, key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def text(self, value: str) -> str:
+        for secret in self._secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+
+    def value(self, data: Any) -> Any:
+        """Redact strings anywhere inside a JSON-like value (keys included)."""
+        if not self._secrets:
+            return data
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {self.text(str(k)): self.value(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self.value(item) for item in data]
+        return data
+
+
+# httpx/httpcore log raw response headers and reason phrases at DEBUG; a server that
+# echoes a credential would put it in the host's logs. These are the loggers they use.
+HTTP_LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+)
+
+
+class RedactingLogFilter(logging.Filter):
+    """Rewrites a record's message with secrets redacted (installed while a runtime lives)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = self.redactor.text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+    def install(self) -> None:
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+
+    def uninstall(self) -> None:
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).removeFilter(self)

@@ -1,0 +1,102 @@
+"""Opt-in retries around any ``RuntimeAdapter`` (SPEC §5.7), built on tenacity.
+
+Only retryable codes (timeout, rate-limited, unavailable) are retried. A server's
+``retry_after_ms`` is honoured (capped at ``max_wait_s``); otherwise the wait is
+exponential with full jitter. When attempts or the deadline run out, the caller gets
+``TQX_HOST_RETRY_EXHAUSTED`` naming the last failure's code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
+
+from templiqx_core import (
+    AdapterDescriptor,
+    ExecutionReceipt,
+    ExecutionRequest,
+    InvalidData,
+    RuntimeAdapter,
+    RuntimeFailure,
+    RuntimeFailureCode,
+    RuntimeFailureError,
+)
+
+__all__ = ["RetryingRuntime"]
+
+
+def _retryable(error: BaseException) -> bool:
+    return isinstance(error, RuntimeFailureError) and error.retryable
+
+
+class RetryingRuntime(RuntimeAdapter):
+    """Wraps ``inner``; same descriptor, so receipts are indistinguishable from the inner's."""
+
+    def __init__(
+        self,
+        inner: RuntimeAdapter,
+        *,
+        attempts: int = 3,
+        base_wait_s: float = 0.5,
+        max_wait_s: float = 30.0,
+        deadline_s: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if attempts < 1:
+            raise InvalidData("attempts must be at least 1")
+        if base_wait_s < 0 or max_wait_s < 0 or (deadline_s is not None and deadline_s <= 0):
+            raise InvalidData("waits must be non-negative and the deadline positive")
+        self.inner = inner
+        self.attempts = attempts
+        self.max_wait_s = max_wait_s
+        self.deadline_s = deadline_s
+        self._sleep = sleep
+        self._backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
+
+    def descriptor(self) -> AdapterDescriptor:
+        return self.inner.descriptor()
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(error, RuntimeFailureError) and error.failure.retry_after_ms is not None:
+            return min(error.failure.retry_after_ms / 1000.0, self.max_wait_s)
+        return float(self._backoff(state))
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        stop: stop_base = stop_after_attempt(self.attempts)
+        if self.deadline_s is not None:
+            stop = stop | stop_before_delay(self.deadline_s)
+        retrying = Retrying(
+            stop=stop,
+            wait=self._wait,
+            retry=retry_if_exception(_retryable),
+            sleep=self._sleep,
+            reraise=False,
+        )
+        try:
+            result: ExecutionReceipt = retrying(self.inner.execute, request)
+        except RetryError as exhausted:
+            last = exhausted.last_attempt.exception()
+            assert isinstance(last, RuntimeFailureError)
+            tries = exhausted.last_attempt.attempt_number
+            failure = RuntimeFailure.for_adapter(
+                self.descriptor(),
+                RuntimeFailureCode.RETRY_EXHAUSTED,
+                f"gave up after {tries} attempt(s); last failure {last.code}: "
+                f"{last.failure.detail}",
+                retry_after_ms=last.failure.retry_after_ms,
+                scenario_id=last.failure.scenario_id,
+            )
+            raise RuntimeFailureError(failure) from None
+        return result

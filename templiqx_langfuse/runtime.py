@@ -1,0 +1,211 @@
+"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per ``execute``.
+
+It deliberately inherits the port's default streaming projection (one ``Complete`` or
+one ``Failed``): SSE framing and tool-call assembly are provider wire concerns that
+belong to a separate host adapter (ADR "Live-provider boundary").
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from langfuse import Langfuse
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from templiqx_core import (
+    AdapterDescriptor,
+    ExecutionReceipt,
+    ExecutionRequest,
+    RuntimeAdapter,
+    RuntimeFailure,
+    RuntimeFailureError,
+    build_receipt,
+    compile_schema,
+    request_fingerprint,
+)
+from templiqx_core.runtimes import RuntimeOptions
+
+from ._version import __version__
+from .config import LangfuseConfig, ModelConfig
+from .redaction import RedactingLogFilter, Redactor
+from .tracing import (
+    META_ADAPTER_ID,
+    META_ADAPTER_VERSION,
+    META_COMPILER,
+    META_CONTRACT_ID,
+    META_CONTRACT_VERSION,
+    META_FINISH_REASON,
+    META_IGNORED_POLICY_KEYS,
+    META_OUTPUT_FINGERPRINT,
+    META_OUTPUT_SCHEMA_VALID,
+    META_PROVIDER_MODEL,
+    META_REQUEST_FINGERPRINT,
+    META_RESPONSE_ID,
+    Tracing,
+)
+from .transport import post_bounded
+from .wire import WireFailure, build_request_body, failure_for_status, parse_completion
+
+__all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime", "runtime_factory"]
+
+ADAPTER_ID = "templiqx-langfuse"
+CAPABILITIES = ("structured_output",)
+
+
+class LangfuseTracedRuntime(RuntimeAdapter):
+    """Executes compiled interactions against an OpenAI-compatible endpoint, traced.
+
+    Thread-safe: one instance (and its pooled ``httpx.Client``) serves concurrent calls.
+    Close it (or use it as a context manager) to release connections and flush traces.
+    """
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        langfuse: LangfuseConfig | None = None,
+        *,
+        langfuse_client: Langfuse | None = None,
+        span_exporter: SpanExporter | None = None,
+        http_client: httpx.Client | None = None,
+        capabilities: tuple[str, ...] = CAPABILITIES,
+    ) -> None:
+        self.model = model
+        self.langfuse_config = langfuse or LangfuseConfig()
+        self.redactor = Redactor(
+            [model.api_key, self.langfuse_config.public_key, self.langfuse_config.secret_key]
+        )
+        self._log_filter = RedactingLogFilter(self.redactor)
+        self._log_filter.install()
+        self._descriptor = AdapterDescriptor(
+            id=ADAPTER_ID, version=__version__, capabilities=sorted(set(capabilities))
+        )
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+            follow_redirects=False,
+        )
+        self._url = f"{model.base_url}/chat/completions"
+        self._headers = {
+            "authorization": f"Bearer {model.api_key}",
+            "content-type": "application/json",
+            "accept": "application/json",
+        }
+        self.tracing = Tracing.build(
+            self.langfuse_config, self.redactor, client=langfuse_client, span_exporter=span_exporter
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseTracedRuntime:
+        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables (SPEC §5.1)."""
+        environ = os.environ if env is None else env
+        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
+
+    def descriptor(self) -> AdapterDescriptor:
+        return self._descriptor
+
+    def trace_url(self, trace_id: str) -> str | None:
+        """A trace URL built locally from the configured project id (no network call)."""
+        return self.langfuse_config.trace_url(trace_id)
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        interaction = request.interaction
+        # Refuse an invalid output schema before any network I/O (the compiled
+        # validator is cached and reused by build_receipt).
+        compile_schema(interaction.output_schema)
+        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
+        request_fp = request_fingerprint(interaction)
+        descriptor = self._descriptor
+        metadata: dict[str, Any] = {
+            META_CONTRACT_ID: interaction.contract_id,
+            META_CONTRACT_VERSION: interaction.contract_version,
+            META_COMPILER: interaction.compiler,
+            META_REQUEST_FINGERPRINT: request_fp,
+            META_ADAPTER_ID: descriptor.id,
+            META_ADAPTER_VERSION: descriptor.version,
+            META_IGNORED_POLICY_KEYS: body.ignored_policy_keys,
+        }
+        record = self.tracing.start(
+            interaction,
+            model=self.model.model,
+            model_parameters=body.model_parameters,
+            metadata=metadata,
+        )
+        try:
+            response = post_bounded(
+                self._http,
+                self._url,
+                content=body.content,
+                headers=self._headers,
+                timeout_s=self.model.timeout_s,
+            )
+            failure = failure_for_status(response.status, response.headers, response.body)
+            if failure is not None:
+                raise failure
+            completion = parse_completion(response.body)
+        except WireFailure as wire:
+            error = self._failure(wire)
+            record.fail(
+                code=error.code,
+                detail=error.failure.detail,
+                metadata={META_OUTPUT_SCHEMA_VALID: None},
+            )
+            raise error from None
+        except BaseException as unexpected:
+            # Not a mapped failure (a bug, a cancelled thread, a replay miss): close the
+            # generation without the exception text, which may carry request data.
+            record.fail(code=type(unexpected).__name__, detail="unexpected error", metadata={})
+            raise
+        receipt = build_receipt(descriptor, interaction, completion.output, request_fp=request_fp)
+        record.succeed(
+            output=completion.output,
+            usage=completion.usage,
+            schema_valid=receipt.output_schema_valid,
+            metadata={
+                META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
+                META_OUTPUT_SCHEMA_VALID: receipt.output_schema_valid,
+                META_FINISH_REASON: completion.finish_reason,
+                META_RESPONSE_ID: completion.response_id,
+                META_PROVIDER_MODEL: completion.provider_model,
+            },
+        )
+        return receipt
+
+    def _failure(self, wire: WireFailure) -> RuntimeFailureError:
+        failure = RuntimeFailure.for_adapter(
+            self._descriptor,
+            wire.code,
+            self.redactor.text(wire.detail),
+            retry_after_ms=wire.retry_after_ms,
+        )
+        return RuntimeFailureError(failure)
+
+    def close(self) -> None:
+        """Release pooled connections and flush the adapter-owned Langfuse client (bounded)."""
+        if self._owns_http:
+            self._http.close()
+        self.tracing.close()
+        self._log_filter.uninstall()
+
+    def __enter__(self) -> LangfuseTracedRuntime:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
+    """Entry point ``langfuse``: configured from the environment, or replaying a cassette."""
+    if options.replay is not None:
+        from .testing.replay import replaying_runtime
+
+        return replaying_runtime(options.replay, env=options.env)
+    return LangfuseTracedRuntime.from_env(options.env)

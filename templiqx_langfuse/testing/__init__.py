@@ -1,0 +1,1 @@
+"""Testing support for hosts: cassettes, a loopback model server, in-memory traces."""

@@ -1,0 +1,225 @@
+"""A loopback OpenAI-compatible server for tests, recordings and benchmarks.
+
+Binds 127.0.0.1 only. A ``responder`` maps each parsed request to a ``Reply``; replies
+can also misbehave on purpose (trickle, hang, reset mid-body, lie about length), which
+is how the fault matrix is exercised with real sockets instead of mocks.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "LoopbackModelServer",
+    "Reply",
+    "ServerRequest",
+    "chat_completion",
+    "json_reply",
+    "serve",
+]
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    reason: str | None = None
+    chunked: bool = False
+    declared_length: int | None = None  # Content-Length to claim (default: the truth)
+    omit_length: bool = False  # no Content-Length: the body ends when the connection closes
+    trickle_s: float | None = None  # send the body one byte at a time with this pause
+    hang_s: float | None = None  # accept, read the request, then say nothing this long
+    reset_after: int | None = None  # send this many body bytes, then reset the connection
+
+
+def json_reply(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
+    merged = {"content-type": "application/json", **(headers or {})}
+    return Reply(status=status, headers=merged, body=json.dumps(data).encode())
+
+
+def chat_completion(
+    content: Any,
+    *,
+    finish_reason: str = "stop",
+    model: str = "loopback-model",
+    usage: Mapping[str, Any] | None = None,
+    response_id: str = "chatcmpl-loopback",
+    message_extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A chat.completion body whose ``content`` is the JSON text of ``content``."""
+    text = content if isinstance(content, str) or content is None else json.dumps(content)
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": 1_767_225_600,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": None,
+                    **(message_extra or {}),
+                },
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": dict(usage or {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}),
+    }
+
+
+Responder = Callable[[ServerRequest], Reply]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls on loopback
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: tests read assertions, not access logs
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        request = ServerRequest("POST", self.path, dict(self.headers.items()), body)
+        self.server.record(request)
+        self._send(self.server.responder(request))
+
+    do_GET = do_POST
+
+    def _send(self, reply: Reply) -> None:
+        if reply.hang_s is not None:
+            self.server.sleep(reply.hang_s)
+            self.close_connection = True
+            return
+        self.send_response_only(reply.status, reply.reason)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if reply.chunked:
+            self.send_header("transfer-encoding", "chunked")
+        elif not reply.omit_length:
+            length = len(reply.body) if reply.declared_length is None else reply.declared_length
+            self.send_header("content-length", str(length))
+        if reply.omit_length or reply.reset_after is not None:
+            self.send_header("connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        body = reply.body if reply.reset_after is None else reply.body[: reply.reset_after]
+        try:
+            if reply.chunked:
+                for start in range(0, len(body), 64 * 1024):
+                    piece = body[start : start + 64 * 1024]
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                if reply.reset_after is None:
+                    self.wfile.write(b"0\r\n\r\n")
+            elif reply.trickle_s is not None:
+                for index in range(len(body)):
+                    self.wfile.write(body[index : index + 1])
+                    self.wfile.flush()
+                    if not self.server.sleep(reply.trickle_s):
+                        break
+            else:
+                self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
+        if reply.reset_after is not None:
+            # SO_LINGER 0 turns close() into a TCP RST: a reset mid-body.
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+            self.close_connection = True
+        if reply.omit_length:
+            self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, responder: Responder) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.responder = responder
+        self.requests: list[ServerRequest] = []
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that abandon a connection (oversize body, deadline) are part of the
+        # scenarios this server exists for: not worth a traceback on stderr.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+    def record(self, request: ServerRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep unless the server is stopping; False when interrupted."""
+        return not self.stopping.wait(seconds)
+
+
+class LoopbackModelServer:
+    """A running server; ``base_url`` ends in ``/v1`` like a real provider's."""
+
+    def __init__(self, responder: Responder) -> None:
+        self._server = _Server(responder)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    @property
+    def requests(self) -> list[ServerRequest]:
+        return list(self._server.requests)
+
+    def set_responder(self, responder: Responder) -> None:
+        self._server.responder = responder
+
+    def start(self) -> LoopbackModelServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+@contextmanager
+def serve(responder: Responder) -> Iterator[LoopbackModelServer]:
+    server = LoopbackModelServer(responder).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,276 @@
+"""Recording executions to Langfuse through the official SDK, off the critical path.
+
+One generation observation per ``execute``. Recording is best effort: every SDK call is
+guarded so that a tracing failure is logged once and never reaches the caller, and
+nothing here blocks on the network (no per-call flush, no ``get_trace_url``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from langfuse import Langfuse, propagate_attributes
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from templiqx_core import CompiledInteraction
+
+from .config import LangfuseConfig
+from .redaction import Redactor
+
+__all__ = ["GenerationRecord", "TraceAttributes", "Tracing", "trace_attributes"]
+
+logger = logging.getLogger("templiqx_langfuse")
+
+# Metadata keys (SPEC §5.5): constants, so tests and call sites cannot drift apart.
+META_CONTRACT_ID = "contract_id"
+META_CONTRACT_VERSION = "contract_version"
+META_COMPILER = "compiler"
+META_REQUEST_FINGERPRINT = "request_fingerprint"
+META_OUTPUT_FINGERPRINT = "output_fingerprint"
+META_OUTPUT_SCHEMA_VALID = "output_schema_valid"
+META_ADAPTER_ID = "adapter_id"
+META_ADAPTER_VERSION = "adapter_version"
+META_FINISH_REASON = "finish_reason"
+META_RESPONSE_ID = "response_id"
+META_PROVIDER_MODEL = "provider_model"
+META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
+META_ERROR_CODE = "error_code"
+META_ERROR_DETAIL = "error_detail"
+
+# Span processor tuning for the adapter-owned client: small batches exported often keep
+# the exporter thread's GIL bursts short (the SDK default of 512-span batches makes
+# the callers' p99 spike while a batch is encoded).
+OWNED_FLUSH_AT = 64
+OWNED_FLUSH_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class TraceAttributes:
+    """Trace-level attributes, applied only when the generation is the trace root."""
+
+    tags: tuple[str, ...] = ()
+    session_id: str | None = None
+    user_id: str | None = None
+
+
+_CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
+    "templiqx_langfuse_trace_attributes", default=None
+)
+
+
+@contextmanager
+def trace_attributes(
+    *, tags: Sequence[str] = (), session_id: str | None = None, user_id: str | None = None
+) -> Iterator[None]:
+    """Per-call trace attributes for executions inside the block (overrides configuration)."""
+    token = _CALL_ATTRIBUTES.set(TraceAttributes(tuple(tags), session_id, user_id))
+    try:
+        yield
+    finally:
+        _CALL_ATTRIBUTES.reset(token)
+
+
+class GenerationRecord:
+    """The live generation of one execution; finish it exactly once."""
+
+    def __init__(self, tracing: Tracing, generation: Any, metadata: dict[str, Any]) -> None:
+        self._tracing = tracing
+        self._generation = generation
+        self._metadata = metadata
+
+    def succeed(
+        self,
+        *,
+        output: Any,
+        usage: Mapping[str, int],
+        metadata: Mapping[str, Any],
+        schema_valid: bool,
+    ) -> None:
+        self._finish(
+            output=output,
+            usage_details=dict(usage) or None,
+            metadata={**self._metadata, **metadata},
+            level=None if schema_valid else "WARNING",
+            status_message=None if schema_valid else "TQX_OUTPUT_SCHEMA",
+        )
+
+    def fail(self, *, code: str, detail: str, metadata: Mapping[str, Any]) -> None:
+        error = {META_ERROR_CODE: code, META_ERROR_DETAIL: detail}
+        self._finish(
+            usage_details=None,
+            metadata={**self._metadata, **metadata, **error},
+            level="ERROR",
+            status_message=code,
+        )
+
+    def _finish(self, **update: Any) -> None:
+        if self._generation is None:
+            return
+        generation, self._generation = self._generation, None
+        redact = self._tracing.redactor.value
+        update = {key: value for key, value in update.items() if value is not None}
+        for key in ("output", "metadata", "status_message"):
+            if key in update:
+                update[key] = redact(update[key])
+        try:
+            generation.update(**update)
+            generation.end()
+        except Exception as error:  # tracing must never fail the call
+            self._tracing.report_error("ending a generation", error)
+
+
+class Tracing:
+    """Owns (or borrows) the Langfuse client and turns executions into generations."""
+
+    def __init__(
+        self,
+        client: Langfuse | None,
+        *,
+        owned_provider: TracerProvider | None,
+        config: LangfuseConfig,
+        redactor: Redactor,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.redactor = redactor
+        self._owned_provider = owned_provider
+        self._error_logged = threading.Event()
+
+    @classmethod
+    def build(
+        cls,
+        config: LangfuseConfig,
+        redactor: Redactor,
+        *,
+        client: Langfuse | None = None,
+        span_exporter: SpanExporter | None = None,
+    ) -> Tracing:
+        """Use the host's client as is, or build one on a private ``TracerProvider``."""
+        if client is not None:
+            return cls(client, owned_provider=None, config=config, redactor=redactor)
+        if not config.enabled:
+            logger.warning(
+                "Langfuse tracing disabled: LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set; "
+                "executions still run"
+            )
+            return cls(None, owned_provider=None, config=config, redactor=redactor)
+        # A private provider: never the process-global one, so the adapter neither
+        # installs itself globally nor flushes the host's exporters.
+        provider = TracerProvider()
+        owned = Langfuse(
+            public_key=config.public_key,
+            secret_key=config.secret_key,
+            base_url=config.base_url,
+            environment=config.environment,
+            release=config.release,
+            sample_rate=config.sample_rate,
+            tracer_provider=provider,
+            span_exporter=span_exporter,
+            flush_at=OWNED_FLUSH_AT,
+            flush_interval=OWNED_FLUSH_INTERVAL_S,
+        )
+        return cls(owned, owned_provider=provider, config=config, redactor=redactor)
+
+    @property
+    def enabled(self) -> bool:
+        return self.client is not None
+
+    def report_error(self, what: str, error: BaseException) -> None:
+        if not self._error_logged.is_set():
+            self._error_logged.set()
+            logger.warning(
+                "Langfuse tracing error while %s (%s); executions are unaffected",
+                what,
+                type(error).__name__,
+            )
+
+    def _attributes(self) -> TraceAttributes:
+        per_call = _CALL_ATTRIBUTES.get()
+        if per_call is not None:
+            return per_call
+        config = self.config
+        return TraceAttributes(config.tags, config.session_id, config.user_id)
+
+    def start(
+        self,
+        interaction: CompiledInteraction,
+        *,
+        model: str,
+        model_parameters: Mapping[str, Any],
+        metadata: dict[str, Any],
+    ) -> GenerationRecord:
+        """Open the generation (as root, or nested under the active span)."""
+        if self.client is None:
+            return GenerationRecord(self, None, metadata)
+        redact = self.redactor.value
+        messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        arguments = {
+            "name": interaction.contract_id,
+            "as_type": "generation",
+            "model": model,
+            "version": interaction.contract_version,
+            "input": redact(messages),
+            "model_parameters": dict(model_parameters),
+            "metadata": redact(metadata),
+        }
+        try:
+            if otel_trace.get_current_span().get_span_context().is_valid:
+                generation = self.client.start_observation(**arguments)
+            else:
+                attributes = self._attributes()
+                with propagate_attributes(
+                    trace_name=interaction.contract_id,
+                    tags=list(attributes.tags) or None,
+                    session_id=attributes.session_id,
+                    user_id=attributes.user_id,
+                    environment=self.config.environment,
+                ):
+                    generation = self.client.start_observation(**arguments)
+        except Exception as error:
+            self.report_error("starting a generation", error)
+            generation = None
+        return GenerationRecord(self, generation, metadata)
+
+    def close(self) -> None:
+        """Flush the adapter-owned client within the configured bound; never a host's."""
+        if self._owned_provider is None or self.client is None:
+            return
+        client, provider = self.client, self._owned_provider
+        self.client = None
+        resources = getattr(client, "_resources", None)
+        if resources is None or getattr(resources, "tracer_provider", None) is not provider:
+            return  # the SDK handed us a host's resources for the same key: not ours to flush
+        timeout_ms = int(self.config.flush_timeout_s * 1000)
+
+        def shutdown() -> None:
+            try:
+                provider.force_flush(timeout_millis=timeout_ms)
+                provider.shutdown()
+                resources.shutdown()  # stops the SDK's consumer threads, drops its atexit hook
+            except Exception as error:
+                self.report_error("flushing", error)
+            # The SDK keeps one resource manager per public key for the process; forget
+            # ours so a later runtime with the same key starts fresh instead of reusing
+            # a shut-down exporter. (No public API does this for one key.)
+            registry = type(resources)
+            with registry._lock:
+                if registry._instances.get(resources.public_key) is resources:
+                    del registry._instances[resources.public_key]
+
+        # TracerProvider.shutdown() has no deadline of its own; run it with one.
+        worker = threading.Thread(target=shutdown, name="templiqx-langfuse-close", daemon=True)
+        worker.start()
+        worker.join(self.config.flush_timeout_s + 0.5)
+        if worker.is_alive():
+            logger.warning(
+                "Langfuse flush did not finish within %.1f s; pending spans dropped",
+                self.config.flush_timeout_s,
+            )

@@ -1,0 +1,242 @@
+"""The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
+
+Pure functions, no sockets: everything here is tested with literal inputs. No provider
+body text ever enters a failure detail; details name statuses, fields and sizes only.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from templiqx_core import CompiledInteraction, RuntimeFailureCode
+
+__all__ = [
+    "FORWARDED_POLICY_KEYS",
+    "MAX_RESPONSE_BYTES",
+    "Completion",
+    "WireFailure",
+    "build_request_body",
+    "failure_for_status",
+    "parse_completion",
+    "parse_retry_after_ms",
+]
+
+MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+FORWARDED_POLICY_KEYS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+    }
+)
+EXTENSION_NAMESPACE = "openai."
+SCHEMA_NAME = "templiqx_output"
+_BAD_FINISH = frozenset({"length", "content_filter"})
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+class WireFailure(Exception):
+    """A mapped failure before it is tied to an adapter (code, redaction-safe detail)."""
+
+    def __init__(
+        self, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.retry_after_ms = retry_after_ms
+
+
+@dataclass(frozen=True)
+class RequestBody:
+    content: bytes
+    model_parameters: dict[str, Any]
+    ignored_policy_keys: list[str]
+
+
+def build_request_body(
+    interaction: CompiledInteraction, *, model: str, strict: bool
+) -> RequestBody:
+    """Serialize the chat-completions request; same interaction → same bytes."""
+    policy = interaction.runtime_policy
+    forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
+    ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in interaction.messages],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": SCHEMA_NAME,
+                "strict": strict,
+                "schema": interaction.output_schema,
+            },
+        },
+        **forwarded,
+    }
+    for key in sorted(interaction.extensions):
+        if key.startswith(EXTENSION_NAMESPACE):
+            body[key[len(EXTENSION_NAMESPACE) :]] = interaction.extensions[key]
+    # Sorted keys make the bytes independent of dict insertion order (cassettes match on body).
+    return RequestBody(orjson.dumps(body, option=orjson.OPT_SORT_KEYS), forwarded, ignored)
+
+
+def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
+    """``retry-after-ms`` / ``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date)."""
+    for name in ("retry-after-ms", "x-retry-after-ms"):
+        raw = headers.get(name)
+        if raw is not None:
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                continue
+            if value >= 0 and value == value and value != float("inf"):
+                return int(value)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+        return max(0, int(seconds * 1000))
+    if seconds < 0 or seconds != seconds or seconds == float("inf"):
+        return None
+    return int(seconds * 1000)
+
+
+def _error_code(body: bytes) -> str | None:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        for key in ("code", "type"):
+            value = error.get(key)
+            if isinstance(value, str):
+                return value
+    return None
+
+
+def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
+    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx.
+
+    The body is consulted only to tell a billing-quota 429 (permanent) from a rate
+    limit; none of its text is kept.
+    """
+    if 200 <= status < 300:
+        return None
+    detail = f"model gateway returned HTTP {status}"
+    if status == 429:
+        if _error_code(body) in _QUOTA_CODES:
+            return WireFailure(RuntimeFailureCode.PERMANENT, f"{detail} (quota exhausted)")
+        return WireFailure(RuntimeFailureCode.RATE_LIMITED, detail, parse_retry_after_ms(headers))
+    if status == 408:
+        return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
+    if status >= 500:
+        return WireFailure(RuntimeFailureCode.UNAVAILABLE, detail, parse_retry_after_ms(headers))
+    return WireFailure(RuntimeFailureCode.PERMANENT, detail)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one chat completion yields: the output for the receipt, the rest for the trace."""
+
+    output: Any
+    finish_reason: str | None = None
+    response_id: str | None = None
+    provider_model: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def _invalid(detail: str) -> WireFailure:
+    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
+
+
+def usage_details(usage: Any) -> dict[str, int]:
+    """Langfuse usage keys from an OpenAI ``usage`` object (never the raw object)."""
+    if not isinstance(usage, dict):
+        return {}
+
+    def count(container: Any, key: str) -> int | None:
+        value = container.get(key) if isinstance(container, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    details = {
+        "input": count(usage, "prompt_tokens"),
+        "output": count(usage, "completion_tokens"),
+        "total": count(usage, "total_tokens"),
+        "input_cached_tokens": count(usage.get("prompt_tokens_details"), "cached_tokens"),
+        "output_reasoning_tokens": count(
+            usage.get("completion_tokens_details"), "reasoning_tokens"
+        ),
+    }
+    return {key: value for key, value in details.items() if value is not None}
+
+
+def parse_completion(body: bytes) -> Completion:
+    """Parse a 2xx chat-completions body into its JSON output, or raise ``WireFailure``."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise _invalid("response body is not JSON") from None
+    if not isinstance(data, dict):
+        raise _invalid("response body is not a JSON object")
+    if "error" in data and "choices" not in data:
+        raise _invalid("response body is an error object, not a chat completion")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _invalid("response has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _invalid("choices[0] has no message")
+    finish = choice.get("finish_reason")
+    finish_reason = finish if isinstance(finish, str) else None
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        raise _invalid("model refused (message.refusal is set)")
+    if finish_reason in _BAD_FINISH:
+        raise _invalid(f"model stopped with finish_reason {finish_reason}")
+    content = message.get("content")
+    if content is None or content == "":
+        if message.get("tool_calls"):
+            raise _invalid("model returned tool_calls instead of content")
+        raise _invalid("message content is empty")
+    if isinstance(content, (dict, list)):
+        output = content  # some gateways (Cloudflare) return the JSON already parsed
+    elif isinstance(content, str):
+        try:
+            output = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            raise _invalid("message content is not JSON") from None
+    else:
+        raise _invalid("message content is not a string")
+    response_id = data.get("id")
+    provider_model = data.get("model")
+    return Completion(
+        output=output,
+        finish_reason=finish_reason,
+        response_id=response_id if isinstance(response_id, str) else None,
+        provider_model=provider_model if isinstance(provider_model, str) else None,
+        usage=usage_details(data.get("usage")),
+    )

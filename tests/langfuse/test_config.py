@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from templiqx_core import InvalidData
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+from templiqx_langfuse.config import (
+    ENV_LANGFUSE_BASE_URL,
+    ENV_LANGFUSE_HOST,
+    ENV_LANGFUSE_PUBLIC_KEY,
+    ENV_LANGFUSE_SECRET_KEY,
+    ENV_MODEL,
+    ENV_MODEL_API_KEY,
+    ENV_MODEL_BASE_URL,
+    ENV_MODEL_TIMEOUT_S,
+    ENV_OPENAI_API_KEY,
+    ENV_OPENAI_BASE_URL,
+)
+
+SECRET = "sk-do-not-echo-0123456789"
+
+
+def test_env_precedence_and_defaults() -> None:
+    env = {
+        ENV_OPENAI_API_KEY: "sk-openai-xyz",
+        ENV_MODEL: "gpt-4o-mini",
+        ENV_OPENAI_BASE_URL: "https://gateway.example/v1/",
+    }
+    config = ModelConfig.from_env(env)
+    assert (config.base_url, config.api_key, config.model, config.timeout_s, config.strict) == (
+        "https://gateway.example/v1",
+        "sk-openai-xyz",
+        "gpt-4o-mini",
+        60.0,
+        True,
+    )
+    env |= {
+        ENV_MODEL_API_KEY: "sk-templiqx",
+        ENV_MODEL_BASE_URL: "http://127.0.0.1:8000/v1",
+        ENV_MODEL_TIMEOUT_S: "2.5",
+    }
+    config = ModelConfig.from_env(env)
+    assert (config.base_url, config.api_key, config.timeout_s) == (
+        "http://127.0.0.1:8000/v1",
+        "sk-templiqx",
+        2.5,
+    )
+    assert ModelConfig.from_env({ENV_MODEL_API_KEY: "k", ENV_MODEL: "m"}).base_url == (
+        "https://api.openai.com/v1"
+    )
+
+
+def test_langfuse_env() -> None:
+    assert LangfuseConfig.from_env({}).base_url == "https://cloud.langfuse.com"
+    assert not LangfuseConfig.from_env({}).enabled
+    config = LangfuseConfig.from_env(
+        {
+            ENV_LANGFUSE_HOST: "https://eu.cloud.langfuse.com",
+            ENV_LANGFUSE_PUBLIC_KEY: "pk-lf-1",
+            ENV_LANGFUSE_SECRET_KEY: "sk-lf-1",
+        }
+    )
+    assert config.enabled
+    assert config.base_url == "https://eu.cloud.langfuse.com"
+    assert LangfuseConfig.from_env(
+        {ENV_LANGFUSE_HOST: "https://a.example", ENV_LANGFUSE_BASE_URL: "https://b.example"}
+    ).base_url == ("https://b.example")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://host/v1", "http:// or https://"),
+        ("https:///v1", "must name a host"),
+        (f"https://user:{SECRET}@host/v1", "user-info"),
+        (f"https://host/v1?key={SECRET}", "query or fragment"),
+        ("https://host/v1#frag", "query or fragment"),
+        ("https://host:notaport/v1", "not a valid URL"),
+    ],
+)
+def test_bad_urls_name_the_field_never_the_value(url: str, message: str) -> None:
+    with pytest.raises(InvalidData) as raised:
+        ModelConfig(base_url=url, api_key="k", model="m")
+    assert message in str(raised.value)
+    assert "model base_url" in str(raised.value)
+    assert SECRET not in str(raised.value)
+    with pytest.raises(InvalidData, match="langfuse base_url"):
+        LangfuseConfig(base_url=url)
+
+
+def test_missing_key_and_model_are_named() -> None:
+    with pytest.raises(InvalidData, match="TEMPLIQX_MODEL_API_KEY"):
+        ModelConfig.from_env({ENV_MODEL: "m"})
+    with pytest.raises(InvalidData, match="TEMPLIQX_MODEL must not be empty"):
+        ModelConfig.from_env({ENV_MODEL_API_KEY: "k"})
+    with pytest.raises(InvalidData, match="TEMPLIQX_MODEL_TIMEOUT_S"):
+        ModelConfig.from_env({ENV_MODEL_API_KEY: "k", ENV_MODEL: "m", ENV_MODEL_TIMEOUT_S: "x"})
+    with pytest.raises(InvalidData, match="timeout_s"):
+        ModelConfig(base_url="https://h/v1", api_key="k", model="m", timeout_s=0)
+
+
+def test_repr_hides_keys() -> None:
+    assert SECRET not in repr(ModelConfig(base_url="https://h/v1", api_key=SECRET, model="m"))
+    assert SECRET not in repr(LangfuseConfig(public_key=SECRET, secret_key=SECRET))
+
+
+def test_missing_langfuse_keys_disable_tracing_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    env = {ENV_MODEL_API_KEY: "k", ENV_MODEL: "m"}
+    with caplog.at_level(logging.WARNING, logger="templiqx_langfuse"):
+        runtime = LangfuseTracedRuntime.from_env(env)
+    try:
+        assert not runtime.tracing.enabled
+        warnings = [r for r in caplog.records if r.name == "templiqx_langfuse"]
+        assert len(warnings) == 1
+        assert "tracing disabled" in warnings[0].getMessage()
+    finally:
+        runtime.close()
+
+
+def test_trace_url_is_built_locally() -> None:
+    config = LangfuseConfig(base_url="https://cloud.langfuse.com", project_id="proj1")
+    assert config.trace_url("abc") == "https://cloud.langfuse.com/project/proj1/traces/abc"
+    assert LangfuseConfig().trace_url("abc") is None

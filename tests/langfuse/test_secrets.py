@@ -1,0 +1,100 @@
+"""No configured secret leaves through an error, a log record or an exported span."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from templiqx_core import ExecutionRequest, RuntimeFailureError, to_diagnostic
+from templiqx_langfuse.testing.server import (
+    LoopbackModelServer,
+    Reply,
+    ServerRequest,
+    chat_completion,
+)
+from tests.conftest import MODEL_KEY, PUBLIC_KEY, SECRET_KEY, RuntimeFactory
+
+SECRETS: list[str] = [MODEL_KEY, PUBLIC_KEY, SECRET_KEY]
+
+
+def echoing(status: int, *, content: bool = False) -> object:
+    """A server that echoes every secret back: in the body, headers and status reason."""
+
+    def respond(request: ServerRequest) -> Reply:
+        auth = request.headers.get("authorization", "")
+        leak = f"{auth} {' '.join(SECRETS)}"
+        body = (
+            json.dumps(chat_completion({"greeting": leak}))
+            if content
+            else json.dumps({"error": {"message": leak, "code": leak}})
+        )
+        headers = {"x-echo": leak, "retry-after": leak, "www-authenticate": leak}
+        return Reply(status, headers, body.encode(), reason=f"Echo {MODEL_KEY}")
+
+    return respond
+
+
+def assert_clean(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text
+
+
+@pytest.mark.parametrize("status", [200, 400, 401, 408, 429, 500, 503])
+def test_secrets_echoed_by_the_server_never_leak(
+    status: int,
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
+    greeting_request: ExecutionRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model_server.set_responder(echoing(status, content=status == 200))  # type: ignore[arg-type]
+    runtime = make_runtime()
+    SECRETS[1] = str(runtime.langfuse_config.public_key)  # the exact configured key
+    with caplog.at_level(logging.DEBUG):
+        try:
+            receipt = runtime.execute(greeting_request)
+        except RuntimeFailureError as error:
+            texts = [
+                str(error),
+                repr(error),
+                error.failure.detail,
+                json.dumps(error.failure.to_json()),
+                to_diagnostic(error).model_dump_json(),
+            ]
+        else:
+            # The model's own output is the caller's data and stays in the receipt verbatim;
+            # only what leaves for Langfuse is redacted.
+            assert MODEL_KEY in json.dumps(receipt.output)
+            texts = []
+        runtime.close()
+    texts += [record.getMessage() for record in caplog.records]
+    texts += [str(record.args) for record in caplog.records]
+    for span in exporter.get_finished_spans():
+        texts.append(json.dumps(dict(span.attributes or {}), default=str))
+        texts.append(json.dumps(dict(span.resource.attributes), default=str))
+        texts += [
+            event.name + json.dumps(dict(event.attributes or {}), default=str)
+            for event in span.events
+        ]
+    assert texts
+    for text in texts:
+        assert_clean(text)
+
+
+def test_redaction_marker_replaces_secrets_in_spans(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
+    greeting_request: ExecutionRequest,
+) -> None:
+    model_server.set_responder(echoing(200, content=True))  # type: ignore[arg-type]
+    runtime = make_runtime()
+    SECRETS[1] = str(runtime.langfuse_config.public_key)
+    runtime.execute(greeting_request)
+    runtime.close()
+    (span,) = exporter.get_finished_spans()
+    assert "[REDACTED]" in json.dumps(dict(span.attributes or {}))

@@ -1,0 +1,236 @@
+"""Request building, response parsing and failure mapping: pure functions, no sockets."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from templiqx_core import CompiledInteraction, RuntimeFailureCode
+from templiqx_langfuse.testing.server import chat_completion
+from templiqx_langfuse.wire import (
+    WireFailure,
+    build_request_body,
+    failure_for_status,
+    parse_completion,
+    parse_retry_after_ms,
+    usage_details,
+)
+
+INVALID = RuntimeFailureCode.INVALID_RESPONSE
+
+
+def test_request_body_is_exact(greeting: CompiledInteraction) -> None:
+    body = build_request_body(greeting, model="gpt-test", strict=True)
+    assert json.loads(body.content) == {
+        "model": "gpt-test",
+        "messages": [
+            {"role": "system", "content": "You write concise greetings."},
+            {"role": "user", "content": "Hello Ryan for Blinqx"},
+        ],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "templiqx_output",
+                "strict": True,
+                "schema": greeting.output_schema,
+            },
+        },
+        "temperature": 0,
+    }
+    assert body.model_parameters == {"temperature": 0}
+    assert body.ignored_policy_keys == []
+
+
+def test_request_body_validates_against_the_openai_schema(
+    greeting: CompiledInteraction, shared_dir: Path
+) -> None:
+    import jsonschema
+
+    schema = json.loads(
+        (
+            shared_dir / "corpus" / "openai-spec" / "CreateChatCompletionRequest.schema.json"
+        ).read_text()
+    )
+    body = json.loads(build_request_body(greeting, model="gpt-4o-mini", strict=False).content)
+    jsonschema.validate(body, schema)
+
+
+def test_policy_keys_and_openai_extensions(greeting: CompiledInteraction) -> None:
+    interaction = greeting.model_copy(
+        update={
+            "runtime_policy": {
+                "temperature": 0.2,
+                "seed": 7,
+                "stop": ["\n"],
+                "retries": 3,
+                "max_completion_tokens": 100,
+                "cache": True,
+            },
+            "extensions": {"openai.reasoning_effort": "low", "anthropic.thinking": True},
+        }
+    )
+    body = build_request_body(interaction, model="m", strict=False)
+    data = json.loads(body.content)
+    assert data["reasoning_effort"] == "low"
+    assert "thinking" not in data
+    assert "anthropic.thinking" not in data
+    assert data["response_format"]["json_schema"]["strict"] is False
+    assert {k: data[k] for k in ("temperature", "seed", "stop", "max_completion_tokens")} == {
+        "temperature": 0.2,
+        "seed": 7,
+        "stop": ["\n"],
+        "max_completion_tokens": 100,
+    }
+    assert body.ignored_policy_keys == ["cache", "retries"]
+    assert "retries" not in data
+
+
+def test_body_bytes_are_deterministic(greeting: CompiledInteraction) -> None:
+    reordered = greeting.model_copy(
+        update={
+            "runtime_policy": {"top_p": 1, "temperature": 0},
+            "output_schema": dict(reversed(list(greeting.output_schema.items()))),
+        }  # type: ignore[union-attr]
+    )
+    first = build_request_body(reordered, model="m", strict=True).content
+    assert (
+        first
+        == build_request_body(
+            greeting.model_copy(update={"runtime_policy": {"temperature": 0, "top_p": 1}}),
+            model="m",
+            strict=True,
+        ).content
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after-ms": "660"}, 660),
+        ({"x-retry-after-ms": "1500.7"}, 1500),
+        ({"retry-after": "2"}, 2000),
+        ({"retry-after": "0.5"}, 500),
+        ({"retry-after-ms": "bogus", "retry-after": "3"}, 3000),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "-4"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_parsing(headers: dict[str, str], expected: int | None) -> None:
+    assert parse_retry_after_ms(headers) == expected
+
+
+def test_retry_after_http_date() -> None:
+    now = 1_800_000_000.0
+    header = email.utils.formatdate(now + 30, usegmt=True)
+    assert parse_retry_after_ms({"retry-after": header}, now=now) == 30_000
+    past = email.utils.formatdate(now - 30, usegmt=True)
+    assert parse_retry_after_ms({"retry-after": past}, now=now) == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "code", "retry"),
+    [
+        (429, {"retry-after-ms": "250"}, b"{}", RuntimeFailureCode.RATE_LIMITED, 250),
+        (429, {}, b'{"error":{"code":"insufficient_quota"}}', RuntimeFailureCode.PERMANENT, None),
+        (408, {}, b"", RuntimeFailureCode.TIMEOUT, None),
+        (500, {}, b"", RuntimeFailureCode.UNAVAILABLE, None),
+        (503, {"retry-after": "1"}, b"busy", RuntimeFailureCode.UNAVAILABLE, 1000),
+        (400, {}, b"", RuntimeFailureCode.PERMANENT, None),
+        (401, {}, b"", RuntimeFailureCode.PERMANENT, None),
+        (404, {}, b"", RuntimeFailureCode.PERMANENT, None),
+    ],
+)
+def test_status_mapping(
+    status: int, headers: dict[str, str], body: bytes, code: RuntimeFailureCode, retry: int | None
+) -> None:
+    failure = failure_for_status(status, headers, body)
+    assert failure is not None
+    assert (failure.code, failure.retry_after_ms) == (code, retry)
+    assert f"HTTP {status}" in failure.detail
+    assert failure_for_status(200, headers, body) is None
+
+
+def test_status_detail_never_contains_provider_text() -> None:
+    failure = failure_for_status(400, {}, b'{"error":{"message":"leaky provider text"}}')
+    assert failure is not None
+    assert failure.detail == "model gateway returned HTTP 400"
+
+
+def _completion(**overrides: Any) -> bytes:
+    body = chat_completion({"greeting": "hi"})
+    message = body["choices"][0]["message"]
+    for key, value in overrides.items():
+        if key == "finish_reason":
+            body["choices"][0]["finish_reason"] = value
+        elif key == "body":
+            body = value
+        else:
+            message[key] = value
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b"<html>oops</html>", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (_completion(body={"error": {"message": "x"}}), "error object"),
+        (_completion(body={"id": "x", "choices": []}), "no choices"),
+        (_completion(content=None), "content is empty"),
+        (_completion(refusal="I can't help with that"), "refused"),
+        (_completion(finish_reason="length"), "finish_reason length"),
+        (_completion(finish_reason="content_filter"), "finish_reason content_filter"),
+        (_completion(content=None, tool_calls=[{"id": "1", "type": "function"}]), "tool_calls"),
+        (_completion(content="Sure! Here it is: {"), "content is not JSON"),
+        (_completion(content='{"a":1}{"b":2}'), "content is not JSON"),
+    ],
+)
+def test_invalid_responses(raw: bytes, fragment: str) -> None:
+    with pytest.raises(WireFailure) as raised:
+        parse_completion(raw)
+    assert raised.value.code == INVALID
+    assert fragment in raised.value.detail
+
+
+def test_valid_completion_keeps_trace_fields() -> None:
+    body = chat_completion(
+        {"greeting": "hi"},
+        usage={
+            "prompt_tokens": 10,
+            "completion_tokens": 4,
+            "total_tokens": 14,
+            "prompt_tokens_details": {"cached_tokens": 6},
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+        response_id="chatcmpl-1",
+        model="gpt-x",
+    )
+    completion = parse_completion(json.dumps(body).encode())
+    assert completion.output == {"greeting": "hi"}
+    assert (completion.finish_reason, completion.response_id, completion.provider_model) == (
+        "stop",
+        "chatcmpl-1",
+        "gpt-x",
+    )
+    assert completion.usage == {
+        "input": 10,
+        "output": 4,
+        "total": 14,
+        "input_cached_tokens": 6,
+        "output_reasoning_tokens": 2,
+    }
+
+
+def test_empty_refusal_and_object_content_are_accepted() -> None:
+    completion = parse_completion(_completion(refusal="", content={"greeting": "hi"}))
+    assert completion.output == {"greeting": "hi"}
+
+
+def test_usage_details_ignores_junk() -> None:
+    assert usage_details({"prompt_tokens": True, "completion_tokens": "4"}) == {}
+    assert usage_details(None) == {}

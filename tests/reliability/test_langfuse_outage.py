@@ -1,0 +1,48 @@
+"""A Langfuse outage costs the caller nothing: executes succeed, close() stays bounded."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from templiqx_core import ExecutionRequest
+from templiqx_langfuse.testing.otlp import otlp_receiver
+from tests.conftest import RuntimeFactory
+
+CALLS = 50
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("mode", ["refused", "error", "hang"])
+def test_executes_succeed_and_close_is_bounded(
+    mode: str, make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    with otlp_receiver("error" if mode == "error" else "hang", hang_s=20) as receiver:
+        base = f"http://127.0.0.1:{_closed_port()}" if mode == "refused" else receiver.base_url
+        runtime = make_runtime(langfuse_base_url=base, span_exporter=None, flush_timeout_s=1.0)
+        started = time.monotonic()
+        receipts = [runtime.execute(greeting_request) for _ in range(CALLS)]
+        elapsed = time.monotonic() - started
+        assert all(r.output == {"greeting": "Hello Ryan"} for r in receipts)
+        assert elapsed < 2.0, f"{CALLS} executes took {elapsed:.2f} s with Langfuse {mode}"
+        closing = time.monotonic()
+        runtime.close()
+        assert time.monotonic() - closing < 1.0 + 1.0
+
+
+def test_healthy_receiver_gets_every_generation_once(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        for _ in range(20):
+            runtime.execute(greeting_request)
+        runtime.close()
+        assert receiver.span_names() == ["greeting"] * 20
