@@ -23,6 +23,7 @@ from templiqx_core import (
     RuntimeAdapter,
     RuntimeFailure,
     RuntimeFailureError,
+    Unsupported,
     build_receipt,
     compile_schema,
     request_fingerprint,
@@ -205,7 +206,11 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     """Entry point ``langfuse``: configured from the environment, or replaying a cassette."""
     if options.replay is not None:
-        from .testing.replay import replaying_runtime
-
+        try:
+            from .testing.replay import replaying_runtime
+        except ImportError:
+            raise Unsupported(
+                "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
+            ) from None
         return replaying_runtime(options.replay, env=options.env)
     return LangfuseTracedRuntime.from_env(options.env)
