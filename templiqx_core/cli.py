@@ -109,6 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
     fp = commands.add_parser("fingerprint", help="print the fingerprint of a JSON/YAML file")
     fp.add_argument("file", type=Path)
 
+    mcp = commands.add_parser("mcp", help="serve compile/execute over MCP on stdio (extra: mcp)")
+    mcp.add_argument("--runtime", default="scripted", help="runtime for execute_contract")
+    mcp.add_argument(
+        "--replay",
+        type=Path,
+        metavar="CASSETTE",
+        help="replay each execute_contract call from this cassette",
+    )
+    mcp.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="MANIFEST",
+        help="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
+    )
+
     commands.add_parser("runtimes", help="list the installed runtimes")
     return parser
 
@@ -183,6 +198,13 @@ def _require_contract(path: Path) -> None:
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "runtimes":
         out.write("\n".join(available_runtimes()) + "\n")
+        return EXIT_OK
+    if args.command == "mcp":
+        try:
+            from .mcp_server import serve  # the optional extra, imported only when asked for
+        except ImportError as error:
+            raise UsageError(str(error)) from None
+        serve(_runtime_options(args), runtime_name=args.runtime)
         return EXIT_OK
     if args.command == "fingerprint":
         out.write(fingerprint(_read_json_arg(args.file, "fingerprint")) + "\n")

@@ -1,0 +1,192 @@
+"""MCP surface (SPEC §8.5): ``compile_contract`` and ``execute_contract`` over stdio.
+
+Agents get the same ``OperationEnvelope`` JSON the CLI prints for the same inputs. With
+``stream=true`` each ``StreamEvent`` reaches the client as a progress notification (its
+message is the event's JSON) while it happens; the tool result carries the envelope.
+Needs the optional extra: ``pip install 'templiqx-langfuse[mcp]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "the MCP server needs the mcp extra: pip install 'templiqx-langfuse[mcp]'"
+    ) from error
+
+from ._version import __version__
+from .application import compile_envelope, execute_contract
+from .contracts import OperationEnvelope, RenderRequest, StreamEvent
+from .errors import PortError
+from .ports import RuntimeAdapter
+from .runtimes import RuntimeOptions, load_runtime
+
+__all__ = ["build_server", "serve"]
+
+
+def _envelope_result(envelope: OperationEnvelope[Any]) -> dict[str, Any]:
+    """The envelope as the tool's result; a not-ok envelope is a tool error naming codes."""
+    data: dict[str, Any] = envelope.model_dump(mode="json")
+    if envelope.ok:
+        return data
+    codes = "; ".join(f"{d.code}: {d.message}" for d in envelope.diagnostics)
+    raise ToolError(f"{codes}\n{json.dumps(data)}")
+
+
+def _render_request(inputs: dict[str, Any] | None, context: dict[str, Any] | None) -> RenderRequest:
+    try:
+        return RenderRequest(inputs=inputs or {}, context=context or {})
+    except ValueError as error:
+        raise ToolError(
+            f"TQX_DATA_INVALID: inputs/context must be JSON objects ({error})"
+        ) from None
+
+
+def _contract_path(contract: str) -> Path:
+    path = Path(contract)
+    if not path.is_file():
+        raise ToolError(f"TQX_NOT_FOUND: {contract}: no such contract file")
+    return path
+
+
+class _Runtimes:
+    """One runtime for the server's life; a fresh one per call when replaying a cassette
+    (a cassette plays each interaction once, and every tool call is a new replay)."""
+
+    def __init__(self, name: str, options: RuntimeOptions) -> None:
+        self.name, self.options = name, options
+        self._shared: RuntimeAdapter | None = None
+        if options.replay is None:
+            self._shared = load_runtime(name, options)
+
+    @contextlib.contextmanager
+    def acquire(self) -> Iterator[RuntimeAdapter]:
+        if self._shared is not None:
+            yield self._shared
+            return
+        runtime = load_runtime(self.name, self.options)
+        try:
+            yield runtime
+        finally:
+            _close(runtime)
+
+    def close(self) -> None:
+        if self._shared is not None:
+            _close(self._shared)
+
+
+def _close(runtime: RuntimeAdapter) -> None:
+    close = getattr(runtime, "close", None)
+    if callable(close):
+        close()
+
+
+def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer, _Runtimes]:
+    """The MCP server and its runtimes (raises ``PortError`` for an unknown runtime)."""
+    runtimes = _Runtimes(runtime_name, options)
+    server = MCPServer(
+        name="templiqx",
+        version=__version__,
+        instructions=(
+            "Compile and execute templiqx prompt contracts. Results are OperationEnvelope "
+            "JSON with stable TQX_* diagnostic codes and SHA-256 fingerprints."
+        ),
+    )
+
+    @server.tool()
+    def compile_contract(
+        contract: str,
+        inputs: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        capabilities: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Compile a contract YAML file for the given inputs and context.
+
+        capabilities defaults to the contract's own declared capabilities.
+        """
+        path = _contract_path(contract)
+        request = _render_request(inputs, context)
+        if capabilities is None:
+            from .compiler import read_contract
+
+            parsed, _ = read_contract(path)
+            capabilities = (
+                []
+                if parsed is None
+                else parsed.capabilities + [e.capability for e in parsed.extensions.values()]
+            )
+        return _envelope_result(compile_envelope(path, request, capabilities=capabilities))
+
+    # Named for the wire; the Python name avoids shadowing the application function.
+    @server.tool(name="execute_contract")
+    async def execute_contract_tool(
+        contract: str,
+        ctx: Context,
+        inputs: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        capabilities: list[str] | None = None,
+        fixture_output: Any = None,
+        stream: bool = False,
+    ) -> dict[str, Any]:
+        """Compile and execute a contract on the server's runtime.
+
+        With stream=true every StreamEvent is sent as a progress notification as it
+        happens, and the result's stream_events lists them. capabilities defaults to
+        what the runtime offers.
+        """
+        path = _contract_path(contract)
+        request = _render_request(inputs, context)
+
+        def run() -> OperationEnvelope[Any]:
+            emitted = 0
+
+            def forward(event: StreamEvent) -> None:
+                nonlocal emitted
+                emitted += 1
+                anyio.from_thread.run(ctx.report_progress, emitted, None, event.model_dump_json())
+
+            with runtimes.acquire() as runtime:
+                caps = (
+                    capabilities
+                    if capabilities is not None
+                    else (runtime.descriptor().capabilities)
+                )
+                return execute_contract(
+                    path,
+                    request,
+                    runtime=runtime,
+                    capabilities=caps,
+                    fixture_output=fixture_output,
+                    stream=stream,
+                    on_event=forward if stream else None,
+                )
+
+        try:
+            envelope = await anyio.to_thread.run_sync(run)
+        except PortError as error:
+            raise ToolError(f"{error.code}: {error}") from None
+        return _envelope_result(envelope)
+
+    del compile_contract, execute_contract_tool  # registered on the server
+    return server, runtimes
+
+
+def serve(options: RuntimeOptions, *, runtime_name: str) -> None:
+    """Run the stdio server until the client disconnects."""
+    server, runtimes = build_server(runtime_name, options)
+    try:
+        server.run("stdio")
+    finally:
+        runtimes.close()

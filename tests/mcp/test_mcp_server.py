@@ -1,0 +1,182 @@
+"""The MCP server as an agent host meets it: a subprocess on stdio, the SDK's own client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from templiqx_core import parse_stream_event
+from tests.conftest import REPO_ROOT
+
+TEMPLIQX = str(Path(sys.executable).with_name("templiqx"))
+CONTRACT = "examples/greeting.yaml"
+INPUTS = {"name": "Ryan"}
+CONTEXT = {"organization": "Blinqx"}
+REPLAY = ["--runtime", "langfuse", "--replay", "cassettes/greeting-success.yaml"]
+
+
+def clean_env() -> dict[str, str]:
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LANGFUSE_", "TEMPLIQX_", "OPENAI_"))
+    }
+
+
+@asynccontextmanager
+async def session(*args: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=TEMPLIQX, args=["mcp", *args], cwd=str(REPO_ROOT), env=clean_env()
+    )
+    with open(os.devnull, "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as streams,
+            ClientSession(*streams) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    return dict(result.structured_content)
+
+
+def run(coro: Any) -> Any:
+    return anyio.run(coro)
+
+
+def test_lists_both_tools() -> None:
+    async def scenario() -> list[str]:
+        async with session(*REPLAY) as client:
+            return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+    assert run(scenario) == ["compile_contract", "execute_contract"]
+
+
+def test_compile_execute_and_stream() -> None:
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with session(*REPLAY) as client:
+            args = {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT}
+            compiled = await client.call_tool("compile_contract", args)
+            plain = await client.call_tool("execute_contract", args)
+            streamed = await client.call_tool(
+                "execute_contract", {**args, "stream": True}, progress_callback=on_progress
+            )
+            return compiled, plain, streamed
+
+    compiled, plain, streamed = run(scenario)
+    compiled_env = structured(compiled)
+    assert compiled_env["result"]["messages"][1]["content"] == "Hello Ryan for Blinqx"
+    plain_env, streamed_env = structured(plain), structured(streamed)
+    assert plain_env["ok"] is True
+    assert "stream_events" not in plain_env
+    assert streamed_env["fingerprints"] == plain_env["fingerprints"]
+    events = [parse_stream_event(message) for _, message in progress if message]
+    assert [e.kind for e in events] == ["Complete"]
+    assert streamed_env["stream_events"] == [
+        json.loads(message) for _, message in progress if message
+    ]
+
+
+def test_errors_are_tool_errors_and_the_server_keeps_serving() -> None:
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with session(*REPLAY) as client:
+            missing = await client.call_tool("execute_contract", {"contract": "nope.yaml"})
+            invalid = await client.call_tool(
+                "compile_contract",
+                {"contract": CONTRACT, "inputs": {"name": 42}, "context": CONTEXT},
+            )
+            good = await client.call_tool(
+                "compile_contract", {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT}
+            )
+            return missing, invalid, good
+
+    missing, invalid, good = run(scenario)
+    assert missing.is_error
+    assert "TQX_NOT_FOUND" in missing.content[0].text
+    assert invalid.is_error
+    assert "TQX_VALUE_SCHEMA" in invalid.content[0].text
+    assert structured(good)["ok"] is True
+
+
+def test_unknown_runtime_fails_at_start_with_one_line() -> None:
+    result = subprocess.run(
+        [TEMPLIQX, "mcp", "--runtime", "warp-drive"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(),
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "unknown runtime 'warp-drive'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_and_mcp_give_identical_envelopes() -> None:
+    cli = subprocess.run(
+        [
+            TEMPLIQX,
+            "execute",
+            CONTRACT,
+            "--inputs",
+            "examples/greeting.inputs.json",
+            "--context",
+            "examples/greeting.context.json",
+            *REPLAY,
+            "--stream",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        check=True,
+    )
+    cli_envelope = json.loads(cli.stdout.splitlines()[-1])
+
+    async def scenario() -> Any:
+        async with session(*REPLAY) as client:
+            return await client.call_tool(
+                "execute_contract",
+                {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT, "stream": True},
+            )
+
+    assert structured(run(scenario)) == cli_envelope
+
+
+@pytest.mark.parametrize("runtime", [["--runtime", "scripted"]])
+def test_scripted_runtime_with_fixture_output(runtime: list[str]) -> None:
+    async def scenario() -> Any:
+        async with session(*runtime) as client:
+            return await client.call_tool(
+                "execute_contract",
+                {
+                    "contract": CONTRACT,
+                    "inputs": INPUTS,
+                    "context": CONTEXT,
+                    "fixture_output": {"greeting": "Hi"},
+                },
+            )
+
+    envelope = structured(run(scenario))
+    assert envelope["result"]["output"] == {"greeting": "Hi"}
