@@ -1,0 +1,129 @@
+"""Run every client against one loopback model server and one Langfuse OTLP sink.
+
+    python bench/run.py [--calls N] [--threads T] [--only NAME ...]
+
+Servers and clients each get their own process. Prints one table (median and p99 per
+call, calls/s, peak RSS, ratio to raw httpx, spans received at the sink) and writes
+``bench/results/latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+HERE = Path(__file__).resolve().parent
+ORDER = ["raw-httpx", "openai-sdk", "langfuse-openai", "instructor", "adapter-untraced",
+         "adapter-traced", "adapter-sink-hanging"]
+
+
+@contextmanager
+def server(kind: str, *flags: str) -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        process = subprocess.Popen([sys.executable, str(HERE / "servers.py"), kind,
+                                    str(port_file), *flags])
+        try:
+            for _ in range(200):
+                if port_file.exists() and port_file.read_text():
+                    break
+                time.sleep(0.05)
+            else:
+                raise RuntimeError(f"{kind} server did not start")
+            yield f"http://127.0.0.1:{port_file.read_text()}"
+        finally:
+            process.kill()
+            process.wait(10)
+
+
+def sink_count(sink: str) -> int:
+    with urllib.request.urlopen(f"{sink}/count", timeout=5) as response:  # noqa: S310 - loopback
+        return int(json.load(response)["spans"])
+
+
+def sink_reset(sink: str) -> None:
+    request = urllib.request.Request(f"{sink}/reset", data=b"", method="POST")
+    urllib.request.urlopen(request, timeout=5).close()  # noqa: S310 - loopback
+
+
+def run_client(name: str, model: str, sink: str, calls: int, threads: int) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, str(HERE / "clients.py"), name, f"{model}/v1", sink, str(calls),
+         str(threads)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    if result.returncode != 0:
+        return {"client": name, "error": (result.stderr.strip().splitlines() or ["failed"])[-1]}
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    floor = next((r for r in results if r["client"] == "raw-httpx" and "error" not in r), None)
+    lines = [
+        f"{'client':22} {'seq p50':>9} {'seq p99':>9} {'x floor':>8} {'p99 x':>6} "
+        f"{'8thr p50':>9} {'8thr p99':>9} {'calls/s':>8} {'RSS MB':>7} {'spans':>12}",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"{r['client']:22} error: {r['error']}")
+            continue
+        s, t = r["sequential"], r["threaded"]
+        ratio = s["p50_us"] / floor["sequential"]["p50_us"] if floor else float("nan")
+        p99_ratio = s["p99_us"] / floor["sequential"]["p99_us"] if floor else float("nan")
+        spans = (f"{r['spans_received']}/{r['expected_spans']}" if r["expected_spans"] else "-")
+        lines.append(
+            f"{r['client']:22} {s['p50_us']:8.0f}u {s['p99_us']:8.0f}u {ratio:7.2f}x "
+            f"{p99_ratio:5.1f}x {t['p50_us']:8.0f}u {t['p99_us']:8.0f}u {t['calls_per_s']:8.0f} "
+            f"{r['rss_mb']:7.1f} {spans:>12}"
+        )
+    if floor:
+        lines.append("")
+        for r in results:
+            if "error" not in r and r["client"] != "raw-httpx":
+                delta = r["sequential"]["p50_us"] - floor["sequential"]["p50_us"]
+                lines.append(f"{r['client']:22} +{delta:6.0f} us p50 over raw httpx")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="templiqx-langfuse vs its peers")
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--only", nargs="*", default=ORDER)
+    args = parser.parse_args()
+    results = []
+    with ExitStack() as stack:
+        model = stack.enter_context(server("model"))
+        sink = stack.enter_context(server("sink"))
+        hanging = stack.enter_context(server("sink", "--hang"))
+        for name in [n for n in ORDER if n in args.only]:
+            target = hanging if name == "adapter-sink-hanging" else sink
+            sink_reset(target) if target is sink else None
+            result = run_client(name, model, target, args.calls, args.threads)
+            if "error" not in result:
+                time.sleep(0.5)  # let the sink finish decoding the last export
+                result["spans_received"] = sink_count(target) if result["expected_spans"] else 0
+                if name == "adapter-sink-hanging":
+                    result["spans_received"] = 0
+            results.append(result)
+            print(f"  ran {name}", file=sys.stderr)
+    print(f"machine: {platform.machine()} {platform.processor() or ''} "
+          f"python {platform.python_version()} cores={__import__('os').cpu_count()}")
+    print(f"calls: {args.calls} sequential, {args.calls} over {args.threads} threads per client")
+    print(table(results))
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
