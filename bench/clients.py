@@ -22,22 +22,37 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SCHEMA = {"type": "object", "additionalProperties": False, "required": ["greeting"],
-          "properties": {"greeting": {"type": "string"}}}
-MESSAGES = [{"role": "system", "content": "You write concise greetings."},
-            {"role": "user", "content": "Hello Ryan for Blinqx"}]
-RESPONSE_FORMAT = {"type": "json_schema",
-                   "json_schema": {"name": "templiqx_output", "strict": True, "schema": SCHEMA}}
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["greeting"],
+    "properties": {"greeting": {"type": "string"}},
+}
+MESSAGES = [
+    {"role": "system", "content": "You write concise greetings."},
+    {"role": "user", "content": "Hello Ryan for Blinqx"},
+]
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "templiqx_output", "strict": True, "schema": SCHEMA},
+}
 KEY = "sk-bench-0000000000"
+Built = tuple[Callable[[], Any], Callable[[], None], int]  # (call, close, spans per call)
 PK, SK = "pk-lf-bench", "sk-lf-bench"
 
 
-def raw_httpx(model_url: str, sink_url: str) -> tuple[Callable[[], Any], Callable[[], None], int]:
+def raw_httpx(model_url: str, sink_url: str) -> Built:
     import httpx
 
     client = httpx.Client()
-    body = json.dumps({"model": "bench-model", "messages": MESSAGES,
-                       "response_format": RESPONSE_FORMAT, "temperature": 0}).encode()
+    body = json.dumps(
+        {
+            "model": "bench-model",
+            "messages": MESSAGES,
+            "response_format": RESPONSE_FORMAT,
+            "temperature": 0,
+        }
+    ).encode()
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
 
     def call() -> Any:
@@ -51,22 +66,24 @@ def raw_httpx(model_url: str, sink_url: str) -> tuple[Callable[[], Any], Callabl
 def _openai_call(client: Any) -> Callable[[], Any]:
     def call() -> Any:
         completion = client.chat.completions.create(
-            model="bench-model", messages=MESSAGES, response_format=RESPONSE_FORMAT, temperature=0)
+            model="bench-model", messages=MESSAGES, response_format=RESPONSE_FORMAT, temperature=0
+        )
         return json.loads(completion.choices[0].message.content)
 
     return call
 
 
-def openai_sdk(model_url: str, sink_url: str) -> tuple[Callable[[], Any], Callable[[], None], int]:
+def openai_sdk(model_url: str, sink_url: str) -> Built:
     from openai import OpenAI
 
     client = OpenAI(base_url=model_url, api_key=KEY, max_retries=0)
     return _openai_call(client), client.close, 0
 
 
-def langfuse_openai(model_url: str, sink_url: str) -> tuple[Callable[[], Any], Callable[[], None], int]:
-    os.environ.update({"LANGFUSE_PUBLIC_KEY": PK, "LANGFUSE_SECRET_KEY": SK,
-                       "LANGFUSE_BASE_URL": sink_url})
+def langfuse_openai(model_url: str, sink_url: str) -> Built:
+    os.environ.update(
+        {"LANGFUSE_PUBLIC_KEY": PK, "LANGFUSE_SECRET_KEY": SK, "LANGFUSE_BASE_URL": sink_url}
+    )
     from langfuse import get_client
     from langfuse.openai import OpenAI
 
@@ -79,7 +96,7 @@ def langfuse_openai(model_url: str, sink_url: str) -> tuple[Callable[[], Any], C
     return _openai_call(client), close, 1
 
 
-def instructor_client(model_url: str, sink_url: str) -> tuple[Callable[[], Any], Callable[[], None], int]:
+def instructor_client(model_url: str, sink_url: str) -> Built:
     import instructor
     from openai import OpenAI
     from pydantic import BaseModel
@@ -91,13 +108,14 @@ def instructor_client(model_url: str, sink_url: str) -> tuple[Callable[[], Any],
     client = instructor.from_openai(raw, mode=instructor.Mode.JSON_SCHEMA)
 
     def call() -> Any:
-        return client.chat.completions.create(model="bench-model", messages=MESSAGES,
-                                              response_model=Greeting, max_retries=0)
+        return client.chat.completions.create(
+            model="bench-model", messages=MESSAGES, response_model=Greeting, max_retries=0
+        )
 
     return call, raw.close, 0
 
 
-def _adapter(model_url: str, sink_url: str, tracing: bool) -> tuple[Callable[[], Any], Callable[[], None], int]:
+def _adapter(model_url: str, sink_url: str, tracing: bool) -> Built:
     from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
     from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 
@@ -108,14 +126,26 @@ def _adapter(model_url: str, sink_url: str, tracing: bool) -> tuple[Callable[[],
     ).interaction
     assert interaction is not None
     request = ExecutionRequest(interaction=interaction)
-    langfuse = (LangfuseConfig(public_key=PK, secret_key=SK, base_url=sink_url,
-                               flush_timeout_s=5.0) if tracing else LangfuseConfig())
-    runtime = LangfuseTracedRuntime(ModelConfig(base_url=model_url, api_key=KEY,
-                                                model="bench-model"), langfuse)
+    # BENCH_FLUSH_AT / BENCH_FLUSH_INTERVAL_S tune the adapter-owned span processor.
+    tuning: dict[str, Any] = {}
+    if "BENCH_FLUSH_AT" in os.environ:
+        tuning["flush_at"] = int(os.environ["BENCH_FLUSH_AT"])
+    if "BENCH_FLUSH_INTERVAL_S" in os.environ:
+        tuning["flush_interval_s"] = float(os.environ["BENCH_FLUSH_INTERVAL_S"])
+    langfuse = (
+        LangfuseConfig(
+            public_key=PK, secret_key=SK, base_url=sink_url, flush_timeout_s=5.0, **tuning
+        )
+        if tracing
+        else LangfuseConfig()
+    )
+    runtime = LangfuseTracedRuntime(
+        ModelConfig(base_url=model_url, api_key=KEY, model="bench-model"), langfuse
+    )
     return (lambda: runtime.execute(request).output), runtime.close, 1 if tracing else 0
 
 
-CLIENTS: dict[str, Callable[[str, str], tuple[Callable[[], Any], Callable[[], None], int]]] = {
+CLIENTS: dict[str, Callable[[str, str], Built]] = {
     "raw-httpx": raw_httpx,
     "openai-sdk": openai_sdk,
     "langfuse-openai": langfuse_openai,
@@ -151,8 +181,12 @@ def measure(call: Callable[[], Any], n: int, threads: int) -> dict[str, float]:
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(work, [n // threads] * threads))
     wall = time.perf_counter() - started
-    return {"p50_us": percentile(latencies, 0.5) * 1e6, "p99_us": percentile(latencies, 0.99) * 1e6,
-            "calls_per_s": len(latencies) / wall, "calls": len(latencies)}
+    return {
+        "p50_us": percentile(latencies, 0.5) * 1e6,
+        "p99_us": percentile(latencies, 0.99) * 1e6,
+        "calls_per_s": len(latencies) / wall,
+        "calls": len(latencies),
+    }
 
 
 def main() -> None:
@@ -167,9 +201,18 @@ def main() -> None:
     close_s = time.perf_counter() - close_started
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     total = 200 + sequential["calls"] + threaded["calls"]
-    print(json.dumps({"client": name, "sequential": sequential, "threaded": threaded,
-                      "rss_mb": rss_mb, "close_s": close_s,
-                      "expected_spans": int(total * spans_per_call)}))
+    print(
+        json.dumps(
+            {
+                "client": name,
+                "sequential": sequential,
+                "threaded": threaded,
+                "rss_mb": rss_mb,
+                "close_s": close_s,
+                "expected_spans": int(total * spans_per_call),
+            }
+        )
+    )
     sys.stdout.flush()
     os._exit(0)  # skip atexit flushes: whatever was not exported by close() is lost
 

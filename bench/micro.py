@@ -1,6 +1,6 @@
 """Micro-benchmarks: canonical JSON + fingerprint, and output-schema validation.
 
-    python bench/micro.py
+python bench/micro.py
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import orjson  # noqa: E402
+import orjson
 
-from templiqx_core import canonical_json, fingerprint  # noqa: E402
+from templiqx_core import canonical_json, fingerprint
 
 
 def document(target_bytes: int, seed: int = 7) -> Any:
@@ -32,9 +32,14 @@ def document(target_bytes: int, seed: int = 7) -> Any:
             "amount": rng.random() * 1e6,
             "count": rng.randint(-(2**40), 2**40),
             "tags": [rng.choice(["a", "b", "ç", "中"]) for _ in range(5)],
-            "evidence": [{"start": rng.randint(0, 999), "end": rng.randint(1000, 2000),
-                          "quote_sha256": hashlib.sha256(str(rng.random()).encode()).hexdigest()}
-                         for _ in range(3)],
+            "evidence": [
+                {
+                    "start": rng.randint(0, 999),
+                    "end": rng.randint(1000, 2000),
+                    "quote_sha256": hashlib.sha256(str(rng.random()).encode()).hexdigest(),
+                }
+                for _ in range(3)
+            ],
             "valid": rng.random() > 0.5,
             "note": None,
         }
@@ -48,20 +53,32 @@ def best(fn: Any, repeat: int) -> float:
 
 
 def fingerprint_table() -> list[str]:
-    rows = [f"{'size':>7} {'templiqx fp':>12} {'orjson+sha':>11} {'json.dumps':>11} "
-            f"{'vs orjson':>9} {'vs json':>8}"]
-    for label, size, repeat in (("1 KB", 1_000, 2000), ("100 KB", 100_000, 50),
-                                ("5 MB", 5_000_000, 5)):
+    rows = [
+        f"{'size':>7} {'templiqx fp':>12} {'orjson+sha':>11} {'json.dumps':>11} "
+        f"{'vs orjson':>9} {'vs json':>8}"
+    ]
+    for label, size, repeat in (
+        ("1 KB", 1_000, 2000),
+        ("100 KB", 100_000, 50),
+        ("5 MB", 5_000_000, 5),
+    ):
         doc = document(size)
         assert canonical_json(doc) == orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-        ours = best(lambda: fingerprint(doc), repeat)  # noqa: B023
-        fast = best(lambda: hashlib.sha256(  # noqa: B023
-            orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest(), repeat)
-        stdlib = best(lambda: hashlib.sha256(json.dumps(  # noqa: B023
-            doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest(),
-            repeat)
-        rows.append(f"{label:>7} {ours * 1e3:10.3f}ms {fast * 1e3:9.3f}ms {stdlib * 1e3:9.3f}ms "
-                    f"{ours / fast:8.2f}x {stdlib / ours:7.1f}x faster")
+        ours = best(lambda d=doc: fingerprint(d), repeat)
+        fast = best(
+            lambda d=doc: hashlib.sha256(orjson.dumps(d, option=orjson.OPT_SORT_KEYS)).hexdigest(),
+            repeat,
+        )
+        stdlib = best(
+            lambda d=doc: hashlib.sha256(
+                json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+            ).hexdigest(),
+            repeat,
+        )
+        rows.append(
+            f"{label:>7} {ours * 1e3:10.3f}ms {fast * 1e3:9.3f}ms {stdlib * 1e3:9.3f}ms "
+            f"{ours / fast:8.2f}x {stdlib / ours:7.1f}x faster"
+        )
     return rows
 
 
@@ -76,16 +93,35 @@ def schema_25() -> tuple[dict[str, Any], dict[str, Any]]:
     props["effective_date"] = {"type": "string", "format": "date"}
     props["created_at"] = {"type": "string", "format": "date-time"}
     props["status"] = {"type": "string", "enum": ["draft", "final"]}
-    props["evidence"] = {"type": "array", "minItems": 1, "items": {
-        "type": "object", "additionalProperties": False, "required": ["field", "start"],
-        "properties": {"field": {"type": "string"}, "start": {"type": "integer", "minimum": 0}}}}
-    props["owner"] = {"type": "object", "required": ["name"],
-                      "properties": {"name": {"type": "string", "minLength": 1}}}
-    instance |= {"effective_date": "2026-09-01", "created_at": "2026-09-01T10:00:00Z",
-                 "status": "final", "evidence": [{"field": "a", "start": 1}] * 4,
-                 "owner": {"name": "Ryan"}}
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-              "additionalProperties": False, "required": sorted(props), "properties": props}
+    props["evidence"] = {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["field", "start"],
+            "properties": {"field": {"type": "string"}, "start": {"type": "integer", "minimum": 0}},
+        },
+    }
+    props["owner"] = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": {"type": "string", "minLength": 1}},
+    }
+    instance |= {
+        "effective_date": "2026-09-01",
+        "created_at": "2026-09-01T10:00:00Z",
+        "status": "final",
+        "evidence": [{"field": "a", "start": 1}] * 4,
+        "owner": {"name": "Ryan"},
+    }
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "additionalProperties": False,
+        "required": sorted(props),
+        "properties": props,
+    }
     return schema, instance
 
 
@@ -98,13 +134,15 @@ def validation_table() -> list[str]:
 
     ours = compile_schema(schema)
     candidates.append(("jsonschema-rs (compiled once)", ours.is_valid))
-    candidates.append(("jsonschema-rs via cache lookup",
-                       lambda value: compile_schema(schema).is_valid(value)))
+    candidates.append(
+        ("jsonschema-rs via cache lookup", lambda value: compile_schema(schema).is_valid(value))
+    )
     try:
         import jsonschema
 
         checker = jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        )
         candidates.append(("jsonschema (python)", checker.is_valid))
     except ImportError:
         pass

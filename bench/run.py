@@ -17,21 +17,30 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["raw-httpx", "openai-sdk", "langfuse-openai", "instructor", "adapter-untraced",
-         "adapter-traced", "adapter-sink-hanging"]
+ORDER = [
+    "raw-httpx",
+    "openai-sdk",
+    "langfuse-openai",
+    "instructor",
+    "adapter-untraced",
+    "adapter-traced",
+    "adapter-sink-hanging",
+]
 
 
 @contextmanager
 def server(kind: str, *flags: str) -> Iterator[str]:
     with tempfile.TemporaryDirectory() as tmp:
         port_file = Path(tmp) / "port"
-        process = subprocess.Popen([sys.executable, str(HERE / "servers.py"), kind,
-                                    str(port_file), *flags])
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "servers.py"), kind, str(port_file), *flags]
+        )
         try:
             for _ in range(200):
                 if port_file.exists() and port_file.read_text():
@@ -46,20 +55,30 @@ def server(kind: str, *flags: str) -> Iterator[str]:
 
 
 def sink_count(sink: str) -> int:
-    with urllib.request.urlopen(f"{sink}/count", timeout=5) as response:  # noqa: S310 - loopback
+    with urllib.request.urlopen(f"{sink}/count", timeout=5) as response:
         return int(json.load(response)["spans"])
 
 
 def sink_reset(sink: str) -> None:
     request = urllib.request.Request(f"{sink}/reset", data=b"", method="POST")
-    urllib.request.urlopen(request, timeout=5).close()  # noqa: S310 - loopback
+    urllib.request.urlopen(request, timeout=5).close()
 
 
 def run_client(name: str, model: str, sink: str, calls: int, threads: int) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, str(HERE / "clients.py"), name, f"{model}/v1", sink, str(calls),
-         str(threads)],
-        capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            str(HERE / "clients.py"),
+            name,
+            f"{model}/v1",
+            sink,
+            str(calls),
+            str(threads),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if result.returncode != 0:
         return {"client": name, "error": (result.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -79,7 +98,7 @@ def table(results: list[dict[str, Any]]) -> str:
         s, t = r["sequential"], r["threaded"]
         ratio = s["p50_us"] / floor["sequential"]["p50_us"] if floor else float("nan")
         p99_ratio = s["p99_us"] / floor["sequential"]["p99_us"] if floor else float("nan")
-        spans = (f"{r['spans_received']}/{r['expected_spans']}" if r["expected_spans"] else "-")
+        spans = f"{r['spans_received']}/{r['expected_spans']}" if r["expected_spans"] else "-"
         lines.append(
             f"{r['client']:22} {s['p50_us']:8.0f}u {s['p99_us']:8.0f}u {ratio:7.2f}x "
             f"{p99_ratio:5.1f}x {t['p50_us']:8.0f}u {t['p99_us']:8.0f}u {t['calls_per_s']:8.0f} "
@@ -116,8 +135,10 @@ def main() -> None:
                     result["spans_received"] = 0
             results.append(result)
             print(f"  ran {name}", file=sys.stderr)
-    print(f"machine: {platform.machine()} {platform.processor() or ''} "
-          f"python {platform.python_version()} cores={__import__('os').cpu_count()}")
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} "
+        f"python {platform.python_version()} cores={__import__('os').cpu_count()}"
+    )
     print(f"calls: {args.calls} sequential, {args.calls} over {args.threads} threads per client")
     print(table(results))
     out = HERE / "results"

@@ -15,18 +15,29 @@ import sys
 from pathlib import Path
 
 CONTENT = json.dumps({"greeting": "Hello Ryan"})
-COMPLETION = json.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1767225600,
-    "model": "bench-model",
-    "choices": [{"index": 0, "finish_reason": "stop",
-                 "message": {"role": "assistant", "content": CONTENT, "refusal": None}}],
-    "usage": {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27},
-}).encode()
+COMPLETION = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1767225600,
+        "model": "bench-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": CONTENT, "refusal": None},
+            }
+        ],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27},
+    }
+).encode()
 
 
 def http_response(body: bytes, content_type: str = "application/json") -> bytes:
-    head = (f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n"
-            f"content-length: {len(body)}\r\nconnection: keep-alive\r\n\r\n")
+    head = (
+        f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n"
+        f"content-length: {len(body)}\r\nconnection: keep-alive\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -100,8 +111,10 @@ async def main(kind: str, port_file: Path, hang: bool) -> None:
         state = SinkState()
         handler = state.handle
         if hang:
+
             def hanging(head: str, body: bytes, encoding: str) -> bytes | None:
                 return state.handle(head, body, encoding) if head.startswith("GET") else None
+
             handler = hanging
     server = await loop.create_server(lambda: HttpProtocol(handler), "127.0.0.1", 0, backlog=256)
     port = server.sockets[0].getsockname()[1]

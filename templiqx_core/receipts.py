@@ -6,7 +6,7 @@ from typing import Any
 
 from .canonical import fingerprint
 from .contracts import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
-from .schema import compile_schema
+from .schema import SchemaValidator, compile_schema
 
 __all__ = ["build_receipt", "request_fingerprint"]
 
@@ -22,9 +22,11 @@ def build_receipt(
     output: Any,
     *,
     request_fp: str | None = None,
+    validator: SchemaValidator | None = None,
 ) -> ExecutionReceipt:
     """Fingerprint and validate ``output`` (a parsed JSON value) against the interaction."""
-    valid = compile_schema(interaction.output_schema).is_valid(output)
+    check = validator or compile_schema(interaction.output_schema)
+    valid = check.is_valid(output)
     return ExecutionReceipt.model_construct(
         adapter=adapter,
         request_fingerprint=request_fp or request_fingerprint(interaction),

@@ -34,8 +34,23 @@ class _ValidatorCache:
         self._size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[bytes, SchemaValidator] = OrderedDict()
+        # Identity fast path: the same schema object (an interaction's output_schema,
+        # reused call after call) skips re-serializing it. The entry holds the object,
+        # so its id cannot be recycled while cached.
+        self._by_identity: OrderedDict[int, tuple[Any, SchemaValidator]] = OrderedDict()
 
     def get(self, schema: Any, *, what: str) -> SchemaValidator:
+        hit = self._by_identity.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        validator = self._get_by_content(schema, what=what)
+        with self._lock:
+            self._by_identity[id(schema)] = (schema, validator)
+            if len(self._by_identity) > self._size:
+                self._by_identity.popitem(last=False)
+        return validator
+
+    def _get_by_content(self, schema: Any, *, what: str) -> SchemaValidator:
         key = canonical_json(schema)
         with self._lock:
             found = self._entries.get(key)

@@ -133,6 +133,8 @@ class LangfuseConfig:
     tags: tuple[str, ...] = ()
     session_id: str | None = None
     user_id: str | None = None
+    flush_at: int = 16
+    flush_interval_s: float = 0.25
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "langfuse base_url"))
@@ -140,6 +142,8 @@ class LangfuseConfig:
             raise InvalidData("langfuse sample_rate must be within [0, 1]")
         if not 0 < self.flush_timeout_s <= 300:
             raise InvalidData("langfuse flush_timeout_s must be within (0, 300]")
+        if not 1 <= self.flush_at <= 2048 or not 0 < self.flush_interval_s <= 60:
+            raise InvalidData("langfuse flush_at must be in [1, 2048], flush_interval_s in (0, 60]")
 
     @property
     def enabled(self) -> bool:

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 __all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor"]
 
 REDACTED = "[REDACTED]"
@@ -27,6 +29,12 @@ class Redactor:
                     values.add(token)
         # Longest first, so a secret containing another is replaced whole.
         self._secrets = sorted(values, key=len, reverse=True)
+        self._needles = [secret.encode() for secret in self._secrets]
+        # The no-secret fast path searches a value's JSON bytes; a secret that JSON would
+        # escape could hide there, so such secrets always take the full walk.
+        self._json_searchable = all(
+            '"' not in s and "\\" not in s and all(ord(c) >= 0x20 for c in s) for s in self._secrets
+        )
 
     def __bool__(self) -> bool:
         return bool(self._secrets)
@@ -43,10 +51,22 @@ class Redactor:
             return data
         if isinstance(data, str):
             return self.text(data)
+        if self._json_searchable:
+            try:
+                blob = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+            except (TypeError, orjson.JSONEncodeError):
+                blob = None
+            if blob is not None and not any(needle in blob for needle in self._needles):
+                return data
+        return self._walk(data)
+
+    def _walk(self, data: Any) -> Any:
+        if isinstance(data, str):
+            return self.text(data)
         if isinstance(data, dict):
-            return {self.text(str(k)): self.value(v) for k, v in data.items()}
+            return {self.text(str(k)): self._walk(v) for k, v in data.items()}
         if isinstance(data, (list, tuple)):
-            return [self.value(item) for item in data]
+            return [self._walk(item) for item in data]
         return data
 
 

@@ -114,9 +114,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         interaction = request.interaction
-        # Refuse an invalid output schema before any network I/O (the compiled
-        # validator is cached and reused by build_receipt).
-        compile_schema(interaction.output_schema)
+        # Refuse an invalid output schema before any network I/O.
+        validator = compile_schema(interaction.output_schema)
         body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
         request_fp = request_fingerprint(interaction)
         descriptor = self._descriptor
@@ -160,7 +159,9 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             # generation without the exception text, which may carry request data.
             record.fail(code=type(unexpected).__name__, detail="unexpected error", metadata={})
             raise
-        receipt = build_receipt(descriptor, interaction, completion.output, request_fp=request_fp)
+        receipt = build_receipt(
+            descriptor, interaction, completion.output, request_fp=request_fp, validator=validator
+        )
         record.succeed(
             output=completion.output,
             usage=completion.usage,

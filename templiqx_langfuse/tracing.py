@@ -8,6 +8,7 @@ nothing here blocks on the network (no per-call flush, no ``get_trace_url``).
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,14 +16,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from langfuse import Langfuse, propagate_attributes
+import orjson
+from langfuse import Langfuse
+from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.trace import Status, StatusCode
 
 from templiqx_core import CompiledInteraction
 
 from .config import LangfuseConfig
+from .export import CircuitBreakerExporter, build_langfuse_exporter
 from .redaction import Redactor
 
 __all__ = ["GenerationRecord", "TraceAttributes", "Tracing", "trace_attributes"]
@@ -45,11 +50,48 @@ META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
 META_ERROR_CODE = "error_code"
 META_ERROR_DETAIL = "error_detail"
 
-# Span processor tuning for the adapter-owned client: small batches exported often keep
-# the exporter thread's GIL bursts short (the SDK default of 512-span batches makes
-# the callers' p99 spike while a batch is encoded).
-OWNED_FLUSH_AT = 64
-OWNED_FLUSH_INTERVAL_S = 0.5
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def generation_attributes(
+    *,
+    trace: Mapping[str, Any],
+    input: Any = None,
+    output: Any = None,
+    metadata: Mapping[str, Any] | None = None,
+    model_parameters: Mapping[str, Any] | None = None,
+    usage_details: Mapping[str, int] | None = None,
+    level: str | None = None,
+    status_message: str | None = None,
+) -> dict[str, Any]:
+    """The generation's Langfuse OTel attributes, serialized once with orjson.
+
+    These are the attributes the SDK's ``update()`` writes (the public
+    ``LangfuseOtelSpanAttributes`` schema Langfuse ingests), written directly: the SDK's
+    per-field ``json.dumps`` and its media scan cost more than the model call's own
+    client work on the hot path. Values stay JSON text, metadata one key per attribute.
+    """
+    attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
+    for key, value in (
+        (A.OBSERVATION_INPUT, input),
+        (A.OBSERVATION_OUTPUT, output),
+        (A.OBSERVATION_MODEL_PARAMETERS, model_parameters),
+        (A.OBSERVATION_USAGE_DETAILS, usage_details),
+    ):
+        if value is not None:
+            attributes[key] = _json(value)
+    if level is not None:
+        attributes[A.OBSERVATION_LEVEL] = level
+    if status_message is not None:
+        attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
+    for key, value in (metadata or {}).items():
+        attributes[f"{A.OBSERVATION_METADATA}.{key}"] = _json(value)
+    return attributes
 
 
 @dataclass(frozen=True)
@@ -81,10 +123,22 @@ def trace_attributes(
 class GenerationRecord:
     """The live generation of one execution; finish it exactly once."""
 
-    def __init__(self, tracing: Tracing, generation: Any, metadata: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        tracing: Tracing,
+        generation: Any,
+        metadata: dict[str, Any],
+        *,
+        span: otel_trace.Span | None = None,
+        trace: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
         self._tracing = tracing
         self._generation = generation
+        self._span = span
         self._metadata = metadata
+        self._trace = trace or {}  # trace-level attributes, set only on a root generation
+        self._fields = fields  # input and model parameters, sent with the final update
 
     def succeed(
         self,
@@ -116,12 +170,17 @@ class GenerationRecord:
             return
         generation, self._generation = self._generation, None
         redact = self._tracing.redactor.value
-        update = {key: value for key, value in update.items() if value is not None}
-        for key in ("output", "metadata", "status_message"):
+        update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
+        for key in ("input", "output", "metadata", "status_message"):
             if key in update:
                 update[key] = redact(update[key])
         try:
-            generation.update(**update)
+            if self._span is not None:
+                self._span.set_attributes(generation_attributes(trace=self._trace, **update))
+                if update.get("level") == "ERROR":
+                    self._span.set_status(Status(StatusCode.ERROR, update.get("status_message")))
+            else:
+                generation.update(**update)
             generation.end()
         except Exception as error:  # tracing must never fail the call
             self._tracing.report_error("ending a generation", error)
@@ -143,6 +202,7 @@ class Tracing:
         self.redactor = redactor
         self._owned_provider = owned_provider
         self._error_logged = threading.Event()
+        self.exporter: CircuitBreakerExporter | None = None
 
     @classmethod
     def build(
@@ -165,6 +225,7 @@ class Tracing:
         # A private provider: never the process-global one, so the adapter neither
         # installs itself globally nor flushes the host's exporters.
         provider = TracerProvider()
+        exporter = CircuitBreakerExporter(span_exporter or build_langfuse_exporter(config))
         owned = Langfuse(
             public_key=config.public_key,
             secret_key=config.secret_key,
@@ -173,11 +234,13 @@ class Tracing:
             release=config.release,
             sample_rate=config.sample_rate,
             tracer_provider=provider,
-            span_exporter=span_exporter,
-            flush_at=OWNED_FLUSH_AT,
-            flush_interval=OWNED_FLUSH_INTERVAL_S,
+            span_exporter=exporter,
+            flush_at=config.flush_at,
+            flush_interval=config.flush_interval_s,
         )
-        return cls(owned, owned_provider=provider, config=config, redactor=redactor)
+        tracing = cls(owned, owned_provider=provider, config=config, redactor=redactor)
+        tracing.exporter = exporter
+        return tracing
 
     @property
     def enabled(self) -> bool:
@@ -210,34 +273,43 @@ class Tracing:
         """Open the generation (as root, or nested under the active span)."""
         if self.client is None:
             return GenerationRecord(self, None, metadata)
-        redact = self.redactor.value
-        messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
-        arguments = {
-            "name": interaction.contract_id,
-            "as_type": "generation",
-            "model": model,
-            "version": interaction.contract_version,
-            "input": redact(messages),
-            "model_parameters": dict(model_parameters),
-            "metadata": redact(metadata),
-        }
+        trace: dict[str, Any] = {}
+        if not otel_trace.get_current_span().get_span_context().is_valid:
+            # The root of its trace: the trace takes its name (and the host's tags,
+            # session and user) from this generation.
+            attributes = self._attributes()
+            trace = {
+                A.TRACE_NAME: interaction.contract_id,
+                A.TRACE_TAGS: list(attributes.tags) or None,
+                A.TRACE_SESSION_ID: attributes.session_id,
+                A.TRACE_USER_ID: attributes.user_id,
+                A.ENVIRONMENT: self.config.environment,
+            }
         try:
-            if otel_trace.get_current_span().get_span_context().is_valid:
-                generation = self.client.start_observation(**arguments)
-            else:
-                attributes = self._attributes()
-                with propagate_attributes(
-                    trace_name=interaction.contract_id,
-                    tags=list(attributes.tags) or None,
-                    session_id=attributes.session_id,
-                    user_id=attributes.user_id,
-                    environment=self.config.environment,
-                ):
-                    generation = self.client.start_observation(**arguments)
+            # The SDK opens the observation (type, model, version, parent, ids). Its span
+            # is made current only long enough to get hold of it: the round trip runs
+            # outside, and the generation is ended explicitly.
+            with self.client.start_as_current_observation(
+                name=interaction.contract_id,
+                as_type="generation",
+                model=model,
+                version=interaction.contract_version,
+                end_on_exit=False,
+            ) as generation:
+                span = otel_trace.get_current_span()
         except Exception as error:
             self.report_error("starting a generation", error)
-            generation = None
-        return GenerationRecord(self, generation, metadata)
+            return GenerationRecord(self, None, metadata)
+        messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        return GenerationRecord(
+            self,
+            generation,
+            metadata,
+            span=span,
+            trace=trace,
+            input=messages,
+            model_parameters=dict(model_parameters),
+        )
 
     def close(self) -> None:
         """Flush the adapter-owned client within the configured bound; never a host's."""

@@ -43,10 +43,7 @@ class LoopbackOtlpReceiver:
         if self.mode == "error":
             return Reply(status=500, body=b"receiver down")
         body = request.body
-        if (
-            request.headers.get("Content-Encoding", request.headers.get("content-encoding"))
-            == "gzip"
-        ):
+        if request.headers.get("content-encoding") == "gzip":
             body = gzip.decompress(body)
         export = ExportTraceServiceRequest()
         export.ParseFromString(body)
@@ -60,6 +57,10 @@ class LoopbackOtlpReceiver:
             self.exports += 1
             self.spans.extend(spans)
         return Reply(status=200, headers={"content-type": "application/x-protobuf"}, body=b"")
+
+    @property
+    def requests(self) -> list[ServerRequest]:
+        return self._server.requests
 
     def span_names(self) -> list[str]:
         with self._lock:

@@ -29,6 +29,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ServerRequest:
+    """A received request; header names are lower-cased."""
+
     method: str
     path: str
     headers: Mapping[str, str]
@@ -103,7 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
-        request = ServerRequest("POST", self.path, dict(self.headers.items()), body)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        request = ServerRequest(self.command, self.path, headers, body)
         self.server.record(request)
         self._send(self.server.responder(request))
 

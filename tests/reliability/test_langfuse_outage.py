@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
 
@@ -9,7 +10,7 @@ import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse.testing.otlp import otlp_receiver
-from tests.conftest import RuntimeFactory
+from tests.conftest import SECRET_KEY, RuntimeFactory
 
 CALLS = 50
 
@@ -46,3 +47,9 @@ def test_healthy_receiver_gets_every_generation_once(
             runtime.execute(greeting_request)
         runtime.close()
         assert receiver.span_names() == ["greeting"] * 20
+        public_key = str(runtime.langfuse_config.public_key)
+        token = base64.b64encode(f"{public_key}:{SECRET_KEY}".encode()).decode()
+        for request in receiver.requests:
+            assert request.path == "/api/public/otel/v1/traces"
+            assert request.headers["authorization"] == f"Basic {token}"
+            assert request.headers["x-langfuse-public-key"] == public_key

@@ -17,26 +17,31 @@ THREADS, PER_THREAD, SOAK = 8, 500, 2000
 
 def current_rss_mb() -> float:
     """Resident set size now (not the peak, which earlier tests may already have set)."""
-    with open("/proc/self/statm") as statm:  # noqa: PTH123
+    with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def test_eight_threads_by_500_every_generation_exported_once(
-    model_server: LoopbackModelServer, make_runtime: RuntimeFactory,
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
     greeting_request: ExecutionRequest,
 ) -> None:
     model_server.set_responder(per_request)
     base = greeting_request.interaction
     with otlp_receiver("ok") as receiver:
-        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None,
-                               flush_timeout_s=10.0)
+        runtime = make_runtime(
+            langfuse_base_url=receiver.base_url, span_exporter=None, flush_timeout_s=10.0
+        )
 
         def worker(thread: int) -> int:
             errors = 0
             for call in range(PER_THREAD):
                 marker = f"t{thread}-c{call}"
-                interaction = base.model_copy(update={"messages": [
-                    base.messages[0], CompiledMessage(role="user", content=marker)]})
+                interaction = base.model_copy(
+                    update={
+                        "messages": [base.messages[0], CompiledMessage(role="user", content=marker)]
+                    }
+                )
                 receipt = runtime.execute(ExecutionRequest(interaction=interaction))
                 if receipt.output_fingerprint != fingerprint({"greeting": marker}):
                     errors += 1
@@ -54,7 +59,8 @@ def test_eight_threads_by_500_every_generation_exported_once(
 
 
 def test_soak_rss_growth_stays_small(
-    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
 ) -> None:
     with otlp_receiver("ok") as receiver:
         runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
