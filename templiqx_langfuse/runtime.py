@@ -32,6 +32,7 @@ from templiqx_core.runtimes import RuntimeOptions
 
 from ._version import __version__
 from .config import LangfuseConfig, ModelConfig
+from .deadline import DeadlineTransport
 from .redaction import RedactingLogFilter, Redactor
 from .tracing import (
     META_ADAPTER_ID,
@@ -86,7 +87,9 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         )
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+            transport=DeadlineTransport(
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
+            ),
             follow_redirects=False,
         )
         self._url = f"{model.base_url}/chat/completions"

@@ -13,6 +13,7 @@ import httpx
 
 from templiqx_core import RuntimeFailureCode
 
+from .deadline import deadline
 from .wire import MAX_RESPONSE_BYTES, WireFailure
 
 __all__ = ["HttpResponse", "post_bounded"]
@@ -49,15 +50,17 @@ def post_bounded(
 ) -> HttpResponse:
     """POST and read the response incrementally, within ``timeout_s`` and ``max_bytes``.
 
-    The deadline covers the whole round trip: every socket operation gets what is left
-    of it, and the body loop checks it between reads, so a server trickling bytes cannot
-    keep the call alive. The body is abandoned past ``max_bytes`` (decoded), whatever
-    ``Content-Length`` says.
+    The deadline covers the whole round trip: with a ``DeadlineTransport`` underneath,
+    every socket operation gets only what is left of it (see ``deadline``); the body loop
+    also checks it between reads, so even without one a trickled body cannot evade it.
+    The body is abandoned past ``max_bytes`` (decoded), whatever ``Content-Length`` says.
     """
-    deadline = time.monotonic() + timeout_s
     timeout = httpx.Timeout(timeout_s)
     try:
-        with client.stream("POST", url, content=content, headers=headers, timeout=timeout) as resp:
+        with (
+            deadline(timeout_s) as at,
+            client.stream("POST", url, content=content, headers=headers, timeout=timeout) as resp,
+        ):
             declared = resp.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 raise _too_large()
@@ -66,14 +69,12 @@ def post_bounded(
                 buffer += chunk
                 if len(buffer) > max_bytes:
                     raise _too_large()
-                if time.monotonic() > deadline:
+                if time.monotonic() > at:
                     raise _timeout(timeout_s)
             return HttpResponse(resp.status_code, resp.headers, bytes(buffer))
     except httpx.TimeoutException:
         raise _timeout(timeout_s) from None
     except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as error:
-        if time.monotonic() > deadline:
-            raise _timeout(timeout_s) from None
         raise WireFailure(
             RuntimeFailureCode.UNAVAILABLE,
             f"model gateway unreachable ({type(error).__name__})",

@@ -50,6 +50,7 @@ class Reply:
     declared_length: int | None = None  # Content-Length to claim (default: the truth)
     omit_length: bool = False  # no Content-Length: the body ends when the connection closes
     trickle_s: float | None = None  # send the body one byte at a time with this pause
+    trickle_headers_s: float | None = None  # send the status line and headers that way too
     hang_s: float | None = None  # accept, read the request, then say nothing this long
     reset_after: int | None = None  # send this many body bytes, then reset the connection
 
@@ -115,6 +116,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, reply: Reply) -> None:
         if reply.hang_s is not None:
             self.server.sleep(reply.hang_s)
+            self.close_connection = True
+            return
+        if reply.trickle_headers_s is not None:
+            head = f"HTTP/1.1 {reply.status} OK\r\ncontent-length: {len(reply.body)}\r\n\r\n"
+            for byte in head.encode():
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                if not self.server.sleep(reply.trickle_headers_s):
+                    break
             self.close_connection = True
             return
         self.send_response_only(reply.status, reply.reason)

@@ -168,6 +168,19 @@ def test_trickling_server_cannot_evade_the_deadline(
     assert time.monotonic() - started < 1.0 + 1.0
 
 
+def test_trickled_headers_cannot_evade_the_deadline(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+) -> None:
+    model_server.set_responder(lambda request: Reply(200, {}, b"{}", trickle_headers_s=0.1))
+    started = time.monotonic()
+    with pytest.raises(RuntimeFailureError) as raised:
+        make_runtime(timeout_s=1.0).execute(greeting_request)
+    assert raised.value.code == "TQX_RUNTIME_TIMEOUT"
+    assert time.monotonic() - started < 1.0 + 1.0
+
+
 def test_reset_mid_body_is_unavailable(
     model_server: LoopbackModelServer,
     make_runtime: RuntimeFactory,
