@@ -92,7 +92,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             ),
             follow_redirects=False,
         )
-        self._url = f"{model.base_url}/chat/completions"
+        self._url = httpx.URL(f"{model.base_url}/chat/completions")  # parsed once, not per call
         self._headers = {
             "authorization": f"Bearer {model.api_key}",
             "content-type": "application/json",

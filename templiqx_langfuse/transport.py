@@ -41,7 +41,7 @@ def _timeout(timeout_s: float) -> WireFailure:
 
 def post_bounded(
     client: httpx.Client,
-    url: str,
+    url: httpx.URL | str,
     *,
     content: bytes,
     headers: dict[str, str],
