@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,13 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def reference_dir(shared_dir: Path) -> Path:
     return shared_dir / "reference"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (connections are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def read_json(path: Path) -> Any:

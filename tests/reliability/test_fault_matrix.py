@@ -19,7 +19,7 @@ from templiqx_langfuse.testing.server import (
     json_reply,
 )
 from templiqx_langfuse.wire import MAX_RESPONSE_BYTES
-from tests.conftest import MODEL_KEY, RuntimeFactory
+from tests.conftest import MODEL_KEY, RuntimeFactory, closed_port
 
 PROVIDER_TEXT = "provider-says-something-private"
 
@@ -105,10 +105,7 @@ def test_status_and_body_faults(
 def test_refused_connection_is_unavailable(
     make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    runtime = make_runtime(base_url=f"http://127.0.0.1:{port}/v1")
+    runtime = make_runtime(base_url=f"http://127.0.0.1:{closed_port()}/v1")
     with pytest.raises(RuntimeFailureError) as raised:
         runtime.execute(greeting_request)
     assert raised.value.code == "TQX_RUNTIME_UNAVAILABLE"

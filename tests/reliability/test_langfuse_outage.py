@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import base64
-import socket
 import time
 
 import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse.testing.otlp import otlp_receiver
-from tests.conftest import SECRET_KEY, RuntimeFactory
+from tests.conftest import SECRET_KEY, RuntimeFactory, closed_port
 
 CALLS = 50
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.parametrize("mode", ["refused", "error", "hang"])
@@ -26,7 +19,7 @@ def test_executes_succeed_and_close_is_bounded(
     mode: str, make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
 ) -> None:
     with otlp_receiver("error" if mode == "error" else "hang", hang_s=20) as receiver:
-        base = f"http://127.0.0.1:{_closed_port()}" if mode == "refused" else receiver.base_url
+        base = f"http://127.0.0.1:{closed_port()}" if mode == "refused" else receiver.base_url
         runtime = make_runtime(langfuse_base_url=base, span_exporter=None, flush_timeout_s=1.0)
         started = time.monotonic()
         receipts = [runtime.execute(greeting_request) for _ in range(CALLS)]

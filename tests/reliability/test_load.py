@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from templiqx_core import CompiledMessage, ExecutionRequest, fingerprint
 from templiqx_langfuse.testing.otlp import otlp_receiver
 from templiqx_langfuse.testing.server import LoopbackModelServer
-from tests.conftest import RuntimeFactory
+from tests.conftest import RuntimeFactory, closed_port
 from tests.reliability.test_concurrency import per_request
 
 THREADS, PER_THREAD, SOAK = 8, 500, 2000
@@ -56,6 +59,27 @@ def test_eight_threads_by_500_every_generation_exported_once(
     assert set(names) == {"greeting"}
     ids = {bytes(span.span_id) for span in receiver.spans}
     assert len(ids) == THREADS * PER_THREAD  # each generation exactly once
+
+
+@pytest.mark.parametrize("outage", ["down", "hanging"])
+def test_eight_threads_by_500_with_langfuse_out(
+    outage: str, make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    with otlp_receiver("hang", hang_s=30) as receiver:
+        base = receiver.base_url if outage == "hanging" else f"http://127.0.0.1:{closed_port()}"
+        runtime = make_runtime(langfuse_base_url=base, span_exporter=None, flush_timeout_s=2.0)
+
+        def worker(_: int) -> int:
+            return sum(
+                runtime.execute(greeting_request).output_schema_valid for _ in range(PER_THREAD)
+            )
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            succeeded = sum(pool.map(worker, range(THREADS)))
+        closing = time.monotonic()
+        runtime.close()
+        assert time.monotonic() - closing < 2.0 + 1.0
+    assert succeeded == THREADS * PER_THREAD
 
 
 def test_soak_rss_growth_stays_small(

@@ -1,0 +1,131 @@
+"""execute_contract: gates, envelopes, streaming delivery (SPEC §8.2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from templiqx_core import (
+    RenderRequest,
+    RuntimeFailureCode,
+    ScriptedFailure,
+    ScriptedRuntime,
+    ScriptedSuccess,
+    StreamEvent,
+    compile_envelope,
+    execute_contract,
+)
+
+REQUEST = RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"})
+
+
+@pytest.fixture
+def greeting_contract(reference_dir: Path) -> Path:
+    return reference_dir / "demo" / "greeting.yaml"
+
+
+def test_streaming_delivers_events_live_and_lists_them(greeting_contract: Path) -> None:
+    runtime = ScriptedRuntime([ScriptedSuccess(deltas=('{"greeting"', ': "Hi"}'))])
+    seen: list[StreamEvent] = []
+    envelope = execute_contract(
+        greeting_contract,
+        REQUEST,
+        runtime=runtime,
+        capabilities=["structured_output"],
+        fixture_output={"greeting": "Hi"},
+        stream=True,
+        on_event=seen.append,
+    )
+    assert envelope.ok
+    assert [e.kind for e in seen] == ["Delta", "Delta", "Complete"]
+    assert envelope.stream_events == seen
+    assert envelope.fingerprints == {
+        "request": envelope.result.request_fingerprint,  # type: ignore[union-attr]
+        "output": envelope.result.output_fingerprint,
+    }  # type: ignore[union-attr]
+
+
+def test_non_streaming_has_no_stream_events(greeting_contract: Path) -> None:
+    envelope = execute_contract(
+        greeting_contract,
+        REQUEST,
+        runtime=ScriptedRuntime([ScriptedSuccess()]),
+        capabilities=["structured_output"],
+        fixture_output={"greeting": "Hi"},
+    )
+    assert envelope.ok
+    assert "stream_events" not in envelope.model_dump(mode="json")
+
+
+def test_on_event_exception_cancels_the_execution(greeting_contract: Path) -> None:
+    class Stop(Exception):
+        pass
+
+    def cancel(event: StreamEvent) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        execute_contract(
+            greeting_contract,
+            REQUEST,
+            runtime=ScriptedRuntime([ScriptedSuccess(deltas=("x",))]),
+            capabilities=["structured_output"],
+            fixture_output={"greeting": "Hi"},
+            stream=True,
+            on_event=cancel,
+        )
+
+
+def test_runtime_failure_becomes_one_diagnostic_with_help(greeting_contract: Path) -> None:
+    runtime = ScriptedRuntime(
+        [ScriptedFailure(RuntimeFailureCode.RATE_LIMITED, "busy", retry_after_ms=300)],
+        scenario_id="s-1",
+    )
+    envelope = execute_contract(
+        greeting_contract, REQUEST, runtime=runtime, capabilities=["structured_output"], stream=True
+    )
+    assert not envelope.ok
+    (diagnostic,) = envelope.diagnostics
+    assert diagnostic.code == "TQX_RUNTIME_RATE_LIMITED"
+    assert diagnostic.help is not None
+    assert diagnostic.help.startswith(
+        "adapter=templiqx-scripted-runtime version=0.1.0 "
+        "scenario=s-1 retry_after_ms=300 fingerprint="
+    )
+    assert [e.kind for e in envelope.stream_events] == ["Failed"]
+    assert "output" not in envelope.fingerprints
+
+
+def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract: Path) -> None:
+    envelope = execute_contract(
+        greeting_contract,
+        REQUEST,
+        runtime=ScriptedRuntime([ScriptedSuccess()]),
+        capabilities=["structured_output"],
+        fixture_output={"nope": 1},
+    )
+    assert not envelope.ok
+    assert [d.code for d in envelope.diagnostics] == ["TQX_OUTPUT_SCHEMA"]
+    assert envelope.result is not None
+    assert envelope.result.output_schema_valid is False
+
+
+def test_runtime_lacking_a_capability_is_refused(greeting_contract: Path) -> None:
+    runtime = ScriptedRuntime([ScriptedSuccess()], capabilities=["text"])
+    envelope = execute_contract(
+        greeting_contract,
+        REQUEST,
+        runtime=runtime,
+        capabilities=["structured_output"],
+        fixture_output={"greeting": "Hi"},
+    )
+    assert [d.code for d in envelope.diagnostics] == ["TQX_RUNTIME_CAPABILITY_UNSUPPORTED"]
+    assert runtime.clock.now_ms == 0  # refused before executing
+
+
+def test_compile_envelope(greeting_contract: Path) -> None:
+    envelope = compile_envelope(greeting_contract, REQUEST, capabilities=["structured_output"])
+    assert envelope.ok
+    assert envelope.operation == "compile"
+    assert set(envelope.fingerprints) == {"request"}
