@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,21 @@ def run_client(name: str, model: str, sink: str, calls: int, threads: int) -> di
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+def median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the rounds (the machine is shared and noisy)."""
+    good = [r for r in runs if "error" not in r]
+    if not good:
+        return runs[0]
+    merged = dict(good[0])
+    for part in ("sequential", "threaded"):
+        merged[part] = {k: statistics.median(r[part][k] for r in good) for k in good[0][part]}
+    for key in ("rss_mb", "close_s"):
+        merged[key] = statistics.median(r[key] for r in good)
+    merged["spans_received"] = min(r["spans_received"] for r in good)
+    merged["rounds"] = len(good)
+    return merged
+
+
 def table(results: list[dict[str, Any]]) -> str:
     floor = next((r for r in results if r["client"] == "raw-httpx" and "error" not in r), None)
     lines = [
@@ -115,31 +131,43 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="templiqx-langfuse vs its peers")
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=800)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--only", nargs="*", default=ORDER)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="interleaved rounds; the table shows each figure's median",
+    )
     args = parser.parse_args()
-    results = []
+    rounds: dict[str, list[dict[str, Any]]] = {}
     with ExitStack() as stack:
         model = stack.enter_context(server("model"))
         sink = stack.enter_context(server("sink"))
         hanging = stack.enter_context(server("sink", "--hang"))
-        for name in [n for n in ORDER if n in args.only]:
-            target = hanging if name == "adapter-sink-hanging" else sink
-            sink_reset(target) if target is sink else None
-            result = run_client(name, model, target, args.calls, args.threads)
-            if "error" not in result:
-                time.sleep(0.5)  # let the sink finish decoding the last export
-                result["spans_received"] = sink_count(target) if result["expected_spans"] else 0
-                if name == "adapter-sink-hanging":
-                    result["spans_received"] = 0
-            results.append(result)
-            print(f"  ran {name}", file=sys.stderr)
+        for round_no in range(args.rounds):
+            for name in [n for n in ORDER if n in args.only]:
+                target = hanging if name == "adapter-sink-hanging" else sink
+                if target is sink:
+                    sink_reset(target)
+                result = run_client(name, model, target, args.calls, args.threads)
+                if "error" not in result:
+                    time.sleep(0.5)  # let the sink finish decoding the last export
+                    hung = name == "adapter-sink-hanging"
+                    counted = result["expected_spans"] and not hung
+                    result["spans_received"] = sink_count(target) if counted else 0
+                rounds.setdefault(name, []).append(result)
+                print(f"  round {round_no + 1}: ran {name}", file=sys.stderr)
+    results = [median_result(runs) for runs in rounds.values()]
     print(
         f"machine: {platform.machine()} {platform.processor() or ''} "
         f"python {platform.python_version()} cores={__import__('os').cpu_count()}"
     )
-    print(f"calls: {args.calls} sequential, {args.calls} over {args.threads} threads per client")
+    print(
+        f"calls: {args.calls} sequential, {args.calls} over {args.threads} threads per client; "
+        f"median of {args.rounds} interleaved round(s)"
+    )
     print(table(results))
     out = HERE / "results"
     out.mkdir(exist_ok=True)
