@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument(
         "--rounds",
         type=int,
-        default=1,
+        default=3,
         help="interleaved rounds; the table shows each figure's median",
     )
     args = parser.parse_args()
