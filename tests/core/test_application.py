@@ -112,7 +112,7 @@ def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract
 
 
 def test_runtime_lacking_a_capability_is_refused(greeting_contract: Path) -> None:
-    runtime = ScriptedRuntime([ScriptedSuccess()], capabilities=["text"])
+    runtime = ScriptedRuntime([ScriptedSuccess(delay_ms=5)], capabilities=["text"])
     envelope = execute_contract(
         greeting_contract,
         REQUEST,
@@ -121,7 +121,7 @@ def test_runtime_lacking_a_capability_is_refused(greeting_contract: Path) -> Non
         fixture_output={"greeting": "Hi"},
     )
     assert [d.code for d in envelope.diagnostics] == ["TQX_RUNTIME_CAPABILITY_UNSUPPORTED"]
-    assert runtime.clock.now_ms == 0  # refused before executing
+    assert runtime.clock.now_ms == 0  # refused before executing: the scripted delay never ran
 
 
 def test_compile_envelope(greeting_contract: Path) -> None:
