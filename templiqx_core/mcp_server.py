@@ -179,7 +179,6 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
             raise ToolError(f"{error.code}: {error}") from None
         return _envelope_result(envelope)
 
-    del compile_contract, execute_contract_tool  # registered on the server
     return server, runtimes
 
 

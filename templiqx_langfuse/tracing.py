@@ -179,8 +179,6 @@ class GenerationRecord:
                 self._span.set_attributes(generation_attributes(trace=self._trace, **update))
                 if update.get("level") == "ERROR":
                     self._span.set_status(Status(StatusCode.ERROR, update.get("status_message")))
-            else:
-                generation.update(**update)
             generation.end()
         except Exception as error:  # tracing must never fail the call
             self._tracing.report_error("ending a generation", error)

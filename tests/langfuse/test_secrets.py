@@ -4,28 +4,35 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError, to_diagnostic
+from templiqx_langfuse import LangfuseTracedRuntime
 from templiqx_langfuse.testing.server import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
 )
-from tests.conftest import MODEL_KEY, PUBLIC_KEY, SECRET_KEY, RuntimeFactory
-
-SECRETS: list[str] = [MODEL_KEY, PUBLIC_KEY, SECRET_KEY]
+from tests.conftest import MODEL_KEY, SECRET_KEY, RuntimeFactory
 
 
-def echoing(status: int, *, content: bool = False) -> object:
+def secrets_of(runtime: LangfuseTracedRuntime) -> list[str]:
+    """The exact configured secrets (the fixture gives each runtime its own public key)."""
+    return [MODEL_KEY, str(runtime.langfuse_config.public_key), SECRET_KEY]
+
+
+def echoing(
+    status: int, secrets: list[str], *, content: bool = False
+) -> Callable[[ServerRequest], Reply]:
     """A server that echoes every secret back: in the body, headers and status reason."""
 
     def respond(request: ServerRequest) -> Reply:
         auth = request.headers.get("authorization", "")
-        leak = f"{auth} {' '.join(SECRETS)}"
+        leak = f"{auth} {' '.join(secrets)}"
         body = (
             json.dumps(chat_completion({"greeting": leak}))
             if content
@@ -37,8 +44,8 @@ def echoing(status: int, *, content: bool = False) -> object:
     return respond
 
 
-def assert_clean(text: str) -> None:
-    for secret in SECRETS:
+def assert_clean(text: str, secrets: list[str]) -> None:
+    for secret in secrets:
         assert secret not in text
 
 
@@ -51,9 +58,9 @@ def test_secrets_echoed_by_the_server_never_leak(
     greeting_request: ExecutionRequest,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    model_server.set_responder(echoing(status, content=status == 200))  # type: ignore[arg-type]
     runtime = make_runtime()
-    SECRETS[1] = str(runtime.langfuse_config.public_key)  # the exact configured key
+    secrets = secrets_of(runtime)
+    model_server.set_responder(echoing(status, secrets, content=status == 200))
     with caplog.at_level(logging.DEBUG):
         try:
             receipt = runtime.execute(greeting_request)
@@ -82,7 +89,7 @@ def test_secrets_echoed_by_the_server_never_leak(
         ]
     assert texts
     for text in texts:
-        assert_clean(text)
+        assert_clean(text, secrets)
 
 
 def test_redaction_marker_replaces_secrets_in_spans(
@@ -91,9 +98,8 @@ def test_redaction_marker_replaces_secrets_in_spans(
     exporter: InMemorySpanExporter,
     greeting_request: ExecutionRequest,
 ) -> None:
-    model_server.set_responder(echoing(200, content=True))  # type: ignore[arg-type]
     runtime = make_runtime()
-    SECRETS[1] = str(runtime.langfuse_config.public_key)
+    model_server.set_responder(echoing(200, secrets_of(runtime), content=True))
     runtime.execute(greeting_request)
     runtime.close()
     (span,) = exporter.get_finished_spans()
