@@ -34,21 +34,7 @@ from ._version import __version__
 from .config import LangfuseConfig, ModelConfig
 from .deadline import DeadlineTransport
 from .redaction import RedactingLogFilter, Redactor
-from .tracing import (
-    META_ADAPTER_ID,
-    META_ADAPTER_VERSION,
-    META_COMPILER,
-    META_CONTRACT_ID,
-    META_CONTRACT_VERSION,
-    META_FINISH_REASON,
-    META_IGNORED_POLICY_KEYS,
-    META_OUTPUT_FINGERPRINT,
-    META_OUTPUT_SCHEMA_VALID,
-    META_PROVIDER_MODEL,
-    META_REQUEST_FINGERPRINT,
-    META_RESPONSE_ID,
-    Tracing,
-)
+from .tracing import Tracing
 from .transport import post_bounded
 from .wire import WireFailure, build_request_body, failure_for_status, parse_completion
 
@@ -122,20 +108,13 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
         request_fp = request_fingerprint(interaction)
         descriptor = self._descriptor
-        metadata: dict[str, Any] = {
-            META_CONTRACT_ID: interaction.contract_id,
-            META_CONTRACT_VERSION: interaction.contract_version,
-            META_COMPILER: interaction.compiler,
-            META_REQUEST_FINGERPRINT: request_fp,
-            META_ADAPTER_ID: descriptor.id,
-            META_ADAPTER_VERSION: descriptor.version,
-            META_IGNORED_POLICY_KEYS: body.ignored_policy_keys,
-        }
         record = self.tracing.start(
             interaction,
             model=self.model.model,
             model_parameters=body.model_parameters,
-            metadata=metadata,
+            request_fp=request_fp,
+            adapter=descriptor,
+            ignored_policy_keys=body.ignored_policy_keys,
         )
         try:
             response = post_bounded(
@@ -151,32 +130,17 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             completion = parse_completion(response.body)
         except WireFailure as wire:
             error = self._failure(wire)
-            record.fail(
-                code=error.code,
-                detail=error.failure.detail,
-                metadata={META_OUTPUT_SCHEMA_VALID: None},
-            )
+            record.fail(code=error.code, detail=error.failure.detail)
             raise error from None
         except BaseException as unexpected:
             # Not a mapped failure (a bug, a cancelled thread, a replay miss): close the
             # generation without the exception text, which may carry request data.
-            record.fail(code=type(unexpected).__name__, detail="unexpected error", metadata={})
+            record.fail(code=type(unexpected).__name__, detail="unexpected error")
             raise
         receipt = build_receipt(
             descriptor, interaction, completion.output, request_fp=request_fp, validator=validator
         )
-        record.succeed(
-            output=completion.output,
-            usage=completion.usage,
-            schema_valid=receipt.output_schema_valid,
-            metadata={
-                META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
-                META_OUTPUT_SCHEMA_VALID: receipt.output_schema_valid,
-                META_FINISH_REASON: completion.finish_reason,
-                META_RESPONSE_ID: completion.response_id,
-                META_PROVIDER_MODEL: completion.provider_model,
-            },
-        )
+        record.succeed(receipt, completion)
         return receipt
 
     def _failure(self, wire: WireFailure) -> RuntimeFailureError:

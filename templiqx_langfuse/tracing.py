@@ -24,11 +24,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from templiqx_core import CompiledInteraction
+from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
 
 from .config import LangfuseConfig
 from .export import CircuitBreakerExporter, build_langfuse_exporter
 from .redaction import Redactor
+from .wire import Completion
 
 __all__ = ["GenerationRecord", "TraceAttributes", "Tracing", "trace_attributes"]
 
@@ -140,27 +141,31 @@ class GenerationRecord:
         self._trace = trace or {}  # trace-level attributes, set only on a root generation
         self._fields = fields  # input and model parameters, sent with the final update
 
-    def succeed(
-        self,
-        *,
-        output: Any,
-        usage: Mapping[str, int],
-        metadata: Mapping[str, Any],
-        schema_valid: bool,
-    ) -> None:
+    def succeed(self, receipt: ExecutionReceipt, completion: Completion) -> None:
+        valid = receipt.output_schema_valid
         self._finish(
-            output=output,
-            usage_details=dict(usage) or None,
-            metadata={**self._metadata, **metadata},
-            level=None if schema_valid else "WARNING",
-            status_message=None if schema_valid else "TQX_OUTPUT_SCHEMA",
+            output=receipt.output,
+            usage_details=dict(completion.usage) or None,
+            metadata={
+                **self._metadata,
+                META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
+                META_OUTPUT_SCHEMA_VALID: valid,
+                META_FINISH_REASON: completion.finish_reason,
+                META_RESPONSE_ID: completion.response_id,
+                META_PROVIDER_MODEL: completion.provider_model,
+            },
+            level=None if valid else "WARNING",
+            status_message=None if valid else "TQX_OUTPUT_SCHEMA",
         )
 
-    def fail(self, *, code: str, detail: str, metadata: Mapping[str, Any]) -> None:
-        error = {META_ERROR_CODE: code, META_ERROR_DETAIL: detail}
+    def fail(self, *, code: str, detail: str) -> None:
         self._finish(
-            usage_details=None,
-            metadata={**self._metadata, **metadata, **error},
+            metadata={
+                **self._metadata,
+                META_OUTPUT_SCHEMA_VALID: None,
+                META_ERROR_CODE: code,
+                META_ERROR_DETAIL: detail,
+            },
             level="ERROR",
             status_message=code,
         )
@@ -266,9 +271,20 @@ class Tracing:
         *,
         model: str,
         model_parameters: Mapping[str, Any],
-        metadata: dict[str, Any],
+        request_fp: str,
+        adapter: AdapterDescriptor,
+        ignored_policy_keys: Sequence[str],
     ) -> GenerationRecord:
         """Open the generation (as root, or nested under the active span)."""
+        metadata: dict[str, Any] = {
+            META_CONTRACT_ID: interaction.contract_id,
+            META_CONTRACT_VERSION: interaction.contract_version,
+            META_COMPILER: interaction.compiler,
+            META_REQUEST_FINGERPRINT: request_fp,
+            META_ADAPTER_ID: adapter.id,
+            META_ADAPTER_VERSION: adapter.version,
+            META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
+        }
         if self.client is None:
             return GenerationRecord(self, None, metadata)
         trace: dict[str, Any] = {}
