@@ -56,7 +56,7 @@ def validate_url(value: str, field_name: str) -> str:
     """An ``http(s)://host[:port][/path]`` URL without user-info, query or fragment."""
     try:
         parts = urlsplit(value)
-        port = parts.port  # raises ValueError on a malformed port
+        _ = parts.port  # urlsplit is lazy about ports: reading it raises on a malformed one
     except ValueError:
         raise InvalidData(f"{field_name} is not a valid URL") from None
     if parts.scheme not in ("http", "https"):
@@ -67,7 +67,6 @@ def validate_url(value: str, field_name: str) -> str:
         raise InvalidData(f"{field_name} must not contain user-info (put keys in their fields)")
     if parts.query or parts.fragment or value.endswith(("?", "#")):
         raise InvalidData(f"{field_name} must not contain a query or fragment")
-    del port
     return value.rstrip("/")
 
 

@@ -6,10 +6,14 @@
   has no recorded match or when recorded interactions were left unplayed.
 * ``langfuse_span_exporter`` — an in-memory exporter, so a test asserts on exactly what
   would have been traced to Langfuse, without any export leaving the process.
+* ``templiqx_replay_runtime`` — ``templiqx_replay_runtime(path)`` is a
+  ``LangfuseTracedRuntime`` answered by that cassette (endpoint and model read from it,
+  no keys) and traced into ``langfuse_span_exporter``; closed and checked at teardown.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -21,10 +25,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 if TYPE_CHECKING:
     from vcr.cassette import Cassette
 
+    from ..runtime import LangfuseTracedRuntime
+
 # vcr is imported inside the fixtures, not here: this module loads with pytest, before
 # pytest-recording asks pytest to rewrite vcr's asserts (an early import would defeat it).
 
-__all__ = ["langfuse_span_exporter", "templiqx_cassette", "templiqx_vcr_config"]
+__all__ = [
+    "langfuse_span_exporter",
+    "templiqx_cassette",
+    "templiqx_replay_runtime",
+    "templiqx_vcr_config",
+]
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +61,35 @@ def templiqx_cassette() -> Iterator[Callable[[str | Path], Cassette]]:
             return stack.enter_context(use_cassette(path))
 
         yield replay
+
+
+@pytest.fixture
+def templiqx_replay_runtime(
+    templiqx_cassette: Callable[[str | Path], Cassette],
+    langfuse_span_exporter: InMemorySpanExporter,
+) -> Iterator[Callable[[str | Path], LangfuseTracedRuntime]]:
+    from ..config import LangfuseConfig, ModelConfig
+    from ..runtime import LangfuseTracedRuntime
+    from .replay import recorded_endpoint
+
+    made: list[LangfuseTracedRuntime] = []
+
+    def build(path: str | Path) -> LangfuseTracedRuntime:
+        templiqx_cassette(path)
+        base_url, model = recorded_endpoint(Path(path))
+        runtime = LangfuseTracedRuntime(
+            ModelConfig(base_url=base_url, api_key="replay-no-key", model=model),
+            # Placeholder keys only switch tracing on: spans go to the in-memory exporter.
+            # A fresh public key per runtime: the SDK shares its resources per key.
+            LangfuseConfig(
+                public_key=f"pk-lf-replay-{uuid.uuid4().hex[:12]}",
+                secret_key="sk-lf-replay",  # noqa: S106 - a placeholder, never sent anywhere
+            ),
+            span_exporter=langfuse_span_exporter,
+        )
+        made.append(runtime)
+        return runtime
+
+    yield build
+    for runtime in made:
+        runtime.close()

@@ -228,6 +228,19 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
         def test_unplayed(templiqx_cassette):
             templiqx_cassette({str(CASSETTES / "greeting-success.yaml")!r})
 
+        def test_replay_runtime(templiqx_replay_runtime, langfuse_span_exporter):
+            runtime = templiqx_replay_runtime({str(CASSETTES / "greeting-success.yaml")!r})
+            interaction = compile_contract(
+                {str(CONTRACTS["greeting"])!r},
+                RenderRequest(inputs={{"name": "Ryan"}}, context={{"organization": "Blinqx"}}),
+                ["structured_output"],
+            ).interaction
+            receipt = runtime.execute(ExecutionRequest(interaction=interaction))
+            runtime.tracing.close()
+            assert receipt.output_fingerprint == {fingerprint({"greeting": "Hello Ryan"})!r}
+            (span,) = langfuse_span_exporter.get_finished_spans()
+            assert span.name == "greeting"
+
         def test_config(templiqx_vcr_config):
             assert templiqx_vcr_config["match_on"] == ("method", "uri", "body")
             assert "authorization" in templiqx_vcr_config["filter_headers"]
@@ -235,5 +248,5 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "ignore")
     # test_unplayed passes its body, then errors at teardown: the cassette was not used up.
-    result.assert_outcomes(passed=3, errors=1)
+    result.assert_outcomes(passed=4, errors=1)
     result.stdout.fnmatch_lines(["*UnplayedInteractions*1 recorded interaction(s) unplayed*"])
