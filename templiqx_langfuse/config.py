@@ -7,6 +7,7 @@ a log line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -50,6 +51,8 @@ ENV_LANGFUSE_HOST = "LANGFUSE_HOST"
 DEFAULT_MODEL_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_LANGFUSE_BASE_URL = "https://cloud.langfuse.com"
 DEFAULT_TIMEOUT_S = 60.0
+# Langfuse's rule for environment names (the SDK enforces the same pattern).
+_ENVIRONMENT = re.compile(r"^(?!langfuse)[a-z0-9_-]+$")
 
 
 def validate_url(value: str, field_name: str) -> str:
@@ -137,6 +140,11 @@ class LangfuseConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "langfuse base_url"))
+        if self.environment is not None and not _ENVIRONMENT.fullmatch(self.environment):
+            raise InvalidData(
+                "langfuse environment must be lowercase letters, digits, - or _ "
+                "and must not start with 'langfuse'"
+            )
         if self.sample_rate is not None and not 0.0 <= self.sample_rate <= 1.0:
             raise InvalidData("langfuse sample_rate must be within [0, 1]")
         if not 0 < self.flush_timeout_s <= 300:

@@ -125,3 +125,10 @@ def test_trace_url_is_built_locally() -> None:
     config = LangfuseConfig(base_url="https://cloud.langfuse.com", project_id="proj1")
     assert config.trace_url("abc") == "https://cloud.langfuse.com/project/proj1/traces/abc"
     assert LangfuseConfig().trace_url("abc") is None
+
+
+def test_environment_follows_langfuse_naming() -> None:
+    assert LangfuseConfig(environment="prod-eu_1").environment == "prod-eu_1"
+    for bad in ("Prod", "langfuse-internal", "with space", ""):
+        with pytest.raises(InvalidData, match="langfuse environment"):
+            LangfuseConfig(environment=bad)
