@@ -28,6 +28,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from ._version import __version__
 from .application import compile_envelope, execute_contract
+from .compiler import read_contract
 from .contracts import OperationEnvelope, RenderRequest, StreamEvent
 from .errors import PortError
 from .ports import RuntimeAdapter
@@ -119,8 +120,6 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         path = _contract_path(contract)
         request = _render_request(inputs, context)
         if capabilities is None:
-            from .compiler import read_contract
-
             parsed, _ = read_contract(path)
             capabilities = (
                 []

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..canonical import canonical_json
 from ..contracts import Diagnostic
+from ..schema import compile_schema
 from .model import (
     AndExpr,
     ComponentDefinition,
@@ -360,8 +361,6 @@ class Renderer:
     def typed_arguments(
         self, parameters: Mapping[str, FieldSpec], args: Mapping[str, Binding], pointer: str
     ) -> dict[str, Binding]:
-        from ..schema import compile_schema
-
         bound: dict[str, Binding] = {}
         for name in args:
             if name not in parameters:
