@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from templiqx_core import (
+    ExecutionReceipt,
+    OperationEnvelope,
     RenderRequest,
     RuntimeFailureCode,
     ScriptedFailure,
@@ -25,35 +28,33 @@ def greeting_contract(reference_dir: Path) -> Path:
     return reference_dir / "demo" / "greeting.yaml"
 
 
+def run(
+    contract: Path, runtime: ScriptedRuntime, **options: Any
+) -> OperationEnvelope[ExecutionReceipt]:
+    """execute_contract on the greeting request; fixture output and capabilities by default."""
+    defaults: dict[str, Any] = {
+        "capabilities": ["structured_output"],
+        "fixture_output": {"greeting": "Hi"},
+    }
+    return execute_contract(contract, REQUEST, runtime=runtime, **{**defaults, **options})
+
+
 def test_streaming_delivers_events_live_and_lists_them(greeting_contract: Path) -> None:
     runtime = ScriptedRuntime([ScriptedSuccess(deltas=('{"greeting"', ': "Hi"}'))])
     seen: list[StreamEvent] = []
-    envelope = execute_contract(
-        greeting_contract,
-        REQUEST,
-        runtime=runtime,
-        capabilities=["structured_output"],
-        fixture_output={"greeting": "Hi"},
-        stream=True,
-        on_event=seen.append,
-    )
+    envelope = run(greeting_contract, runtime, stream=True, on_event=seen.append)
     assert envelope.ok
     assert [e.kind for e in seen] == ["Delta", "Delta", "Complete"]
     assert envelope.stream_events == seen
+    assert envelope.result is not None
     assert envelope.fingerprints == {
-        "request": envelope.result.request_fingerprint,  # type: ignore[union-attr]
+        "request": envelope.result.request_fingerprint,
         "output": envelope.result.output_fingerprint,
-    }  # type: ignore[union-attr]
+    }
 
 
 def test_non_streaming_has_no_stream_events(greeting_contract: Path) -> None:
-    envelope = execute_contract(
-        greeting_contract,
-        REQUEST,
-        runtime=ScriptedRuntime([ScriptedSuccess()]),
-        capabilities=["structured_output"],
-        fixture_output={"greeting": "Hi"},
-    )
+    envelope = run(greeting_contract, ScriptedRuntime([ScriptedSuccess()]))
     assert envelope.ok
     assert "stream_events" not in envelope.model_dump(mode="json")
 
@@ -66,12 +67,9 @@ def test_on_event_exception_cancels_the_execution(greeting_contract: Path) -> No
         raise Stop
 
     with pytest.raises(Stop):
-        execute_contract(
+        run(
             greeting_contract,
-            REQUEST,
-            runtime=ScriptedRuntime([ScriptedSuccess(deltas=("x",))]),
-            capabilities=["structured_output"],
-            fixture_output={"greeting": "Hi"},
+            ScriptedRuntime([ScriptedSuccess(deltas=("x",))]),
             stream=True,
             on_event=cancel,
         )
@@ -82,9 +80,7 @@ def test_runtime_failure_becomes_one_diagnostic_with_help(greeting_contract: Pat
         [ScriptedFailure(RuntimeFailureCode.RATE_LIMITED, "busy", retry_after_ms=300)],
         scenario_id="s-1",
     )
-    envelope = execute_contract(
-        greeting_contract, REQUEST, runtime=runtime, capabilities=["structured_output"], stream=True
-    )
+    envelope = run(greeting_contract, runtime, fixture_output=None, stream=True)
     assert not envelope.ok
     (diagnostic,) = envelope.diagnostics
     assert diagnostic.code == "TQX_RUNTIME_RATE_LIMITED"
@@ -98,12 +94,8 @@ def test_runtime_failure_becomes_one_diagnostic_with_help(greeting_contract: Pat
 
 
 def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract: Path) -> None:
-    envelope = execute_contract(
-        greeting_contract,
-        REQUEST,
-        runtime=ScriptedRuntime([ScriptedSuccess()]),
-        capabilities=["structured_output"],
-        fixture_output={"nope": 1},
+    envelope = run(
+        greeting_contract, ScriptedRuntime([ScriptedSuccess()]), fixture_output={"nope": 1}
     )
     assert not envelope.ok
     assert [d.code for d in envelope.diagnostics] == ["TQX_OUTPUT_SCHEMA"]
@@ -113,13 +105,7 @@ def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract
 
 def test_runtime_lacking_a_capability_is_refused(greeting_contract: Path) -> None:
     runtime = ScriptedRuntime([ScriptedSuccess(delay_ms=5)], capabilities=["text"])
-    envelope = execute_contract(
-        greeting_contract,
-        REQUEST,
-        runtime=runtime,
-        capabilities=["structured_output"],
-        fixture_output={"greeting": "Hi"},
-    )
+    envelope = run(greeting_contract, runtime)
     assert [d.code for d in envelope.diagnostics] == ["TQX_RUNTIME_CAPABILITY_UNSUPPORTED"]
     assert runtime.clock.now_ms == 0  # refused before executing: the scripted delay never ran
 
