@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,11 +39,11 @@ from templiqx_langfuse.testing.server import (
 
 ROOT = Path(__file__).resolve().parents[1]
 CASSETTES = ROOT / "cassettes"
-SHARED = Path(os.environ.get("TEMPLIQX_SHARED", ROOT.parent / "shared"))
+REFERENCE = ROOT / "reference"
 CONTRACTS = {
     "greeting": ROOT / "examples" / "greeting.yaml",
-    "bli-61": SHARED / "reference" / "crm3" / "contracts" / "bli-61-date-term-extraction.yaml",
-    "bli-62": SHARED / "reference" / "crm3" / "contracts" / "bli-62-document-drafting.yaml",
+    "bli-61": REFERENCE / "crm3" / "contracts" / "bli-61-date-term-extraction.yaml",
+    "bli-62": REFERENCE / "crm3" / "contracts" / "bli-62-document-drafting.yaml",
 }
 LOOPBACK_KEY = "loopback-recording-key"
 

@@ -8,7 +8,7 @@ is the exception that carries it through the port. ``to_diagnostic`` is the one 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .canonical import fingerprint
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-class RuntimeFailureCode(str, Enum):
+class RuntimeFailureCode(StrEnum):
     TIMEOUT = "TQX_RUNTIME_TIMEOUT"
     RATE_LIMITED = "TQX_RUNTIME_RATE_LIMITED"
     UNAVAILABLE = "TQX_RUNTIME_UNAVAILABLE"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,20 +23,14 @@ from templiqx_langfuse.testing.server import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TEMPLIQX_SHARED", REPO_ROOT.parent / "shared"))
-REFERENCE = SHARED / "reference"
+#: Reference data kept in the repository (see reference/README.md for provenance).
+REFERENCE = REPO_ROOT / "reference"
+CORPUS = REFERENCE / "corpus"
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"reference data not found at {SHARED} (set TEMPLIQX_SHARED)")
-    return SHARED
-
-
-@pytest.fixture(scope="session")
-def reference_dir(shared_dir: Path) -> Path:
-    return shared_dir / "reference"
+def reference_dir() -> Path:
+    return REFERENCE
 
 
 def closed_port() -> int:

@@ -18,8 +18,8 @@ def _vectors(shared: Path) -> list[dict[str, str]]:
     return vectors
 
 
-def test_every_reference_vector_matches(shared_dir: Path) -> None:
-    vectors = _vectors(shared_dir)
+def test_every_reference_vector_matches(reference_dir: Path) -> None:
+    vectors = _vectors(reference_dir)
     assert len(vectors) >= 10
     for vector in vectors:
         value = json.loads(vector["json"])

@@ -22,9 +22,9 @@ from templiqx_core import (
     RuntimeFailureError,
 )
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
-from tests.conftest import SHARED, RuntimeFactory
+from tests.conftest import CORPUS, RuntimeFactory
 
-CORPUS = SHARED / "corpus" / "provider-responses"
+PROVIDER_RESPONSES = CORPUS / "provider-responses"
 OUTCOME_BY_CODE = {
     "TQX_RUNTIME_INVALID_RESPONSE": "invalid-response",
     "TQX_RUNTIME_RATE_LIMITED": "rate-limited",
@@ -37,10 +37,8 @@ FRAMING = {"content-length", "transfer-encoding", "content-encoding", "connectio
 
 
 def entries() -> list[dict[str, Any]]:
-    if not (CORPUS / "index.json").is_file():
-        return []
-    index = json.loads((CORPUS / "index.json").read_text())
-    return [json.loads((CORPUS / e["file"]).read_text()) for e in index["entries"]]
+    index = json.loads((PROVIDER_RESPONSES / "index.json").read_text())
+    return [json.loads((PROVIDER_RESPONSES / e["file"]).read_text()) for e in index["entries"]]
 
 
 ENTRIES = entries()

@@ -46,13 +46,13 @@ def test_request_body_is_exact(greeting: CompiledInteraction) -> None:
 
 
 def test_request_body_validates_against_the_openai_schema(
-    greeting: CompiledInteraction, shared_dir: Path
+    greeting: CompiledInteraction, reference_dir: Path
 ) -> None:
     import jsonschema
 
     schema = json.loads(
         (
-            shared_dir / "corpus" / "openai-spec" / "CreateChatCompletionRequest.schema.json"
+            reference_dir / "corpus" / "openai-spec" / "CreateChatCompletionRequest.schema.json"
         ).read_text()
     )
     body = json.loads(build_request_body(greeting, model="gpt-4o-mini", strict=False).content)
