@@ -26,7 +26,7 @@ from templiqx_core import (
     RenderRequest,
     compile_contract,
 )
-from templiqx_core.compiler import read_contract
+from templiqx_core._compiler import read_contract
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.testing.cassettes import use_cassette
 from templiqx_langfuse.testing.server import (

@@ -4,11 +4,10 @@ Never imports langfuse, httpx, vcrpy or any provider SDK: adapters live in their
 packages and plug in through ``RuntimeAdapter`` and the ``templiqx.runtimes`` entry points.
 """
 
-from ._version import __version__
-from .application import EvalResult, compile_envelope, execute_contract, run_evals
-from .canonical import canonical_json, fingerprint, fingerprint_bytes
-from .compiler import CompileResult, Contract, compile_contract
-from .contracts import (
+from ._application import EvalResult, compile_envelope, execute_contract, run_evals
+from ._canonical import canonical_json, fingerprint, fingerprint_bytes
+from ._compiler import CompileResult, Contract, compile_contract
+from ._contracts import (
     API_VERSION,
     AdapterDescriptor,
     CompiledInteraction,
@@ -27,7 +26,7 @@ from .contracts import (
     ToolCallDeltaEvent,
     parse_stream_event,
 )
-from .errors import (
+from ._errors import (
     Conflict,
     InvalidData,
     InvalidPath,
@@ -36,12 +35,13 @@ from .errors import (
     PortError,
     Unsupported,
 )
-from .failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
-from .ports import EventSink, RuntimeAdapter
-from .receipts import build_receipt, request_fingerprint
-from .scenarios import Scenario, load_inventory, load_scenario
-from .schema import compile_schema
-from .scripted import ScriptedFailure, ScriptedOutcome, ScriptedRuntime, ScriptedSuccess
+from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
+from ._ports import EventSink, RuntimeAdapter
+from ._receipts import build_receipt, request_fingerprint
+from ._scenarios import Scenario, load_inventory, load_scenario
+from ._schema import compile_schema
+from ._scripted import ScriptedFailure, ScriptedOutcome, ScriptedRuntime, ScriptedSuccess
+from ._version import __version__
 
 __all__ = [
     "API_VERSION",

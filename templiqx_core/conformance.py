@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .contracts import (
+from ._contracts import (
     CompleteEvent,
     DeltaEvent,
     ExecutionReceipt,
@@ -26,8 +26,8 @@ from .contracts import (
     StreamEvent,
     ToolCallDeltaEvent,
 )
-from .errors import PortError
-from .ports import RuntimeAdapter
+from ._errors import PortError
+from ._ports import RuntimeAdapter
 
 __all__ = [
     "CONFORMANCE_CHECKS",

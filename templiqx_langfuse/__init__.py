@@ -2,12 +2,12 @@
 
 import logging
 
+from ._config import LangfuseConfig, ModelConfig
+from ._redaction import REDACTED, Redactor
+from ._retry import RetryingRuntime
+from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
+from ._tracing import trace_attributes
 from ._version import __version__
-from .config import LangfuseConfig, ModelConfig
-from .redaction import REDACTED, Redactor
-from .retry import RetryingRuntime
-from .runtime import ADAPTER_ID, LangfuseTracedRuntime
-from .tracing import trace_attributes
 
 __all__ = [
     "ADAPTER_ID",

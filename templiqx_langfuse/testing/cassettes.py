@@ -22,7 +22,7 @@ from vcr.record_mode import RecordMode
 
 from templiqx_core import NotFound
 
-from ..redaction import Redactor
+from .._redaction import Redactor
 
 __all__ = [
     "LOOPBACK_REPLAY_HOST",

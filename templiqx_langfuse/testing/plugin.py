@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 if TYPE_CHECKING:
     from vcr.cassette import Cassette
 
-    from ..runtime import LangfuseTracedRuntime
+    from .._runtime import LangfuseTracedRuntime
 
 # vcr is imported inside the fixtures, not here: this module loads with pytest, before
 # pytest-recording asks pytest to rewrite vcr's asserts (an early import would defeat it).
@@ -68,8 +68,8 @@ def templiqx_replay_runtime(
     templiqx_cassette: Callable[[str | Path], Cassette],
     langfuse_span_exporter: InMemorySpanExporter,
 ) -> Iterator[Callable[[str | Path], LangfuseTracedRuntime]]:
-    from ..config import LangfuseConfig, ModelConfig
-    from ..runtime import LangfuseTracedRuntime
+    from .._config import LangfuseConfig, ModelConfig
+    from .._runtime import LangfuseTracedRuntime
     from .replay import recorded_endpoint
 
     made: list[LangfuseTracedRuntime] = []

@@ -19,8 +19,8 @@ from templiqx_core import (
     RuntimeAdapter,
 )
 
-from ..config import LangfuseConfig, ModelConfig
-from ..runtime import LangfuseTracedRuntime
+from .._config import LangfuseConfig, ModelConfig
+from .._runtime import LangfuseTracedRuntime
 from .cassettes import no_match_error, use_cassette
 
 __all__ = ["ReplayingRuntime", "recorded_endpoint", "replaying_runtime"]

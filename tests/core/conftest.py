@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from templiqx_core import CompiledInteraction, ExecutionRequest, RenderRequest
-from templiqx_core.compiler import compile_contract
+from templiqx_core._compiler import compile_contract
 from tests.conftest import read_json
 
 

@@ -14,8 +14,8 @@ FORBIDDEN = ("langfuse", "httpx", "vcr", "openai", "templiqx_langfuse", "mcp")
 def test_core_imports_no_provider_or_tracing_package() -> None:
     code = (
         "import json, sys\n"
-        "import templiqx_core, templiqx_core.cli, templiqx_core.conformance\n"
-        "import templiqx_core.application, templiqx_core.compiler, templiqx_core.runtimes\n"
+        "import templiqx_core, templiqx_core._cli, templiqx_core.conformance\n"
+        "import templiqx_core._application, templiqx_core._compiler, templiqx_core._runtimes\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     result = subprocess.run(

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from templiqx_core import InvalidData, canonical_json, fingerprint, fingerprint_bytes
-from templiqx_core.canonical import _encode, format_float
+from templiqx_core._canonical import _encode, format_float
 from tests.conftest import read_json
 
 

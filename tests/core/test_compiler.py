@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from templiqx_core import RenderRequest, ScriptedRuntime, ScriptedSuccess, execute_contract
-from templiqx_core.compiler import COMPILER_ID, compile_contract, parse_contract
+from templiqx_core._compiler import COMPILER_ID, compile_contract, parse_contract
 from tests.conftest import read_json
 
 

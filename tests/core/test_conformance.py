@@ -23,6 +23,7 @@ from templiqx_core import (
     ScriptedSuccess,
     build_receipt,
 )
+from templiqx_core._ports import EventSink
 from templiqx_core.conformance import (
     CONFORMANCE_CHECKS,
     ConformanceError,
@@ -34,7 +35,6 @@ from templiqx_core.conformance import (
     run_check,
     validate_event_order,
 )
-from templiqx_core.ports import EventSink
 
 DESCRIPTOR = AdapterDescriptor(id="broken", version="0", capabilities=["structured_output"])
 

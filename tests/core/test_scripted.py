@@ -22,7 +22,7 @@ from templiqx_core import (
     load_inventory,
     load_scenario,
 )
-from templiqx_core.application import execute_contract
+from templiqx_core._application import execute_contract
 from templiqx_core.conformance import check_adapter
 from tests.conftest import read_json
 
@@ -157,7 +157,7 @@ def test_events_manifest_replays_deltas_then_the_execute_receipt(
     assert scenario.render_request == RenderRequest(
         inputs={"name": "Ryan"}, context={"organization": "Blinqx"}
     )
-    from templiqx_core.compiler import compile_contract
+    from templiqx_core._compiler import compile_contract
 
     interaction = compile_contract(
         reference_dir / "demo" / "greeting.yaml", scenario.render_request, ["structured_output"]

@@ -20,7 +20,7 @@ from templiqx_core import (
     compile_contract,
     fingerprint,
 )
-from templiqx_core.compiler import read_contract
+from templiqx_core._compiler import read_contract
 from templiqx_langfuse.testing.cassettes import UnplayedInteractions, use_cassette
 from templiqx_langfuse.testing.replay import recorded_endpoint, replaying_runtime
 from templiqx_langfuse.testing.server import LoopbackModelServer, chat_completion, json_reply

@@ -6,7 +6,7 @@ import pytest
 
 from templiqx_core import InvalidData
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse.config import (
+from templiqx_langfuse._config import (
     ENV_LANGFUSE_BASE_URL,
     ENV_LANGFUSE_HOST,
     ENV_LANGFUSE_PUBLIC_KEY,

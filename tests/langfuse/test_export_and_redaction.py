@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from templiqx_langfuse import Redactor
-from templiqx_langfuse.export import CircuitBreakerExporter
+from templiqx_langfuse._export import CircuitBreakerExporter
 
 
 class Flaky(SpanExporter):
@@ -34,7 +34,7 @@ def test_breaker_drops_quietly_during_cool_down_then_probes(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = [100.0]
-    monkeypatch.setattr("templiqx_langfuse.export.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("templiqx_langfuse._export.time.monotonic", lambda: clock[0])
     inner = Flaky([SpanExportResult.FAILURE, ConnectionError("down"), SpanExportResult.SUCCESS])
     breaker = CircuitBreakerExporter(inner, cool_down_s=30)
     batch: list[ReadableSpan] = [object()] * 3  # type: ignore[list-item]

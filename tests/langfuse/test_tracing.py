@@ -14,8 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
 from templiqx_langfuse import trace_attributes
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, chat_completion, json_reply
-from templiqx_langfuse.tracing import (
+from templiqx_langfuse._tracing import (
     META_ADAPTER_ID,
     META_ADAPTER_VERSION,
     META_COMPILER,
@@ -31,6 +30,7 @@ from templiqx_langfuse.tracing import (
     META_REQUEST_FINGERPRINT,
     META_RESPONSE_ID,
 )
+from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, chat_completion, json_reply
 from tests.conftest import RuntimeFactory
 
 SUCCESS_METADATA = {

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from templiqx_core import CompiledInteraction, RuntimeFailureCode
-from templiqx_langfuse.testing.server import chat_completion
-from templiqx_langfuse.wire import (
+from templiqx_langfuse._wire import (
     WireFailure,
     build_request_body,
     failure_for_status,
@@ -19,6 +18,7 @@ from templiqx_langfuse.wire import (
     parse_retry_after_ms,
     usage_details,
 )
+from templiqx_langfuse.testing.server import chat_completion
 
 INVALID = RuntimeFailureCode.INVALID_RESPONSE
 

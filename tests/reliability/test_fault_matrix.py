@@ -12,13 +12,13 @@ from collections.abc import Iterator
 import pytest
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
+from templiqx_langfuse._wire import MAX_RESPONSE_BYTES
 from templiqx_langfuse.testing.server import (
     LoopbackModelServer,
     Reply,
     chat_completion,
     json_reply,
 )
-from templiqx_langfuse.wire import MAX_RESPONSE_BYTES
 from tests.conftest import MODEL_KEY, RuntimeFactory, closed_port
 
 PROVIDER_TEXT = "provider-says-something-private"

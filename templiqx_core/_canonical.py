@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from .errors import InvalidData
+from ._errors import InvalidData
 
 __all__ = ["canonical_json", "fingerprint", "fingerprint_bytes"]
 

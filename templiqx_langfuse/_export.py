@@ -21,7 +21,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .config import LangfuseConfig
+from ._config import LangfuseConfig
 
 __all__ = ["CircuitBreakerExporter", "build_langfuse_exporter"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .canonical import fingerprint
-from .compiler import CompileResult, Contract, compile_contract, read_contract
-from .contracts import (
+from ._canonical import fingerprint
+from ._compiler import CompileResult, Contract, compile_contract, read_contract
+from ._contracts import (
     CompiledInteraction,
     Diagnostic,
     ExecutionReceipt,
@@ -18,10 +18,10 @@ from .contracts import (
     RenderRequest,
     StreamEvent,
 )
-from .errors import PortError
-from .failures import to_diagnostic
-from .ports import RuntimeAdapter
-from .scripted import ScriptedRuntime, ScriptedSuccess
+from ._errors import PortError
+from ._failures import to_diagnostic
+from ._ports import RuntimeAdapter
+from ._scripted import ScriptedRuntime, ScriptedSuccess
 
 __all__ = [
     "OUTPUT_SCHEMA_CODE",

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import jsonschema_rs
 
-from .canonical import canonical_json
-from .errors import InvalidData
+from ._canonical import canonical_json
+from ._errors import InvalidData
 
 __all__ = ["SchemaValidator", "compile_schema"]
 

@@ -7,7 +7,7 @@
     ├── Unsupported         TQX_UNSUPPORTED
     ├── IoFailure           TQX_IO
     ├── InvalidData         TQX_DATA_INVALID
-    └── RuntimeFailureError TQX_RUNTIME_* / TQX_HOST_RETRY_EXHAUSTED  (templiqx_core.failures)
+    └── RuntimeFailureError TQX_RUNTIME_* / TQX_HOST_RETRY_EXHAUSTED  (templiqx_core._failures)
 
 Hosts branch on ``.code``, never on message text: messages are for people.
 """

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from .errors import Unsupported
-from .ports import RuntimeAdapter
+from ._errors import Unsupported
+from ._ports import RuntimeAdapter
 
 __all__ = [
     "ENTRY_POINT_GROUP",

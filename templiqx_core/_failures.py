@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .canonical import fingerprint
-from .contracts import AdapterDescriptor, Diagnostic
-from .errors import PortError
+from ._canonical import fingerprint
+from ._contracts import AdapterDescriptor, Diagnostic
+from ._errors import PortError
 
 __all__ = [
     "RuntimeFailure",

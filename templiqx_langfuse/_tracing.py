@@ -26,10 +26,10 @@ from opentelemetry.trace import Status, StatusCode
 
 from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
 
-from .config import LangfuseConfig
-from .export import CircuitBreakerExporter, build_langfuse_exporter
-from .redaction import Redactor
-from .wire import Completion
+from ._config import LangfuseConfig
+from ._export import CircuitBreakerExporter, build_langfuse_exporter
+from ._redaction import Redactor
+from ._wire import Completion
 
 __all__ = ["GenerationRecord", "TraceAttributes", "Tracing", "trace_attributes"]
 

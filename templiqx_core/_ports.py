@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from .contracts import (
+from ._contracts import (
     AdapterDescriptor,
     CompleteEvent,
     ExecutionReceipt,
@@ -17,7 +17,7 @@ from .contracts import (
     FailedEvent,
     StreamEvent,
 )
-from .errors import PortError
+from ._errors import PortError
 
 __all__ = ["EventSink", "RuntimeAdapter", "project_terminal"]
 

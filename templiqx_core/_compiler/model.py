@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, JsonValue
 
-from ..contracts import Role, WireModel
+from .._contracts import Role, WireModel
 
 __all__ = [
     "ComponentDefinition",

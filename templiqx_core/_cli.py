@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from ._application import compile_envelope, execute_contract, run_evals
+from ._canonical import fingerprint
+from ._compiler import read_contract
+from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
+from ._errors import InvalidData, PortError
+from ._loading import load_document, validate_model
+from ._runtimes import RuntimeOptions, available_runtimes, load_runtime
 from ._version import __version__
-from .application import compile_envelope, execute_contract, run_evals
-from .canonical import fingerprint
-from .compiler import read_contract
-from .contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
-from .errors import InvalidData, PortError
-from .loading import load_document, validate_model
-from .runtimes import RuntimeOptions, available_runtimes, load_runtime
 
 __all__ = ["main"]
 
@@ -201,7 +201,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_OK
     if args.command == "mcp":
         try:
-            from .mcp_server import serve  # the optional extra, imported only when asked for
+            from ._mcp import serve  # the optional extra, imported only when asked for
         except ImportError as error:
             raise UsageError(str(error)) from None
         serve(_runtime_options(args), runtime_name=args.runtime)

@@ -6,9 +6,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .canonical import fingerprint
-from .contracts import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
-from .schema import SchemaValidator, compile_schema
+from ._canonical import fingerprint
+from ._contracts import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
+from ._schema import SchemaValidator, compile_schema
 
 __all__ = ["build_receipt", "request_fingerprint"]
 

@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
-from .canonical import fingerprint
-from .contracts import RenderRequest, WireModel
-from .errors import InvalidData
-from .failures import RuntimeFailureCode
-from .loading import load_document, validate_model
+from ._canonical import fingerprint
+from ._contracts import RenderRequest, WireModel
+from ._errors import InvalidData
+from ._failures import RuntimeFailureCode
+from ._loading import load_document, validate_model
 
 __all__ = [
     "MOCK_API_VERSION",

@@ -23,22 +23,20 @@ from templiqx_core import (
     RuntimeAdapter,
     RuntimeFailure,
     RuntimeFailureError,
-    Unsupported,
     build_receipt,
     compile_schema,
     request_fingerprint,
 )
-from templiqx_core.runtimes import RuntimeOptions
 
+from ._config import LangfuseConfig, ModelConfig
+from ._deadline import DeadlineTransport
+from ._redaction import RedactingLogFilter, Redactor
+from ._tracing import Tracing
+from ._transport import post_bounded
 from ._version import __version__
-from .config import LangfuseConfig, ModelConfig
-from .deadline import DeadlineTransport
-from .redaction import RedactingLogFilter, Redactor
-from .tracing import Tracing
-from .transport import post_bounded
-from .wire import WireFailure, build_request_body, failure_for_status, parse_completion
+from ._wire import WireFailure, build_request_body, failure_for_status, parse_completion
 
-__all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime", "runtime_factory"]
+__all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 
 ADAPTER_ID = "templiqx-langfuse"
 CAPABILITIES = ("structured_output",)
@@ -169,16 +167,3 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         tb: types.TracebackType | None,
     ) -> None:
         self.close()
-
-
-def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
-    """Entry point ``langfuse``: configured from the environment, or replaying a cassette."""
-    if options.replay is not None:
-        try:
-            from .testing.replay import replaying_runtime
-        except ImportError:
-            raise Unsupported(
-                "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
-            ) from None
-        return replaying_runtime(options.replay, env=options.env)
-    return LangfuseTracedRuntime.from_env(options.env)

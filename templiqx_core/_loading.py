@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import InvalidData, NotFound
+from ._errors import InvalidData, NotFound
 
 __all__ = [
     "UniqueKeyLoader",

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..canonical import canonical_json
-from ..contracts import Diagnostic
-from ..schema import compile_schema
+from .._canonical import canonical_json
+from .._contracts import Diagnostic
+from .._schema import compile_schema
 from .model import (
     AndExpr,
     ComponentDefinition,

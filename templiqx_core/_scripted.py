@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ._version import __version__
-from .contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt, ExecutionRequest
-from .errors import InvalidData, Unsupported
-from .failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
-from .ports import EventSink, RuntimeAdapter, project_terminal
-from .receipts import build_receipt
-from .runtimes import RuntimeOptions
-from .scenarios import (
+from ._contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt, ExecutionRequest
+from ._errors import InvalidData, Unsupported
+from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
+from ._ports import EventSink, RuntimeAdapter, project_terminal
+from ._receipts import build_receipt
+from ._runtimes import RuntimeOptions
+from ._scenarios import (
     DelayStep,
     DeltaFixture,
     FinishFixture,
@@ -30,6 +29,7 @@ from .scenarios import (
     Scenario,
     load_scenario,
 )
+from ._version import __version__
 
 __all__ = [
     "SCRIPTED_ADAPTER_ID",

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._contracts import CompiledInteraction, CompiledMessage, Diagnostic, RenderRequest
+from .._errors import InvalidData
+from .._schema import compile_schema
 from .._version import __version__
-from ..contracts import CompiledInteraction, CompiledMessage, Diagnostic, RenderRequest
-from ..errors import InvalidData
-from ..schema import compile_schema
 from .model import Contract, EvalCase, FieldSpec
 from .parse import parse_contract, read_contract
 from .render import MISSING, Binding, Renderer

@@ -26,13 +26,13 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "the MCP server needs the mcp extra: pip install 'templiqx-langfuse[mcp]'"
     ) from error
 
+from ._application import compile_envelope, execute_contract
+from ._compiler import read_contract
+from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
+from ._errors import PortError
+from ._ports import RuntimeAdapter
+from ._runtimes import RuntimeOptions, load_runtime
 from ._version import __version__
-from .application import compile_envelope, execute_contract
-from .compiler import read_contract
-from .contracts import OperationEnvelope, RenderRequest, StreamEvent
-from .errors import PortError
-from .ports import RuntimeAdapter
-from .runtimes import RuntimeOptions, load_runtime
 
 __all__ = ["build_server", "serve"]
 

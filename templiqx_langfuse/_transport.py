@@ -13,8 +13,8 @@ import httpx
 
 from templiqx_core import RuntimeFailureCode
 
-from .deadline import deadline
-from .wire import MAX_RESPONSE_BYTES, WireFailure
+from ._deadline import deadline
+from ._wire import MAX_RESPONSE_BYTES, WireFailure
 
 __all__ = ["HttpResponse", "post_bounded"]
 

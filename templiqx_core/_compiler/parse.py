@@ -9,9 +9,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ..contracts import Diagnostic, SourceSpan
-from ..errors import IoFailure, NotFound
-from ..loading import UniqueKeyLoader
+from .._contracts import Diagnostic, SourceSpan
+from .._errors import IoFailure, NotFound
+from .._loading import UniqueKeyLoader
 from .model import Contract
 
 __all__ = ["PARSE_YAML", "parse_contract", "read_contract"]
