@@ -4,6 +4,7 @@ Never imports langfuse, httpx, vcrpy or any provider SDK: adapters live in their
 packages and plug in through ``RuntimeAdapter`` and the ``templiqx.runtimes`` entry points.
 """
 
+from . import codes
 from ._application import EvalResult, compile_envelope, execute_contract, run_evals
 from ._canonical import canonical_json, fingerprint, fingerprint_bytes
 from ._compiler import CompileResult, Contract, compile_contract
@@ -33,6 +34,7 @@ from ._errors import (
     IoFailure,
     NotFound,
     PortError,
+    RuntimeClosed,
     Unsupported,
 )
 from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
@@ -68,6 +70,7 @@ __all__ = [
     "RenderRequest",
     "Role",
     "RuntimeAdapter",
+    "RuntimeClosed",
     "RuntimeFailure",
     "RuntimeFailureCode",
     "RuntimeFailureError",
@@ -83,6 +86,7 @@ __all__ = [
     "__version__",
     "build_receipt",
     "canonical_json",
+    "codes",
     "compile_contract",
     "compile_envelope",
     "compile_schema",

@@ -3,23 +3,29 @@
 The reference writes a ``serde_json::Value`` whose object keys are sorted. orjson with
 ``OPT_SORT_KEYS`` produces exactly those bytes (same escaping, same shortest-round-trip
 float layout, keys ordered by code point) and is an order of magnitude faster than the
-stdlib, so it is the fast path. Two inputs fall outside orjson and take the slow path,
-a small hand-written encoder: integers beyond the 64-bit range (the reference turns them
-into the nearest f64) and nesting deeper than orjson's recursion limit.
+stdlib, so it is the fast path. Inputs outside orjson take the slow path, a small
+iterative encoder (it never recurses, so no input can exhaust the stack): integers beyond
+the 64-bit range (the reference turns them into the nearest f64) and nesting deeper than
+orjson's limit of 255.
+
+What is not JSON is ``InvalidData`` naming the JSON pointer of the offending value, never a
+raw Python error: NaN/Infinity (orjson would write ``null``), a string with a lone
+surrogate (not encodable as UTF-8), a non-string object key, any other type, and nesting
+deeper than ``MAX_DEPTH`` containers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import orjson
 
 from ._errors import InvalidData
 
-__all__ = ["canonical_json", "fingerprint", "fingerprint_bytes"]
+__all__ = ["MAX_DEPTH", "NotJson", "canonical_json", "fingerprint", "fingerprint_bytes"]
 
 _OPTIONS = (
     orjson.OPT_SORT_KEYS
@@ -27,8 +33,21 @@ _OPTIONS = (
     | orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
+MAX_DEPTH: Final = 512
+"""Containers nested deeper than this are not canonical JSON (the reference's own parser
+stops at 128; orjson encodes up to 255 and the slow path takes over from there)."""
 _I64_MIN = -(2**63)
 _U64_MAX = 2**64 - 1
+_F64_LIMIT = 2**1024  # float() of anything this large overflows
+
+
+class NotJson(InvalidData):
+    """A value that has no canonical JSON form; ``pointer`` says where, ``reason`` what."""
+
+    def __init__(self, reason: str, pointer: str, *, what: str = "value") -> None:
+        super().__init__(f"canonical JSON: {what} at {pointer or '/'} is {reason}")
+        self.reason = reason
+        self.pointer = pointer
 
 
 def _reject(value: Any) -> Any:
@@ -36,15 +55,19 @@ def _reject(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> bytes:
-    """Return the canonical UTF-8 JSON bytes of a JSON value (dict/list/str/int/float/bool/None)."""
+    """Return the canonical UTF-8 JSON bytes of a JSON value (dict/list/str/int/float/bool/None).
+
+    Raises ``NotJson`` (an ``InvalidData``) naming the JSON pointer of a value that is not JSON.
+    """
     try:
-        return orjson.dumps(value, default=_reject, option=_OPTIONS)
+        data = orjson.dumps(value, default=_reject, option=_OPTIONS)
     except orjson.JSONEncodeError:
         # Big integers, deep nesting, str subclasses or a non-JSON value: the slow
         # path either encodes it exactly like the reference or names what is wrong.
-        parts: list[str] = []
-        _encode(value, parts, ())
-        return "".join(parts).encode("utf-8")
+        return _encode(value).encode("utf-8")
+    if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out
+        _check_finite(value)
+    return data
 
 
 def fingerprint(value: Any) -> str:
@@ -61,7 +84,18 @@ _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n
 _SHORT_ESCAPES.update({"\f": "\\f", "\r": "\\r"})
 
 
-def _encode_str(text: str) -> str:
+def _pointer(segments: Sequence[str]) -> str:
+    """RFC 6901 pointer; a lone surrogate in a key is shown escaped (messages must print)."""
+    text = "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in segments)
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
+
+
+def _encode_str(text: str, segments: Sequence[str]) -> str:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
     out = ['"']
     for ch in text:
         if ch in _SHORT_ESCAPES:
@@ -101,50 +135,93 @@ def format_float(number: float) -> str:
     return f"{sign}{body}e{'+' if e >= 0 else '-'}{abs(e)}"
 
 
-def _encode(value: Any, out: list[str], path: tuple[str, ...]) -> None:
-    # Iterative encoding would avoid Python's recursion limit too, but documents
-    # nested deeper than ~1000 levels are not plausible contract data.
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        if _I64_MIN <= value <= _U64_MAX:
-            out.append(str(int(value)))
+class _Frame:
+    """One open container of the iterative encoder."""
+
+    __slots__ = ("closer", "count", "items", "segment")
+
+    def __init__(self, items: Iterator[tuple[str, Any]], closer: str) -> None:
+        self.items = items
+        self.closer = closer
+        self.count = 0
+        self.segment = ""
+
+
+def _encode(value: Any) -> str:
+    """The slow path: iterative, so depth is bounded by ``MAX_DEPTH``, not the stack."""
+    out: list[str] = []
+    stack: list[_Frame] = []
+
+    def segments() -> list[str]:
+        return [frame.segment for frame in stack]
+
+    def put(item: Any) -> None:
+        if item is None:
+            out.append("null")
+        elif item is True:
+            out.append("true")
+        elif item is False:
+            out.append("false")
+        elif isinstance(item, int):
+            if _I64_MIN <= item <= _U64_MAX:
+                out.append(str(int(item)))
+            elif abs(item) < _F64_LIMIT:
+                out.append(format_float(float(item)))
+            else:
+                raise NotJson("an integer beyond the f64 range", _pointer(segments()))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise NotJson(f"a non-finite number ({item})", _pointer(segments()))
+            out.append(format_float(item))
+        elif isinstance(item, str):
+            out.append(_encode_str(item, segments()))
+        elif isinstance(item, Mapping) or (
+            isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray))
+        ):
+            if len(stack) >= MAX_DEPTH:
+                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(segments()))
+            if isinstance(item, Mapping):
+                keys = list(item)
+                for key in keys:
+                    if not isinstance(key, str):
+                        reason = f"{type(key).__name__}, not a string"
+                        raise NotJson(reason, _pointer(segments()), what="object key")
+                out.append("{")
+                stack.append(_Frame(((key, item[key]) for key in sorted(keys)), "}"))
+            else:
+                out.append("[")
+                stack.append(_Frame(((str(i), v) for i, v in enumerate(item)), "]"))
         else:
-            out.append(format_float(float(value)))
-    elif isinstance(value, float):
-        out.append(format_float(value))
-    elif isinstance(value, str):
-        out.append(_encode_str(value))
-    elif isinstance(value, Mapping):
-        out.append("{")
-        items = []
-        for key in value:
-            if not isinstance(key, str):
-                raise InvalidData(
-                    f"canonical JSON: object key at /{'/'.join(path)} is "
-                    f"{type(key).__name__}, not a string"
-                )
-            items.append(key)
-        for index, key in enumerate(sorted(items)):
-            if index:
-                out.append(",")
-            out.append(_encode_str(key))
+            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(segments()))
+
+    put(value)
+    while stack:
+        frame = stack[-1]
+        entry = next(frame.items, None)
+        if entry is None:
+            out.append(frame.closer)
+            stack.pop()
+            continue
+        if frame.count:
+            out.append(",")
+        frame.count += 1
+        frame.segment = entry[0]
+        if frame.closer == "}":
+            out.append(_encode_str(entry[0], segments()))
             out.append(":")
-            _encode(value[key], out, (*path, key))
-        out.append("}")
-    elif isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-        out.append("[")
-        for index, item in enumerate(value):
-            if index:
-                out.append(",")
-            _encode(item, out, (*path, str(index)))
-        out.append("]")
-    else:
-        raise InvalidData(
-            f"canonical JSON: value at /{'/'.join(path)} is {type(value).__name__}, "
-            "not a JSON value"
-        )
+        put(entry[1])
+    return "".join(out)
+
+
+def _check_finite(value: Any) -> None:
+    """Find a NaN/Infinity orjson accepted (it wrote ``null``); iterative, like ``_encode``."""
+    pending: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise NotJson(f"a non-finite number ({item})", _pointer(path))
+        elif isinstance(item, Mapping):
+            pending.extend((v, (*path, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            pending.extend((v, (*path, str(i))) for i, v in enumerate(item))

@@ -259,9 +259,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             on_event=print_event if args.stream else None,
         )
     finally:
-        close = getattr(runtime, "close", None)
-        if callable(close):
-            close()
+        runtime.close()
     return _emit(envelope, out, err, compact=args.stream)
 
 

@@ -7,12 +7,15 @@
     ├── Unsupported         TQX_UNSUPPORTED
     ├── IoFailure           TQX_IO
     ├── InvalidData         TQX_DATA_INVALID
+    ├── RuntimeClosed       TQX_RUNTIME_CLOSED
     └── RuntimeFailureError TQX_RUNTIME_* / TQX_HOST_RETRY_EXHAUSTED  (templiqx_core._failures)
 
 Hosts branch on ``.code``, never on message text: messages are for people.
 """
 
 from __future__ import annotations
+
+from . import codes
 
 __all__ = [
     "Conflict",
@@ -21,6 +24,7 @@ __all__ = [
     "IoFailure",
     "NotFound",
     "PortError",
+    "RuntimeClosed",
     "Unsupported",
 ]
 
@@ -28,7 +32,7 @@ __all__ = [
 class PortError(Exception):
     """Base of every error the core and its adapters raise on purpose."""
 
-    code: str = "TQX_PORT"
+    code: str = codes.PORT
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -39,24 +43,30 @@ class PortError(Exception):
 
 
 class NotFound(PortError):
-    code = "TQX_NOT_FOUND"
+    code = codes.NOT_FOUND
 
 
 class Conflict(PortError):
-    code = "TQX_CAS_CONFLICT"
+    code = codes.CAS_CONFLICT
 
 
 class InvalidPath(PortError):
-    code = "TQX_PATH_INVALID"
+    code = codes.PATH_INVALID
 
 
 class Unsupported(PortError):
-    code = "TQX_UNSUPPORTED"
+    code = codes.UNSUPPORTED
 
 
 class IoFailure(PortError):
-    code = "TQX_IO"
+    code = codes.IO
 
 
 class InvalidData(PortError):
-    code = "TQX_DATA_INVALID"
+    code = codes.DATA_INVALID
+
+
+class RuntimeClosed(PortError):
+    """The runtime was used after (or while) ``close()`` ran."""
+
+    code = codes.RUNTIME_CLOSED

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from . import codes
 from ._canonical import fingerprint
 from ._contracts import AdapterDescriptor, Diagnostic
 from ._errors import PortError
@@ -24,12 +25,12 @@ __all__ = [
 
 
 class RuntimeFailureCode(StrEnum):
-    TIMEOUT = "TQX_RUNTIME_TIMEOUT"
-    RATE_LIMITED = "TQX_RUNTIME_RATE_LIMITED"
-    UNAVAILABLE = "TQX_RUNTIME_UNAVAILABLE"
-    INVALID_RESPONSE = "TQX_RUNTIME_INVALID_RESPONSE"
-    PERMANENT = "TQX_RUNTIME_PERMANENT"
-    RETRY_EXHAUSTED = "TQX_HOST_RETRY_EXHAUSTED"
+    TIMEOUT = codes.RUNTIME_TIMEOUT
+    RATE_LIMITED = codes.RUNTIME_RATE_LIMITED
+    UNAVAILABLE = codes.RUNTIME_UNAVAILABLE
+    INVALID_RESPONSE = codes.RUNTIME_INVALID_RESPONSE
+    PERMANENT = codes.RUNTIME_PERMANENT
+    RETRY_EXHAUSTED = codes.HOST_RETRY_EXHAUSTED
 
     @property
     def retryable(self) -> bool:

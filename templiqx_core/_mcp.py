@@ -81,17 +81,11 @@ class _Runtimes:
         try:
             yield runtime
         finally:
-            _close(runtime)
+            runtime.close()
 
     def close(self) -> None:
         if self._shared is not None:
-            _close(self._shared)
-
-
-def _close(runtime: RuntimeAdapter) -> None:
-    close = getattr(runtime, "close", None)
-    if callable(close):
-        close()
+            self._shared.close()
 
 
 def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer, _Runtimes]:

@@ -1,60 +1,454 @@
-"""The ``RuntimeAdapter`` port (SPEC §3).
+"""The ``RuntimeAdapter`` port (SPEC §3): a template method around one adapter hook.
 
-One abstract round trip (``execute``) plus a streaming projection with a default: adapters
-that do not stream inherit a single terminal event and need no code for it.
+The Rust shape stays (``descriptor``, ``execute``, ``execute_streaming``), but the port,
+not each adapter, owns what must hold for every adapter:
+
+* the receipt is built in one guarded place (request fingerprint, output fingerprint,
+  schema validation) from what the adapter's ``produce_output`` hook returns;
+* an unexpected error after the call started becomes a mapped ``PortError`` (a problem
+  with the model's output is ``TQX_RUNTIME_INVALID_RESPONSE``), never a raw exception;
+* every stream ends with exactly one terminal event, whatever happened, including a
+  ``BaseException`` that is not a ``PortError`` (``Failed`` is emitted, then it is re-raised);
+* observers registered on the call (tracing) are told the outcome exactly once;
+* lifecycle: ``close()`` and context-manager support; a closed runtime raises
+  ``RuntimeClosed``, also for a call that was in flight when ``close()`` ran.
+
+An adapter written against SPEC §3 that overrides ``execute`` itself keeps working; the
+streaming default still ends its stream with exactly one terminal event.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
+import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
+from . import codes
+from ._canonical import NotJson
 from ._contracts import (
     AdapterDescriptor,
     CompleteEvent,
+    DeltaEvent,
     ExecutionReceipt,
     ExecutionRequest,
     FailedEvent,
     StreamEvent,
+    ToolCallDeltaEvent,
 )
-from ._errors import PortError
+from ._errors import PortError, RuntimeClosed
+from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
+from ._receipts import build_receipt, request_fingerprint
+from ._schema import SchemaValidator, compile_schema
 
-__all__ = ["EventSink", "RuntimeAdapter", "project_terminal"]
+__all__ = [
+    "CallOutcome",
+    "EventSink",
+    "Produced",
+    "RuntimeAdapter",
+    "RuntimeCall",
+    "WrappingRuntime",
+    "failed_event",
+    "project_terminal",
+]
+
+logger = logging.getLogger("templiqx_core")
 
 EventSink = Callable[[StreamEvent], None]
+_Self = TypeVar("_Self", bound="RuntimeAdapter")
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What ``produce_output`` may return instead of a bare output value.
+
+    ``details`` is adapter-private (e.g. token usage for a trace); the port hands it to
+    the call's observers with the receipt and never puts it in the receipt.
+    """
+
+    output: Any
+    details: Any = None
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """How one call ended, as its observers see it (exactly once per call).
+
+    On success ``receipt`` is set; otherwise ``code`` is the stable code the caller sees
+    (``TQX_RUNTIME_INTERRUPTED`` for a ``BaseException`` that is not an ``Exception``, or a
+    host cancelling through its sink) and ``detail`` a message free of request data.
+    """
+
+    receipt: ExecutionReceipt | None = None
+    details: Any = None
+    error: BaseException | None = None
+    code: str | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.receipt is not None
+
+
+class _Stream:
+    """The host's sink for one call, remembering an exception it raised (a host cancel)."""
+
+    __slots__ = ("error", "sink")
+
+    def __init__(self, sink: EventSink) -> None:
+        self.sink = sink
+        self.error: BaseException | None = None
+
+    def send(self, event: StreamEvent) -> None:
+        try:
+            self.sink(event)
+        except BaseException as error:
+            self.error = error
+            raise
+
+    def raised(self, error: BaseException) -> bool:
+        return self.error is not None and error is self.error
+
+
+class RuntimeCall:
+    """One execution in progress, as the port hands it to ``produce_output``."""
+
+    __slots__ = ("_observers", "_stream", "adapter", "request", "request_fingerprint")
+
+    def __init__(
+        self,
+        request: ExecutionRequest,
+        adapter: AdapterDescriptor,
+        request_fp: str,
+        stream: _Stream | None = None,
+    ) -> None:
+        self.request = request
+        self.adapter = adapter
+        self.request_fingerprint = request_fp
+        self._stream = stream
+        self._observers: list[Callable[[CallOutcome], None]] = []
+
+    @property
+    def streaming(self) -> bool:
+        """Whether a host listens for deltas (``execute_streaming``)."""
+        return self._stream is not None
+
+    def emit(self, event: DeltaEvent | ToolCallDeltaEvent) -> None:
+        """Send a non-terminal event to the host (a no-op outside ``execute_streaming``).
+
+        The terminal event is the port's job. An exception the host's sink raises
+        propagates unchanged (that is how a host cancels); let it.
+        """
+        if not isinstance(event, (DeltaEvent, ToolCallDeltaEvent)):
+            raise TypeError("adapters emit Delta/ToolCallDelta only; the port emits the terminal")
+        if self._stream is not None:
+            self._stream.send(event)
+
+    def on_finish(self, observer: Callable[[CallOutcome], None]) -> None:
+        """Call ``observer`` once with the outcome, whatever it is (best effort: an
+        observer's own exception is logged, never raised over the outcome)."""
+        self._observers.append(observer)
+
+    def _finish(self, outcome: CallOutcome) -> None:
+        observers, self._observers = self._observers, []
+        for observer in observers:
+            try:
+                observer(outcome)
+            except Exception as error:
+                logger.warning(
+                    "an execution observer of %s failed (%s)", self.adapter.id, type(error).__name__
+                )
+
+    def _fail(self, error: BaseException, code: str, detail: str) -> None:
+        self._finish(CallOutcome(error=error, code=code, detail=detail))
+
+
+def _interrupted(error: BaseException) -> str:
+    return f"execution interrupted ({type(error).__name__})"
+
+
+def failed_event(error: BaseException) -> FailedEvent:
+    """The terminal ``Failed`` event of an outcome that raised ``error``.
+
+    A ``PortError`` keeps its code; any other ``Exception`` is ``TQX_RUNTIME_PERMANENT``;
+    a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    cancellation) is ``TQX_RUNTIME_INTERRUPTED``. Messages never carry exception text.
+    """
+    if isinstance(error, PortError):
+        return FailedEvent(code=error.code, message=str(error))
+    if isinstance(error, Exception):
+        return FailedEvent(
+            code=codes.RUNTIME_PERMANENT, message=f"unexpected {type(error).__name__}"
+        )
+    return FailedEvent(code=codes.RUNTIME_INTERRUPTED, message=_interrupted(error))
+
+
+def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> ExecutionReceipt:
+    """Run ``run`` and emit its outcome as the one terminal event of a stream.
+
+    Any exception (``PortError`` or not, ``BaseException`` included) emits ``Failed`` and
+    is re-raised unchanged; the exception stays the authoritative outcome.
+    """
+    try:
+        receipt = run()
+    except BaseException as error:
+        sink(failed_event(error))
+        raise
+    sink(CompleteEvent.from_receipt(receipt))
+    return receipt
+
+
+class _Lifecycle:
+    """Open/closed state of one runtime; reads are lock-free, ``close`` wins once."""
+
+    __slots__ = ("_closed", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def mark_closed(self) -> bool:
+        """True for the one caller that closed it."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            return True
+
+
+_NOT_IMPLEMENTED: Final = "implement produce_output (or override execute)"
 
 
 class RuntimeAdapter(ABC):
     """A way to run a compiled interaction and get back a fingerprinted receipt.
 
-    Implementations must be thread-safe: one instance serves concurrent ``execute`` calls.
+    Adapters implement ``descriptor`` and ``produce_output`` (and ``release`` if they own
+    resources); the port does the rest. Implementations must be thread-safe: one instance
+    serves concurrent calls.
     """
+
+    _lifecycle: _Lifecycle
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> RuntimeAdapter:
+        if (
+            cls.produce_output is RuntimeAdapter.produce_output
+            and cls.execute is RuntimeAdapter.execute
+        ):
+            raise TypeError(f"Can't instantiate {cls.__name__}: {_NOT_IMPLEMENTED}")
+        instance = super().__new__(cls)
+        # Set here, not in __init__: subclasses need not call super().__init__().
+        instance._lifecycle = _Lifecycle()
+        return instance
 
     @abstractmethod
     def descriptor(self) -> AdapterDescriptor:
         """Identity and capabilities of this adapter."""
 
-    @abstractmethod
+    # -- the hook ---------------------------------------------------------------------
+
+    def produce_output(self, call: RuntimeCall) -> Any:
+        """Run ``call.request`` once and return the parsed output (or ``Produced``).
+
+        Raise a ``PortError`` subclass for a failure you can name (``RuntimeFailureError``
+        for runtime failures); anything else is mapped by the port. Non-terminal stream
+        events go through ``call.emit``; observers (tracing) through ``call.on_finish``.
+        """
+        raise NotImplementedError(_NOT_IMPLEMENTED)
+
+    # -- the template -----------------------------------------------------------------
+
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """Run the request once; raise a ``PortError`` subclass on failure."""
+        return self._run(request, None)
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         """Run the request, projecting its outcome onto ``sink`` as stream events.
 
-        The default emits exactly one terminal event: ``Complete`` with the receipt
-        ``execute`` returned, or ``Failed{code, message}`` followed by re-raising the same
-        exception (the exception stays the authoritative outcome). An exception raised by
-        ``sink`` propagates unchanged: that is how a host cancels.
+        Deltas (if the adapter streams) then exactly one terminal event: ``Complete`` with
+        the receipt ``execute`` would return, or ``Failed{code, message}`` followed by
+        re-raising the exception. An exception raised by ``sink`` propagates unchanged
+        and ends the stream: that is how a host cancels.
         """
-        return project_terminal(lambda: self.execute(request), sink)
+        if type(self).execute is not RuntimeAdapter.execute:
+            # An adapter with its own execute (SPEC §3 shape): project its outcome.
+            return project_terminal(lambda: self.execute(request), sink)
+        return self._run(request, sink)
+
+    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        """``execute`` for async hosts, run in a worker thread (same receipt).
+
+        Cancelling the awaiting task does not stop the call in flight: it runs to its
+        own end (bounded by the adapter's deadline) in the worker and its result is
+        dropped; the runtime stays usable.
+        """
+        return await asyncio.to_thread(self.execute, request)
+
+    async def aexecute_streaming(
+        self, request: ExecutionRequest, sink: EventSink
+    ) -> ExecutionReceipt:
+        """``execute_streaming`` for async hosts, run in a worker thread.
+
+        ``sink`` is called from the worker thread. Cancelling the awaiting task makes the
+        next event the adapter emits raise ``asyncio.CancelledError`` in the worker, as if
+        the sink had raised it: the stream ends there (no terminal event), the call's
+        observers see it as interrupted; a call without deltas runs to its own end.
+        """
+        cancelled = threading.Event()
+
+        def guarded(event: StreamEvent) -> None:
+            if cancelled.is_set() and not isinstance(event, (CompleteEvent, FailedEvent)):
+                raise asyncio.CancelledError
+            sink(event)
+
+        try:
+            return await asyncio.to_thread(self.execute_streaming, request, guarded)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
+        stream = None if sink is None else _Stream(sink)
+        try:
+            receipt = self._guarded_receipt(request, stream)
+        except BaseException as error:
+            if stream is not None and not stream.raised(error):
+                stream.sink(failed_event(error))
+            raise
+        if stream is not None:
+            stream.sink(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+    def _guarded_receipt(
+        self, request: ExecutionRequest, stream: _Stream | None
+    ) -> ExecutionReceipt:
+        self._ensure_open()
+        descriptor = self.descriptor()
+        interaction = request.interaction
+        # Before any I/O: an invalid output schema is the caller's error (InvalidData).
+        validator: SchemaValidator = compile_schema(interaction.output_schema)
+        call = RuntimeCall(request, descriptor, request_fingerprint(interaction), stream)
+        try:
+            produced = self.produce_output(call)
+        except BaseException as error:
+            mapped = self._map_failure(call, error)
+            if mapped is error:
+                raise
+            raise mapped from error
+        if isinstance(produced, Produced):
+            output, details = produced.output, produced.details
+        else:
+            output, details = produced, None
+        try:
+            receipt = build_receipt(
+                descriptor,
+                interaction,
+                output,
+                request_fp=call.request_fingerprint,
+                validator=validator,
+            )
+        except Exception as error:
+            # The one place a model's output is fingerprinted and validated: whatever
+            # goes wrong here is a problem with that output.
+            reason = error.reason if isinstance(error, NotJson) else type(error).__name__
+            invalid = _runtime_failure(
+                descriptor,
+                RuntimeFailureCode.INVALID_RESPONSE,
+                f"model output cannot be fingerprinted or validated ({reason})",
+            )
+            call._fail(invalid, invalid.code, invalid.failure.detail)
+            raise invalid from error
+        call._finish(CallOutcome(receipt=receipt, details=details))
+        return receipt
+
+    def _map_failure(self, call: RuntimeCall, error: BaseException) -> BaseException:
+        """Map what the hook raised, tell the call's observers, return what to raise."""
+        stream = call._stream
+        if (stream is not None and stream.raised(error)) or not isinstance(error, Exception):
+            # A host cancel through its sink, or KeyboardInterrupt & co: re-raised as is.
+            call._fail(error, codes.RUNTIME_INTERRUPTED, _interrupted(error))
+            return error
+        mapped: PortError
+        if isinstance(error, PortError):
+            mapped = error
+        elif self._lifecycle.closed:
+            mapped = self._closed_error()  # e.g. the pool was closed under the call
+        else:
+            mapped = _runtime_failure(
+                call.adapter,
+                RuntimeFailureCode.PERMANENT,
+                f"unexpected {type(error).__name__} while producing the output",
+            )
+        detail = mapped.failure.detail if isinstance(mapped, RuntimeFailureError) else str(mapped)
+        call._fail(mapped, mapped.code, detail)
+        return mapped
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._lifecycle.closed
+
+    def _closed_error(self) -> RuntimeClosed:
+        descriptor = self.descriptor()
+        return RuntimeClosed(f"runtime {descriptor.id} {descriptor.version} is closed")
+
+    def _ensure_open(self) -> None:
+        """Raise ``RuntimeClosed`` once ``close()`` has started (for wrappers' ``execute``)."""
+        if self._lifecycle.closed:
+            raise self._closed_error()
+
+    def release(self) -> None:  # noqa: B027 - a no-op default, by design
+        """Free what the adapter owns (pools, trace clients); called once by ``close``."""
+
+    def close(self) -> None:
+        """Close the runtime (idempotent, thread-safe). Later calls raise ``RuntimeClosed``;
+        a call in flight that trips over released resources raises it too."""
+        if self._lifecycle.mark_closed():
+            self.release()
+
+    def __enter__(self: _Self) -> _Self:
+        self._ensure_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.close()
 
 
-def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> ExecutionReceipt:
-    """Run ``run`` and emit its outcome as the one terminal event of a stream."""
-    try:
-        receipt = run()
-    except PortError as error:
-        sink(FailedEvent(code=error.code, message=str(error)))
-        raise
-    sink(CompleteEvent.from_receipt(receipt))
-    return receipt
+def _runtime_failure(
+    adapter: AdapterDescriptor, code: RuntimeFailureCode, detail: str
+) -> RuntimeFailureError:
+    return RuntimeFailureError(RuntimeFailure.for_adapter(adapter, code, detail))
+
+
+class WrappingRuntime(RuntimeAdapter):
+    """Base of runtimes that wrap another (retrying, replaying): same descriptor, so
+    receipts are indistinguishable from the inner's; closing the wrapper closes ``inner``.
+
+    Subclasses override ``execute`` and start it with ``self._ensure_open()``.
+    """
+
+    def __init__(self, inner: RuntimeAdapter) -> None:
+        self.inner = inner
+
+    def descriptor(self) -> AdapterDescriptor:
+        return self.inner.descriptor()
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self._ensure_open()
+        return self.inner.execute(request)
+
+    def release(self) -> None:
+        self.inner.close()

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ._contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt, ExecutionRequest
+from ._contracts import AdapterDescriptor, DeltaEvent
 from ._errors import InvalidData, Unsupported
 from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
-from ._ports import EventSink, RuntimeAdapter, project_terminal
-from ._receipts import build_receipt
+from ._ports import RuntimeAdapter, RuntimeCall
 from ._runtimes import RuntimeOptions
 from ._scenarios import (
     DelayStep,
@@ -29,6 +28,7 @@ from ._scenarios import (
     Scenario,
     load_scenario,
 )
+from ._schema import compile_schema
 from ._version import __version__
 
 __all__ = [
@@ -167,7 +167,14 @@ class ScriptedRuntime(RuntimeAdapter):
         )
         raise RuntimeFailureError(failure)
 
-    def _run(self, outcome: ScriptedOutcome, request: ExecutionRequest) -> ExecutionReceipt:
+    def produce_output(self, call: RuntimeCall) -> Any:
+        """Replay the next scripted outcome: its deltas (when streaming), then its result.
+
+        The port builds the receipt, so ``execute`` and the ``Complete`` event agree.
+        """
+        outcome = self._take()
+        for text in outcome.deltas:
+            call.emit(DeltaEvent(text=text))
         self.clock.advance(outcome.delay_ms)
         if self.timeout_ms is not None and outcome.delay_ms > self.timeout_ms:
             detail = (
@@ -177,6 +184,7 @@ class ScriptedRuntime(RuntimeAdapter):
         if isinstance(outcome, ScriptedFailure):
             self._fail(outcome.code, outcome.detail, outcome.retry_after_ms)
         assert isinstance(outcome, ScriptedSuccess)
+        request = call.request
         output = outcome.output
         if output is _NO_OUTPUT:
             if request.fixture_output is None:
@@ -185,23 +193,15 @@ class ScriptedRuntime(RuntimeAdapter):
                     "or the script an output"
                 )
             output = request.fixture_output
-        receipt = build_receipt(self._descriptor, request.interaction, output)
         expected = outcome.expect_schema_valid
-        if expected is not None and receipt.output_schema_valid != expected:
-            raise InvalidData(
-                f"scenario {self.scenario_id or '-'} declares output_schema_valid={expected}, "
-                f"but the output validates as {receipt.output_schema_valid}"
-            )
-        return receipt
-
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        return self._run(self._take(), request)
-
-    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        outcome = self._take()
-        for text in outcome.deltas:
-            sink(DeltaEvent(text=text))
-        return project_terminal(lambda: self._run(outcome, request), sink)
+        if expected is not None:
+            valid = compile_schema(request.interaction.output_schema).is_valid(output)
+            if valid != expected:
+                raise InvalidData(
+                    f"scenario {self.scenario_id or '-'} declares output_schema_valid="
+                    f"{expected}, but the output validates as {valid}"
+                )
+        return output
 
 
 def runtime_factory(options: RuntimeOptions) -> ScriptedRuntime:

@@ -7,7 +7,7 @@ an optional, vcrpy-backed way of building the same runtime, chosen here and only
 from __future__ import annotations
 
 from templiqx_core import RuntimeAdapter, Unsupported
-from templiqx_core._runtimes import RuntimeOptions
+from templiqx_core.adapters import RuntimeOptions
 
 from ._runtime import LangfuseTracedRuntime
 

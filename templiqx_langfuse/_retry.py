@@ -23,7 +23,6 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from templiqx_core import (
-    AdapterDescriptor,
     ExecutionReceipt,
     ExecutionRequest,
     InvalidData,
@@ -32,6 +31,7 @@ from templiqx_core import (
     RuntimeFailureCode,
     RuntimeFailureError,
 )
+from templiqx_core.adapters import WrappingRuntime
 
 __all__ = ["RetryingRuntime"]
 
@@ -40,8 +40,11 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(error, RuntimeFailureError) and error.retryable
 
 
-class RetryingRuntime(RuntimeAdapter):
-    """Wraps ``inner``; same descriptor, so receipts are indistinguishable from the inner's."""
+class RetryingRuntime(WrappingRuntime):
+    """Wraps ``inner``; same descriptor, so receipts are indistinguishable from the inner's.
+
+    Closing it closes ``inner`` (and with it the pool and traces ``inner`` owns).
+    """
 
     def __init__(
         self,
@@ -57,15 +60,12 @@ class RetryingRuntime(RuntimeAdapter):
             raise InvalidData("attempts must be at least 1")
         if base_wait_s < 0 or max_wait_s < 0 or (deadline_s is not None and deadline_s <= 0):
             raise InvalidData("waits must be non-negative and the deadline positive")
-        self.inner = inner
+        super().__init__(inner)
         self.attempts = attempts
         self.max_wait_s = max_wait_s
         self.deadline_s = deadline_s
         self._sleep = sleep
         self._backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
-
-    def descriptor(self) -> AdapterDescriptor:
-        return self.inner.descriptor()
 
     def _wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
@@ -74,6 +74,7 @@ class RetryingRuntime(RuntimeAdapter):
         return float(self._backoff(state))
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self._ensure_open()
         stop: stop_base = stop_after_attempt(self.attempts)
         if self.deadline_s is not None:
             stop = stop | stop_before_delay(self.deadline_s)

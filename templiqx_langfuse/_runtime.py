@@ -8,7 +8,6 @@ belong to a separate host adapter (ADR "Live-provider boundary").
 from __future__ import annotations
 
 import os
-import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,25 +15,22 @@ import httpx
 from langfuse import Langfuse
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from templiqx_core import (
-    AdapterDescriptor,
-    ExecutionReceipt,
-    ExecutionRequest,
-    RuntimeAdapter,
-    RuntimeFailure,
-    RuntimeFailureError,
-    build_receipt,
-    compile_schema,
-    request_fingerprint,
-)
+from templiqx_core import AdapterDescriptor, RuntimeAdapter, RuntimeFailure, RuntimeFailureError
+from templiqx_core.adapters import CallOutcome, Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor
-from ._tracing import Tracing
+from ._tracing import GenerationRecord, Tracing
 from ._transport import post_bounded
 from ._version import __version__
-from ._wire import WireFailure, build_request_body, failure_for_status, parse_completion
+from ._wire import (
+    Completion,
+    WireFailure,
+    build_request_body,
+    failure_for_status,
+    parse_completion,
+)
 
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 
@@ -99,21 +95,20 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         """A trace URL built locally from the configured project id (no network call)."""
         return self.langfuse_config.trace_url(trace_id)
 
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        interaction = request.interaction
-        # Refuse an invalid output schema before any network I/O.
-        validator = compile_schema(interaction.output_schema)
+    def produce_output(self, call: RuntimeCall) -> Produced:
+        """One bounded POST, traced. The port builds the receipt and maps the unexpected;
+        the generation is finished by the port's outcome, whatever it is."""
+        interaction = call.request.interaction
         body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
-        request_fp = request_fingerprint(interaction)
-        descriptor = self._descriptor
         record = self.tracing.start(
             interaction,
             model=self.model.model,
             model_parameters=body.model_parameters,
-            request_fp=request_fp,
-            adapter=descriptor,
+            request_fp=call.request_fingerprint,
+            adapter=call.adapter,
             ignored_policy_keys=body.ignored_policy_keys,
         )
+        call.on_finish(lambda outcome: _finish_generation(record, outcome))
         try:
             response = post_bounded(
                 self._http,
@@ -127,19 +122,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
                 raise failure
             completion = parse_completion(response.body)
         except WireFailure as wire:
-            error = self._failure(wire)
-            record.fail(code=error.code, detail=error.failure.detail)
-            raise error from None
-        except BaseException as unexpected:
-            # Not a mapped failure (a bug, a cancelled thread, a replay miss): close the
-            # generation without the exception text, which may carry request data.
-            record.fail(code=type(unexpected).__name__, detail="unexpected error")
-            raise
-        receipt = build_receipt(
-            descriptor, interaction, completion.output, request_fp=request_fp, validator=validator
-        )
-        record.succeed(receipt, completion)
-        return receipt
+            raise self._failure(wire) from None
+        return Produced(completion.output, completion)
 
     def _failure(self, wire: WireFailure) -> RuntimeFailureError:
         failure = RuntimeFailure.for_adapter(
@@ -150,20 +134,19 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         )
         return RuntimeFailureError(failure)
 
-    def close(self) -> None:
+    def release(self) -> None:
         """Release pooled connections and flush the adapter-owned Langfuse client (bounded)."""
-        if self._owns_http:
-            self._http.close()
-        self.tracing.close()
-        self._log_filter.uninstall()
+        try:
+            if self._owns_http:
+                self._http.close()
+            self.tracing.close()
+        finally:
+            self._log_filter.uninstall()
 
-    def __enter__(self) -> LangfuseTracedRuntime:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
-        self.close()
+def _finish_generation(record: GenerationRecord, outcome: CallOutcome) -> None:
+    """End the call's generation with its outcome (the record never leaves it open)."""
+    if outcome.receipt is not None and isinstance(outcome.details, Completion):
+        record.succeed(outcome.receipt, outcome.details)
+    else:
+        record.fail(code=outcome.code or "", detail=outcome.detail)

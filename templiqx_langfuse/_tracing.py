@@ -175,18 +175,22 @@ class GenerationRecord:
             return
         generation, self._generation = self._generation, None
         redact = self._tracing.redactor.value
-        update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
-        for key in ("input", "output", "metadata", "status_message"):
-            if key in update:
-                update[key] = redact(update[key])
         try:
+            update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
+            for key in ("input", "output", "metadata", "status_message"):
+                if key in update:
+                    update[key] = redact(update[key])
             if self._span is not None:
                 self._span.set_attributes(generation_attributes(trace=self._trace, **update))
                 if update.get("level") == "ERROR":
                     self._span.set_status(Status(StatusCode.ERROR, update.get("status_message")))
-            generation.end()
         except Exception as error:  # tracing must never fail the call
             self._tracing.report_error("ending a generation", error)
+        finally:
+            try:
+                generation.end()  # never left open, even when the update failed
+            except Exception as error:
+                self._tracing.report_error("ending a generation", error)
 
 
 class Tracing:

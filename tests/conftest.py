@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,15 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from templiqx_core import CompiledInteraction, ExecutionRequest, RenderRequest, compile_contract
+from templiqx_core import (
+    CompiledInteraction,
+    ExecutionRequest,
+    PortError,
+    RenderRequest,
+    RuntimeAdapter,
+    codes,
+    compile_contract,
+)
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.testing.server import (
     LoopbackModelServer,
@@ -127,3 +136,28 @@ def make_runtime(
     yield build
     for runtime in made:
         runtime.close()
+
+
+# -- the port's lifecycle ------------------------------------------------------------
+
+
+def start_call(run: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    """Start ``run`` on a thread; the list collects what it raised (for close-races)."""
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            run()
+        except BaseException as error:
+            raised.append(error)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    return worker, raised
+
+
+def assert_closed(runtime: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """A closed runtime refuses with ``TQX_RUNTIME_CLOSED``, a ``PortError``."""
+    with pytest.raises(PortError) as raised:
+        runtime.execute(request)
+    assert raised.value.code == codes.RUNTIME_CLOSED

@@ -11,13 +11,8 @@ import orjson
 import yaml
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from templiqx_core import (
-    AdapterDescriptor,
-    ExecutionReceipt,
-    ExecutionRequest,
-    InvalidData,
-    RuntimeAdapter,
-)
+from templiqx_core import ExecutionReceipt, ExecutionRequest, InvalidData, PortError
+from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
@@ -44,25 +39,27 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
     return base, str(model)
 
 
-class ReplayingRuntime(RuntimeAdapter):
+class ReplayingRuntime(WrappingRuntime):
     """A ``LangfuseTracedRuntime`` whose HTTP calls are answered by a cassette."""
 
     def __init__(self, cassette: Path, runtime: LangfuseTracedRuntime) -> None:
+        super().__init__(runtime)
         self.cassette = cassette
         self.runtime = runtime
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(use_cassette(cassette, require_all_played=False))
 
-    def descriptor(self) -> AdapterDescriptor:
-        return self.runtime.descriptor()
-
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self._ensure_open()
         try:
             return self.runtime.execute(request)
-        except CannotOverwriteExistingCassetteException as error:
-            raise no_match_error(error) from None
+        except PortError as error:
+            # The runtime maps the unexpected; a replay miss stays its cause.
+            if isinstance(error.__cause__, CannotOverwriteExistingCassetteException):
+                raise no_match_error(error.__cause__) from None
+            raise
 
-    def close(self) -> None:
+    def release(self) -> None:
         try:
             self.runtime.close()
         finally:

@@ -3,13 +3,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from templiqx_core import InvalidData, canonical_json, fingerprint, fingerprint_bytes
-from templiqx_core._canonical import _encode, format_float
+from templiqx_core._canonical import MAX_DEPTH, NotJson, _encode, format_float
 from tests.conftest import read_json
 
 
@@ -57,13 +58,53 @@ def test_fingerprint_bytes_is_plain_sha256() -> None:
         (5e-324, "5e-324"),
         (-0.0, "-0.0"),
         (-2.5e-9, "-2.5e-9"),
-        (math.nan, "null"),
-        (math.inf, "null"),
     ],
 )
 def test_float_layout(number: float, text: str) -> None:
     assert format_float(number) == text
     assert canonical_json([number]) == f"[{text}]".encode()
+
+
+def deep(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "pointer", "reason"),
+    [
+        ([1.0, math.nan], "/1", "a non-finite number (nan)"),
+        ({"a": {"b/c~": [math.inf]}}, "/a/b~1c~0/0", "a non-finite number (inf)"),
+        ({"a": [deep(300), -math.inf]}, "/a/1", "a non-finite number (-inf)"),  # slow path
+        ({"k": "ok \ud800"}, "/k", "a string with a lone surrogate"),
+        ({"\udfff": 1}, "/\\udfff", "a string with a lone surrogate"),
+        ({"x": [b"bytes"]}, "/x/0", "bytes, not a JSON value"),
+        ({"x": {1, 2}}, "/x", "set, not a JSON value"),
+        ({"x": {1: 2}}, "/x", "int, not a string"),
+        ([10**400], "/0", "an integer beyond the f64 range"),
+        (deep(MAX_DEPTH + 1), "/0" * MAX_DEPTH, f"nested deeper than {MAX_DEPTH} levels"),
+        (deep(100_000), "/0" * MAX_DEPTH, f"nested deeper than {MAX_DEPTH} levels"),
+    ],
+)
+def test_what_is_not_json_is_invalid_data_naming_the_pointer(
+    value: Any, pointer: str, reason: str
+) -> None:
+    with pytest.raises(InvalidData) as raised:
+        canonical_json(value)
+    assert isinstance(raised.value, NotJson)
+    assert (raised.value.pointer, raised.value.reason) == (pointer, reason)
+    assert str(raised.value).encode("utf-8")  # the message itself always prints
+
+
+def test_nesting_up_to_the_limit_is_encoded() -> None:
+    text = canonical_json(deep(MAX_DEPTH))
+    assert text == b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+
+
+def test_null_is_still_null_on_the_fast_path() -> None:
+    assert canonical_json({"a": None, "b": [None, 1.5]}) == b'{"a":null,"b":[null,1.5]}'
 
 
 def test_integers_beyond_64_bits_become_nearest_f64() -> None:
@@ -94,7 +135,7 @@ json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=20,
@@ -104,6 +145,4 @@ json_values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_fast_and_slow_paths_agree(value: object) -> None:
-    parts: list[str] = []
-    _encode(value, parts, ())
-    assert canonical_json(value) == "".join(parts).encode("utf-8")
+    assert canonical_json(value) == _encode(value).encode("utf-8")

@@ -1,0 +1,98 @@
+"""Every stable ``TQX_*`` code in one place (SPEC §4).
+
+Hosts branch on these, never on message text. Each value is the exact string the Rust
+reference uses where it has one; the ``RUNTIME_CLOSED``/``RUNTIME_INTERRUPTED`` pair is a
+Python addition (the port's lifecycle and ``BaseException`` outcomes, SPEC §3).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "ALL_CODES",
+    "CAPABILITY_UNSUPPORTED",
+    "CAS_CONFLICT",
+    "COMPONENT_ARGUMENT_MISSING",
+    "COMPONENT_ARGUMENT_TYPE",
+    "COMPONENT_ARGUMENT_UNKNOWN",
+    "COMPONENT_MISSING",
+    "CONDITION_TYPE",
+    "DATA_INVALID",
+    "EXTENSION_NAMESPACE",
+    "EXTENSION_SCHEMA",
+    "EXTENSION_UNSUPPORTED",
+    "FILTER_TYPE",
+    "FOR_EACH_TYPE",
+    "HOST_RETRY_EXHAUSTED",
+    "INTERPOLATION_TYPE",
+    "IO",
+    "NOT_FOUND",
+    "OUTPUT_SCHEMA",
+    "PARSE_YAML",
+    "PATH_INVALID",
+    "PORT",
+    "REF_UNKNOWN",
+    "RUNTIME_CAPABILITY_UNSUPPORTED",
+    "RUNTIME_CLOSED",
+    "RUNTIME_INTERRUPTED",
+    "RUNTIME_INVALID_RESPONSE",
+    "RUNTIME_PERMANENT",
+    "RUNTIME_RATE_LIMITED",
+    "RUNTIME_TIMEOUT",
+    "RUNTIME_UNAVAILABLE",
+    "UNSUPPORTED",
+    "VALUE_SCHEMA",
+    "VALUE_UNKNOWN",
+]
+
+# The port's error tree (templiqx_core.PortError and subclasses).
+PORT: Final = "TQX_PORT"
+NOT_FOUND: Final = "TQX_NOT_FOUND"
+CAS_CONFLICT: Final = "TQX_CAS_CONFLICT"
+PATH_INVALID: Final = "TQX_PATH_INVALID"
+UNSUPPORTED: Final = "TQX_UNSUPPORTED"
+IO: Final = "TQX_IO"
+DATA_INVALID: Final = "TQX_DATA_INVALID"
+
+# Runtime failures (RuntimeFailureCode); retryable: timeout, rate-limited, unavailable.
+RUNTIME_TIMEOUT: Final = "TQX_RUNTIME_TIMEOUT"
+RUNTIME_RATE_LIMITED: Final = "TQX_RUNTIME_RATE_LIMITED"
+RUNTIME_UNAVAILABLE: Final = "TQX_RUNTIME_UNAVAILABLE"
+RUNTIME_INVALID_RESPONSE: Final = "TQX_RUNTIME_INVALID_RESPONSE"
+RUNTIME_PERMANENT: Final = "TQX_RUNTIME_PERMANENT"
+HOST_RETRY_EXHAUSTED: Final = "TQX_HOST_RETRY_EXHAUSTED"
+
+# The port's lifecycle and interrupted outcomes.
+RUNTIME_CLOSED: Final = "TQX_RUNTIME_CLOSED"
+"""A runtime was used after ``close()`` began."""
+RUNTIME_INTERRUPTED: Final = "TQX_RUNTIME_INTERRUPTED"
+"""A ``BaseException`` that is not an ``Exception`` (or a host cancelling through its
+sink) ended the call; the ``Failed`` event carries it, the exception is re-raised."""
+
+# Application level (execute_contract).
+OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
+RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
+
+# Compiler (SPEC §8.1).
+PARSE_YAML: Final = "TQX_PARSE_YAML"
+CAPABILITY_UNSUPPORTED: Final = "TQX_CAPABILITY_UNSUPPORTED"
+EXTENSION_NAMESPACE: Final = "TQX_EXTENSION_NAMESPACE"
+EXTENSION_UNSUPPORTED: Final = "TQX_EXTENSION_UNSUPPORTED"
+EXTENSION_SCHEMA: Final = "TQX_EXTENSION_SCHEMA"
+VALUE_SCHEMA: Final = "TQX_VALUE_SCHEMA"
+VALUE_UNKNOWN: Final = "TQX_VALUE_UNKNOWN"
+REF_UNKNOWN: Final = "TQX_REF_UNKNOWN"
+CONDITION_TYPE: Final = "TQX_CONDITION_TYPE"
+FILTER_TYPE: Final = "TQX_FILTER_TYPE"
+INTERPOLATION_TYPE: Final = "TQX_INTERPOLATION_TYPE"
+FOR_EACH_TYPE: Final = "TQX_FOR_EACH_TYPE"
+COMPONENT_MISSING: Final = "TQX_COMPONENT_MISSING"
+COMPONENT_ARGUMENT_UNKNOWN: Final = "TQX_COMPONENT_ARGUMENT_UNKNOWN"
+COMPONENT_ARGUMENT_MISSING: Final = "TQX_COMPONENT_ARGUMENT_MISSING"
+COMPONENT_ARGUMENT_TYPE: Final = "TQX_COMPONENT_ARGUMENT_TYPE"
+
+ALL_CODES: Final = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and name != "ALL_CODES"
+)
+"""Every code above (a test checks that no ``TQX_*`` literal lives anywhere else)."""
