@@ -42,7 +42,14 @@ from ._ports import EventSink, RuntimeAdapter
 from ._receipts import build_receipt, request_fingerprint
 from ._scenarios import Scenario, load_inventory, load_scenario
 from ._schema import compile_schema
-from ._scripted import ScriptedFailure, ScriptedOutcome, ScriptedRuntime, ScriptedSuccess
+from ._scripted import (
+    ScriptedFailure,
+    ScriptedOutcome,
+    ScriptedRuntime,
+    ScriptedSuccess,
+    failure_receipt_fingerprint,
+    success_receipt_fingerprint,
+)
 from ._version import __version__
 
 __all__ = [
@@ -91,6 +98,7 @@ __all__ = [
     "compile_envelope",
     "compile_schema",
     "execute_contract",
+    "failure_receipt_fingerprint",
     "fingerprint",
     "fingerprint_bytes",
     "load_inventory",
@@ -98,5 +106,6 @@ __all__ = [
     "parse_stream_event",
     "request_fingerprint",
     "run_evals",
+    "success_receipt_fingerprint",
     "to_diagnostic",
 ]

@@ -1,4 +1,7 @@
-"""The application flow: compile a contract, gate capabilities, execute, envelope (SPEC §8.2)."""
+"""The application flow: compile a contract, gate capabilities, execute, envelope.
+
+Envelopes and diagnostics are the Rust reference application's (``templiqx-application``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ._canonical import fingerprint
-from ._compiler import CompileResult, Contract, compile_contract, read_contract
+from ._compiler import Contract, compile_contract, read_contract
 from ._contracts import (
     CompiledInteraction,
     Diagnostic,
@@ -32,6 +35,8 @@ __all__ = [
     "run_evals",
 ]
 
+COMPILE_OPERATION = "compile_contract"
+EXECUTE_OPERATION = "execute_contract"
 OUTPUT_SCHEMA_CODE = "TQX_OUTPUT_SCHEMA"
 RUNTIME_CAPABILITY_CODE = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 
@@ -42,20 +47,32 @@ def compile_envelope(
     *,
     capabilities: Iterable[str],
 ) -> OperationEnvelope[CompiledInteraction]:
-    """Compile and wrap the outcome in an envelope (``fingerprints.request`` when ok)."""
+    """``compile_contract`` as the reference application: ``fingerprints.compiled_interaction``."""
     result = compile_contract(contract, request, capabilities)
-    return _compiled_envelope("compile", result)
-
-
-def _compiled_envelope(operation: str, result: CompileResult) -> OperationEnvelope[Any]:
     if result.interaction is None:
-        return OperationEnvelope(operation=operation, ok=False, diagnostics=result.diagnostics)
-    request_fp = fingerprint(result.interaction.to_json())
+        return _envelope(COMPILE_OPERATION, None, result.diagnostics)
+    envelope = _envelope(COMPILE_OPERATION, result.interaction, [])
+    return envelope.model_copy(
+        update={"fingerprints": {"compiled_interaction": fingerprint(result.interaction.to_json())}}
+    )
+
+
+def _envelope(
+    operation: str,
+    result: Any,
+    diagnostics: list[Diagnostic],
+    *,
+    fingerprints: dict[str, str] | None = None,
+    stream_events: list[StreamEvent] | None = None,
+) -> OperationEnvelope[Any]:
+    """``OperationEnvelope::new``: ok unless a diagnostic is an error."""
     return OperationEnvelope(
         operation=operation,
-        ok=True,
-        result=result.interaction,
-        fingerprints={"request": request_fp},
+        ok=not any(d.severity == "error" for d in diagnostics),
+        result=result,
+        diagnostics=diagnostics,
+        fingerprints=fingerprints or {},
+        stream_events=stream_events or [],
     )
 
 
@@ -71,26 +88,28 @@ def execute_contract(
 ) -> OperationEnvelope[ExecutionReceipt]:
     """Compile ``contract`` for ``request`` and execute it on ``runtime``.
 
-    Refuses (``TQX_RUNTIME_CAPABILITY_UNSUPPORTED``) when the runtime lacks a capability
-    the compiled interaction requires. A ``PortError`` from the runtime becomes one
-    diagnostic; an exception raised by ``on_event`` propagates (that is how a host cancels).
+    The envelope is the reference application's, byte for byte: a compile error or a
+    missing runtime capability (``TQX_RUNTIME_CAPABILITY_UNSUPPORTED``) returns before the
+    runtime runs; a ``PortError`` from the runtime becomes its one diagnostic (no receipt,
+    no fingerprints, no stream events); a success carries fingerprints ``request`` and
+    ``output``, ``TQX_OUTPUT_SCHEMA`` when the output is schema-invalid, and the stream
+    events when ``stream``. Each event also reaches ``on_event`` as it happens; an exception
+    raised there propagates (that is how a host cancels).
     """
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
-        return OperationEnvelope(operation="execute", ok=False, diagnostics=compiled.diagnostics)
+        return _envelope(EXECUTE_OPERATION, None, compiled.diagnostics)
     interaction = compiled.interaction
-    fingerprints = {"request": fingerprint(interaction.to_json())}
-    descriptor = runtime.descriptor()
-    missing = sorted(set(interaction.required_capabilities) - set(descriptor.capabilities))
-    if missing:
-        message = (
-            f"runtime {descriptor.id} {descriptor.version} lacks required "
-            f"capabilities: {', '.join(missing)}"
-        )
-        diagnostic = Diagnostic(code=RUNTIME_CAPABILITY_CODE, severity="error", message=message)
-        return OperationEnvelope(
-            operation="execute", ok=False, diagnostics=[diagnostic], fingerprints=fingerprints
-        )
+    offered = set(runtime.descriptor().capabilities)
+    for required in interaction.required_capabilities:
+        if required not in offered:
+            diagnostic = Diagnostic(
+                code=RUNTIME_CAPABILITY_CODE,
+                severity="error",
+                message=f"runtime lacks '{required}'",
+                json_pointer="/capabilities",
+            )
+            return _envelope(EXECUTE_OPERATION, None, [diagnostic])
 
     execution = ExecutionRequest(interaction=interaction, fixture_output=fixture_output)
     events: list[StreamEvent] = []
@@ -105,30 +124,27 @@ def execute_contract(
             runtime.execute_streaming(execution, sink) if stream else runtime.execute(execution)
         )
     except PortError as error:
-        return OperationEnvelope(
-            operation="execute",
-            ok=False,
-            diagnostics=[to_diagnostic(error)],
-            fingerprints=fingerprints,
-            stream_events=events,
-        )
-    fingerprints["output"] = receipt.output_fingerprint
+        return _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
     diagnostics = []
     if not receipt.output_schema_valid:
         diagnostics.append(
             Diagnostic(
                 code=OUTPUT_SCHEMA_CODE,
                 severity="error",
-                message=f"output of {interaction.contract_id} does not match its output_schema",
+                message="runtime output does not satisfy the contract schema",
+                json_pointer="/output",
             )
         )
-    return OperationEnvelope(
-        operation="execute",
-        ok=not diagnostics,
-        result=receipt,
-        diagnostics=diagnostics,
+    fingerprints = {
+        "request": receipt.request_fingerprint,
+        "output": receipt.output_fingerprint,
+    }
+    return _envelope(
+        EXECUTE_OPERATION,
+        receipt,
+        diagnostics,
         fingerprints=fingerprints,
-        stream_events=events,
+        stream_events=events if stream else None,
     )
 
 

@@ -1,14 +1,18 @@
-"""Wire contracts, JSON-identical to the Rust reference (SPEC §2).
+"""Wire contracts, byte-identical to what the Rust reference's serde writes.
 
-Every model rejects unknown fields. Fields the reference omits when empty are listed in
-``_omit_when_empty`` and dropped by one shared serializer, so ``model_dump_json()`` gives
-the reference's exact field set.
+Every model rejects unknown fields and, like serde, does not coerce types (``"1"`` is not
+an integer). One shared serializer reproduces serde's layout: struct fields in declaration
+order, optional fields omitted as the reference omits them, and every map or JSON value
+(``BTreeMap`` / ``serde_json::Value`` without ``preserve_order`` there) written with its
+keys sorted. ``model_dump_json()`` writes the reference's bytes, integers beyond 64 bits
+included (as serde_json, which reads them as f64).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeVar
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -47,24 +51,90 @@ Role = Literal["system", "developer", "user", "assistant"]
 Severity = Literal["error", "warning", "info"]
 
 
-class WireModel(BaseModel):
-    """Strict, immutable base: unknown fields are errors, empties omitted where listed."""
+_U32_MAX: Final = 2**32 - 1
+_I64_MIN: Final = -(2**63)
+_U64_MAX: Final = 2**64 - 1
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    _omit_when_empty: ClassVar[frozenset[str]] = frozenset()
+
+def sort_keys(value: Any) -> Any:
+    """``value`` with every object's keys in code-point order, as a ``serde_json::Value``."""
+    if isinstance(value, dict):
+        return {key: sort_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sort_keys(item) for item in value]
+    return value
+
+
+def _as_serde_numbers(value: Any) -> Any:
+    # serde_json (without arbitrary_precision) holds integers beyond i64/u64 as f64.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not _I64_MIN <= value <= _U64_MAX:
+        return float(value)
+    if isinstance(value, dict):
+        return {key: _as_serde_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_serde_numbers(item) for item in value]
+    return value
+
+
+def wire_json(data: Any, *, indent: int | None = None) -> str:
+    """JSON text of ``data`` as ``serde_json::to_string`` (``indent=2``: ``to_string_pretty``).
+
+    Key order is kept as given: serializers put struct fields in declaration order and
+    sort maps before this point.
+    """
+    option = orjson.OPT_INDENT_2 if indent else 0
+    try:
+        return orjson.dumps(data, option=option).decode()
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_as_serde_numbers(data), option=option).decode()
+
+
+def _holds_model(value: Any) -> bool:
+    if isinstance(value, BaseModel):
+        return True
+    return isinstance(value, list) and any(isinstance(item, BaseModel) for item in value)
+
+
+class WireModel(BaseModel):
+    """Strict, immutable base with serde's layout.
+
+    ``_omit_none``: optional fields the reference skips when ``None``;
+    ``_omit_empty``: list fields it skips when empty; ``_maps``: map and JSON-value
+    fields, written with sorted keys.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    _omit_none: ClassVar[frozenset[str]] = frozenset()
+    _omit_empty: ClassVar[frozenset[str]] = frozenset()
+    _maps: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
-    def _omit_empty(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+    def _serde_layout(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
         data = handler(self)
-        if self._omit_when_empty and isinstance(data, dict):
-            for key in self._omit_when_empty:
-                if key in data and (data[key] is None or data[key] == []):
-                    del data[key]
+        if not isinstance(data, dict):
+            return data
+        for key in self._omit_none:
+            if key in data and data[key] is None:
+                del data[key]
+        for key in self._omit_empty:
+            if key in data and data[key] == []:
+                del data[key]
+        for key in self._maps:
+            if key in data and not _holds_model(getattr(self, key)):
+                data[key] = sort_keys(data[key])
         return data
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object the reference writes for this value."""
         return self.model_dump(mode="json")
+
+    def model_dump_json(self, *, indent: int | None = None, **kwargs: Any) -> str:
+        """serde_json's text for this value (``indent=2`` for its pretty form)."""
+        if kwargs:
+            return super().model_dump_json(indent=indent, **kwargs)
+        return wire_json(self.to_json(), indent=indent)
 
 
 class CompiledMessage(WireModel):
@@ -73,6 +143,8 @@ class CompiledMessage(WireModel):
 
 
 class CompiledInteraction(WireModel):
+    _maps = frozenset({"output_schema", "runtime_policy", "extensions"})
+
     compiler: str
     contract_id: str
     contract_version: str
@@ -91,11 +163,15 @@ class AdapterDescriptor(WireModel):
 
 
 class ExecutionRequest(WireModel):
+    _maps = frozenset({"fixture_output"})
+
     interaction: CompiledInteraction
     fixture_output: JsonValue = None
 
 
 class ExecutionReceipt(WireModel):
+    _maps = frozenset({"output"})
+
     adapter: AdapterDescriptor
     request_fingerprint: str
     output_fingerprint: str
@@ -116,6 +192,8 @@ class ToolCallDeltaEvent(WireModel):
 
 class CompleteEvent(WireModel):
     """Terminal success: the receipt's fields inline, as serde's internal tagging lays them."""
+
+    _maps = frozenset({"output"})
 
     kind: Literal["Complete"] = "Complete"
     adapter: AdapterDescriptor
@@ -154,15 +232,20 @@ def parse_stream_event(data: Any) -> StreamEvent:
     return _STREAM_EVENT.validate_python(data)
 
 
-class SourceSpan(WireModel):
-    """1-based line and column of a diagnostic in its source file."""
+_U32 = Annotated[int, Field(ge=0, le=_U32_MAX)]
 
-    line: int
-    column: int
+
+class SourceSpan(WireModel):
+    """Where a diagnostic points in its source file: start and end line/column (u32)."""
+
+    line: _U32
+    column: _U32
+    end_line: _U32
+    end_column: _U32
 
 
 class Diagnostic(WireModel):
-    _omit_when_empty = frozenset({"file", "json_pointer", "span", "help"})
+    _omit_none = frozenset({"file", "json_pointer", "span", "help"})
 
     code: str
     severity: Severity
@@ -177,9 +260,13 @@ T = TypeVar("T")
 
 
 class OperationEnvelope(WireModel, Generic[T]):
-    _omit_when_empty = frozenset({"result", "stream_events"})
+    """The result of one operation. Any ``api_version`` string is accepted on input."""
 
-    api_version: Literal["templiqx/v1alpha1"] = API_VERSION
+    _omit_none = frozenset({"result"})
+    _omit_empty = frozenset({"stream_events"})
+    _maps = frozenset({"result", "fingerprints"})
+
+    api_version: str = API_VERSION
     operation: str
     ok: bool
     result: T | None = None
@@ -189,5 +276,7 @@ class OperationEnvelope(WireModel, Generic[T]):
 
 
 class RenderRequest(WireModel):
+    _maps = frozenset({"inputs", "context"})
+
     inputs: dict[str, JsonValue] = Field(default_factory=dict)
     context: dict[str, JsonValue] = Field(default_factory=dict)

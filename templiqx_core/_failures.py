@@ -20,6 +20,8 @@ __all__ = [
     "RuntimeFailure",
     "RuntimeFailureCode",
     "RuntimeFailureError",
+    "display",
+    "scripted_failure_fingerprint",
     "to_diagnostic",
 ]
 
@@ -98,20 +100,27 @@ class RuntimeFailure:
         }
 
     def help_line(self) -> str:
-        """The ``help`` text of the diagnostic this failure becomes (SPEC §8.2)."""
+        """The ``help`` text of the diagnostic this failure becomes, as the reference's."""
         return (
             f"adapter={self.adapter_id} version={self.adapter_version} "
-            f"scenario={self.scenario_id or '-'} "
-            f"retry_after_ms={'-' if self.retry_after_ms is None else self.retry_after_ms} "
+            f"scenario={self.scenario_id or 'none'} "
+            f"retry_after_ms={'none' if self.retry_after_ms is None else self.retry_after_ms} "
             f"fingerprint={self.fingerprint}"
         )
+
+
+def scripted_failure_fingerprint(
+    step_id: str, code: RuntimeFailureCode, retry_after_ms: int | None
+) -> str:
+    """A scripted failure's fingerprint, as the reference mock's: its step id, code, retry."""
+    return fingerprint({"id": step_id, "code": code.value, "retry_after_ms": retry_after_ms})
 
 
 class RuntimeFailureError(PortError):
     """A runtime call failed; ``.failure`` says how, ``.code`` is its stable code."""
 
     def __init__(self, failure: RuntimeFailure) -> None:
-        super().__init__(f"{failure.code.value}: {failure.detail}")
+        super().__init__(f"runtime failure {failure.code.value}: {failure.detail}")
         self.failure = failure
         self.code = failure.code.value
 
@@ -120,7 +129,31 @@ class RuntimeFailureError(PortError):
         return self.failure.retryable
 
 
+# How the reference's ``PortError`` displays each kind (its thiserror messages).
+_DISPLAY_PREFIX = {
+    codes.NOT_FOUND: "not found: ",
+    codes.CAS_CONFLICT: "conflict: ",
+    codes.PATH_INVALID: "invalid path: ",
+    codes.UNSUPPORTED: "unsupported: ",
+    codes.IO: "I/O error: ",
+    codes.DATA_INVALID: "invalid data: ",
+}
+
+
+def display(error: PortError) -> str:
+    """The error's text as the reference displays the same ``PortError``."""
+    if isinstance(error, RuntimeFailureError):
+        return str(error)
+    return _DISPLAY_PREFIX.get(error.code, "") + str(error)
+
+
 def to_diagnostic(error: PortError) -> Diagnostic:
-    """Project any ``PortError`` onto one error ``Diagnostic`` with its stable code."""
+    """Project any ``PortError`` onto one error ``Diagnostic``, as the reference application.
+
+    ``json_pointer`` is ``""`` (the whole request); a runtime failure adds the ``help``
+    line ``adapter=… version=… scenario=… retry_after_ms=… fingerprint=…``.
+    """
     help_text = error.failure.help_line() if isinstance(error, RuntimeFailureError) else None
-    return Diagnostic(code=error.code, severity="error", message=str(error), help=help_text)
+    return Diagnostic(
+        code=error.code, severity="error", message=display(error), json_pointer="", help=help_text
+    )

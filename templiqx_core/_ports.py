@@ -72,6 +72,9 @@ class Produced:
 
     output: Any
     details: Any = None
+    #: A validity the adapter declares instead of the schema's verdict: scripted fakes
+    #: report what their script says, as the reference mock does.
+    output_schema_valid: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -342,8 +345,10 @@ class RuntimeAdapter(ABC):
             if mapped is error:
                 raise
             raise mapped from error
+        declared: bool | None = None
         if isinstance(produced, Produced):
             output, details = produced.output, produced.details
+            declared = produced.output_schema_valid
         else:
             output, details = produced, None
         try:
@@ -365,6 +370,8 @@ class RuntimeAdapter(ABC):
             )
             call._fail(invalid, invalid.code, invalid.failure.detail)
             raise invalid from error
+        if declared is not None and declared != receipt.output_schema_valid:
+            receipt = receipt.model_copy(update={"output_schema_valid": declared})
         call._finish(CallOutcome(receipt=receipt, details=details))
         return receipt
 

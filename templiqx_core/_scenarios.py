@@ -1,17 +1,20 @@
 """Scripted scenario manifests (``templiqx.mock/v1alpha1``) and their inventory.
 
-A manifest scripts one runtime call either as lifecycle ``steps`` (request_received,
-delay, then exactly one runtime_success or runtime_failure) or as a provider-like event
-stream (start, delta/reasoning/usage, finish, end). Loading is strict and fail-closed: an
-unknown field, a broken lifecycle or an expectation that contradicts the script is an
-``InvalidData`` error, never a silently different scenario.
+The document shapes and lifecycle rules are the Rust reference mock's (``templiqx-mock``):
+a manifest scripts one runtime call either as ``steps`` (request_received first, delays,
+then one terminal runtime_success or runtime_failure) or as a provider-like ``events``
+stream (start, delta/reasoning/usage, end, finish). Loading is strict and fail-closed.
+
+Checks beyond the reference live here, at loading, never in an execution result: the
+manifest's expectations must agree with its script, and an ``expected_output`` file must
+fingerprint to ``expected_output_fingerprint``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -28,191 +31,240 @@ __all__ = [
     "Scenario",
     "ScenarioExpectation",
     "ScenarioManifest",
+    "ScenarioStep",
     "load_inventory",
     "load_scenario",
 ]
 
-MOCK_API_VERSION = "templiqx.mock/v1alpha1"
-OUTPUT_SCHEMA_CODE = "TQX_OUTPUT_SCHEMA"
+MOCK_API_VERSION: Final = "templiqx.mock/v1alpha1"
+OUTPUT_SCHEMA_CODE: Final = "TQX_OUTPUT_SCHEMA"
+
+_U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
+_U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
+# The code's JSON string names the enum member (serde's renamed unit variants).
+FailureCode = Annotated[RuntimeFailureCode, Field(strict=False)]
 
 
-class ScenarioFailure(WireModel):
-    code: RuntimeFailureCode
-    detail: str = Field(min_length=1)
-    retry_after_ms: int | None = Field(default=None, ge=0)
+class RuntimeFailureSpec(WireModel):
+    _omit_none = frozenset({"retry_after_ms"})
+
+    code: FailureCode
+    retry_after_ms: _U64 | None = None
+    detail: str
 
 
-class _Step(WireModel):
-    id: str = Field(min_length=1)
+class ScenarioStep(WireModel):
+    """One lifecycle step; which optional fields matter depends on ``kind``."""
 
+    _omit_none = frozenset({"delay_ms", "output", "output_schema_valid", "failure"})
 
-class RequestReceivedStep(_Step):
-    kind: Literal["request_received"]
-
-
-class DelayStep(_Step):
-    kind: Literal["delay"]
-    delay_ms: int = Field(ge=0)
-
-
-class RuntimeSuccessStep(_Step):
-    kind: Literal["runtime_success"]
-    output: JsonValue = None
+    id: str
+    kind: Literal["request_received", "delay", "runtime_success", "runtime_failure"]
+    delay_ms: _U64 | None = None
+    output: JsonValue = None  # JSON null reads as "no output", as serde's Option<Value>
     output_schema_valid: bool | None = None
-
-    @property
-    def has_output(self) -> bool:
-        return "output" in self.model_fields_set
-
-
-class RuntimeFailureStep(_Step):
-    kind: Literal["runtime_failure"]
-    failure: ScenarioFailure
-
-
-Step = Annotated[
-    RequestReceivedStep | DelayStep | RuntimeSuccessStep | RuntimeFailureStep,
-    Field(discriminator="kind"),
-]
+    failure: RuntimeFailureSpec | None = None
 
 
 class StartEvent(WireModel):
     kind: Literal["start"]
+    id: str
 
 
 class DeltaFixture(WireModel):
     kind: Literal["delta"]
+    id: str
     text: str
 
 
 class ReasoningFixture(WireModel):
     kind: Literal["reasoning"]
+    id: str
     text: str
 
 
 class UsageFixture(WireModel):
     kind: Literal["usage"]
-    input_tokens: int = Field(ge=0)
-    output_tokens: int = Field(ge=0)
-
-
-class FinishFixture(WireModel):
-    kind: Literal["finish"]
-    finish_reason: Literal["stop", "length", "content_filter"] = "stop"
+    id: str
+    input_tokens: _U64
+    output_tokens: _U64
 
 
 class EndEvent(WireModel):
     kind: Literal["end"]
+    id: str
+
+
+class FinishFixture(WireModel):
+    _omit_none = frozenset({"output"})
+
+    kind: Literal["finish"]
+    id: str
+    output: JsonValue = None
+    output_schema_valid: bool = False
 
 
 ScenarioStreamEvent = Annotated[
-    StartEvent | DeltaFixture | ReasoningFixture | UsageFixture | FinishFixture | EndEvent,
+    StartEvent | DeltaFixture | ReasoningFixture | UsageFixture | EndEvent | FinishFixture,
     Field(discriminator="kind"),
 ]
 
 
-class EvidenceRef(WireModel):
+class EvidenceExpectation(WireModel):
     document_id: str
     fragment_id: str
     quote_sha256: str
 
 
 class DocumentExpectation(WireModel):
-    status: Literal["not_applicable", "rendered"]
-    unresolved_references: int = Field(ge=0)
+    status: str = ""
+    unresolved_references: _U32 = 0
 
 
 class ScenarioManifest(WireModel):
-    api_version: Literal["templiqx.mock/v1alpha1"]
-    id: str = Field(min_length=1)
-    contract: str = Field(min_length=1)
-    kind: str = Field(min_length=1)
-    input: str = Field(min_length=1)
+    api_version: str
+    id: str
+    contract: str
+    kind: Literal[
+        "happy_path", "ambiguous", "missing", "invalid", "drafting", "failure", "document_warning"
+    ]
+    input: str | None = None
     expected_output: str | None = None
     expected_output_fingerprint: str | None = None
     expected_diagnostics: list[str] = Field(default_factory=list)
-    receipt_payload_policy: Literal["fingerprints_only", "no_successful_receipt"]
-    steps: list[Step] | None = None
-    events: list[ScenarioStreamEvent] | None = None
-    expected_status: Literal["success", "failure"]
+    expected_status: str = ""
     expected_failure: str | None = None
-    evidence: list[EvidenceRef] = Field(default_factory=list)
-    document_expectation: DocumentExpectation
+    receipt_payload_policy: Literal["fingerprints_only", "no_successful_receipt"]
+    steps: list[ScenarioStep] = Field(default_factory=list)
+    events: list[ScenarioStreamEvent] | None = None
+    evidence: list[EvidenceExpectation] = Field(default_factory=list)
+    document_expectation: DocumentExpectation = Field(default_factory=DocumentExpectation)
     golden_receipt_fingerprint: str | None = None
 
     @model_validator(mode="after")
-    def _check_lifecycle(self) -> ScenarioManifest:
-        if (self.steps is None) == (self.events is None):
-            raise ValueError("a scenario has exactly one of `steps` or `events`")
-        if self.steps is not None:
-            _check_steps(self.steps)
-        else:
-            assert self.events is not None
-            _check_events(self.events)
-        self._check_expectations()
+    def _check(self) -> ScenarioManifest:
+        _check_manifest(self)
+        _check_expectations(self)
         return self
 
     @property
-    def terminal(self) -> RuntimeSuccessStep | RuntimeFailureStep | FinishFixture:
-        if self.steps is not None:
-            last = self.steps[-1]
-            assert isinstance(last, (RuntimeSuccessStep, RuntimeFailureStep))
-            return last
-        assert self.events is not None
-        finish = self.events[-2]
-        assert isinstance(finish, FinishFixture)
-        return finish
-
-    def _check_expectations(self) -> None:
-        terminal = self.terminal
-        expected: tuple[str, str | None, str]
-        if isinstance(terminal, RuntimeFailureStep):
-            expected = ("failure", terminal.failure.code.value, "no_successful_receipt")
-        elif isinstance(terminal, FinishFixture) and terminal.finish_reason != "stop":
-            code = RuntimeFailureCode.INVALID_RESPONSE.value
-            expected = ("failure", code, "no_successful_receipt")
-        elif getattr(terminal, "output_schema_valid", None) is False:
-            expected = ("failure", OUTPUT_SCHEMA_CODE, "fingerprints_only")
-        else:
-            expected = ("success", None, "fingerprints_only")
-        actual = (self.expected_status, self.expected_failure, self.receipt_payload_policy)
-        if actual != expected:
-            raise ValueError(
-                "expected_status/expected_failure/receipt_payload_policy "
-                f"{list(actual)} contradict the script, which gives {list(expected)}"
-            )
-        wanted = [] if expected[1] is None else [expected[1]]
-        if self.expected_diagnostics != wanted:
-            raise ValueError(f"expected_diagnostics must be {wanted} for this script")
+    def declared_schema_valid(self) -> bool | None:
+        """The validity the script declares, as the reference inventory check reads it."""
+        for step in self.steps:
+            if step.kind == "runtime_success":
+                return True if step.output_schema_valid is None else step.output_schema_valid
+        for event in self.events or ():
+            if isinstance(event, FinishFixture):
+                return event.output_schema_valid
+        return None
 
 
-def _check_steps(steps: list[Any]) -> None:
-    if not steps:
-        raise ValueError("steps must not be empty")
-    ids = [step.id for step in steps]
-    if len(set(ids)) != len(ids):
-        raise ValueError("step ids must be unique")
-    if not isinstance(steps[0], RequestReceivedStep):
-        raise ValueError("the first step must be request_received")
-    if sum(isinstance(step, RequestReceivedStep) for step in steps) != 1:
-        raise ValueError("request_received must occur exactly once")
-    terminals = [s for s in steps if isinstance(s, (RuntimeSuccessStep, RuntimeFailureStep))]
-    if len(terminals) != 1 or terminals[0] is not steps[-1]:
-        raise ValueError("exactly one runtime_success or runtime_failure step, and it is last")
+def _check_manifest(manifest: ScenarioManifest) -> None:
+    """The reference mock's ``ScenarioManifest::validate``, rule for rule."""
+    if manifest.api_version != MOCK_API_VERSION:
+        raise ValueError(f"unsupported mock api_version '{manifest.api_version}'")
+    if not manifest.id.strip() or not manifest.contract.strip():
+        raise ValueError("scenario id and contract must be non-empty")
+    if (not manifest.steps) == (manifest.events is None):
+        raise ValueError("scenario must contain exactly one non-empty steps or events sequence")
+    if manifest.events is not None:
+        _check_events(manifest.events)
+        return
+    ids: set[str] = set()
+    saw_request = saw_terminal = False
+    for index, step in enumerate(manifest.steps):
+        if not step.id.strip():
+            raise ValueError("step id must be non-empty")
+        if step.id in ids:
+            raise ValueError(f"duplicate event id '{step.id}'")
+        ids.add(step.id)
+        if saw_terminal:
+            raise ValueError(f"step '{step.id}' appears after terminal runtime step")
+        if step.kind == "request_received":
+            if index != 0:
+                raise ValueError("request_received must be the first step")
+            saw_request = True
+            continue
+        if not saw_request:
+            raise ValueError(f"{step.kind} cannot occur before request_received")
+        if step.kind == "delay" and not step.delay_ms:
+            raise ValueError(f"delay step '{step.id}' must set delay_ms > 0")
+        if step.kind == "runtime_success":
+            if step.failure is not None:
+                raise ValueError(f"runtime_success step '{step.id}' cannot include failure")
+            saw_terminal = True
+        if step.kind == "runtime_failure":
+            if step.failure is None:
+                raise ValueError(f"runtime_failure step '{step.id}' must include failure")
+            saw_terminal = True
+    if not saw_terminal:
+        raise ValueError("scenario must end in runtime_success or runtime_failure")
 
 
 def _check_events(events: list[Any]) -> None:
-    kinds = [event.kind for event in events]
-    if len(kinds) < 3 or kinds[0] != "start" or kinds[-1] != "end" or kinds[-2] != "finish":
-        raise ValueError("events must begin with start and close with finish, end")
-    for kind in ("start", "finish", "end"):
-        if kinds.count(kind) != 1:
-            raise ValueError(f"event {kind} must occur exactly once")
+    if not events:
+        raise ValueError("stream event sequence cannot be empty")
+    ids: set[str] = set()
+    started = ended = finished = False
+    for event in events:
+        if not event.id.strip():
+            raise ValueError("stream event id must be non-empty")
+        if event.id in ids:
+            raise ValueError(f"duplicate event id '{event.id}'")
+        ids.add(event.id)
+        if isinstance(event, StartEvent):
+            if started or ended:
+                raise ValueError("stream start must be first and unique")
+            started = True
+        elif isinstance(event, (DeltaFixture, ReasoningFixture)):
+            if not started or ended or not event.text:
+                raise ValueError("delta/reasoning requires a started, non-empty stream before end")
+        elif isinstance(event, UsageFixture):
+            if not started or ended or finished:
+                raise ValueError("usage requires an active stream")
+        elif isinstance(event, EndEvent):
+            if not started or ended or finished:
+                raise ValueError("end requires an active stream")
+            ended = True
+        else:
+            if not started or not ended or finished:
+                raise ValueError("finish requires start followed by end")
+            finished = True
+    if not (started and ended and finished):
+        raise ValueError("stream must contain start, end and finish")
+
+
+def _check_expectations(manifest: ScenarioManifest) -> None:
+    """Beyond the reference: the declared outcome must be the one the script produces."""
+    failure = next((s.failure for s in manifest.steps if s.failure is not None), None)
+    if failure is not None:
+        expected: tuple[str, str | None, str] = (
+            "failure",
+            failure.code.value,
+            "no_successful_receipt",
+        )
+    elif manifest.declared_schema_valid is False:
+        expected = ("failure", OUTPUT_SCHEMA_CODE, "fingerprints_only")
+    else:
+        expected = ("success", None, "fingerprints_only")
+    actual = (manifest.expected_status, manifest.expected_failure, manifest.receipt_payload_policy)
+    if actual != expected:
+        raise ValueError(
+            "expected_status/expected_failure/receipt_payload_policy "
+            f"{list(actual)} contradict the script, which gives {list(expected)}"
+        )
+    wanted = [] if expected[1] is None else [expected[1]]
+    if manifest.expected_diagnostics != wanted:
+        raise ValueError(f"expected_diagnostics must be {wanted} for this script")
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A loaded manifest with its files resolved: the render request and expected output."""
+    """A loaded manifest with its files resolved: the render request and expected output.
+
+    ``expected_output`` is what the reference conformance run passes as the request's
+    ``fixture_output`` (the mock's output when a step declares none).
+    """
 
     manifest: ScenarioManifest
     source: Path
@@ -229,9 +281,10 @@ def load_scenario(path: str | Path) -> Scenario:
     source = Path(path)
     manifest = validate_model(ScenarioManifest, load_document(source), name=str(source))
     base = source.parent
-    render = validate_model(
-        RenderRequest, load_document(base / manifest.input), name=str(base / manifest.input)
-    )
+    render = RenderRequest()
+    if manifest.input is not None:
+        request_path = base / manifest.input
+        render = validate_model(RenderRequest, load_document(request_path), name=str(request_path))
     expected_output = None
     if manifest.expected_output is not None:
         expected_output = load_document(base / manifest.expected_output)
@@ -246,60 +299,83 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 class ScenarioExpectation(WireModel):
-    status: Literal["success", "failure"]
-    diagnostic_code: str | None
-    output_schema_valid: bool | None
-    output_fingerprint: str | None
-    receipt_fingerprint: str | None = None
+    _omit_none = frozenset({"diagnostic_code", "output_schema_valid", "output_fingerprint"})
+
+    status: str
+    diagnostic_code: str | None = None
+    output_schema_valid: bool | None = None
+    output_fingerprint: str | None = None
+    receipt_fingerprint: str
 
 
 class InventoryEntry(WireModel):
-    id: str = Field(min_length=1)
-    manifest: str = Field(min_length=1)
+    id: str
+    manifest: str
     expectation: ScenarioExpectation
 
 
 class Inventory(WireModel):
-    api_version: Literal["templiqx.mock/v1alpha1"]
-    package: str = Field(min_length=1)
+    api_version: str
+    package: str
     scenarios: list[InventoryEntry]
 
 
-def _expectation_conflicts(entry: InventoryEntry, scenario: Scenario) -> list[str]:
-    manifest, expect = scenario.manifest, entry.expectation
-    terminal = manifest.terminal
-    declared_valid = getattr(terminal, "output_schema_valid", None)
+def _expectation_conflicts(entry: InventoryEntry, manifest: ScenarioManifest) -> list[str]:
+    expect = entry.expectation
     pairs: list[tuple[str, Any, Any]] = [
         ("id", entry.id, manifest.id),
         ("status", expect.status, manifest.expected_status),
         ("diagnostic_code", expect.diagnostic_code, manifest.expected_failure),
-        ("output_schema_valid", expect.output_schema_valid, declared_valid),
+        ("output_schema_valid", expect.output_schema_valid, manifest.declared_schema_valid),
+        ("output_fingerprint", expect.output_fingerprint, manifest.expected_output_fingerprint),
     ]
-    if expect.status == "success":
-        pairs.append(
-            ("output_fingerprint", expect.output_fingerprint, manifest.expected_output_fingerprint)
-        )
-    elif expect.output_fingerprint is not None:
-        pairs.append(("output_fingerprint", expect.output_fingerprint, None))
     return [f"{name}: inventory says {a!r}, manifest says {b!r}" for name, a, b in pairs if a != b]
 
 
-def load_inventory(path: str | Path, *, root: str | Path | None = None) -> list[Scenario]:
+def _check_entry_paths(source: Path, entry: InventoryEntry, seen: set[str]) -> None:
+    if not entry.id.strip() or not entry.manifest.strip():
+        raise InvalidData(f"{source}: inventory entries require non-empty id and manifest")
+    if entry.manifest in seen:
+        raise InvalidData(f"{source}: duplicate inventory manifest '{entry.manifest}'")
+    seen.add(entry.manifest)
+    relative = PurePosixPath(entry.manifest)
+    if relative.is_absolute() or "\\" in entry.manifest or ".." in relative.parts:
+        raise InvalidData(
+            f"{source}: inventory manifest path is not package-relative: {entry.manifest}"
+        )
+
+
+def load_inventory(
+    path: str | Path, *, package: str | None = None, root: str | Path | None = None
+) -> list[Scenario]:
     """Load an inventory and every manifest it lists; fail closed on any disagreement.
 
-    Manifest paths are relative to ``root`` (default: the inventory's grandparent, the
-    layout of ``reference/<package>/scenarios/inventory.json``).
+    ``package``, when given, must be the inventory's. Manifest paths are package-relative
+    to ``root`` (default: the inventory's grandparent's parent, the layout of
+    ``reference/<package>/scenarios/inventory.json``).
     """
     source = Path(path)
     inventory = validate_model(Inventory, load_document(source), name=str(source))
+    if inventory.api_version != MOCK_API_VERSION:
+        raise InvalidData(f"{source}: unsupported inventory api_version '{inventory.api_version}'")
+    if package is not None and inventory.package != package:
+        raise InvalidData(
+            f"{source}: inventory package '{inventory.package}' does not match '{package}'"
+        )
     base = Path(root) if root is not None else source.parent.parent.parent
-    ids = [entry.id for entry in inventory.scenarios]
-    if len(set(ids)) != len(ids):
-        raise InvalidData(f"{source}: scenario ids must be unique")
+    ids: set[str] = set()
+    manifests: set[str] = set()
     scenarios = []
     for entry in inventory.scenarios:
-        scenario = load_scenario(base / entry.manifest)
-        conflicts = _expectation_conflicts(entry, scenario)
+        _check_entry_paths(source, entry, manifests)
+        if entry.id in ids:
+            raise InvalidData(f"{source}: duplicate inventory id '{entry.id}'")
+        ids.add(entry.id)
+        manifest_path = base / entry.manifest
+        if not manifest_path.is_file():
+            raise InvalidData(f"{source}: inventory manifest is missing: {entry.manifest}")
+        scenario = load_scenario(manifest_path)
+        conflicts = _expectation_conflicts(entry, scenario.manifest)
         if conflicts:
             raise InvalidData(f"{source}: scenario {entry.id}: " + "; ".join(conflicts))
         scenarios.append(scenario)

@@ -1,35 +1,47 @@
-"""A deterministic scripted runtime: the reference fake for tests, evals and demos.
+"""A deterministic scripted runtime: the reference mock for tests, evals and demos.
 
-It never sleeps and never touches the network. Scripted delays advance a virtual clock;
-scripted deltas are replayed on the streaming path before the terminal event, whose
-receipt is exactly what ``execute`` returns for the same request.
+Played from a scenario manifest it behaves exactly as the Rust reference mock
+(``templiqx-mock``): the output is the step's (or finish event's) ``output``, else the
+request's ``fixture_output``, else ``null`` (an events stream without either yields its
+aggregated text, reasoning and usage); ``output_schema_valid`` is what the manifest
+declares; a failure carries its step id and fingerprints as ``{id, code,
+retry_after_ms}``. Played from a list of outcomes, a success without a declared validity
+validates the output against the interaction's schema, as the reference's fake runtime.
+
+It never sleeps and never touches the network: delays advance a virtual clock; scripted
+deltas are replayed on the streaming path before the terminal event, whose receipt is
+exactly what ``execute`` returns for the same request.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ._contracts import AdapterDescriptor, DeltaEvent
+from ._canonical import fingerprint
+from ._contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt
 from ._errors import InvalidData, Unsupported
-from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
-from ._ports import RuntimeAdapter, RuntimeCall
+from ._failures import (
+    RuntimeFailure,
+    RuntimeFailureCode,
+    RuntimeFailureError,
+    scripted_failure_fingerprint,
+)
+from ._ports import Produced, RuntimeAdapter, RuntimeCall
 from ._runtimes import RuntimeOptions
 from ._scenarios import (
-    DelayStep,
     DeltaFixture,
     FinishFixture,
-    RuntimeFailureStep,
-    RuntimeSuccessStep,
+    ReasoningFixture,
     Scenario,
+    ScenarioManifest,
+    UsageFixture,
     load_scenario,
 )
-from ._schema import compile_schema
-from ._version import __version__
+from ._version import REFERENCE_VERSION
 
 __all__ = [
     "SCRIPTED_ADAPTER_ID",
@@ -38,7 +50,9 @@ __all__ = [
     "ScriptedRuntime",
     "ScriptedSuccess",
     "VirtualClock",
+    "failure_receipt_fingerprint",
     "runtime_factory",
+    "success_receipt_fingerprint",
 ]
 
 SCRIPTED_ADAPTER_ID = "templiqx-scripted-runtime"
@@ -47,7 +61,11 @@ _NO_OUTPUT: Any = object()
 
 @dataclass(frozen=True)
 class ScriptedSuccess:
-    """Succeed with ``output`` (default: the request's ``fixture_output``)."""
+    """Succeed with ``output`` (default: the request's ``fixture_output``).
+
+    ``expect_schema_valid`` declares the receipt's validity (the mock's way); left
+    ``None``, the output is validated against the interaction's ``output_schema``.
+    """
 
     output: Any = _NO_OUTPUT
     deltas: tuple[str, ...] = ()
@@ -57,13 +75,14 @@ class ScriptedSuccess:
 
 @dataclass(frozen=True)
 class ScriptedFailure:
-    """Fail with a stable runtime code."""
+    """Fail with a stable runtime code; ``id`` names the step (default: the code)."""
 
     code: RuntimeFailureCode
     detail: str
     retry_after_ms: int | None = None
     deltas: tuple[str, ...] = ()
     delay_ms: int = 0
+    id: str | None = None
 
 
 ScriptedOutcome = Union[ScriptedSuccess, ScriptedFailure]
@@ -82,96 +101,122 @@ class VirtualClock:
             return self.now_ms
 
 
-def _outcome_from_scenario(scenario: Scenario) -> ScriptedOutcome:
-    manifest = scenario.manifest
-    delay = 0
-    deltas: tuple[str, ...] = ()
-    if manifest.steps is not None:
-        delay = sum(step.delay_ms for step in manifest.steps if isinstance(step, DelayStep))
-    else:
-        assert manifest.events is not None
-        deltas = tuple(e.text for e in manifest.events if isinstance(e, DeltaFixture))
-    terminal = manifest.terminal
-    if isinstance(terminal, RuntimeFailureStep):
-        failure = terminal.failure
-        return ScriptedFailure(
-            failure.code, failure.detail, failure.retry_after_ms, deltas, delay_ms=delay
-        )
-    if isinstance(terminal, FinishFixture) and terminal.finish_reason != "stop":
-        detail = f"model stopped with finish_reason {terminal.finish_reason}"
-        return ScriptedFailure(RuntimeFailureCode.INVALID_RESPONSE, detail, deltas=deltas)
-    output = _NO_OUTPUT
-    if isinstance(terminal, RuntimeSuccessStep) and terminal.has_output:
-        output = terminal.output
-    elif scenario.expected_output is not None:
-        output = scenario.expected_output
-    elif deltas:
-        try:
-            output = json.loads("".join(deltas))
-        except json.JSONDecodeError:
-            detail = "scripted deltas do not form a JSON document"
-            return ScriptedFailure(RuntimeFailureCode.INVALID_RESPONSE, detail, deltas=deltas)
-    expect = terminal.output_schema_valid if isinstance(terminal, RuntimeSuccessStep) else None
-    return ScriptedSuccess(output, deltas, delay, expect)
+def _events_output(manifest: ScenarioManifest, fixture_output: Any) -> tuple[Any, bool]:
+    """The mock's output for an events manifest: finish output, fixture, or the aggregate."""
+    text, reasoning, input_tokens, output_tokens = [], [], 0, 0
+    finish: FinishFixture | None = None
+    for event in manifest.events or ():
+        if isinstance(event, DeltaFixture):
+            text.append(event.text)
+        elif isinstance(event, ReasoningFixture):
+            reasoning.append(event.text)
+        elif isinstance(event, UsageFixture):
+            input_tokens += event.input_tokens
+            output_tokens += event.output_tokens
+        elif isinstance(event, FinishFixture):
+            finish = event
+    assert finish is not None  # a loaded events manifest has one
+    output = finish.output
+    if output is None:
+        output = fixture_output
+    if output is None:
+        output = {
+            "text": "".join(text),
+            "reasoning": "".join(reasoning),
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        }
+    return output, finish.output_schema_valid
 
 
 class ScriptedRuntime(RuntimeAdapter):
-    """Replays scripted outcomes in order; the last one repeats once the script runs out."""
+    """Replays scripted outcomes in order (the last repeats), or plays one manifest per call."""
 
     def __init__(
         self,
         outcomes: Sequence[ScriptedOutcome],
         *,
         capabilities: Sequence[str] = ("structured_output",),
-        scenario_id: str | None = None,
         timeout_ms: int | None = None,
         clock: VirtualClock | None = None,
     ) -> None:
         if not outcomes:
             raise InvalidData("ScriptedRuntime needs at least one scripted outcome")
         self._outcomes = list(outcomes)
+        self._manifest: ScenarioManifest | None = None
         self._next = 0
         self._lock = threading.Lock()
         self._descriptor = AdapterDescriptor(
             id=SCRIPTED_ADAPTER_ID,
-            version=__version__,
+            version=REFERENCE_VERSION,
             capabilities=sorted(set(capabilities)),
         )
-        self.scenario_id = scenario_id
         self.timeout_ms = timeout_ms
         self.clock = clock or VirtualClock()
+        self.attempts = 0
 
     @classmethod
     def from_scenario(cls, scenario: Scenario | str | Path, **kwargs: Any) -> ScriptedRuntime:
         """Build from a loaded scenario or a manifest path (JSON or YAML)."""
         if not isinstance(scenario, Scenario):
             scenario = load_scenario(scenario)
-        return cls([_outcome_from_scenario(scenario)], scenario_id=scenario.id, **kwargs)
+        runtime = cls([ScriptedSuccess()], **kwargs)
+        runtime._manifest = scenario.manifest
+        return runtime
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
 
     def _take(self) -> ScriptedOutcome:
         with self._lock:
+            self.attempts += 1
             outcome = self._outcomes[min(self._next, len(self._outcomes) - 1)]
             self._next += 1
             return outcome
 
-    def _fail(self, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None) -> None:
-        failure = RuntimeFailure.for_adapter(
-            self._descriptor,
-            code,
-            detail,
+    def _fail(
+        self, step_id: str, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None
+    ) -> RuntimeFailureError:
+        failure = RuntimeFailure(
+            code=code,
+            adapter_id=self._descriptor.id,
+            adapter_version=self._descriptor.version,
+            detail=detail,
+            scenario_id=step_id,
             retry_after_ms=retry_after_ms,
-            scenario_id=self.scenario_id,
+            fingerprint=scripted_failure_fingerprint(step_id, code, retry_after_ms),
         )
-        raise RuntimeFailureError(failure)
+        return RuntimeFailureError(failure)
+
+    def _play_manifest(self, manifest: ScenarioManifest, call: RuntimeCall) -> Produced:
+        """The reference mock's ``execute`` for a manifest (deltas first when streaming)."""
+        with self._lock:
+            self.attempts += 1
+        fixture_output = call.request.fixture_output
+        if manifest.events is not None:
+            for event in manifest.events:
+                if isinstance(event, DeltaFixture):
+                    call.emit(DeltaEvent(text=event.text))
+            output, valid = _events_output(manifest, fixture_output)
+            return Produced(output, output_schema_valid=valid)
+        for step in manifest.steps:
+            if step.kind == "delay":
+                self.clock.advance(step.delay_ms or 0)
+            elif step.kind == "runtime_success":
+                output = fixture_output if step.output is None else step.output
+                valid = True if step.output_schema_valid is None else step.output_schema_valid
+                return Produced(output, output_schema_valid=valid)
+            elif step.kind == "runtime_failure" and step.failure is not None:
+                spec = step.failure
+                raise self._fail(step.id, spec.code, spec.detail, spec.retry_after_ms)
+        raise InvalidData("mock scenario has no terminal step")
 
     def produce_output(self, call: RuntimeCall) -> Any:
-        """Replay the next scripted outcome: its deltas (when streaming), then its result.
+        """Play the manifest, or the next scripted outcome: deltas (when streaming), result.
 
         The port builds the receipt, so ``execute`` and the ``Complete`` event agree.
         """
+        if self._manifest is not None:
+            return self._play_manifest(self._manifest, call)
         outcome = self._take()
         for text in outcome.deltas:
             call.emit(DeltaEvent(text=text))
@@ -180,28 +225,46 @@ class ScriptedRuntime(RuntimeAdapter):
             detail = (
                 f"scripted delay of {outcome.delay_ms} ms exceeds the {self.timeout_ms} ms timeout"
             )
-            self._fail(RuntimeFailureCode.TIMEOUT, detail, None)
+            code = RuntimeFailureCode.TIMEOUT
+            raise self._fail(code.value, code, detail, None)
         if isinstance(outcome, ScriptedFailure):
-            self._fail(outcome.code, outcome.detail, outcome.retry_after_ms)
-        assert isinstance(outcome, ScriptedSuccess)
-        request = call.request
+            step_id = outcome.id or outcome.code.value
+            raise self._fail(step_id, outcome.code, outcome.detail, outcome.retry_after_ms)
         output = outcome.output
         if output is _NO_OUTPUT:
-            if request.fixture_output is None:
+            output = call.request.fixture_output
+            if output is None and outcome.expect_schema_valid is None:
                 raise InvalidData(
                     "scripted success has no output: give the request a fixture_output "
                     "or the script an output"
                 )
-            output = request.fixture_output
-        expected = outcome.expect_schema_valid
-        if expected is not None:
-            valid = compile_schema(request.interaction.output_schema).is_valid(output)
-            if valid != expected:
-                raise InvalidData(
-                    f"scenario {self.scenario_id or '-'} declares output_schema_valid="
-                    f"{expected}, but the output validates as {valid}"
-                )
-        return output
+        return Produced(output, output_schema_valid=outcome.expect_schema_valid)
+
+
+def success_receipt_fingerprint(receipt: ExecutionReceipt) -> str:
+    """The reference mock's payload-free fingerprint of a successful outcome."""
+    return fingerprint(
+        {
+            "outcome": "success",
+            "request_fingerprint": receipt.request_fingerprint,
+            "output_fingerprint": receipt.output_fingerprint,
+            "output_schema_valid": receipt.output_schema_valid,
+        }
+    )
+
+
+def failure_receipt_fingerprint(
+    code: str, failure_fingerprint: str, retry_after_ms: int | None
+) -> str:
+    """The reference mock's payload-free fingerprint of a failed outcome."""
+    return fingerprint(
+        {
+            "outcome": "failure",
+            "code": code,
+            "failure_fingerprint": failure_fingerprint,
+            "retry_after_ms": retry_after_ms,
+        }
+    )
 
 
 def runtime_factory(options: RuntimeOptions) -> ScriptedRuntime:

@@ -14,7 +14,7 @@ from typing import Any
 from .._contracts import CompiledInteraction, CompiledMessage, Diagnostic, RenderRequest
 from .._errors import InvalidData
 from .._schema import compile_schema
-from .._version import __version__
+from .._version import REFERENCE_VERSION
 from .model import Contract, EvalCase, FieldSpec
 from .parse import parse_contract, read_contract
 from .render import MISSING, Binding, Renderer
@@ -29,7 +29,9 @@ __all__ = [
     "read_contract",
 ]
 
-COMPILER_ID = f"templiqx-core/{__version__}"
+# Names the compilation semantics (the reference compiler's), not this distribution's
+# version: an interaction compiled here is byte-identical to the reference's, id included.
+COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
 
 
 @dataclass(frozen=True)

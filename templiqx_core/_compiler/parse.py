@@ -45,7 +45,10 @@ def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
 
 
 def _span(mark: yaml.Mark | None) -> SourceSpan | None:
-    return SourceSpan(line=mark.line + 1, column=mark.column + 1) if mark else None
+    if mark is None:
+        return None
+    line, column = mark.line + 1, mark.column + 1
+    return SourceSpan(line=line, column=column, end_line=line, end_column=column)
 
 
 def _clean_loc(loc: Sequence[Any]) -> list[Any]:

@@ -1,4 +1,4 @@
-"""execute_contract: gates, envelopes, streaming delivery (SPEC §8.2)."""
+"""execute_contract: gates, envelopes, streaming delivery, as the reference application."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from templiqx_core import (
     StreamEvent,
     compile_envelope,
     execute_contract,
+    fingerprint,
 )
 
 REQUEST = RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"})
@@ -77,20 +78,29 @@ def test_on_event_exception_cancels_the_execution(greeting_contract: Path) -> No
 
 def test_runtime_failure_becomes_one_diagnostic_with_help(greeting_contract: Path) -> None:
     runtime = ScriptedRuntime(
-        [ScriptedFailure(RuntimeFailureCode.RATE_LIMITED, "busy", retry_after_ms=300)],
-        scenario_id="s-1",
+        [ScriptedFailure(RuntimeFailureCode.RATE_LIMITED, "busy", retry_after_ms=300, id="s-1")]
     )
-    envelope = run(greeting_contract, runtime, fixture_output=None, stream=True)
+    seen: list[StreamEvent] = []
+    envelope = run(
+        greeting_contract, runtime, fixture_output=None, stream=True, on_event=seen.append
+    )
     assert not envelope.ok
     (diagnostic,) = envelope.diagnostics
     assert diagnostic.code == "TQX_RUNTIME_RATE_LIMITED"
     assert diagnostic.help is not None
-    assert diagnostic.help.startswith(
-        "adapter=templiqx-scripted-runtime version=0.1.0 "
-        "scenario=s-1 retry_after_ms=300 fingerprint="
+    assert diagnostic.message == "runtime failure TQX_RUNTIME_RATE_LIMITED: busy"
+    assert diagnostic.json_pointer == ""
+    assert diagnostic.help == (
+        "adapter=templiqx-scripted-runtime version=0.2.0 scenario=s-1 retry_after_ms=300 "
+        "fingerprint="
+        + fingerprint({"id": "s-1", "code": "TQX_RUNTIME_RATE_LIMITED", "retry_after_ms": 300})
     )
-    assert [e.kind for e in envelope.stream_events] == ["Failed"]
-    assert "output" not in envelope.fingerprints
+    # The host saw the Failed event live; the reference's failure envelope keeps none,
+    # and no fingerprints (port_failure).
+    assert [e.kind for e in seen] == ["Failed"]
+    assert envelope.stream_events == []
+    assert envelope.fingerprints == {}
+    assert envelope.result is None
 
 
 def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract: Path) -> None:
@@ -106,12 +116,21 @@ def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract
 def test_runtime_lacking_a_capability_is_refused(greeting_contract: Path) -> None:
     runtime = ScriptedRuntime([ScriptedSuccess(delay_ms=5)], capabilities=["text"])
     envelope = run(greeting_contract, runtime)
-    assert [d.code for d in envelope.diagnostics] == ["TQX_RUNTIME_CAPABILITY_UNSUPPORTED"]
+    assert [d.to_json() for d in envelope.diagnostics] == [
+        {
+            "code": "TQX_RUNTIME_CAPABILITY_UNSUPPORTED",
+            "severity": "error",
+            "message": "runtime lacks 'structured_output'",
+            "json_pointer": "/capabilities",
+        }
+    ]
+    assert envelope.fingerprints == {}
     assert runtime.clock.now_ms == 0  # refused before executing: the scripted delay never ran
 
 
 def test_compile_envelope(greeting_contract: Path) -> None:
     envelope = compile_envelope(greeting_contract, REQUEST, capabilities=["structured_output"])
     assert envelope.ok
-    assert envelope.operation == "compile"
-    assert set(envelope.fingerprints) == {"request"}
+    assert envelope.operation == "compile_contract"
+    assert envelope.result is not None
+    assert envelope.fingerprints == {"compiled_interaction": fingerprint(envelope.result.to_json())}

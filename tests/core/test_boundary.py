@@ -73,6 +73,7 @@ def test_public_api_is_pinned() -> None:
         "compile_envelope",
         "compile_schema",
         "execute_contract",
+        "failure_receipt_fingerprint",
         "fingerprint",
         "fingerprint_bytes",
         "load_inventory",
@@ -80,6 +81,7 @@ def test_public_api_is_pinned() -> None:
         "parse_stream_event",
         "request_fingerprint",
         "run_evals",
+        "success_receipt_fingerprint",
         "to_diagnostic",
     ]
     for name in templiqx_core.__all__:

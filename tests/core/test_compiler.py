@@ -64,7 +64,7 @@ def test_reference_contracts_compile(reference_dir: Path) -> None:
     )
     assert greeting.interaction is not None
     assert greeting.interaction.messages[1].content == "Hello Ryan for Blinqx"
-    assert greeting.interaction.compiler == COMPILER_ID == "templiqx-core/0.1.0"
+    assert greeting.interaction.compiler == COMPILER_ID == "templiqx-core/0.2.0"
     assert greeting.interaction.target_capabilities == ["structured_output", "zeta"]
     for name, request in [
         ("bli-61-date-term-extraction", "bli-61-request.json"),

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from templiqx_core import (
     AdapterDescriptor,
     CompiledInteraction,
+    CompiledMessage,
     CompleteEvent,
     DeltaEvent,
     Diagnostic,
@@ -122,48 +123,161 @@ def test_unknown_role_and_event_kind_are_rejected() -> None:
 
 def test_diagnostic_omits_empty_optional_fields() -> None:
     bare = Diagnostic(code="TQX_X", severity="warning", message="m")
-    assert json.loads(bare.model_dump_json()) == {
-        "code": "TQX_X",
-        "severity": "warning",
-        "message": "m",
-    }
-    full = Diagnostic(
-        code="TQX_X",
-        severity="error",
-        message="m",
-        file="c.yaml",
-        json_pointer="/a",
-        span=SourceSpan(line=3, column=5),
-        help="h",
-    )
-    assert json.loads(full.model_dump_json()) == {
-        "code": "TQX_X",
-        "severity": "error",
-        "message": "m",
-        "file": "c.yaml",
-        "json_pointer": "/a",
-        "span": {"line": 3, "column": 5},
-        "help": "h",
-    }
+    assert bare.model_dump_json() == '{"code":"TQX_X","severity":"warning","message":"m"}'
 
 
-def test_envelope_omits_result_and_empty_stream_events() -> None:
-    failed: OperationEnvelope[ExecutionReceipt] = OperationEnvelope(operation="execute", ok=False)
-    assert json.loads(failed.model_dump_json()) == {
-        "api_version": "templiqx/v1alpha1",
-        "operation": "execute",
-        "ok": False,
-        "diagnostics": [],
-        "fingerprints": {},
-    }
-    receipt = ExecutionReceipt.model_validate(RECEIPT)
-    streamed = OperationEnvelope(
-        operation="execute",
-        ok=True,
-        result=receipt,
-        fingerprints={"output": "o" * 64},
-        stream_events=[CompleteEvent.from_receipt(receipt)],
+# One instance of every wire type, with the exact text serde_json writes for it
+# (``serde_json::to_string``): struct fields in declaration order, ``Option`` fields with
+# ``skip_serializing_if`` omitted when None, maps (``BTreeMap``, ``serde_json::Value``)
+# with sorted keys although given unsorted, an integer beyond u64 written as the f64
+# serde_json reads it as, and an envelope whose ``result`` is ``[]`` keeping it.
+SPAN = SourceSpan(line=3, column=5, end_line=3, end_column=9)
+DIAGNOSTIC = Diagnostic(
+    code="TQX_X",
+    severity="error",
+    message="m",
+    file="c.yaml",
+    json_pointer="/a",
+    span=SPAN,
+    help="h",
+)
+UNSORTED = {"z": 1, "a": {"y": [{"b": 2, "a": 1}], "x": 2**70}, "m": -0.0}
+UNSORTED_TEXT = '{"a":{"x":1.1805916207174113e+21,"y":[{"a":1,"b":2}]},"m":-0.0,"z":1}'
+DESCRIPTOR = AdapterDescriptor(id="a", version="1", capabilities=["structured_output"])
+WIRE_INTERACTION = CompiledInteraction(
+    compiler="templiqx-core/0.2.0",
+    contract_id="c",
+    contract_version="1",
+    messages=[CompiledMessage(role="developer", content="é\n\u0001")],
+    output_schema={"type": "object", "properties": {"b": {}, "a": {}}},
+    required_capabilities=["x"],
+    target_capabilities=["x", "y"],
+    runtime_policy={"temperature": 0.2, "max_tokens": 10},
+    extensions={"vendor.z": True, "vendor.a": {"k": None}},
+)
+INTERACTION_TEXT = (
+    '{"compiler":"templiqx-core/0.2.0","contract_id":"c","contract_version":"1",'
+    '"messages":[{"role":"developer","content":"é\\n\\u0001"}],'
+    '"output_schema":{"properties":{"a":{},"b":{}},"type":"object"},'
+    '"required_capabilities":["x"],"target_capabilities":["x","y"],'
+    '"runtime_policy":{"max_tokens":10,"temperature":0.2},'
+    '"extensions":{"vendor.a":{"k":null},"vendor.z":true}}'
+)
+WIRE_RECEIPT = ExecutionReceipt(
+    adapter=DESCRIPTOR,
+    request_fingerprint="r",
+    output_fingerprint="o",
+    output=UNSORTED,
+    output_schema_valid=False,
+)
+RECEIPT_TEXT = (
+    '{"adapter":{"id":"a","version":"1","capabilities":["structured_output"]},'
+    f'"request_fingerprint":"r","output_fingerprint":"o","output":{UNSORTED_TEXT},'
+    '"output_schema_valid":false}'
+)
+WIRE_TYPES = [
+    (SPAN, '{"line":3,"column":5,"end_line":3,"end_column":9}'),
+    (
+        DIAGNOSTIC,
+        '{"code":"TQX_X","severity":"error","message":"m","file":"c.yaml","json_pointer":"/a",'
+        '"span":{"line":3,"column":5,"end_line":3,"end_column":9},"help":"h"}',
+    ),
+    (CompiledMessage(role="user", content="hi"), '{"role":"user","content":"hi"}'),
+    (DESCRIPTOR, '{"id":"a","version":"1","capabilities":["structured_output"]}'),
+    (WIRE_INTERACTION, INTERACTION_TEXT),
+    (
+        RenderRequest(inputs={"name": "R", "age": 3}, context={"z": [], "a": {"d": 1, "c": 2}}),
+        '{"inputs":{"age":3,"name":"R"},"context":{"a":{"c":2,"d":1},"z":[]}}',
+    ),
+    (
+        ExecutionRequest(interaction=WIRE_INTERACTION),
+        f'{{"interaction":{INTERACTION_TEXT},"fixture_output":null}}',
+    ),
+    (
+        ExecutionRequest(interaction=WIRE_INTERACTION, fixture_output=UNSORTED),
+        f'{{"interaction":{INTERACTION_TEXT},"fixture_output":{UNSORTED_TEXT}}}',
+    ),
+    (WIRE_RECEIPT, RECEIPT_TEXT),
+    (DeltaEvent(text="par"), '{"kind":"Delta","text":"par"}'),
+    (
+        ToolCallDeltaEvent(name="f", arguments_fragment='{"q'),
+        '{"kind":"ToolCallDelta","name":"f","arguments_fragment":"{\\"q"}',
+    ),
+    (CompleteEvent.from_receipt(WIRE_RECEIPT), '{"kind":"Complete",' + RECEIPT_TEXT[1:]),
+    (
+        FailedEvent(code="TQX_RUNTIME_TIMEOUT", message="slow"),
+        '{"kind":"Failed","code":"TQX_RUNTIME_TIMEOUT","message":"slow"}',
+    ),
+    (
+        OperationEnvelope[list[str]](operation="catalog", ok=True, result=[]),
+        '{"api_version":"templiqx/v1alpha1","operation":"catalog","ok":true,"result":[],'
+        '"diagnostics":[],"fingerprints":{}}',
+    ),
+    (
+        OperationEnvelope[ExecutionReceipt](
+            operation="execute_contract",
+            ok=False,
+            result=WIRE_RECEIPT,
+            diagnostics=[DIAGNOSTIC],
+            fingerprints={"request": "r", "output": "o"},
+            stream_events=[FailedEvent(code="c", message="m")],
+        ),
+        '{"api_version":"templiqx/v1alpha1","operation":"execute_contract","ok":false,'
+        f'"result":{RECEIPT_TEXT},"diagnostics":[{{"code":"TQX_X","severity":"error",'
+        '"message":"m","file":"c.yaml","json_pointer":"/a","span":{"line":3,"column":5,'
+        '"end_line":3,"end_column":9},"help":"h"}],"fingerprints":{"output":"o","request":"r"},'
+        '"stream_events":[{"kind":"Failed","code":"c","message":"m"}]}',
+    ),
+    (
+        OperationEnvelope[ExecutionReceipt](operation="execute_contract", ok=False),
+        '{"api_version":"templiqx/v1alpha1","operation":"execute_contract","ok":false,'
+        '"diagnostics":[],"fingerprints":{}}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "text"), WIRE_TYPES, ids=lambda v: type(v).__name__)
+def test_every_wire_type_serializes_as_serde(value: object, text: str) -> None:
+    assert value.model_dump_json() == text  # type: ignore[attr-defined]
+
+
+def test_pretty_form_is_serde_to_string_pretty() -> None:
+    envelope = OperationEnvelope[list[str]](
+        operation="catalog", ok=True, result=[], fingerprints={"b": "2", "a": "1"}
     )
-    dumped = json.loads(streamed.model_dump_json())
-    assert dumped["result"] == RECEIPT
-    assert dumped["stream_events"] == [{"kind": "Complete", **RECEIPT}]
+    assert envelope.model_dump_json(indent=2) == (
+        "{\n"
+        '  "api_version": "templiqx/v1alpha1",\n'
+        '  "operation": "catalog",\n'
+        '  "ok": true,\n'
+        '  "result": [],\n'
+        '  "diagnostics": [],\n'
+        '  "fingerprints": {\n'
+        '    "a": "1",\n'
+        '    "b": "2"\n'
+        "  }\n"
+        "}"
+    )
+
+
+def test_input_acceptance_follows_serde() -> None:
+    envelope = OperationEnvelope[ExecutionReceipt].model_validate_json(
+        '{"api_version":"templiqx/v2","operation":"x","ok":true}'
+    )
+    assert envelope.api_version == "templiqx/v2"
+    assert ExecutionRequest.model_validate({"interaction": WIRE_INTERACTION.to_json()})
+    for bad_span in (
+        {"line": 1, "column": 1},  # all four fields are required
+        {"line": "1", "column": 1, "end_line": 1, "end_column": 1},  # no coercion
+        {"line": -1, "column": 1, "end_line": 1, "end_column": 1},  # u32
+        {"line": 2**32, "column": 1, "end_line": 1, "end_column": 1},
+        {"line": 1.0, "column": 1, "end_line": 1, "end_column": 1},
+    ):
+        with pytest.raises(ValidationError):
+            SourceSpan.model_validate(bad_span)
+    with pytest.raises(ValidationError):
+        ExecutionReceipt.model_validate({**RECEIPT, "output_schema_valid": 1})
+    with pytest.raises(ValidationError):
+        OperationEnvelope[ExecutionReceipt].model_validate_json(
+            '{"api_version":"v","operation":"x","ok":"true"}'
+        )

@@ -62,7 +62,9 @@ def test_default_streaming_failure_emits_failed_then_reraises_same_error(
         PlainAdapter(error).execute_streaming(bli61_request, events.append)
     assert raised.value is error
     assert events == [
-        FailedEvent(code="TQX_RUNTIME_TIMEOUT", message="TQX_RUNTIME_TIMEOUT: too slow")
+        FailedEvent(
+            code="TQX_RUNTIME_TIMEOUT", message="runtime failure TQX_RUNTIME_TIMEOUT: too slow"
+        )
     ]
 
 
@@ -81,27 +83,29 @@ def test_sink_exception_propagates_unchanged(bli61_request: ExecutionRequest) ->
 
 
 @pytest.mark.parametrize(
-    ("error_type", "code"),
+    ("error_type", "code", "display"),
     [
-        (NotFound, "TQX_NOT_FOUND"),
-        (Conflict, "TQX_CAS_CONFLICT"),
-        (InvalidPath, "TQX_PATH_INVALID"),
-        (Unsupported, "TQX_UNSUPPORTED"),
-        (IoFailure, "TQX_IO"),
-        (InvalidData, "TQX_DATA_INVALID"),
+        (NotFound, "TQX_NOT_FOUND", "not found"),
+        (Conflict, "TQX_CAS_CONFLICT", "conflict"),
+        (InvalidPath, "TQX_PATH_INVALID", "invalid path"),
+        (Unsupported, "TQX_UNSUPPORTED", "unsupported"),
+        (IoFailure, "TQX_IO", "I/O error"),
+        (InvalidData, "TQX_DATA_INVALID", "invalid data"),
     ],
 )
-def test_port_errors_carry_stable_codes(error_type: type[PortError], code: str) -> None:
+def test_port_errors_carry_stable_codes(
+    error_type: type[PortError], code: str, display: str
+) -> None:
     error = error_type("what went wrong")
     assert error.code == code
     assert isinstance(error, PortError)
-    diagnostic = to_diagnostic(error)
-    assert (diagnostic.code, diagnostic.severity, diagnostic.message, diagnostic.help) == (
-        code,
-        "error",
-        "what went wrong",
-        None,
-    )
+    # The reference application's port_diagnostic: its PortError Display, pointer "".
+    assert to_diagnostic(error).to_json() == {
+        "code": code,
+        "severity": "error",
+        "message": f"{display}: what went wrong",
+        "json_pointer": "",
+    }
 
 
 def test_retryable_codes() -> None:

@@ -22,7 +22,6 @@ from templiqx_core import (
     load_inventory,
     load_scenario,
 )
-from templiqx_core._application import execute_contract
 from templiqx_core.conformance import check_adapter
 from tests.conftest import read_json
 
@@ -31,30 +30,6 @@ CONTRACTS = {
     "bli-61-date-term-extraction": "bli-61-date-term-extraction.yaml",
     "bli-62-document-drafting": "bli-62-document-drafting.yaml",
 }
-
-
-def test_every_reference_scenario_produces_its_expectation(reference_dir: Path) -> None:
-    inventory = read_json(reference_dir / INVENTORY)
-    expectations = {entry["id"]: entry["expectation"] for entry in inventory["scenarios"]}
-    scenarios = load_inventory(reference_dir / INVENTORY)
-    assert sorted(s.id for s in scenarios) == sorted(expectations)
-    for scenario in scenarios:
-        contract = reference_dir / "crm3" / "contracts" / CONTRACTS[scenario.manifest.contract]
-        runtime = ScriptedRuntime.from_scenario(scenario)
-        envelope = execute_contract(
-            contract, scenario.render_request, runtime=runtime, capabilities=["structured_output"]
-        )
-        expect = expectations[scenario.id]
-        codes = [d.code for d in envelope.diagnostics]
-        assert ("success" if envelope.ok else "failure") == expect["status"], scenario.id
-        assert codes == ([] if expect["diagnostic_code"] is None else [expect["diagnostic_code"]])
-        if expect["status"] == "success":
-            assert envelope.fingerprints["output"] == expect["output_fingerprint"]
-        if expect["output_schema_valid"] is not None:
-            assert envelope.result is not None
-            assert envelope.result.output_schema_valid is expect["output_schema_valid"]
-        if envelope.diagnostics and envelope.diagnostics[0].code.startswith("TQX_RUNTIME"):
-            assert f"scenario={scenario.id}" in (envelope.diagnostics[0].help or "")
 
 
 def test_inventory_fails_closed_when_an_expectation_disagrees(
@@ -84,6 +59,27 @@ def test_manifest_lifecycle_is_validated(reference_dir: Path, tmp_path: Path) ->
                 {"id": "d", "kind": "delay", "delay_ms": -1},
                 manifest["steps"][2],
             ],
+        },
+        "zero delay (reference: delay_ms > 0)": {
+            **manifest,
+            "steps": [
+                manifest["steps"][0],
+                {"id": "d", "kind": "delay", "delay_ms": 0},
+                manifest["steps"][2],
+            ],
+        },
+        "duplicate step id": {
+            **manifest,
+            "steps": [manifest["steps"][0], {**manifest["steps"][2], "id": "request-received"}],
+        },
+        "declared invalid output but expected success": {
+            **manifest,
+            "steps": [manifest["steps"][0], {**manifest["steps"][2], "output_schema_valid": False}],
+        },
+        "api_version": {**manifest, "api_version": "templiqx.mock/v2"},
+        "steps and events": {
+            **manifest,
+            "events": [{"kind": "start", "id": "s"}, {"kind": "end", "id": "e"}],
         },
     }
     for name, document in broken.items():
@@ -132,13 +128,14 @@ input: request.json
 expected_diagnostics: []
 receipt_payload_policy: fingerprints_only
 events:
-  - {kind: start}
-  - {kind: delta, text: '{"greeting": '}
-  - {kind: reasoning, text: 'thinking'}
-  - {kind: delta, text: '"Hello Ryan"}'}
-  - {kind: usage, input_tokens: 12, output_tokens: 5}
-  - {kind: finish, finish_reason: stop}
-  - {kind: end}
+  - {kind: start, id: s}
+  - {kind: delta, id: d1, text: 'Hello '}
+  - {kind: reasoning, id: r, text: 'thinking'}
+  - {kind: delta, id: d2, text: 'Ryan'}
+  - {kind: usage, id: u1, input_tokens: 12, output_tokens: 5}
+  - {kind: usage, id: u2, input_tokens: 1, output_tokens: 1}
+  - {kind: end, id: e}
+  - {kind: finish, id: f, output_schema_valid: true}
 expected_status: success
 expected_failure: null
 evidence: []
@@ -167,11 +164,49 @@ def test_events_manifest_replays_deltas_then_the_execute_receipt(
     runtime = ScriptedRuntime.from_scenario(scenario)
     events: list[StreamEvent] = []
     streamed = runtime.execute_streaming(request, events.append)
-    assert events[:2] == [DeltaEvent(text='{"greeting": '), DeltaEvent(text='"Hello Ryan"}')]
+    assert events[:2] == [DeltaEvent(text="Hello "), DeltaEvent(text="Ryan")]
     assert len(events) == 3
     assert streamed == runtime.execute(request)
-    assert streamed.output_fingerprint == fingerprint({"greeting": "Hello Ryan"})
+    # The reference mock: no finish output and no fixture output -> the aggregate, with
+    # the validity the finish event declares (not what the schema would say).
+    assert streamed.output == {
+        "text": "Hello Ryan",
+        "reasoning": "thinking",
+        "usage": {"input_tokens": 13, "output_tokens": 6},
+    }
+    assert streamed.output_schema_valid is True
+    with_fixture = request.model_copy(update={"fixture_output": {"greeting": "Hi"}})
+    assert runtime.execute(with_fixture).output == {"greeting": "Hi"}
     check_adapter(runtime, request)
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [{"kind": "start", "id": "s"}, {"kind": "finish", "id": "f"}, {"kind": "end", "id": "e"}],
+        [{"kind": "start", "id": "s"}, {"kind": "end", "id": "e"}],
+        [{"kind": "start", "id": "x"}, {"kind": "end", "id": "x"}, {"kind": "finish", "id": "f"}],
+        [{"kind": "start", "id": "s"}, {"kind": "delta", "id": "d", "text": ""}],
+        [{"kind": "end", "id": "e"}, {"kind": "start", "id": "s"}, {"kind": "finish", "id": "f"}],
+    ],
+)
+def test_events_lifecycle_follows_the_reference(tmp_path: Path, events: list[object]) -> None:
+    (tmp_path / "request.json").write_text("{}")
+    document = {
+        "api_version": "templiqx.mock/v1alpha1",
+        "id": "x",
+        "contract": "greeting",
+        "kind": "happy_path",
+        "input": "request.json",
+        "receipt_payload_policy": "fingerprints_only",
+        "expected_status": "failure",
+        "expected_failure": "TQX_OUTPUT_SCHEMA",
+        "expected_diagnostics": ["TQX_OUTPUT_SCHEMA"],
+        "events": events,
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(document))
+    with pytest.raises(InvalidData):
+        load_scenario(tmp_path / "manifest.json")
 
 
 def test_scripted_runtime_passes_the_conformance_kit(bli61_request: ExecutionRequest) -> None:
@@ -190,7 +225,47 @@ def test_scripted_runtime_passes_the_conformance_kit(bli61_request: ExecutionReq
     ]
 
 
-def test_declared_validity_must_match_the_output(bli61_request: ExecutionRequest) -> None:
-    lying = ScriptedRuntime([ScriptedSuccess(output={"x": 1}, expect_schema_valid=True)])
-    with pytest.raises(InvalidData, match="output_schema_valid=True"):
-        lying.execute(bli61_request)
+def test_declared_validity_is_reported_as_declared(bli61_request: ExecutionRequest) -> None:
+    # As the reference mock: a declared validity is the receipt's, whatever the output.
+    declared = ScriptedRuntime([ScriptedSuccess(output={"x": 1}, expect_schema_valid=True)])
+    assert declared.execute(bli61_request).output_schema_valid is True
+    # Undeclared, the output is validated (the reference's fake runtime).
+    validated = ScriptedRuntime([ScriptedSuccess(output={"x": 1})])
+    assert validated.execute(bli61_request).output_schema_valid is False
+
+
+def test_failures_carry_their_step_id_and_fingerprint_as_the_mock(
+    bli61_request: ExecutionRequest,
+) -> None:
+    runtime = ScriptedRuntime(
+        [ScriptedFailure(RuntimeFailureCode.TIMEOUT, "slow", id="step-7", retry_after_ms=5)]
+    )
+    with pytest.raises(RuntimeFailureError) as raised:
+        runtime.execute(bli61_request)
+    failure = raised.value.failure
+    assert failure.scenario_id == "step-7"
+    assert failure.fingerprint == fingerprint(
+        {"id": "step-7", "code": "TQX_RUNTIME_TIMEOUT", "retry_after_ms": 5}
+    )
+    assert str(raised.value) == "runtime failure TQX_RUNTIME_TIMEOUT: slow"
+
+
+def test_inventory_paths_and_package_fail_closed(reference_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "reference"
+    shutil.copytree(reference_dir / "crm3", root / "crm3")
+    path = root / INVENTORY
+    original = read_json(path)
+    with pytest.raises(InvalidData, match="does not match 'other'"):
+        load_inventory(path, package="other")
+    assert len(load_inventory(path, package="crm3")) == 8
+    for mutate, message in (
+        (lambda e: e.update(manifest="../crm3/scenarios/x.json"), "not package-relative"),
+        (lambda e: e.update(manifest="/etc/passwd"), "not package-relative"),
+        (lambda e: e.update(manifest="crm3/scenarios/none/manifest.json"), "missing"),
+        (lambda e: e["expectation"].update(output_schema_valid=True), "output_schema_valid"),
+    ):
+        inventory = json.loads(json.dumps(original))
+        mutate(inventory["scenarios"][0])
+        path.write_text(json.dumps(inventory))
+        with pytest.raises(InvalidData, match=message):
+            load_inventory(path)
