@@ -260,6 +260,10 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     finally:
         runtime.close()
+        trace_url = getattr(runtime, "last_trace_url", None)  # traced runtimes only
+        url = trace_url() if callable(trace_url) else None
+        if isinstance(url, str):
+            err.write(f"trace: {url}\n")
     return _emit(envelope, out, err, compact=args.stream)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ENV_LANGFUSE_BASE_URL",
     "ENV_LANGFUSE_HOST",
+    "ENV_LANGFUSE_PROJECT_ID",
     "ENV_LANGFUSE_PUBLIC_KEY",
     "ENV_LANGFUSE_SECRET_KEY",
     "ENV_MODEL",
@@ -47,6 +48,8 @@ ENV_LANGFUSE_SECRET_KEY = "LANGFUSE_SECRET_KEY"  # noqa: S105 - a variable name,
 ENV_LANGFUSE_BASE_URL = "LANGFUSE_BASE_URL"
 """Langfuse base URL. Falls back to ``LANGFUSE_HOST``, then Langfuse Cloud."""
 ENV_LANGFUSE_HOST = "LANGFUSE_HOST"
+ENV_LANGFUSE_PROJECT_ID = "LANGFUSE_PROJECT_ID"
+"""Langfuse project id: only used to build trace URLs locally (the CLI prints them)."""
 
 DEFAULT_MODEL_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_LANGFUSE_BASE_URL = "https://cloud.langfuse.com"
@@ -137,6 +140,8 @@ class LangfuseConfig:
     user_id: str | None = None
     flush_at: int = 16
     flush_interval_s: float = 0.25
+    #: Name of the BOOLEAN score recording ``output_schema_valid`` per generation; None: off.
+    schema_score_name: str | None = "output_schema_valid"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "langfuse base_url"))
@@ -151,6 +156,8 @@ class LangfuseConfig:
             raise InvalidData("langfuse flush_timeout_s must be within (0, 300]")
         if not 1 <= self.flush_at <= 2048 or not 0 < self.flush_interval_s <= 60:
             raise InvalidData("langfuse flush_at must be in [1, 2048], flush_interval_s in (0, 60]")
+        if self.schema_score_name is not None and not self.schema_score_name.strip():
+            raise InvalidData("langfuse schema_score_name must be a non-empty name or None")
 
     @property
     def enabled(self) -> bool:
@@ -164,6 +171,7 @@ class LangfuseConfig:
             base_url=env.get(ENV_LANGFUSE_BASE_URL)
             or env.get(ENV_LANGFUSE_HOST)
             or DEFAULT_LANGFUSE_BASE_URL,
+            project_id=env.get(ENV_LANGFUSE_PROJECT_ID) or None,
         )
 
     def trace_url(self, trace_id: str) -> str | None:

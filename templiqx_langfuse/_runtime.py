@@ -15,13 +15,19 @@ import httpx
 from langfuse import Langfuse
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from templiqx_core import AdapterDescriptor, RuntimeAdapter, RuntimeFailure, RuntimeFailureError
+from templiqx_core import (
+    AdapterDescriptor,
+    ExecutionRequest,
+    RuntimeAdapter,
+    RuntimeFailure,
+    RuntimeFailureError,
+)
 from templiqx_core.adapters import CallOutcome, Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor
-from ._tracing import GenerationRecord, Tracing
+from ._tracing import PROMPT_CAPABILITY, GenerationRecord, TracedReceipt, Tracing, collect_traces
 from ._transport import post_bounded
 from ._version import __version__
 from ._wire import (
@@ -35,7 +41,7 @@ from ._wire import (
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 
 ADAPTER_ID = "templiqx-langfuse"
-CAPABILITIES = ("structured_output",)
+CAPABILITIES = ("structured_output", PROMPT_CAPABILITY)
 
 
 class LangfuseTracedRuntime(RuntimeAdapter):
@@ -94,6 +100,24 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def trace_url(self, trace_id: str) -> str | None:
         """A trace URL built locally from the configured project id (no network call)."""
         return self.langfuse_config.trace_url(trace_id)
+
+    def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
+        """``execute``, plus the trace id, generation id and URL of where it landed.
+
+        The receipt is a wire contract and stays unchanged; the ids come alongside it.
+        Failures raise exactly as ``execute`` does.
+        """
+        with collect_traces() as found:
+            receipt = self.execute(request)
+        ref = found[-1] if found else None
+        if ref is None:
+            return TracedReceipt(receipt, None, None, None)
+        return TracedReceipt(receipt, ref.trace_id, ref.observation_id, ref.url)
+
+    def last_trace_url(self) -> str | None:
+        """URL of the trace of the last execution started (one-shot tools such as the CLI)."""
+        ref = self.tracing.last_ref
+        return ref.url if ref is not None else None
 
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;

@@ -3,6 +3,9 @@
 One generation observation per ``execute``. Recording is best effort: every SDK call is
 guarded so that a tracing failure is logged once and never reaches the caller, and
 nothing here blocks on the network (no per-call flush, no ``get_trace_url``).
+
+The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
+each rule this module relies on is named where it is used.
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from ._export import CircuitBreakerExporter, build_langfuse_exporter
 from ._redaction import Redactor
 from ._wire import Completion
 
-__all__ = ["GenerationRecord", "TraceAttributes", "Tracing", "trace_attributes"]
+__all__ = [
+    "GenerationRecord",
+    "TraceAttributes",
+    "TraceRef",
+    "TracedReceipt",
+    "Tracing",
+    "collect_traces",
+    "trace_attributes",
+]
 
 logger = logging.getLogger("templiqx_langfuse")
 
@@ -46,10 +57,18 @@ META_ADAPTER_ID = "adapter_id"
 META_ADAPTER_VERSION = "adapter_version"
 META_FINISH_REASON = "finish_reason"
 META_RESPONSE_ID = "response_id"
-META_PROVIDER_MODEL = "provider_model"
+META_REQUESTED_MODEL = "requested_model"
 META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
 META_ERROR_CODE = "error_code"
 META_ERROR_DETAIL = "error_detail"
+
+#: The contract extension naming the Langfuse prompt a generation is linked to.
+PROMPT_EXTENSION = "langfuse.prompt"
+#: The capability that extension declares (the runtime offers it).
+PROMPT_CAPABILITY = "langfuse_prompt"
+#: The server treats spans of instrumentation scopes starting with this as Langfuse SDK
+#: spans (``isLangfuseSDKSpans``); it is also the SDK's tracer name.
+LANGFUSE_SCOPE = "langfuse-sdk"
 
 
 def _json(value: Any) -> str:
@@ -65,17 +84,25 @@ def generation_attributes(
     input: Any = None,
     output: Any = None,
     metadata: Mapping[str, Any] | None = None,
+    model: str | None = None,
     model_parameters: Mapping[str, Any] | None = None,
     usage_details: Mapping[str, int] | None = None,
     level: str | None = None,
     status_message: str | None = None,
+    prompt: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """The generation's Langfuse OTel attributes, serialized once with orjson.
 
     These are the attributes the SDK's ``update()`` writes (the public
     ``LangfuseOtelSpanAttributes`` schema Langfuse ingests), written directly: the SDK's
     per-field ``json.dumps`` and its media scan cost more than the model call's own
-    client work on the hot path. Values stay JSON text, metadata one key per attribute.
+    client work on the hot path.
+
+    Metadata travels as one JSON object in ``langfuse.observation.metadata``: the server
+    parses that object (``parseMetadataAttribute``) and stores each value as the SDK's
+    per-key attributes would be stored (strings as they are, anything else as JSON), so
+    the meaning is the same at a fraction of the attributes. Keys whose value is None are
+    dropped, as the SDK drops them.
     """
     attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
     for key, value in (
@@ -86,18 +113,37 @@ def generation_attributes(
     ):
         if value is not None:
             attributes[key] = _json(value)
+    if model is not None:
+        attributes[A.OBSERVATION_MODEL] = model
     if level is not None:
         attributes[A.OBSERVATION_LEVEL] = level
     if status_message is not None:
         attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
-    for key, value in (metadata or {}).items():
-        attributes[f"{A.OBSERVATION_METADATA}.{key}"] = _json(value)
+    if metadata:
+        present = {key: value for key, value in metadata.items() if value is not None}
+        attributes[A.OBSERVATION_METADATA] = _json(present)
+    if prompt is not None:
+        # Server: prompts link only to GENERATION observations, by name *and* version.
+        attributes[A.OBSERVATION_PROMPT_NAME], attributes[A.OBSERVATION_PROMPT_VERSION] = prompt
     return attributes
+
+
+def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(name, version)`` from a contract's ``langfuse.prompt`` extension, if well formed."""
+    value = extensions.get(PROMPT_EXTENSION)
+    if not isinstance(value, dict):
+        return None
+    name, version = value.get("name"), value.get("version")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return None
+    return name, version
 
 
 @dataclass(frozen=True)
 class TraceAttributes:
-    """Trace-level attributes, applied only when the generation is the trace root."""
+    """Trace-level attributes: user, session and tags of the Langfuse trace."""
 
     tags: tuple[str, ...] = ()
     session_id: str | None = None
@@ -113,12 +159,64 @@ _CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.C
 def trace_attributes(
     *, tags: Sequence[str] = (), session_id: str | None = None, user_id: str | None = None
 ) -> Iterator[None]:
-    """Per-call trace attributes for executions inside the block (overrides configuration)."""
+    """Per-call trace attributes for executions inside the block (overrides configuration).
+
+    They reach the trace wherever the generation lands: as the trace's own attributes
+    when it is the root, as a trace update when it is nested under a host observation.
+    """
     token = _CALL_ATTRIBUTES.set(TraceAttributes(tuple(tags), session_id, user_id))
     try:
         yield
     finally:
         _CALL_ATTRIBUTES.reset(token)
+
+
+@dataclass(frozen=True)
+class TraceRef:
+    """Where one execution landed in Langfuse: its trace, its generation, a URL if known."""
+
+    trace_id: str
+    observation_id: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class TracedReceipt:
+    """A receipt and where its execution landed in Langfuse (None fields: not traced)."""
+
+    receipt: ExecutionReceipt
+    trace_id: str | None
+    observation_id: str | None
+    trace_url: str | None
+
+
+_COLLECTORS: contextvars.ContextVar[tuple[list[TraceRef], ...]] = contextvars.ContextVar(
+    "templiqx_langfuse_trace_collectors", default=()
+)
+
+
+@contextmanager
+def collect_traces() -> Iterator[list[TraceRef]]:
+    """Collect a ``TraceRef`` for every traced execution started inside the block.
+
+    The receipt is a wire contract and carries no trace id; this is how a host finds the
+    trace of a receipt without searching (``runtime.execute_traced`` uses it). Blocks nest:
+    an execution is collected by every enclosing block.
+    """
+    found: list[TraceRef] = []
+    token = _COLLECTORS.set((*_COLLECTORS.get(), found))
+    try:
+        yield found
+    finally:
+        _COLLECTORS.reset(token)
+
+
+def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
+    return {
+        A.TRACE_TAGS: list(attributes.tags) or None,
+        A.TRACE_SESSION_ID: attributes.session_id,
+        A.TRACE_USER_ID: attributes.user_id,
+    }
 
 
 class GenerationRecord:
@@ -132,17 +230,20 @@ class GenerationRecord:
         *,
         span: otel_trace.Span | None = None,
         trace: dict[str, Any] | None = None,
+        ref: TraceRef | None = None,
         **fields: Any,
     ) -> None:
         self._tracing = tracing
         self._generation = generation
         self._span = span
         self._metadata = metadata
-        self._trace = trace or {}  # trace-level attributes, set only on a root generation
-        self._fields = fields  # input and model parameters, sent with the final update
+        self._trace = trace or {}  # trace-level attributes (root, or explicit trace updates)
+        self.ref = ref
+        self._fields = fields  # input, model and its parameters, sent with the final update
 
     def succeed(self, receipt: ExecutionReceipt, completion: Completion) -> None:
         valid = receipt.output_schema_valid
+        model = completion.provider_model
         self._finish(
             output=receipt.output,
             usage_details=dict(completion.usage) or None,
@@ -152,20 +253,19 @@ class GenerationRecord:
                 META_OUTPUT_SCHEMA_VALID: valid,
                 META_FINISH_REASON: completion.finish_reason,
                 META_RESPONSE_ID: completion.response_id,
-                META_PROVIDER_MODEL: completion.provider_model,
             },
+            # Langfuse infers cost from the model it is told: the one that answered (as
+            # Langfuse's own OpenAI integration reports it), the requested one otherwise.
+            **({"model": model} if model else {}),
             level=None if valid else "WARNING",
             status_message=None if valid else "TQX_OUTPUT_SCHEMA",
         )
+        if self.ref is not None:
+            self._tracing.score_schema_validity(self.ref, valid)
 
     def fail(self, *, code: str, detail: str) -> None:
         self._finish(
-            metadata={
-                **self._metadata,
-                META_OUTPUT_SCHEMA_VALID: None,
-                META_ERROR_CODE: code,
-                META_ERROR_DETAIL: detail,
-            },
+            metadata={**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail},
             level="ERROR",
             status_message=code,
         )
@@ -210,6 +310,8 @@ class Tracing:
         self._owned_provider = owned_provider
         self._error_logged = threading.Event()
         self.exporter: CircuitBreakerExporter | None = None
+        #: The last execution this runtime started (for one-shot tools such as the CLI).
+        self.last_ref: TraceRef | None = None
 
     @classmethod
     def build(
@@ -262,12 +364,33 @@ class Tracing:
                 type(error).__name__,
             )
 
-    def _attributes(self) -> TraceAttributes:
+    def _trace_level(self, contract_id: str) -> dict[str, Any]:
+        """Trace attributes for where the generation lands (server rules in comments)."""
+        parent = otel_trace.get_current_span()
         per_call = _CALL_ATTRIBUTES.get()
-        if per_call is not None:
-            return per_call
-        config = self.config
-        return TraceAttributes(config.tags, config.session_id, config.user_id)
+        if parent.get_span_context().is_valid:
+            scope = getattr(parent, "instrumentation_scope", None)
+            if scope is not None and scope.name.startswith(LANGFUSE_SCOPE):
+                # Nested under a host Langfuse observation: the host owns the trace. An
+                # explicit call-site value still reaches it: the server applies
+                # ``user.id``/``session.id``/``langfuse.trace.*`` of a non-root span as a
+                # trace update (``hasTraceUpdates``); configured defaults defer to the host.
+                return _trace_attribute_map(per_call) if per_call is not None else {}
+        attributes = per_call or TraceAttributes(
+            self.config.tags, self.config.session_id, self.config.user_id
+        )
+        trace = {
+            A.TRACE_NAME: contract_id,
+            **_trace_attribute_map(attributes),
+            A.ENVIRONMENT: self.config.environment,
+        }
+        if parent.get_span_context().is_valid:
+            # Under a span Langfuse never receives (a plain OpenTelemetry host span, or a
+            # remote parent): the server treats a span as its trace's root when
+            # ``langfuse.internal.as_root`` is true, so this becomes a complete Langfuse
+            # trace of its own, keeping the host's trace id.
+            trace[A.AS_ROOT] = True
+        return trace
 
     def start(
         self,
@@ -287,22 +410,12 @@ class Tracing:
             META_REQUEST_FINGERPRINT: request_fp,
             META_ADAPTER_ID: adapter.id,
             META_ADAPTER_VERSION: adapter.version,
+            META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
         }
         if self.client is None:
             return GenerationRecord(self, None, metadata)
-        trace: dict[str, Any] = {}
-        if not otel_trace.get_current_span().get_span_context().is_valid:
-            # The root of its trace: the trace takes its name (and the host's tags,
-            # session and user) from this generation.
-            attributes = self._attributes()
-            trace = {
-                A.TRACE_NAME: interaction.contract_id,
-                A.TRACE_TAGS: list(attributes.tags) or None,
-                A.TRACE_SESSION_ID: attributes.session_id,
-                A.TRACE_USER_ID: attributes.user_id,
-                A.ENVIRONMENT: self.config.environment,
-            }
+        trace = self._trace_level(interaction.contract_id)
         try:
             # The SDK opens the observation (type, model, version, parent, ids). Its span
             # is made current only long enough to get hold of it: the round trip runs
@@ -315,9 +428,15 @@ class Tracing:
                 end_on_exit=False,
             ) as generation:
                 span = otel_trace.get_current_span()
+            ref = TraceRef(
+                generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
+            )
         except Exception as error:
             self.report_error("starting a generation", error)
             return GenerationRecord(self, None, metadata)
+        for collector in _COLLECTORS.get():
+            collector.append(ref)
+        self.last_ref = ref
         messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
         return GenerationRecord(
             self,
@@ -325,9 +444,27 @@ class Tracing:
             metadata,
             span=span,
             trace=trace,
+            ref=ref,
             input=messages,
             model_parameters=dict(model_parameters),
+            prompt=prompt_link(interaction.extensions),
         )
+
+    def score_schema_validity(self, ref: TraceRef, valid: bool) -> None:
+        """A BOOLEAN score on the generation; queued, sent by the SDK's consumer thread."""
+        name = self.config.schema_score_name
+        if name is None or self.client is None:
+            return
+        try:
+            self.client.create_score(
+                name=name,
+                value=1.0 if valid else 0.0,
+                data_type="BOOLEAN",
+                trace_id=ref.trace_id,
+                observation_id=ref.observation_id,
+            )
+        except Exception as error:  # scoring must never fail the call
+            self.report_error("scoring a generation", error)
 
     def close(self) -> None:
         """Flush the adapter-owned client within the configured bound; never a host's."""

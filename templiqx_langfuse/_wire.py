@@ -173,24 +173,42 @@ def _invalid(detail: str) -> WireFailure:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse usage keys from an OpenAI ``usage`` object (never the raw object)."""
+    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object (never the raw object).
+
+    Normalised as the Langfuse server normalises raw OpenAI usage (``UsageDetails`` in its
+    ingestion types): every ``prompt_tokens_details`` count becomes ``input_<key>`` and is
+    taken out of ``input``, every ``completion_tokens_details`` count becomes
+    ``output_<key>`` and is taken out of ``output``; ``total`` is unchanged. Langfuse prices
+    each key separately, so sending the raw counts would bill cached/reasoning tokens twice.
+    """
     if not isinstance(usage, dict):
         return {}
 
-    def count(container: Any, key: str) -> int | None:
-        value = container.get(key) if isinstance(container, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    def count(value: Any) -> int | None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return value if ok else None
 
-    details = {
-        "input": count(usage, "prompt_tokens"),
-        "output": count(usage, "completion_tokens"),
-        "total": count(usage, "total_tokens"),
-        "input_cached_tokens": count(usage.get("prompt_tokens_details"), "cached_tokens"),
-        "output_reasoning_tokens": count(
-            usage.get("completion_tokens_details"), "reasoning_tokens"
-        ),
-    }
-    return {key: value for key, value in details.items() if value is not None}
+    details: dict[str, int] = {}
+    for key, source in (("input", "prompt_tokens"), ("output", "completion_tokens")):
+        value = count(usage.get(source))
+        if value is not None:
+            details[key] = value
+    total = count(usage.get("total_tokens"))
+    if total is not None:
+        details["total"] = total
+    details_of = (("input", "prompt_tokens_details"), ("output", "completion_tokens_details"))
+    for side, source in details_of:
+        parts = usage.get(source)
+        if not isinstance(parts, dict):
+            continue
+        for key, raw in parts.items():
+            value = count(raw)
+            if value is None or not isinstance(key, str):
+                continue
+            details[f"{side}_{key}"] = value
+            if side in details:
+                details[side] = max(details[side] - value, 0)
+    return details
 
 
 def parse_completion(body: bytes) -> Completion:

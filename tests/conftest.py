@@ -109,13 +109,15 @@ def make_runtime(
     ) -> LangfuseTracedRuntime:
         # A fresh public key per runtime: the SDK shares one resource manager per key.
         suffix = next(_keys)
+        extra = {k: kw.pop(k) for k in ("project_id", "schema_score_name") if k in kw}
         langfuse = (
             LangfuseConfig(
-                public_key=f"{PUBLIC_KEY}-{suffix}",
+                public_key=str(kw.pop("public_key", f"{PUBLIC_KEY}-{suffix}")),
                 secret_key=SECRET_KEY,
                 base_url=str(kw.pop("langfuse_base_url", "http://127.0.0.1:9")),
                 flush_timeout_s=float(kw.pop("flush_timeout_s", 2.0)),
-            )  # type: ignore[arg-type]
+                **extra,  # type: ignore[arg-type]
+            )
             if tracing
             else LangfuseConfig()
         )

@@ -1,25 +1,56 @@
-"""A loopback OTLP/HTTP trace receiver standing in for Langfuse in tests and benchmarks.
+"""A loopback Langfuse stand-in for tests and benchmarks: OTLP/HTTP traces and scores.
 
-It decodes every export (protobuf, gzip or not) so a test can count and inspect the
-spans that would have reached Langfuse, or it misbehaves on purpose (500, hang) to
-prove that a Langfuse outage costs the caller nothing.
+It decodes every trace export (protobuf or OTLP/JSON, gzip or not) so a test can count
+and inspect the spans that would have reached Langfuse, records the scores posted to
+``/api/public/scores`` or ``/api/public/ingestion``, or misbehaves on purpose (500,
+hang) to prove that a Langfuse outage costs the caller nothing.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from .server import LoopbackModelServer, Reply, ServerRequest
 
-__all__ = ["LoopbackOtlpReceiver", "ReceiverMode", "otlp_receiver"]
+__all__ = ["LoopbackOtlpReceiver", "ReceiverMode", "attributes_of", "otlp_receiver"]
 
 ReceiverMode = Literal["ok", "error", "hang"]
+TRACES_PATH = "/api/public/otel/v1/traces"
+
+
+def _plain(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_plain(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {item.key: _plain(item.value) for item in value.kvlist_value.values}
+    return getattr(value, kind) if kind else None
+
+
+def attributes_of(span: Any) -> dict[str, Any]:
+    """A received span's attributes as plain Python values (as the server converts them)."""
+    return {item.key: _plain(item.value) for item in span.attributes}
+
+
+def _hex_ids_to_base64(export: dict[str, Any]) -> dict[str, Any]:
+    """OTLP/JSON writes ids as hex; protobuf's JSON mapping reads bytes as base64."""
+    for resource in export.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key):
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    return export
 
 
 class LoopbackOtlpReceiver:
@@ -30,6 +61,8 @@ class LoopbackOtlpReceiver:
         self.hang_s = hang_s
         self._lock = threading.Lock()
         self.spans: list[Any] = []
+        self.scope_names: list[str] = []  # the instrumentation scope of each span
+        self.scores: list[dict[str, Any]] = []
         self.exports = 0
         self._server = LoopbackModelServer(self._respond)
 
@@ -45,18 +78,36 @@ class LoopbackOtlpReceiver:
         body = request.body
         if request.headers.get("content-encoding") == "gzip":
             body = gzip.decompress(body)
+        if request.path != TRACES_PATH:
+            return self._receive_scores(request.path, body)
         export = ExportTraceServiceRequest()
-        export.ParseFromString(body)
-        spans = [
-            span
+        if "json" in request.headers.get("content-type", ""):
+            json_format.ParseDict(_hex_ids_to_base64(json.loads(body)), export)
+        else:
+            export.ParseFromString(body)
+        received = [
+            (scope.scope.name, span)
             for resource in export.resource_spans
             for scope in resource.scope_spans
             for span in scope.spans
         ]
         with self._lock:
             self.exports += 1
-            self.spans.extend(spans)
+            self.spans.extend(span for _, span in received)
+            self.scope_names.extend(name for name, _ in received)
         return Reply(status=200, headers={"content-type": "application/x-protobuf"}, body=b"")
+
+    def _receive_scores(self, path: str, body: bytes) -> Reply:
+        data = json.loads(body)
+        if path == "/api/public/ingestion":
+            scores = [e["body"] for e in data["batch"] if e.get("type") == "score-create"]
+        elif path == "/api/public/scores":
+            scores = data if isinstance(data, list) else [data]
+        else:
+            return Reply(status=404)
+        with self._lock:
+            self.scores.extend(scores)
+        return Reply(status=207 if path.endswith("ingestion") else 200, body=b"{}")
 
     @property
     def requests(self) -> list[ServerRequest]:

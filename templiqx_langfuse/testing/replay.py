@@ -59,6 +59,9 @@ class ReplayingRuntime(WrappingRuntime):
                 raise no_match_error(error.__cause__) from None
             raise
 
+    def last_trace_url(self) -> str | None:
+        return self.runtime.last_trace_url()
+
     def release(self) -> None:
         try:
             self.runtime.close()
