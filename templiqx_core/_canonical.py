@@ -28,11 +28,8 @@ from ._errors import InvalidData
 __all__ = ["MAX_DEPTH", "NotJson", "canonical_json", "fingerprint", "fingerprint_bytes"]
 
 _OPTIONS = (
-    orjson.OPT_SORT_KEYS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
+    orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+)  # subclasses of str/int/dict/list (frozen containers) encode like their base: fast path
 MAX_DEPTH: Final = 512
 """Containers nested deeper than this are not canonical JSON (the reference's own parser
 stops at 128; orjson encodes up to 255 and the slow path takes over from there)."""

@@ -10,6 +10,7 @@ included (as serde_json, which reads them as f64).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeVar
 
 import orjson
@@ -18,11 +19,15 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     model_serializer,
+    model_validator,
 )
+
+from ._frozen import freeze
 
 __all__ = [
     "API_VERSION",
@@ -143,6 +148,9 @@ class CompiledMessage(WireModel):
 
 
 class CompiledInteraction(WireModel):
+    """Immutable all the way down: its containers are frozen on construction (and by
+    ``model_copy``), so the request fingerprint is computed once and kept on the instance."""
+
     _maps = frozenset({"output_schema", "runtime_policy", "extensions"})
 
     compiler: str
@@ -154,6 +162,40 @@ class CompiledInteraction(WireModel):
     target_capabilities: list[str]
     runtime_policy: dict[str, JsonValue]
     extensions: dict[str, JsonValue]
+
+    _fingerprint: str | None = PrivateAttr(default=None)  # see _receipts.request_fingerprint
+
+    @model_validator(mode="after")
+    def _frozen_on_construction(self) -> CompiledInteraction:
+        self._freeze()
+        return self
+
+    def _freeze(self) -> None:
+        for name in _INTERACTION_CONTAINERS:
+            value = getattr(self, name)
+            frozen = freeze(value)
+            if frozen is not value:
+                object.__setattr__(self, name, frozen)
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> CompiledInteraction:
+        """A copy; with ``update``, its new values frozen and its fingerprint recomputed."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            copy._fingerprint = None
+            copy._freeze()
+        return copy
+
+
+_INTERACTION_CONTAINERS = (
+    "messages",
+    "output_schema",
+    "required_capabilities",
+    "target_capabilities",
+    "runtime_policy",
+    "extensions",
+)
 
 
 class AdapterDescriptor(WireModel):

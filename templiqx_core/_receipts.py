@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from ._canonical import fingerprint
@@ -13,26 +11,18 @@ from ._schema import SchemaValidator, compile_schema
 __all__ = ["build_receipt", "request_fingerprint"]
 
 
-_RECENT_SIZE = 256
-_recent: OrderedDict[int, tuple[CompiledInteraction, str]] = OrderedDict()
-_recent_lock = threading.Lock()
-
-
 def request_fingerprint(interaction: CompiledInteraction) -> str:
     """Fingerprint of the compiled interaction (not of the whole request), for every adapter.
 
-    Interactions are immutable and commonly executed many times, so the fingerprint of
-    the same object is remembered (serializing the model costs more than hashing it).
+    Computed once per interaction and kept on it: interactions are immutable all the way
+    down (``model_construct`` skips validation, so their containers are frozen here).
     """
-    hit = _recent.get(id(interaction))
-    if hit is not None and hit[0] is interaction:
-        return hit[1]
-    value = fingerprint(interaction.model_dump(mode="json"))
-    with _recent_lock:
-        _recent[id(interaction)] = (interaction, value)
-        if len(_recent) > _RECENT_SIZE:
-            _recent.popitem(last=False)
-    return value
+    cached = interaction._fingerprint
+    if cached is None:
+        interaction._freeze()
+        cached = fingerprint(interaction.model_dump(mode="json"))
+        interaction._fingerprint = cached
+    return cached
 
 
 def build_receipt(

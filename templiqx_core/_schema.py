@@ -1,7 +1,9 @@
 """Draft 2020-12 output validation with ``date``/``date-time`` formats enforced.
 
 Validators are compiled once per distinct schema (keyed by its canonical JSON) and reused
-across threads: jsonschema-rs validators are immutable and safe to share. Remote ``$ref``
+across threads: jsonschema-rs validators are immutable and safe to share. Only a frozen
+schema (an interaction's ``output_schema``) is also remembered by identity: a plain dict
+may change in place, so it is looked up by content every time. Remote ``$ref``
 retrieval is refused so that validating never touches the network.
 """
 
@@ -15,6 +17,7 @@ import jsonschema_rs
 
 from ._canonical import canonical_json
 from ._errors import InvalidData
+from ._frozen import is_frozen, thaw
 
 __all__ = ["SchemaValidator", "compile_schema"]
 
@@ -34,9 +37,9 @@ class _ValidatorCache:
         self._size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[bytes, SchemaValidator] = OrderedDict()
-        # Identity fast path: the same schema object (an interaction's output_schema,
-        # reused call after call) skips re-serializing it. The entry holds the object,
-        # so its id cannot be recycled while cached.
+        # Identity fast path for frozen schemas (an interaction's output_schema, reused
+        # call after call): no re-serializing. The entry holds the object, so its id
+        # cannot be recycled while cached; a frozen schema cannot change under it.
         self._by_identity: OrderedDict[int, tuple[Any, SchemaValidator]] = OrderedDict()
 
     def get(self, schema: Any, *, what: str) -> SchemaValidator:
@@ -44,6 +47,8 @@ class _ValidatorCache:
         if hit is not None and hit[0] is schema:
             return hit[1]
         validator = self._get_by_content(schema, what=what)
+        if not is_frozen(schema):
+            return validator
         with self._lock:
             self._by_identity[id(schema)] = (schema, validator)
             if len(self._by_identity) > self._size:
@@ -68,6 +73,7 @@ class _ValidatorCache:
 def _build(schema: Any, *, what: str) -> SchemaValidator:
     if not isinstance(schema, (dict, bool)):
         raise InvalidData(f"{what} must be a JSON Schema object or boolean")
+    schema = thaw(schema)  # jsonschema-rs takes exact dict/list types, not frozen ones
     if not jsonschema_rs.meta.is_valid(schema):
         raise InvalidData(f"{what} is not a valid Draft 2020-12 JSON Schema")
     try:
