@@ -177,6 +177,14 @@ class CompiledInteraction(WireModel):
             if frozen is not value:
                 object.__setattr__(self, name, frozen)
 
+    def __eq__(self, other: object) -> bool:
+        # Fields only: a cached fingerprint is not part of the value.
+        if not isinstance(other, CompiledInteraction):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # as before: list fields are unhashable
+
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
     ) -> CompiledInteraction:
