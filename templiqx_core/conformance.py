@@ -206,3 +206,36 @@ def check_adapter(
         )
         report.passed.append(name)
     return report
+
+
+# The checks for adapters that really stream live in their own module; they build on the
+# definitions above, so they are imported last.
+from ._streaming_checks import (  # noqa: E402
+    STREAMING_CHECKS,
+    AssembledToolCall,
+    StreamRun,
+    assemble_tool_calls,
+    check_cancellation,
+    check_delta_order,
+    check_midstream_failure,
+    check_single_terminal,
+    check_size_bound,
+    check_streaming_adapter,
+    check_tool_call_assembly,
+    run_stream,
+)
+
+__all__ += [
+    "STREAMING_CHECKS",
+    "AssembledToolCall",
+    "StreamRun",
+    "assemble_tool_calls",
+    "check_cancellation",
+    "check_delta_order",
+    "check_midstream_failure",
+    "check_single_terminal",
+    "check_size_bound",
+    "check_streaming_adapter",
+    "check_tool_call_assembly",
+    "run_stream",
+]

@@ -19,7 +19,6 @@ from templiqx_core import (
     AdapterDescriptor,
     ExecutionRequest,
     RuntimeAdapter,
-    RuntimeFailure,
     RuntimeFailureError,
 )
 from templiqx_core.adapters import CallOutcome, Produced, RuntimeCall
@@ -150,13 +149,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         return Produced(completion.output, completion)
 
     def _failure(self, wire: WireFailure) -> RuntimeFailureError:
-        failure = RuntimeFailure.for_adapter(
-            self._descriptor,
-            wire.code,
-            self.redactor.text(wire.detail),
-            retry_after_ms=wire.retry_after_ms,
-        )
-        return RuntimeFailureError(failure)
+        return wire.to_error(self._descriptor, self.redactor)
 
     def release(self) -> None:
         """Release pooled connections and flush the adapter-owned Langfuse client (bounded)."""

@@ -14,7 +14,15 @@ from typing import Any
 
 import orjson
 
-from templiqx_core import CompiledInteraction, RuntimeFailureCode
+from templiqx_core import (
+    AdapterDescriptor,
+    CompiledInteraction,
+    RuntimeFailure,
+    RuntimeFailureCode,
+    RuntimeFailureError,
+)
+
+from ._redaction import Redactor
 
 __all__ = [
     "FORWARDED_POLICY_KEYS",
@@ -56,6 +64,13 @@ class WireFailure(Exception):
         self.code = code
         self.detail = detail
         self.retry_after_ms = retry_after_ms
+
+    def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
+        """The adapter's ``RuntimeFailureError``, detail redacted (SPEC §5.4)."""
+        failure = RuntimeFailure.for_adapter(
+            adapter, self.code, redactor.text(self.detail), retry_after_ms=self.retry_after_ms
+        )
+        return RuntimeFailureError(failure)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ class Reply:
     trickle_headers_s: float | None = None  # send the status line and headers that way too
     hang_s: float | None = None  # accept, read the request, then say nothing this long
     reset_after: int | None = None  # send this many body bytes, then reset the connection
+    # Streamed replies: one HTTP chunk per bytes piece, flushed; a float pauses that long.
+    # With reset_after set, the connection is reset after the pieces instead of ended.
+    pieces: tuple[bytes | float, ...] | None = None
 
 
 def json_reply(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
@@ -130,6 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response_only(reply.status, reply.reason)
         for name, value in reply.headers.items():
             self.send_header(name, value)
+        if reply.pieces is not None:
+            self._send_pieces(reply)
+            return
         if reply.chunked:
             self.send_header("transfer-encoding", "chunked")
         elif not reply.omit_length:
@@ -160,13 +166,39 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if reply.reset_after is not None:
-            # SO_LINGER 0 turns close() into a TCP RST: a reset mid-body.
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
-            )
-            self.close_connection = True
+            self._reset()
         if reply.omit_length:
             self.close_connection = True
+
+    def _reset(self) -> None:
+        # SO_LINGER 0 turns close() into a TCP RST: a reset mid-body.
+        self.connection.setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+        )
+        self.close_connection = True
+
+    def _send_pieces(self, reply: Reply) -> None:
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        assert reply.pieces is not None
+        try:
+            for piece in reply.pieces:
+                if isinstance(piece, float):
+                    if not self.server.sleep(piece):
+                        break
+                elif piece:
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+                    self.server.count_sent(len(piece))
+            if reply.reset_after is None:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.server.count_aborted()
+            self.close_connection = True
+            return
+        if reply.reset_after is not None:
+            self._reset()
 
 
 class _Server(ThreadingHTTPServer):
@@ -180,6 +212,8 @@ class _Server(ThreadingHTTPServer):
         self.requests: list[ServerRequest] = []
         self._lock = threading.Lock()
         self.stopping = threading.Event()
+        self.bytes_sent = 0  # body bytes of streamed (pieces) replies written so far
+        self.aborted = 0  # streamed replies the client hung up on
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that abandon a connection (oversize body, deadline) are part of the
@@ -191,6 +225,14 @@ class _Server(ThreadingHTTPServer):
     def record(self, request: ServerRequest) -> None:
         with self._lock:
             self.requests.append(request)
+
+    def count_sent(self, n: int) -> None:
+        with self._lock:
+            self.bytes_sent += n
+
+    def count_aborted(self) -> None:
+        with self._lock:
+            self.aborted += 1
 
     def sleep(self, seconds: float) -> bool:
         """Sleep unless the server is stopping; False when interrupted."""
@@ -214,6 +256,16 @@ class LoopbackModelServer:
     @property
     def requests(self) -> list[ServerRequest]:
         return list(self._server.requests)
+
+    @property
+    def bytes_sent(self) -> int:
+        """Body bytes of streamed replies written so far."""
+        return self._server.bytes_sent
+
+    @property
+    def aborted(self) -> int:
+        """Streamed replies the client hung up on (a write failed)."""
+        return self._server.aborted
 
     def set_responder(self, responder: Responder) -> None:
         self._server.responder = responder

@@ -1,0 +1,223 @@
+"""``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``.
+
+The host side the ADR's "Live-provider boundary" asks for: ``execute_streaming`` emits
+``Delta``/``ToolCallDelta`` events as the provider's Server-Sent Events arrive, then the
+same receipt a non-streaming call produces. Everything below the SSE framing is the
+Langfuse adapter's own, imported (``templiqx_langfuse.building_blocks``): request bytes,
+the bounded transport (one deadline for the whole stream, a size bound on the body),
+the failure mapping and the secret rules. ``execute`` runs the same stream and drops the
+deltas, so both paths build the receipt from the same assembled message.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+
+from templiqx_core import (
+    AdapterDescriptor,
+    CompleteEvent,
+    DeltaEvent,
+    EventSink,
+    ExecutionReceipt,
+    ExecutionRequest,
+    FailedEvent,
+    PortError,
+    RuntimeAdapter,
+    RuntimeFailureCode,
+    ToolCallDeltaEvent,
+    build_receipt,
+    compile_schema,
+    request_fingerprint,
+)
+from templiqx_langfuse import ModelConfig
+from templiqx_langfuse.building_blocks import (
+    MAX_RESPONSE_BYTES,
+    BoundedStream,
+    DeadlineTransport,
+    RedactingLogFilter,
+    Redactor,
+    WireFailure,
+    build_request_body,
+    failure_for_status,
+    open_bounded,
+    parse_completion,
+)
+
+from ._chunks import ChunkFolder, stream_error
+from ._sse import SSEParser
+
+__all__ = ["ADAPTER_ID", "StreamingHostRuntime"]
+
+ADAPTER_ID = "templiqx-streaming-host"
+CAPABILITIES = ("structured_output",)
+_VERSION = "0.1.0"
+_DONE = "[DONE]"
+
+Emit = Callable[[DeltaEvent | ToolCallDeltaEvent], None]
+
+
+def _ignore(event: DeltaEvent | ToolCallDeltaEvent) -> None:
+    return None
+
+
+class StreamingHostRuntime(RuntimeAdapter):
+    """Streams one chat completion per call. Thread-safe: one pooled client serves all.
+
+    ``max_response_bytes`` bounds the whole event stream (decoded), as the Langfuse
+    adapter bounds a body; ``ModelConfig.timeout_s`` is the deadline of the whole stream.
+    Cancelling: an exception raised by the sink (or a ``KeyboardInterrupt``) stops the
+    read at once and closes the connection; it propagates unchanged.
+    """
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        *,
+        http_client: httpx.Client | None = None,
+        capabilities: tuple[str, ...] = CAPABILITIES,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.model = model
+        self.max_response_bytes = max_response_bytes
+        self.redactor = Redactor([model.api_key])
+        self._log_filter = RedactingLogFilter(self.redactor)
+        self._log_filter.install()
+        self._descriptor = AdapterDescriptor(
+            id=ADAPTER_ID, version=_VERSION, capabilities=sorted(set(capabilities))
+        )
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(
+            transport=DeadlineTransport(
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
+            ),
+            follow_redirects=False,
+        )
+        self._url = httpx.URL(f"{model.base_url}/chat/completions")
+        self._headers = {
+            "authorization": f"Bearer {model.api_key}",
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+        }
+        self._closed = threading.Event()
+
+    def descriptor(self) -> AdapterDescriptor:
+        return self._descriptor
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        return self._run(request, _ignore)
+
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        try:
+            receipt = self._run(request, sink)
+        except PortError as error:
+            sink(FailedEvent(code=error.code, message=str(error)))
+            raise
+        sink(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+    def _run(self, request: ExecutionRequest, emit: Emit) -> ExecutionReceipt:
+        interaction = request.interaction
+        validator = compile_schema(interaction.output_schema)  # refused before any I/O
+        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
+        payload = orjson.loads(body.content)
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+        content = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+        try:
+            with open_bounded(
+                self._http,
+                self._url,
+                content=content,
+                headers=self._headers,
+                timeout_s=self.model.timeout_s,
+                max_bytes=self.max_response_bytes,
+            ) as stream:
+                output = _read(stream, emit)
+        except WireFailure as wire:
+            raise wire.to_error(self._descriptor, self.redactor) from None
+        return build_receipt(
+            self._descriptor,
+            interaction,
+            output,
+            request_fp=request_fingerprint(interaction),
+            validator=validator,
+        )
+
+    def close(self) -> None:
+        """Release pooled connections (idempotent)."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._owns_http:
+            self._http.close()
+        self._log_filter.uninstall()
+
+    def __enter__(self) -> StreamingHostRuntime:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _read(stream: BoundedStream, emit: Emit) -> Any:
+    """Read the response as it arrives; return the parsed output or raise ``WireFailure``."""
+    if not 200 <= stream.status < 300:
+        failure = failure_for_status(stream.status, stream.headers, b"".join(stream.iter_bytes()))
+        assert failure is not None
+        raise failure
+    media = stream.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media == "application/json":
+        return _whole_body(b"".join(stream.iter_bytes()), emit)
+    parser, folder, done = SSEParser(), ChunkFolder(), False
+    for chunk in stream.iter_bytes():
+        for event in parser.feed(chunk):
+            if event.data == _DONE:
+                done = True
+                break
+            try:
+                data = orjson.loads(event.data)
+            except orjson.JSONDecodeError:
+                raise WireFailure(
+                    RuntimeFailureCode.INVALID_RESPONSE, "stream event data is not JSON"
+                ) from None
+            if event.event == "error" and not (isinstance(data, dict) and "error" in data):
+                raise stream_error(data)
+            for out in folder.fold(data):
+                emit(out)
+        if done:
+            break
+    if not done and folder.finish_reason is None:
+        raise WireFailure(
+            RuntimeFailureCode.UNAVAILABLE,
+            "model stream ended before it finished (no finish_reason, no [DONE])",
+        )
+    completion = {
+        "id": folder.response_id,
+        "model": folder.model,
+        "choices": [
+            {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
+        ],
+        "usage": folder.usage,
+    }
+    # The non-streaming rules, applied to the assembled message: same outcome as execute.
+    return parse_completion(orjson.dumps(completion)).output
+
+
+def _whole_body(body: bytes, emit: Emit) -> Any:
+    """A gateway that ignored ``stream: true``: one delta with the whole content."""
+    completion = parse_completion(body)
+    message = orjson.loads(body)["choices"][0]["message"]
+    if isinstance(message.get("content"), str):
+        emit(DeltaEvent(text=message["content"]))
+    return completion.output

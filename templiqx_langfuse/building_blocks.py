@@ -1,0 +1,38 @@
+"""The parts ``LangfuseTracedRuntime`` is built from, for host adapters of the same endpoints.
+
+A host adapter that talks to an OpenAI-compatible endpoint in another way (streaming, say)
+reuses these instead of copying them, so it keeps the same request bytes, the same bounded
+transport (one deadline for the whole round trip, a size bound on the body), the same
+failure mapping and the same secret rules as the Langfuse adapter.
+"""
+
+from ._deadline import DeadlineTransport
+from ._redaction import REDACTED, RedactingLogFilter, Redactor
+from ._transport import BoundedStream, open_bounded
+from ._wire import (
+    MAX_RESPONSE_BYTES,
+    Completion,
+    RequestBody,
+    WireFailure,
+    build_request_body,
+    failure_for_status,
+    parse_completion,
+    usage_details,
+)
+
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "REDACTED",
+    "BoundedStream",
+    "Completion",
+    "DeadlineTransport",
+    "RedactingLogFilter",
+    "Redactor",
+    "RequestBody",
+    "WireFailure",
+    "build_request_body",
+    "failure_for_status",
+    "open_bounded",
+    "parse_completion",
+    "usage_details",
+]
