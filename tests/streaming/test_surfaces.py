@@ -53,11 +53,14 @@ def test_cli_stream_prints_the_deltas_then_complete() -> None:
     envelope = lines[-1]
     assert envelope["ok"] is True
     assert envelope["result"]["output"] == {"greeting": "Hello Ryan"}
-    # the same request and output fingerprints as the non-streaming Langfuse adapter's
+    # the same request and output fingerprints as the non-streaming Langfuse adapter's, for
+    # the same targets (each runtime otherwise targets the capabilities it offers)
     langfuse = subprocess.run(
         [
             TEMPLIQX,
             *EXECUTE,
+            "--capability",
+            "structured_output",
             "--runtime",
             "langfuse",
             "--replay",
@@ -123,3 +126,24 @@ def test_mcp_stream_sends_each_delta_as_progress() -> None:
     assert "".join(e.text for e in events[:-1]) == '{"greeting": "Hello Ryan"}'  # type: ignore[union-attr]
     assert envelope["stream_events"] == [json.loads(message) for message in progress]
     assert envelope["result"]["output"] == {"greeting": "Hello Ryan"}
+
+
+def test_cli_stream_replay_miss_is_one_failed_not_found(tmp_path: Path) -> None:
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text('{"name": "Someone else"}')
+    args = [*EXECUTE, *REPLAY, "--stream"]
+    args[args.index("examples/greeting.inputs.json")] = str(inputs)
+    result = subprocess.run(
+        [TEMPLIQX, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        check=False,
+    )
+    assert result.returncode == 1
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["kind"], e["code"]) for e in lines[:-1]] == [("Failed", "TQX_NOT_FOUND")]
+    assert lines[-1]["diagnostics"][0]["code"] == "TQX_NOT_FOUND"
+    assert "greeting-stream-litellm.yaml" in result.stderr

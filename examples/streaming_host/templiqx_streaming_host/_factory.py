@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 from templiqx_core import (
-    AdapterDescriptor,
     EventSink,
     ExecutionReceipt,
     ExecutionRequest,
+    FailedEvent,
+    PortError,
     RuntimeAdapter,
+    StreamEvent,
     Unsupported,
 )
-from templiqx_core._runtimes import RuntimeOptions
+from templiqx_core.adapters import RuntimeOptions, WrappingRuntime
 from templiqx_langfuse import ModelConfig
 
 from ._runtime import StreamingHostRuntime
@@ -24,7 +25,19 @@ __all__ = ["ReplayingHost", "runtime_factory"]
 _REPLAY_KEY = "replay-no-key"
 
 
-class ReplayingHost(RuntimeAdapter):
+def _replay_miss(error: PortError) -> PortError | None:
+    """The cassette's clear ``NotFound`` when ``error`` is the port's mapping of a miss."""
+    from vcr.errors import CannotOverwriteExistingCassetteException
+
+    from templiqx_langfuse.testing.cassettes import no_match_error
+
+    cause = error.__cause__
+    if isinstance(cause, CannotOverwriteExistingCassetteException):
+        return no_match_error(cause)
+    return None
+
+
+class ReplayingHost(WrappingRuntime):
     """The streaming host with its HTTP calls answered by a vcrpy cassette (offline)."""
 
     def __init__(self, cassette: Path) -> None:
@@ -36,37 +49,48 @@ class ReplayingHost(RuntimeAdapter):
                 "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
             ) from None
         base_url, model = recorded_endpoint(cassette)
-        self.runtime = StreamingHostRuntime(
-            ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model)
+        super().__init__(
+            StreamingHostRuntime(ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model))
         )
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(use_cassette(cassette, require_all_played=False))
 
-    def descriptor(self) -> AdapterDescriptor:
-        return self.runtime.descriptor()
-
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        with self._no_match():
-            return self.runtime.execute(request)
+        self._ensure_open()
+        try:
+            return self.inner.execute(request)
+        except PortError as error:
+            raise (_replay_miss(error) or error) from None
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        with self._no_match():
-            return self.runtime.execute_streaming(request, sink)
+        """The inner stream, live; a replay miss ends it as ``NotFound`` (event and raise)."""
+        self._ensure_open()
+        held: list[FailedEvent] = []  # the inner's terminal Failed, sent once the cause is known
 
-    @contextlib.contextmanager
-    def _no_match(self) -> Iterator[None]:
-        from vcr.errors import CannotOverwriteExistingCassetteException
-
-        from templiqx_langfuse.testing.cassettes import no_match_error
+        def forward(event: StreamEvent) -> None:
+            if isinstance(event, FailedEvent):
+                held.append(event)
+            else:
+                sink(event)
 
         try:
-            yield
-        except CannotOverwriteExistingCassetteException as error:
-            raise no_match_error(error) from None
+            return self.inner.execute_streaming(request, forward)
+        except PortError as error:
+            miss = _replay_miss(error)
+            if miss is None:
+                for event in held:
+                    sink(event)
+                raise
+            sink(FailedEvent(code=miss.code, message=str(miss)))
+            raise miss from None
+        except BaseException:
+            for event in held:  # empty when the exception is the sink's own (a cancel)
+                sink(event)
+            raise
 
-    def close(self) -> None:
+    def release(self) -> None:
         try:
-            self.runtime.close()
+            self.inner.close()
         finally:
             self._stack.close()
 

@@ -11,8 +11,6 @@ deltas, so both paths build the receipt from the same assembled message.
 
 from __future__ import annotations
 
-import threading
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -21,20 +19,12 @@ import orjson
 
 from templiqx_core import (
     AdapterDescriptor,
-    CompleteEvent,
     DeltaEvent,
-    EventSink,
-    ExecutionReceipt,
-    ExecutionRequest,
-    FailedEvent,
-    PortError,
     RuntimeAdapter,
     RuntimeFailureCode,
     ToolCallDeltaEvent,
-    build_receipt,
-    compile_schema,
-    request_fingerprint,
 )
+from templiqx_core.adapters import Produced, RuntimeCall
 from templiqx_langfuse import ModelConfig
 from templiqx_langfuse.building_blocks import (
     MAX_RESPONSE_BYTES,
@@ -60,10 +50,6 @@ _VERSION = "0.1.0"
 _DONE = "[DONE]"
 
 Emit = Callable[[DeltaEvent | ToolCallDeltaEvent], None]
-
-
-def _ignore(event: DeltaEvent | ToolCallDeltaEvent) -> None:
-    return None
 
 
 class StreamingHostRuntime(RuntimeAdapter):
@@ -104,70 +90,42 @@ class StreamingHostRuntime(RuntimeAdapter):
             "content-type": "application/json",
             "accept": "text/event-stream",
         }
-        self._closed = threading.Event()
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
 
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        return self._run(request, _ignore)
+    def produce_output(self, call: RuntimeCall) -> Produced:
+        """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
 
-    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        try:
-            receipt = self._run(request, sink)
-        except PortError as error:
-            sink(FailedEvent(code=error.code, message=str(error)))
-            raise
-        sink(CompleteEvent.from_receipt(receipt))
-        return receipt
-
-    def _run(self, request: ExecutionRequest, emit: Emit) -> ExecutionReceipt:
-        interaction = request.interaction
-        validator = compile_schema(interaction.output_schema)  # refused before any I/O
-        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
+        The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
+        emits the one terminal event and maps anything unexpected.
+        """
+        body = build_request_body(
+            call.request.interaction, model=self.model.model, strict=self.model.strict
+        )
         payload = orjson.loads(body.content)
         payload["stream"] = True
         payload["stream_options"] = {"include_usage": True}
-        content = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
         try:
             with open_bounded(
                 self._http,
                 self._url,
-                content=content,
+                content=orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
                 headers=self._headers,
                 timeout_s=self.model.timeout_s,
                 max_bytes=self.max_response_bytes,
             ) as stream:
-                output = _read(stream, emit)
+                return Produced(_read(stream, call.emit))
         except WireFailure as wire:
             raise wire.to_error(self._descriptor, self.redactor) from None
-        return build_receipt(
-            self._descriptor,
-            interaction,
-            output,
-            request_fp=request_fingerprint(interaction),
-            validator=validator,
-        )
 
-    def close(self) -> None:
-        """Release pooled connections (idempotent)."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
-        if self._owns_http:
-            self._http.close()
-        self._log_filter.uninstall()
-
-    def __enter__(self) -> StreamingHostRuntime:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
-        self.close()
+    def release(self) -> None:
+        """Release pooled connections (the port calls it once, from ``close``)."""
+        try:
+            if self._owns_http:
+                self._http.close()
+        finally:
+            self._log_filter.uninstall()
 
 
 def _read(stream: BoundedStream, emit: Emit) -> Any:
