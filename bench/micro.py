@@ -1,4 +1,4 @@
-"""Micro-benchmarks: canonical JSON + fingerprint, and output-schema validation.
+"""Micro-benchmarks: canonical JSON + fingerprint, output-schema validation, compiling.
 
 python bench/micro.py
 """
@@ -168,9 +168,38 @@ def validation_table() -> list[str]:
     return rows
 
 
+def compile_table() -> list[str]:
+    """Compiling bli-61: from its path (read + parse + compile), and from a parsed Contract."""
+    import statistics
+
+    from templiqx_core import RenderRequest, compile_contract
+    from templiqx_core._compiler import read_contract
+
+    crm3 = Path(__file__).resolve().parents[1] / "reference" / "crm3"
+    path = crm3 / "contracts" / "bli-61-date-term-extraction.yaml"
+    request = RenderRequest.model_validate(
+        json.loads((crm3 / "evals" / "bli-61-request.json").read_text(encoding="utf-8"))
+    )
+    contract, _ = read_contract(path)
+    assert contract is not None
+    rows = [f"{'compile bli-61':34} {'median':>10} {'best':>10}"]
+    for name, source in (("from its path", path), ("from a parsed Contract", contract)):
+        assert compile_contract(source, request, ["structured_output"]).ok
+        times = timeit.repeat(
+            lambda: compile_contract(source, request, ["structured_output"]),  # noqa: B023
+            number=1,
+            repeat=200,
+        )
+        rows.append(f"{name:34} {statistics.median(times) * 1e3:8.2f}ms {min(times) * 1e3:8.2f}ms")
+    return rows
+
+
 if __name__ == "__main__":
     print("canonical JSON + SHA-256 fingerprint (best of N)")
     print("\n".join(fingerprint_table()))
     print()
     print("output validation, 25-field nested schema, Draft 2020-12 with formats")
     print("\n".join(validation_table()))
+    print()
+    print("contract compiler (200 runs)")
+    print("\n".join(compile_table()))

@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TextIO
 from ._application import compile_envelope, execute_contract, run_evals
 from ._canonical import fingerprint
 from ._compiler import read_contract
+from ._compiler.parse import reading_each_file_once
 from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidData, PortError
 from ._loading import load_document, validate_model
@@ -273,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
     try:
         args = build_parser().parse_args(argv)
-        return _run(args, out, err)
+        with reading_each_file_once():
+            return _run(args, out, err)
     except UsageError as error:
         err.write(f"templiqx: {error}\n")
         return EXIT_USAGE

@@ -13,6 +13,7 @@ from ._errors import InvalidData, NotFound
 
 __all__ = [
     "UniqueKeyLoader",
+    "compose_and_load",
     "describe_validation_error",
     "load_document",
     "parse_document",
@@ -20,8 +21,15 @@ __all__ = [
 ]
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that refuses duplicate mapping keys instead of keeping the last."""
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """A safe YAML loader that refuses duplicate mapping keys instead of keeping the last.
+
+    Built on libyaml's parser (``CSafeLoader``) when PyYAML has it: an order of magnitude
+    faster than the pure-Python one, with the same nodes, marks and errors.
+    """
 
 
 def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -39,6 +47,17 @@ UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,
 )
+
+
+def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
+    """Parse YAML once: the node tree (for error locations) and the data built from it."""
+    loader = UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    return node, data
 
 
 def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +14,10 @@ from pydantic import ValidationError
 
 from .._contracts import Diagnostic, SourceSpan
 from .._errors import IoFailure, NotFound
-from .._loading import UniqueKeyLoader
+from .._loading import compose_and_load
 from .model import Contract
 
-__all__ = ["PARSE_YAML", "parse_contract", "read_contract"]
+__all__ = ["PARSE_YAML", "parse_contract", "read_contract", "reading_each_file_once"]
 
 PARSE_YAML = "TQX_PARSE_YAML"
 
@@ -67,8 +70,7 @@ def parse_contract(
 ) -> tuple[Contract | None, list[Diagnostic]]:
     """Parse contract YAML; structure errors carry a JSON pointer and line/column."""
     try:
-        root = yaml.compose(text, Loader=UniqueKeyLoader)
-        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506
+        root, data = compose_and_load(text)  # one parse: the tree locates errors
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or "malformed YAML"
@@ -107,9 +109,38 @@ def parse_contract(
         return None, diagnostics
 
 
+_READS: ContextVar[dict[str, tuple[Contract | None, list[Diagnostic]]] | None] = ContextVar(
+    "templiqx_contract_reads", default=None
+)
+
+
+@contextmanager
+def reading_each_file_once() -> Iterator[None]:
+    """Within the block, ``read_contract`` reads and parses each path once (a CLI run).
+
+    Scoped to the block (a context variable), so no host ever sees a stale contract.
+    """
+    token = _READS.set({})
+    try:
+        yield
+    finally:
+        _READS.reset(token)
+
+
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     """Read and parse a contract file (missing/unreadable files are ``TQX_PARSE_YAML`` too)."""
-    file = Path(path)
+    memo = _READS.get()
+    key = os.fspath(path)
+    if memo is not None and key in memo:
+        contract, diagnostics = memo[key]
+        return contract, list(diagnostics)
+    result = _read_contract(Path(path))
+    if memo is not None:
+        memo[key] = result
+    return result[0], list(result[1])
+
+
+def _read_contract(file: Path) -> tuple[Contract | None, list[Diagnostic]]:
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

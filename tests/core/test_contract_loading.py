@@ -1,0 +1,70 @@
+"""A contract file is parsed once (libyaml when PyYAML has it), and a CLI run reads it once."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from templiqx_core._cli import main
+from templiqx_core._compiler import parse_contract, read_contract
+from templiqx_core._loading import UniqueKeyLoader
+from tests.conftest import REFERENCE
+
+BLI61 = REFERENCE / "crm3" / "contracts" / "bli-61-date-term-extraction.yaml"
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")
+def test_the_loader_is_libyamls_when_available() -> None:
+    assert issubclass(UniqueKeyLoader, yaml.CSafeLoader)
+
+
+@pytest.fixture
+def loaders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    made: list[str] = []
+    original = UniqueKeyLoader.__init__
+
+    def counting(self: UniqueKeyLoader, stream: Any) -> None:
+        made.append("loader")
+        original(self, stream)
+
+    monkeypatch.setattr(UniqueKeyLoader, "__init__", counting)
+    return made
+
+
+def test_a_contract_is_parsed_once(loaders: list[str]) -> None:
+    contract, diagnostics = parse_contract(BLI61.read_text(encoding="utf-8"))
+    assert contract is not None
+    assert diagnostics == []
+    assert loaders == ["loader"]
+
+
+def test_structure_errors_still_carry_their_line(loaders: list[str]) -> None:
+    text = BLI61.read_text(encoding="utf-8").replace("role: system", "role: sistem", 1)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "role: sistem" in row)
+    _, diagnostics = parse_contract(text)
+    assert len(loaders) == 1
+    assert any(d.span is not None and d.span.line == line for d in diagnostics), diagnostics
+
+
+def test_a_cli_run_reads_the_contract_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[Path] = []
+    original = Path.read_text
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
+        reads.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    with redirect_stdout(io.StringIO()) as out:
+        code = main(["compile", str(BLI61), "--eval", "synthetic-fixed-term"])
+    assert code == 0, out.getvalue()
+    assert reads.count(BLI61) == 1
+    # Outside a CLI run nothing is remembered: a host always sees the file as it is now.
+    read_contract(BLI61)
+    read_contract(BLI61)
+    assert reads.count(BLI61) == 3
