@@ -21,16 +21,15 @@ from templiqx_core import (
     RuntimeAdapter,
     RuntimeFailureError,
 )
-from templiqx_core.adapters import CallOutcome, Produced, RuntimeCall
+from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor
-from ._tracing import PROMPT_CAPABILITY, GenerationRecord, TracedReceipt, Tracing, collect_traces
+from ._tracing import PROMPT_CAPABILITY, TracedReceipt, Tracing, collect_traces
 from ._transport import post_bounded
 from ._version import __version__
 from ._wire import (
-    Completion,
     WireFailure,
     build_request_body,
     failure_for_status,
@@ -131,7 +130,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             adapter=call.adapter,
             ignored_policy_keys=body.ignored_policy_keys,
         )
-        call.on_finish(lambda outcome: _finish_generation(record, outcome))
+        call.on_finish(record.finish)
         try:
             response = post_bounded(
                 self._http,
@@ -159,11 +158,3 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             self.tracing.close()
         finally:
             self._log_filter.uninstall()
-
-
-def _finish_generation(record: GenerationRecord, outcome: CallOutcome) -> None:
-    """End the call's generation with its outcome (the record never leaves it open)."""
-    if outcome.receipt is not None and isinstance(outcome.details, Completion):
-        record.succeed(outcome.receipt, outcome.details)
-    else:
-        record.fail(code=outcome.code or "", detail=outcome.detail)

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -28,6 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
 from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
+from templiqx_core.adapters import CallOutcome
 
 from ._config import LangfuseConfig
 from ._export import CircuitBreakerExporter, build_langfuse_exporter
@@ -90,6 +92,7 @@ def generation_attributes(
     level: str | None = None,
     status_message: str | None = None,
     prompt: tuple[str, int] | None = None,
+    completion_start_time: datetime | None = None,
 ) -> dict[str, Any]:
     """The generation's Langfuse OTel attributes, serialized once with orjson.
 
@@ -122,6 +125,13 @@ def generation_attributes(
     if metadata:
         present = {key: value for key, value in metadata.items() if value is not None}
         attributes[A.OBSERVATION_METADATA] = _json(present)
+    if completion_start_time is not None:
+        # Time to first token (streaming adapters); the server reads a plain ISO string.
+        attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
+            completion_start_time.astimezone(UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z")
+        )
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.
         attributes[A.OBSERVATION_PROMPT_NAME], attributes[A.OBSERVATION_PROMPT_VERSION] = prompt
@@ -241,7 +251,24 @@ class GenerationRecord:
         self.ref = ref
         self._fields = fields  # input, model and its parameters, sent with the final update
 
-    def succeed(self, receipt: ExecutionReceipt, completion: Completion) -> None:
+    def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
+        """End the generation with the port's outcome of the call, whatever it is.
+
+        ``first_token_at`` (streaming adapters) becomes the generation's
+        ``completion_start_time``, on success and on failure alike.
+        """
+        if outcome.receipt is not None and isinstance(outcome.details, Completion):
+            self.succeed(outcome.receipt, outcome.details, first_token_at=first_token_at)
+        else:
+            self.fail(code=outcome.code or "", detail=outcome.detail, first_token_at=first_token_at)
+
+    def succeed(
+        self,
+        receipt: ExecutionReceipt,
+        completion: Completion,
+        *,
+        first_token_at: datetime | None = None,
+    ) -> None:
         valid = receipt.output_schema_valid
         model = completion.provider_model
         self._finish(
@@ -259,15 +286,17 @@ class GenerationRecord:
             **({"model": model} if model else {}),
             level=None if valid else "WARNING",
             status_message=None if valid else "TQX_OUTPUT_SCHEMA",
+            completion_start_time=first_token_at,
         )
         if self.ref is not None:
             self._tracing.score_schema_validity(self.ref, valid)
 
-    def fail(self, *, code: str, detail: str) -> None:
+    def fail(self, *, code: str, detail: str, first_token_at: datetime | None = None) -> None:
         self._finish(
             metadata={**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail},
             level="ERROR",
             status_message=code,
+            completion_start_time=first_token_at,
         )
 
     def _finish(self, **update: Any) -> None:

@@ -3,11 +3,13 @@
 A host adapter that talks to an OpenAI-compatible endpoint in another way (streaming, say)
 reuses these instead of copying them, so it keeps the same request bytes, the same bounded
 transport (one deadline for the whole round trip, a size bound on the body), the same
-failure mapping and the same secret rules as the Langfuse adapter.
+failure mapping, the same secret rules and the same Langfuse generations as the Langfuse
+adapter.
 """
 
 from ._deadline import DeadlineTransport
 from ._redaction import REDACTED, RedactingLogFilter, Redactor
+from ._tracing import GenerationRecord, Tracing
 from ._transport import BoundedStream, open_bounded
 from ._wire import (
     MAX_RESPONSE_BYTES,
@@ -26,9 +28,11 @@ __all__ = [
     "BoundedStream",
     "Completion",
     "DeadlineTransport",
+    "GenerationRecord",
     "RedactingLogFilter",
     "Redactor",
     "RequestBody",
+    "Tracing",
     "WireFailure",
     "build_request_body",
     "failure_for_status",

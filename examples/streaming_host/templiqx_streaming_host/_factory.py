@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 
 from templiqx_core import (
@@ -16,7 +17,7 @@ from templiqx_core import (
     Unsupported,
 )
 from templiqx_core.adapters import RuntimeOptions, WrappingRuntime
-from templiqx_langfuse import ModelConfig
+from templiqx_langfuse import LangfuseConfig, ModelConfig
 
 from ._runtime import StreamingHostRuntime
 
@@ -38,9 +39,12 @@ def _replay_miss(error: PortError) -> PortError | None:
 
 
 class ReplayingHost(WrappingRuntime):
-    """The streaming host with its HTTP calls answered by a vcrpy cassette (offline)."""
+    """The streaming host with its HTTP calls answered by a vcrpy cassette (offline).
 
-    def __init__(self, cassette: Path) -> None:
+    Langfuse tracing follows the environment as usual (it is never recorded).
+    """
+
+    def __init__(self, cassette: Path, env: Mapping[str, str]) -> None:
         try:
             from templiqx_langfuse.testing.cassettes import use_cassette
             from templiqx_langfuse.testing.replay import recorded_endpoint
@@ -50,7 +54,10 @@ class ReplayingHost(WrappingRuntime):
             ) from None
         base_url, model = recorded_endpoint(cassette)
         super().__init__(
-            StreamingHostRuntime(ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model))
+            StreamingHostRuntime(
+                ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model),
+                LangfuseConfig.from_env(env),
+            )
         )
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(use_cassette(cassette, require_all_played=False))
@@ -98,5 +105,5 @@ class ReplayingHost(WrappingRuntime):
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     """Entry point ``openai-stream``: configured from the environment, or replaying."""
     if options.replay is not None:
-        return ReplayingHost(Path(options.replay))
-    return StreamingHostRuntime(ModelConfig.from_env(options.env))
+        return ReplayingHost(Path(options.replay), options.env)
+    return StreamingHostRuntime.from_env(options.env)

@@ -11,11 +11,15 @@ deltas, so both paths build the receipt from the same assembled message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import orjson
+from langfuse import Langfuse
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from templiqx_core import (
     AdapterDescriptor,
@@ -25,13 +29,15 @@ from templiqx_core import (
     ToolCallDeltaEvent,
 )
 from templiqx_core.adapters import Produced, RuntimeCall
-from templiqx_langfuse import ModelConfig
+from templiqx_langfuse import LangfuseConfig, ModelConfig
 from templiqx_langfuse.building_blocks import (
     MAX_RESPONSE_BYTES,
     BoundedStream,
+    Completion,
     DeadlineTransport,
     RedactingLogFilter,
     Redactor,
+    Tracing,
     WireFailure,
     build_request_body,
     failure_for_status,
@@ -64,14 +70,20 @@ class StreamingHostRuntime(RuntimeAdapter):
     def __init__(
         self,
         model: ModelConfig,
+        langfuse: LangfuseConfig | None = None,
         *,
+        langfuse_client: Langfuse | None = None,
+        span_exporter: SpanExporter | None = None,
         http_client: httpx.Client | None = None,
         capabilities: tuple[str, ...] = CAPABILITIES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.model = model
         self.max_response_bytes = max_response_bytes
-        self.redactor = Redactor([model.api_key])
+        self.langfuse_config = langfuse or LangfuseConfig()
+        self.redactor = Redactor(
+            [model.api_key, self.langfuse_config.public_key, self.langfuse_config.secret_key]
+        )
         self._log_filter = RedactingLogFilter(self.redactor)
         self._log_filter.install()
         self._descriptor = AdapterDescriptor(
@@ -90,6 +102,15 @@ class StreamingHostRuntime(RuntimeAdapter):
             "content-type": "application/json",
             "accept": "text/event-stream",
         }
+        self.tracing = Tracing.build(
+            self.langfuse_config, self.redactor, client=langfuse_client, span_exporter=span_exporter
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> StreamingHostRuntime:
+        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, as the Langfuse adapter."""
+        environ = os.environ if env is None else env
+        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -100,8 +121,27 @@ class StreamingHostRuntime(RuntimeAdapter):
         The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
         emits the one terminal event and maps anything unexpected.
         """
-        body = build_request_body(
-            call.request.interaction, model=self.model.model, strict=self.model.strict
+        interaction = call.request.interaction
+        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
+        record = self.tracing.start(
+            interaction,
+            model=self.model.model,
+            model_parameters=body.model_parameters,
+            request_fp=call.request_fingerprint,
+            adapter=call.adapter,
+            ignored_policy_keys=body.ignored_policy_keys,
+        )
+        first_token: list[datetime] = []
+
+        def emit(event: DeltaEvent | ToolCallDeltaEvent) -> None:
+            if not first_token:
+                first_token.append(datetime.now(UTC))
+            call.emit(event)
+
+        call.on_finish(
+            lambda outcome: record.finish(
+                outcome, first_token_at=first_token[0] if first_token else None
+            )
         )
         payload = orjson.loads(body.content)
         payload["stream"] = True
@@ -115,21 +155,23 @@ class StreamingHostRuntime(RuntimeAdapter):
                 timeout_s=self.model.timeout_s,
                 max_bytes=self.max_response_bytes,
             ) as stream:
-                return Produced(_read(stream, call.emit))
+                completion = _read(stream, emit)
         except WireFailure as wire:
             raise wire.to_error(self._descriptor, self.redactor) from None
+        return Produced(completion.output, completion)
 
     def release(self) -> None:
-        """Release pooled connections (the port calls it once, from ``close``)."""
+        """Release pooled connections, flush the adapter-owned Langfuse client (bounded)."""
         try:
             if self._owns_http:
                 self._http.close()
+            self.tracing.close()
         finally:
             self._log_filter.uninstall()
 
 
-def _read(stream: BoundedStream, emit: Emit) -> Any:
-    """Read the response as it arrives; return the parsed output or raise ``WireFailure``."""
+def _read(stream: BoundedStream, emit: Emit) -> Completion:
+    """Read the response as it arrives; return the completion or raise ``WireFailure``."""
     if not 200 <= stream.status < 300:
         failure = failure_for_status(stream.status, stream.headers, b"".join(stream.iter_bytes()))
         assert failure is not None
@@ -169,13 +211,13 @@ def _read(stream: BoundedStream, emit: Emit) -> Any:
         "usage": folder.usage,
     }
     # The non-streaming rules, applied to the assembled message: same outcome as execute.
-    return parse_completion(orjson.dumps(completion)).output
+    return parse_completion(orjson.dumps(completion))
 
 
-def _whole_body(body: bytes, emit: Emit) -> Any:
+def _whole_body(body: bytes, emit: Emit) -> Completion:
     """A gateway that ignored ``stream: true``: one delta with the whole content."""
     completion = parse_completion(body)
     message = orjson.loads(body)["choices"][0]["message"]
     if isinstance(message.get("content"), str):
         emit(DeltaEvent(text=message["content"]))
-    return completion.output
+    return completion
