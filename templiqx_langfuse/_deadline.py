@@ -19,6 +19,8 @@ from typing import Any
 import httpcore
 import httpx
 
+from templiqx_core import Unsupported
+
 __all__ = ["DeadlineTransport", "deadline"]
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -102,7 +104,17 @@ class DeadlineTransport(httpx.HTTPTransport):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # httpx exposes no network_backend argument; its httpcore pool keeps the backend
-        # it connects with here. tests/reliability proves the deadline holds end to end,
-        # so a change in httpx internals fails a test rather than silently.
-        pool = self._pool
-        pool._network_backend = _DeadlineBackend(pool._network_backend)
+        # it connects with here. tests/reliability proves the deadline holds end to end;
+        # should a new httpx/httpcore move it, construction fails loudly, never silently
+        # without a deadline.
+        pool = getattr(self, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if not isinstance(pool, httpcore.ConnectionPool) or not isinstance(
+            backend, httpcore.NetworkBackend
+        ):
+            raise Unsupported(
+                f"httpx {httpx.__version__} / httpcore {httpcore.__version__} no longer expose "
+                "the connection pool's network backend: the round-trip deadline cannot be "
+                "enforced (templiqx-langfuse supports httpx<1)"
+            )
+        pool._network_backend = _DeadlineBackend(backend)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -82,7 +84,12 @@ HTTP_LOGGERS = (
 
 
 class RedactingLogFilter(logging.Filter):
-    """Rewrites a record's message with secrets redacted (installed while a runtime lives)."""
+    """Redacts one redactor's secrets from the HTTP loggers' records while installed.
+
+    ``install`` does not put this filter on the loggers: it joins the one process-wide
+    filter there, which holds it weakly. A runtime garbage-collected without ``close()``
+    therefore leaves nothing behind on other libraries' loggers (nor its secrets).
+    """
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -96,9 +103,41 @@ class RedactingLogFilter(logging.Filter):
         return True
 
     def install(self) -> None:
-        for name in HTTP_LOGGERS:
-            logging.getLogger(name).addFilter(self)
+        _SHARED.add(self)
 
     def uninstall(self) -> None:
-        for name in HTTP_LOGGERS:
-            logging.getLogger(name).removeFilter(self)
+        _SHARED.discard(self)
+
+
+class _SharedLogFilter(logging.Filter):
+    """The one filter on the HTTP loggers: applies every installed redactor, held weakly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._members: weakref.WeakSet[RedactingLogFilter] = weakref.WeakSet()
+        self._on_loggers = False
+
+    def add(self, member: RedactingLogFilter) -> None:
+        with self._lock:
+            self._members.add(member)
+            if not self._on_loggers:
+                for name in HTTP_LOGGERS:
+                    logging.getLogger(name).addFilter(self)
+                self._on_loggers = True
+
+    def discard(self, member: RedactingLogFilter) -> None:
+        with self._lock:
+            self._members.discard(member)
+
+    def members(self) -> list[RedactingLogFilter]:
+        with self._lock:
+            return list(self._members)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for member in self.members():
+            member.filter(record)
+        return True
+
+
+_SHARED = _SharedLogFilter()

@@ -64,8 +64,6 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         self.redactor = Redactor(
             [model.api_key, self.langfuse_config.public_key, self.langfuse_config.secret_key]
         )
-        self._log_filter = RedactingLogFilter(self.redactor)
-        self._log_filter.install()
         self._descriptor = AdapterDescriptor(
             id=ADAPTER_ID, version=__version__, capabilities=sorted(set(capabilities))
         )
@@ -76,6 +74,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             ),
             follow_redirects=False,
         )
+        self._log_filter = RedactingLogFilter(self.redactor)  # held weakly by the loggers
+        self._log_filter.install()
         self._url = httpx.URL(f"{model.base_url}/chat/completions")  # parsed once, not per call
         self._headers = {
             "authorization": f"Bearer {model.api_key}",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 
 import pytest
@@ -11,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import ExecutionRequest, PortError, RuntimeFailureError, StreamEvent, codes
 from templiqx_langfuse import RetryingRuntime
-from templiqx_langfuse._redaction import HTTP_LOGGERS
+from templiqx_langfuse._redaction import _SHARED
 from templiqx_langfuse.testing.server import (
     LoopbackModelServer,
     Reply,
@@ -116,9 +115,9 @@ def test_closing_a_retrying_runtime_closes_the_inner_one(
     with RetryingRuntime(inner, attempts=2) as retrying:
         assert retrying.descriptor() == inner.descriptor()
         retrying.execute(greeting_request)
-        assert any(inner._log_filter in logging.getLogger(n).filters for n in HTTP_LOGGERS)
+        assert inner._log_filter in _SHARED.members()
     assert inner.closed
     assert inner._http.is_closed
     assert len(exporter.get_finished_spans()) == 1  # flushed by the inner close
-    assert not any(inner._log_filter in logging.getLogger(n).filters for n in HTTP_LOGGERS)
+    assert inner._log_filter not in _SHARED.members()
     assert_closed(retrying, greeting_request)

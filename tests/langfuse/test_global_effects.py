@@ -1,0 +1,71 @@
+"""A runtime leaves nothing behind in other libraries, and fails loudly where it must."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from templiqx_core import Unsupported
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+from templiqx_langfuse._deadline import DeadlineTransport
+from templiqx_langfuse._redaction import _SHARED, HTTP_LOGGERS, RedactingLogFilter
+from tests.conftest import MODEL_KEY
+
+
+def build() -> LangfuseTracedRuntime:
+    model = ModelConfig(base_url="http://127.0.0.1:9/v1", api_key=MODEL_KEY, model="m")
+    return LangfuseTracedRuntime(model, LangfuseConfig())
+
+
+def logged(caplog: pytest.LogCaptureFixture, text: str) -> str:
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="httpx"):
+        logging.getLogger("httpx").debug("header %s", text)
+    return caplog.records[-1].getMessage()
+
+
+def per_runtime_filters() -> list[Any]:
+    return [
+        f
+        for name in HTTP_LOGGERS
+        for f in logging.getLogger(name).filters
+        if isinstance(f, RedactingLogFilter)
+    ]
+
+
+def test_a_runtime_collected_without_close_leaves_no_log_filter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runtime = build()
+    member = runtime._log_filter
+    assert member in _SHARED.members()
+    assert MODEL_KEY not in logged(caplog, MODEL_KEY)  # redacted while the runtime lives
+    assert per_runtime_filters() == []  # only the one shared filter sits on the loggers
+    del runtime, member
+    gc.collect()
+    assert _SHARED.members() == []
+    assert per_runtime_filters() == []
+
+
+def test_close_removes_the_runtimes_redactor(caplog: pytest.LogCaptureFixture) -> None:
+    runtime = build()
+    runtime.close()
+    assert runtime._log_filter not in _SHARED.members()
+
+
+def test_a_missing_httpx_hook_fails_construction_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = httpx.HTTPTransport.__init__
+
+    def without_backend(self: httpx.HTTPTransport, **kwargs: Any) -> None:
+        original(self, **kwargs)
+        del self._pool._network_backend  # what a future httpcore might do
+
+    monkeypatch.setattr(httpx.HTTPTransport, "__init__", without_backend)
+    with pytest.raises(Unsupported, match="deadline cannot be enforced"):
+        DeadlineTransport()
+    with pytest.raises(Unsupported, match="deadline cannot be enforced"):
+        build()
