@@ -79,26 +79,43 @@ class HttpProtocol(asyncio.Protocol):
 
 
 class SinkState:
+    """Counts what a Langfuse would receive: OTLP spans (protobuf or JSON) and scores."""
+
     def __init__(self) -> None:
         self.spans = 0
         self.exports = 0
+        self.scores = 0
 
     def handle(self, head: str, body: bytes, encoding: str) -> bytes:
         if head.startswith("GET /count"):
-            payload = json.dumps({"spans": self.spans, "exports": self.exports}).encode()
-            return http_response(payload)
+            counts = {"spans": self.spans, "exports": self.exports, "scores": self.scores}
+            return http_response(json.dumps(counts).encode())
         if head.startswith("POST /reset"):
-            self.spans = self.exports = 0
+            self.spans = self.exports = self.scores = 0
+            return http_response(b"{}")
+        if encoding == "gzip":
+            body = gzip.decompress(body)
+        if head.startswith("POST /api/public/scores"):
+            data = json.loads(body)
+            self.scores += len(data) if isinstance(data, list) else 1
+            return http_response(b"{}")
+        if head.startswith("POST /api/public/ingestion"):
+            batch = json.loads(body)["batch"]
+            self.scores += sum(1 for event in batch if event["type"] == "score-create")
+            return http_response(b'{"successes": [], "errors": []}')
+        self.exports += 1
+        if "application/json" in head.lower():
+            export = json.loads(body)
+            self.spans += sum(
+                len(s["spans"]) for r in export["resourceSpans"] for s in r["scopeSpans"]
+            )
             return http_response(b"{}")
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
             ExportTraceServiceRequest,
         )
 
-        if encoding == "gzip":
-            body = gzip.decompress(body)
         export = ExportTraceServiceRequest()
         export.ParseFromString(body)
-        self.exports += 1
         self.spans += sum(len(s.spans) for r in export.resource_spans for s in r.scope_spans)
         return http_response(b"", "application/x-protobuf")
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import random
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +26,6 @@ import orjson
 from langfuse import Langfuse
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
@@ -32,7 +33,7 @@ from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionRecei
 from templiqx_core.adapters import CallOutcome
 
 from ._config import LangfuseConfig
-from ._export import CircuitBreakerExporter, build_langfuse_exporter
+from ._export import ExportPipeline, FinishedGeneration
 from ._redaction import Redactor
 from ._wire import Completion
 
@@ -229,23 +230,84 @@ def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
     }
 
 
+class _SdkGeneration:
+    """A generation opened through a host's Langfuse client: the host's pipeline."""
+
+    __slots__ = ("generation", "span")
+
+    def __init__(self, generation: Any, span: otel_trace.Span) -> None:
+        self.generation = generation
+        self.span = span
+
+    def end(self, attributes: dict[str, Any], error: str | None) -> None:
+        self.span.set_attributes(attributes)
+        if error is not None:
+            self.span.set_status(Status(StatusCode.ERROR, error))
+        self.generation.end()
+
+
+class _OwnedGeneration:
+    """A generation on the adapter-owned export path: ids, times and a dict, no span."""
+
+    __slots__ = (
+        "attributes",
+        "name",
+        "parent_span_id",
+        "pipeline",
+        "span_id",
+        "start_ns",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        pipeline: ExportPipeline,
+        *,
+        trace_id: int,
+        span_id: int,
+        parent_span_id: int | None,
+        name: str,
+        attributes: dict[str, Any],
+    ) -> None:
+        self.pipeline = pipeline
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.attributes = attributes
+        self.start_ns = time.time_ns()
+
+    def end(self, attributes: dict[str, Any], error: str | None) -> None:
+        self.attributes.update(attributes)
+        self.pipeline.submit(
+            FinishedGeneration(
+                self.trace_id,
+                self.span_id,
+                self.parent_span_id,
+                self.name,
+                self.start_ns,
+                time.time_ns(),
+                self.attributes,
+                error,
+            )
+        )
+
+
 class GenerationRecord:
     """The live generation of one execution; finish it exactly once."""
 
     def __init__(
         self,
         tracing: Tracing,
-        generation: Any,
+        handle: _SdkGeneration | _OwnedGeneration | None,
         metadata: dict[str, Any],
         *,
-        span: otel_trace.Span | None = None,
         trace: dict[str, Any] | None = None,
         ref: TraceRef | None = None,
         **fields: Any,
     ) -> None:
         self._tracing = tracing
-        self._generation = generation
-        self._span = span
+        self._handle = handle
         self._metadata = metadata
         self._trace = trace or {}  # trace-level attributes (root, or explicit trace updates)
         self.ref = ref
@@ -300,45 +362,46 @@ class GenerationRecord:
         )
 
     def _finish(self, **update: Any) -> None:
-        if self._generation is None:
+        if self._handle is None:
             return
-        generation, self._generation = self._generation, None
+        handle, self._handle = self._handle, None
         redact = self._tracing.redactor.value
+        update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
+        for key in ("input", "output", "metadata", "status_message"):
+            if key in update:
+                update[key] = redact(update[key])
         try:
-            update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
-            for key in ("input", "output", "metadata", "status_message"):
-                if key in update:
-                    update[key] = redact(update[key])
-            if self._span is not None:
-                self._span.set_attributes(generation_attributes(trace=self._trace, **update))
-                if update.get("level") == "ERROR":
-                    self._span.set_status(Status(StatusCode.ERROR, update.get("status_message")))
+            attributes = generation_attributes(trace=self._trace, **update)
+            error = update.get("status_message") if update.get("level") == "ERROR" else None
+            handle.end(attributes, error)
         except Exception as error:  # tracing must never fail the call
             self._tracing.report_error("ending a generation", error)
-        finally:
-            try:
-                generation.end()  # never left open, even when the update failed
-            except Exception as error:
-                self._tracing.report_error("ending a generation", error)
+
+
+_TRACE_ID_LIMIT = (1 << 64) - 1
 
 
 class Tracing:
-    """Owns (or borrows) the Langfuse client and turns executions into generations."""
+    """Turns executions into Langfuse generations: on the adapter-owned export path, or
+    through a host's Langfuse client (its pipeline, never flushed or shut down here)."""
 
     def __init__(
         self,
-        client: Langfuse | None,
-        *,
-        owned_provider: TracerProvider | None,
         config: LangfuseConfig,
         redactor: Redactor,
+        *,
+        client: Langfuse | None = None,
+        pipeline: ExportPipeline | None = None,
     ) -> None:
         self.client = client
+        self.pipeline = pipeline
         self.config = config
         self.redactor = redactor
-        self._owned_provider = owned_provider
         self._error_logged = threading.Event()
-        self.exporter: CircuitBreakerExporter | None = None
+        rate = config.sample_rate
+        # The SDK's sampler (TraceIdRatioBased): keep a trace when the low 64 bits of its
+        # id fall under the bound, so every span and score of a trace agrees.
+        self._sample_bound = None if rate is None or rate >= 1 else round(rate * (1 << 64))
         #: The last execution this runtime started (for one-shot tools such as the CLI).
         self.last_ref: TraceRef | None = None
 
@@ -351,38 +414,23 @@ class Tracing:
         client: Langfuse | None = None,
         span_exporter: SpanExporter | None = None,
     ) -> Tracing:
-        """Use the host's client as is, or build one on a private ``TracerProvider``."""
+        """Use the host's client as is, or the adapter-owned export path."""
         if client is not None:
-            return cls(client, owned_provider=None, config=config, redactor=redactor)
+            return cls(config, redactor, client=client)
         if not config.enabled:
             logger.warning(
                 "Langfuse tracing disabled: LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set; "
                 "executions still run"
             )
-            return cls(None, owned_provider=None, config=config, redactor=redactor)
-        # A private provider: never the process-global one, so the adapter neither
-        # installs itself globally nor flushes the host's exporters.
-        provider = TracerProvider()
-        exporter = CircuitBreakerExporter(span_exporter or build_langfuse_exporter(config))
-        owned = Langfuse(
-            public_key=config.public_key,
-            secret_key=config.secret_key,
-            base_url=config.base_url,
-            environment=config.environment,
-            release=config.release,
-            sample_rate=config.sample_rate,
-            tracer_provider=provider,
-            span_exporter=exporter,
-            flush_at=config.flush_at,
-            flush_interval=config.flush_interval_s,
-        )
-        tracing = cls(owned, owned_provider=provider, config=config, redactor=redactor)
-        tracing.exporter = exporter
-        return tracing
+            return cls(config, redactor)
+        # Never a Langfuse client of its own: the SDK keeps one per public key for the
+        # whole process (a host's, or another runtime's, would be handed over), and its
+        # threads outlive a runtime. The owned path shares nothing.
+        return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
 
     @property
     def enabled(self) -> bool:
-        return self.client is not None
+        return self.client is not None or self.pipeline is not None
 
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
@@ -393,18 +441,15 @@ class Tracing:
                 type(error).__name__,
             )
 
-    def _trace_level(self, contract_id: str) -> dict[str, Any]:
+    def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
         """Trace attributes for where the generation lands (server rules in comments)."""
-        parent = otel_trace.get_current_span()
         per_call = _CALL_ATTRIBUTES.get()
-        if parent.get_span_context().is_valid:
-            scope = getattr(parent, "instrumentation_scope", None)
-            if scope is not None and scope.name.startswith(LANGFUSE_SCOPE):
-                # Nested under a host Langfuse observation: the host owns the trace. An
-                # explicit call-site value still reaches it: the server applies
-                # ``user.id``/``session.id``/``langfuse.trace.*`` of a non-root span as a
-                # trace update (``hasTraceUpdates``); configured defaults defer to the host.
-                return _trace_attribute_map(per_call) if per_call is not None else {}
+        if _is_langfuse_span(parent):
+            # Nested under a host Langfuse observation: the host owns the trace. An
+            # explicit call-site value still reaches it: the server applies
+            # ``user.id``/``session.id``/``langfuse.trace.*`` of a non-root span as a
+            # trace update (``hasTraceUpdates``); configured defaults defer to the host.
+            return _trace_attribute_map(per_call) if per_call is not None else {}
         attributes = per_call or TraceAttributes(
             self.config.tags, self.config.session_id, self.config.user_id
         )
@@ -442,26 +487,20 @@ class Tracing:
             META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
         }
-        if self.client is None:
+        if not self.enabled:
             return GenerationRecord(self, None, metadata)
-        trace = self._trace_level(interaction.contract_id)
         try:
-            # The SDK opens the observation (type, model, version, parent, ids). Its span
-            # is made current only long enough to get hold of it: the round trip runs
-            # outside, and the generation is ended explicitly.
-            with self.client.start_as_current_observation(
-                name=interaction.contract_id,
-                as_type="generation",
-                model=model,
-                version=interaction.contract_version,
-                end_on_exit=False,
-            ) as generation:
-                span = otel_trace.get_current_span()
-            ref = TraceRef(
-                generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
-            )
+            parent = otel_trace.get_current_span()
+            trace = self._trace_level(interaction.contract_id, parent)
+            handle: _SdkGeneration | _OwnedGeneration | None
+            if self.pipeline is not None:
+                handle, ref = self._start_owned(interaction, model, parent, trace)
+            else:
+                handle, ref = self._start_sdk(interaction, model)
         except Exception as error:
             self.report_error("starting a generation", error)
+            return GenerationRecord(self, None, metadata)
+        if ref is None:  # sampled out
             return GenerationRecord(self, None, metadata)
         for collector in _COLLECTORS.get():
             collector.append(ref)
@@ -469,9 +508,8 @@ class Tracing:
         messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
         return GenerationRecord(
             self,
-            generation,
+            handle,
             metadata,
-            span=span,
             trace=trace,
             ref=ref,
             input=messages,
@@ -479,54 +517,110 @@ class Tracing:
             prompt=prompt_link(interaction.extensions),
         )
 
+    def _start_owned(
+        self,
+        interaction: CompiledInteraction,
+        model: str,
+        parent: otel_trace.Span,
+        trace: dict[str, Any],
+    ) -> tuple[_OwnedGeneration | None, TraceRef | None]:
+        assert self.pipeline is not None
+        context = parent.get_span_context()
+        if context.is_valid:
+            trace_id, parent_span_id = context.trace_id, context.span_id
+        else:
+            trace_id, parent_span_id = random.getrandbits(128) or 1, None
+        bound = self._sample_bound
+        if bound is not None and trace_id & _TRACE_ID_LIMIT >= bound:
+            return None, None
+        span_id = random.getrandbits(64) or 1
+        # What the SDK writes when it opens a generation (observation type, version,
+        # model, environment, release, and ``is_app_root`` for the first span of a trace
+        # that reaches Langfuse).
+        attributes: dict[str, Any] = {
+            A.OBSERVATION_TYPE: "generation",
+            A.VERSION: interaction.contract_version,
+            A.OBSERVATION_MODEL: model,
+        }
+        if self.config.environment is not None:
+            attributes[A.ENVIRONMENT] = self.config.environment
+        if self.config.release is not None:
+            attributes[A.RELEASE] = self.config.release
+        if A.TRACE_NAME in trace:
+            attributes[A.IS_APP_ROOT] = True
+        handle = _OwnedGeneration(
+            self.pipeline,
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent_span_id,
+            name=interaction.contract_id,
+            attributes=attributes,
+        )
+        trace_hex = f"{trace_id:032x}"
+        return handle, TraceRef(trace_hex, f"{span_id:016x}", self.config.trace_url(trace_hex))
+
+    def _start_sdk(
+        self, interaction: CompiledInteraction, model: str
+    ) -> tuple[_SdkGeneration, TraceRef]:
+        assert self.client is not None
+        # The SDK opens the observation (type, model, version, parent, ids). Its span is
+        # made current only long enough to get hold of it: the round trip runs outside,
+        # and the generation is ended explicitly.
+        with self.client.start_as_current_observation(
+            name=interaction.contract_id,
+            as_type="generation",
+            model=model,
+            version=interaction.contract_version,
+            end_on_exit=False,
+        ) as generation:
+            span = otel_trace.get_current_span()
+        ref = TraceRef(
+            generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
+        )
+        return _SdkGeneration(generation, span), ref
+
     def score_schema_validity(self, ref: TraceRef, valid: bool) -> None:
-        """A BOOLEAN score on the generation; queued, sent by the SDK's consumer thread."""
+        """A BOOLEAN score on the generation; queued, sent off the call path."""
         name = self.config.schema_score_name
-        if name is None or self.client is None:
+        if name is None:
             return
         try:
-            self.client.create_score(
-                name=name,
-                value=1.0 if valid else 0.0,
-                data_type="BOOLEAN",
-                trace_id=ref.trace_id,
-                observation_id=ref.observation_id,
-            )
+            if self.pipeline is not None:
+                score: dict[str, Any] = {
+                    "id": f"{random.getrandbits(64):016x}",
+                    "traceId": ref.trace_id,
+                    "observationId": ref.observation_id,
+                    "name": name,
+                    "value": 1 if valid else 0,
+                    "dataType": "BOOLEAN",
+                }
+                if self.config.environment is not None:
+                    score["environment"] = self.config.environment
+                self.pipeline.submit_score(score)
+            elif self.client is not None:
+                self.client.create_score(
+                    name=name,
+                    value=1.0 if valid else 0.0,
+                    data_type="BOOLEAN",
+                    trace_id=ref.trace_id,
+                    observation_id=ref.observation_id,
+                )
         except Exception as error:  # scoring must never fail the call
             self.report_error("scoring a generation", error)
 
     def close(self) -> None:
-        """Flush the adapter-owned client within the configured bound; never a host's."""
-        if self._owned_provider is None or self.client is None:
-            return
-        client, provider = self.client, self._owned_provider
-        self.client = None
-        resources = getattr(client, "_resources", None)
-        if resources is None or getattr(resources, "tracer_provider", None) is not provider:
-            return  # the SDK handed us a host's resources for the same key: not ours to flush
-        timeout_ms = int(self.config.flush_timeout_s * 1000)
-
-        def shutdown() -> None:
+        """Flush the adapter-owned export path within the configured bound; never a host's."""
+        pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
             try:
-                provider.force_flush(timeout_millis=timeout_ms)
-                provider.shutdown()
-                resources.shutdown()  # stops the SDK's consumer threads, drops its atexit hook
+                pipeline.close()
             except Exception as error:
                 self.report_error("flushing", error)
-            # The SDK keeps one resource manager per public key for the process; forget
-            # ours so a later runtime with the same key starts fresh instead of reusing
-            # a shut-down exporter. (No public API does this for one key.)
-            registry = type(resources)
-            with registry._lock:
-                if registry._instances.get(resources.public_key) is resources:
-                    del registry._instances[resources.public_key]
 
-        # TracerProvider.shutdown() has no deadline of its own; run it with one.
-        worker = threading.Thread(target=shutdown, name="templiqx-langfuse-close", daemon=True)
-        worker.start()
-        worker.join(self.config.flush_timeout_s + 0.5)
-        if worker.is_alive():
-            logger.warning(
-                "Langfuse flush did not finish within %.1f s; pending spans dropped",
-                self.config.flush_timeout_s,
-            )
+
+def _is_langfuse_span(span: otel_trace.Span) -> bool:
+    """A recording span of a Langfuse SDK tracer (the server's ``isLangfuseSDKSpans``)."""
+    if not span.get_span_context().is_valid:
+        return False
+    scope = getattr(span, "instrumentation_scope", None)
+    return scope is not None and str(scope.name).startswith(LANGFUSE_SCOPE)

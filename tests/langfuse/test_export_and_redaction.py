@@ -7,27 +7,22 @@ import logging
 from collections.abc import Sequence
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from templiqx_langfuse import Redactor
-from templiqx_langfuse._export import CircuitBreakerExporter
+from templiqx_langfuse._export import CircuitBreaker
 
 
-class Flaky(SpanExporter):
-    def __init__(self, results: list[SpanExportResult | Exception]) -> None:
+class Flaky:
+    def __init__(self, results: list[bool | Exception]) -> None:
         self.results = results
         self.calls = 0
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def __call__(self, batch: Sequence[int]) -> bool:
         self.calls += 1
         result = self.results.pop(0)
         if isinstance(result, Exception):
             raise result
         return result
-
-    def shutdown(self) -> None:
-        pass
 
 
 def test_breaker_drops_quietly_during_cool_down_then_probes(
@@ -35,22 +30,22 @@ def test_breaker_drops_quietly_during_cool_down_then_probes(
 ) -> None:
     clock = [100.0]
     monkeypatch.setattr("templiqx_langfuse._export.time.monotonic", lambda: clock[0])
-    inner = Flaky([SpanExportResult.FAILURE, ConnectionError("down"), SpanExportResult.SUCCESS])
-    breaker = CircuitBreakerExporter(inner, cool_down_s=30)
-    batch: list[ReadableSpan] = [object()] * 3  # type: ignore[list-item]
+    inner = Flaky([False, ConnectionError("down"), True])
+    breaker = CircuitBreaker(inner, cool_down_s=30)
+    batch = [1, 2, 3]
     with caplog.at_level(logging.WARNING, logger="templiqx_langfuse"):
-        assert breaker.export(batch) is SpanExportResult.FAILURE  # real failure: opens
+        assert breaker(batch) is False  # real failure: opens
         for _ in range(100):
-            assert breaker.export(batch) is SpanExportResult.FAILURE  # dropped, no I/O
+            assert breaker(batch) is False  # dropped, no I/O
         assert inner.calls == 1
         clock[0] += 31
-        assert breaker.export(batch) is SpanExportResult.FAILURE  # probe raises: reopens
+        assert breaker(batch) is False  # probe raises: reopens
         clock[0] += 31
-        assert breaker.export(batch) is SpanExportResult.SUCCESS  # probe succeeds: closed
+        assert breaker(batch) is True  # probe succeeds: closed
     assert inner.calls == 3
     assert breaker.dropped == 3 + 300 + 3
     assert breaker.exported == 3
-    assert len([r for r in caplog.records if "export failed" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "export of traces failed" in r.getMessage()]) == 1
 
 
 def test_redactor_replaces_secrets_and_their_basic_auth_form() -> None:

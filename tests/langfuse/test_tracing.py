@@ -576,36 +576,28 @@ def test_a_contract_links_its_generation_to_a_langfuse_prompt(
     assert found == (linked or (None, None))
 
 
-def test_a_host_client_with_the_same_public_key_shares_its_pipeline(
+def test_a_host_client_with_the_same_public_key_keeps_its_pipeline_to_itself(
     make_runtime: RuntimeFactory,
     exporter: InMemorySpanExporter,
     greeting_request: ExecutionRequest,
 ) -> None:
-    # The SDK keeps one client per public key: an adapter-owned client created after a
-    # host's with the same key gets the host's TracerProvider (README "Bring your own").
+    # The SDK keeps one client per public key and hands it to any later Langfuse(...)
+    # with that key. The adapter's own path builds no Langfuse client, so a host's client
+    # with the same key neither captures its generations nor gets flushed by close().
     host, host_exporter, host_provider = host_client("pk-lf-shared")
+    before = otel_trace.get_tracer_provider()
     runtime = make_runtime(public_key="pk-lf-shared")
     runtime.execute(greeting_request)
     runtime.close()
+    assert otel_trace.get_tracer_provider() is before  # never the global provider
+    assert [s.name for s in exporter.get_finished_spans()] == ["greeting"]
     host_provider.force_flush()
-    assert [s.name for s in host_exporter.get_finished_spans()] == ["greeting"]
-    assert exporter.get_finished_spans() == ()
+    assert host_exporter.get_finished_spans() == ()
     with host.start_as_current_observation(name="after-close", as_type="span"):
         pass
     host_provider.force_flush()
-    assert "after-close" in [s.name for s in host_exporter.get_finished_spans()]
+    assert [s.name for s in host_exporter.get_finished_spans()] == ["after-close"]
     host_provider.shutdown()
-
-
-def test_owned_client_never_becomes_the_global_provider(
-    make_runtime: RuntimeFactory,
-    greeting_request: ExecutionRequest,
-) -> None:
-    before = otel_trace.get_tracer_provider()
-    runtime = make_runtime()
-    runtime.execute(greeting_request)
-    assert otel_trace.get_tracer_provider() is before
-    assert runtime.tracing._owned_provider is not before
 
 
 def test_receipt_is_identical_with_tracing_on_and_off(

@@ -1,0 +1,100 @@
+"""Runtimes come and go without losing spans or leaking threads, sockets or exit hooks.
+
+Real parts only: the real langfuse SDK (a host's client beside the runtimes), real
+loopback sockets for the model and for Langfuse (the loopback OTLP receiver).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+import weakref
+
+import pytest
+from langfuse import Langfuse
+
+from templiqx_core import ExecutionRequest
+from templiqx_langfuse.testing.otlp import otlp_receiver
+from tests.conftest import RuntimeFactory
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def settle(predicate: object, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.02)
+
+
+def test_two_runtimes_with_one_public_key_lose_no_span(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    """Issue 12 item 8: the SDK keeps one client per public key; the adapter's own path
+    shares nothing, so closing one runtime cannot cost another its spans."""
+    with otlp_receiver("ok") as receiver:
+        # A host's own SDK client with the same key, created first, as hosts do.
+        host = Langfuse(
+            public_key="pk-lf-one-project", secret_key="sk", base_url="http://127.0.0.1:9"
+        )
+        first, second = (
+            make_runtime(
+                public_key="pk-lf-one-project",
+                langfuse_base_url=receiver.base_url,
+                span_exporter=None,
+            )
+            for _ in range(2)
+        )
+        for _ in range(10):
+            first.execute(greeting_request)
+            second.execute(greeting_request)
+        first.close()
+        for _ in range(10):
+            second.execute(greeting_request)  # after the first one is gone
+        second.close()
+        host.shutdown()
+        assert receiver.span_names() == ["greeting"] * 30
+        assert len(receiver.scores) == 30
+        assert len({span.span_id for span in receiver.spans}) == 30  # each exactly once
+
+
+@pytest.mark.slow
+def test_create_execute_close_cycles_leave_nothing_behind(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    """Issue 12 item 9: 200 traced create/execute/close cycles leave no thread, socket or
+    exit hook behind (the SDK's prompt-cache consumer used to stay: 200 cycles, 200
+    threads)."""
+    with otlp_receiver("ok") as receiver:
+        warm = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        warm.execute(greeting_request)
+        warm.close()
+        threads, fds = threading.active_count(), open_fds()
+        pipelines = []
+        for _ in range(200):
+            runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+            pipelines.append(weakref.ref(runtime.tracing.pipeline))
+            runtime.execute(greeting_request)
+            runtime.close()
+        settle(lambda: threading.active_count() <= threads)
+        assert threading.active_count() <= threads, [t.name for t in threading.enumerate()]
+        # Nothing holds a closed export path any more: no exit hook (atexit keeps what it
+        # calls alive), no thread, no queue.
+        gc.collect()
+        assert [ref for ref in pipelines if ref() is not None] == []
+        # Loopback server threads may still be closing their side; nothing of ours stays.
+        settle(lambda: open_fds() <= fds + 2)
+        assert open_fds() <= fds + 2
+        assert len(receiver.spans) == 201
+
+
+def test_a_runtime_that_never_traced_starts_no_thread(
+    make_runtime: RuntimeFactory,
+) -> None:
+    threads = threading.active_count()
+    for _ in range(50):
+        make_runtime().close()
+    assert threading.active_count() == threads
