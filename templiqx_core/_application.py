@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._canonical import fingerprint
 from ._compiler import Contract, compile_contract, read_contract
@@ -20,24 +20,30 @@ from ._contracts import (
     OperationEnvelope,
     RenderRequest,
     StreamEvent,
+    TestCaseResult,
+    TestReport,
 )
 from ._errors import PortError
 from ._failures import to_diagnostic
-from ._ports import RuntimeAdapter
-from ._scripted import ScriptedRuntime, ScriptedSuccess
+
+if TYPE_CHECKING:
+    from ._ports import RuntimeAdapter
 
 __all__ = [
     "OUTPUT_SCHEMA_CODE",
     "RUNTIME_CAPABILITY_CODE",
     "EvalResult",
     "compile_envelope",
+    "eval_envelope",
     "execute_contract",
     "run_evals",
 ]
 
 COMPILE_OPERATION = "compile_contract"
 EXECUTE_OPERATION = "execute_contract"
+TEST_OPERATION = "test_package"
 OUTPUT_SCHEMA_CODE = "TQX_OUTPUT_SCHEMA"
+TEST_FAILED_CODE = "TQX_TEST_FAILED"
 RUNTIME_CAPABILITY_CODE = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 
 
@@ -173,8 +179,9 @@ def run_evals(
         if parsed is None:
             return [], diagnostics
         contract = parsed
-    targets = list(capabilities) if capabilities is not None else list(contract.capabilities)
-    targets += [ext.capability for ext in contract.extensions.values()]
+    from ._scripted import ScriptedRuntime, ScriptedSuccess  # not needed to compile
+
+    targets = list(capabilities) if capabilities is not None else contract.declared_capabilities
     runtime = ScriptedRuntime([ScriptedSuccess()], capabilities=targets)
     results = []
     for case in contract.evals:
@@ -188,3 +195,52 @@ def run_evals(
         )
         results.append(EvalResult(case.id, envelope))
     return results, []
+
+
+def _package_name(contract: Path) -> str:
+    # The reference's layout is <package>/contracts/<contract>.yaml.
+    parent = contract.parent
+    return (parent.parent if parent.name == "contracts" else parent).name
+
+
+def eval_envelope(
+    contract: str | Path, *, capabilities: Iterable[str] | None = None
+) -> OperationEnvelope[TestReport]:
+    """Run a contract's eval fixtures and report as the reference's ``test_package`` does
+    for a package holding this one contract (``TQX_TEST_FAILED`` when any fixture fails)."""
+    path = Path(contract)
+    results, diagnostics = run_evals(path, capabilities=capabilities)
+    if diagnostics:
+        case = TestCaseResult(
+            contract_id=path.stem,
+            fixture_id="",
+            passed=False,
+            diagnostics=diagnostics,
+            artifact_fingerprint=None,
+        )
+        cases = [case]
+    else:
+        cases = [
+            TestCaseResult(
+                contract_id=path.stem,
+                fixture_id=result.eval_id,
+                passed=result.passed,
+                diagnostics=result.envelope.diagnostics,
+                artifact_fingerprint=result.envelope.fingerprints.get("output"),
+            )
+            for result in results
+        ]
+    passed = sum(case.passed for case in cases)
+    failed = len(cases) - passed
+    report = TestReport(package=_package_name(path), passed=passed, failed=failed, cases=cases)
+    summary = []
+    if failed:
+        summary.append(
+            Diagnostic(
+                code=TEST_FAILED_CODE,
+                severity="error",
+                message=f"{failed} fixture(s) failed",
+                json_pointer="/cases",
+            )
+        )
+    return _envelope(TEST_OPERATION, report, summary)

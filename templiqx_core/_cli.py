@@ -1,37 +1,43 @@
-"""The ``templiqx`` command line (SPEC §8.4).
+"""The ``templiqx`` command line: compile and execute prompt contracts, print the envelope.
 
-stdout carries JSON only (the envelope; with ``--stream``, NDJSON events then the
-envelope); stderr carries one line per error. Exit codes: 0 ok, 1 the envelope is not ok,
-2 usage or input error. No traceback reaches the user unless ``TEMPLIQX_DEBUG=1``.
+It behaves as the Rust reference CLI (``templiqx-cli``) for the commands both have:
+stdout carries the ``OperationEnvelope`` (pretty JSON; compact with ``--json``; with
+``--stream``, NDJSON events as they arrive, then the envelope on one line), and the exit
+code is 0 when the envelope is ok, 2 when it is not and for usage errors, 1 when the
+command itself fails (an unreadable input file, an unknown runtime), with one line on
+stderr. No traceback reaches the user unless ``TEMPLIQX_DEBUG=1``.
+
+Start-up matters (an agent may call it per step): each command imports only what it
+needs, so ``--help``, ``fingerprint`` and ``runtimes`` never load pydantic.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from ._application import compile_envelope, execute_contract, run_evals
-from ._canonical import fingerprint
-from ._compiler import read_contract
-from ._compiler.parse import reading_each_file_once
-from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
-from ._errors import InvalidData, PortError
-from ._loading import load_document, validate_model
-from ._runtimes import RuntimeOptions, available_runtimes, load_runtime
-from ._version import __version__
+if TYPE_CHECKING:
+    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
+    from ._runtimes import RuntimeOptions
+    from ._scenarios import Scenario
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_NOT_OK = 0, 1, 2
+EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
+API_VERSION = "templiqx/v1alpha1"
 
 
 class UsageError(Exception):
-    """Bad invocation or unreadable input: exit 2 with one line on stderr."""
+    """A bad invocation: exit 2 with one line on stderr."""
+
+
+class CommandError(Exception):
+    """The command itself failed (unreadable input, unknown runtime): exit 1."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,12 +46,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _add_json_flag(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--json", action="store_true", default=default, help="print compact JSON (one line)"
+    )
+
+
 def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
     parser.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
     parser.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
     parser.add_argument(
         "--request",
+        "--values",
+        dest="request",
         type=Path,
         help="JSON/YAML render request {inputs, context} (instead of the two)",
     )
@@ -66,19 +80,31 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="templiqx", description=__doc__.splitlines()[0] if __doc__ else None)
+    from ._version import __version__
+
+    parser = _Parser(
+        prog="templiqx",
+        description="Compile and execute prompt contracts; stdout is the OperationEnvelope JSON.",
+        epilog="exit status: 0 envelope ok, 2 envelope not ok or usage error, "
+        "1 the command itself failed",
+    )
     parser.add_argument("--version", action="version", version=f"templiqx {__version__}")
+    _add_json_flag(parser, False)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    compile_cmd = commands.add_parser("compile", help="compile a contract; print the envelope")
-    _add_request_args(compile_cmd)
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        _add_json_flag(sub, argparse.SUPPRESS)  # accepted after the command too, as clap
+        return sub
 
-    execute = commands.add_parser("execute", help="compile and execute a contract on a runtime")
+    _add_request_args(command("compile", "compile a contract; print the envelope"))
+
+    execute = command("execute", "compile and execute a contract on a runtime")
     _add_request_args(execute)
     execute.add_argument(
         "--runtime",
-        default="scripted",
-        help="runtime entry point: scripted, langfuse, or a host's own (default: scripted)",
+        help="runtime entry point: scripted, langfuse, or a host's own (required unless "
+        "--fixture-output or --scenario selects the scripted runtime)",
     )
     execute.add_argument(
         "--stream",
@@ -95,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         type=Path,
         metavar="MANIFEST",
-        help="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
+        help="scripted runtime: a templiqx.mock/v1alpha1 manifest to play (its input and "
+        "expected output are the defaults for the request and --fixture-output)",
     )
     execute.add_argument(
         "--fixture-output",
@@ -104,13 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON/YAML output the scripted runtime returns",
     )
 
-    evals = commands.add_parser("eval", help="run a contract's eval fixtures (scripted runtime)")
+    evals = command("eval", "run a contract's eval fixtures on the scripted runtime")
     evals.add_argument("contract", type=Path)
+    evals.add_argument(
+        "--capability",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="target capability (repeatable); default: what the contract declares",
+    )
 
-    fp = commands.add_parser("fingerprint", help="print the fingerprint of a JSON/YAML file")
+    fp = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
     fp.add_argument("file", type=Path)
 
-    mcp = commands.add_parser("mcp", help="serve compile/execute over MCP on stdio (extra: mcp)")
+    command("runtimes", "list the installed runtimes")
+
+    mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
     mcp.add_argument("--runtime", default="scripted", help="runtime for execute_contract")
     mcp.add_argument(
         "--replay",
@@ -124,49 +160,70 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MANIFEST",
         help="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
     )
-
-    commands.add_parser("runtimes", help="list the installed runtimes")
     return parser
 
 
-def _read_json_arg(path: Path | None, what: str) -> Any:
-    if path is None:
-        return None
+# -- reading inputs ------------------------------------------------------------------
+
+
+def _read_document(path: Path, what: str) -> Any:
+    from ._errors import PortError
+    from ._loading import load_document
+
     try:
         return load_document(path)
     except PortError as error:
-        raise UsageError(f"{what}: {error}") from None
+        raise CommandError(f"{what}: {error}") from None
 
 
-def _render_request(args: argparse.Namespace) -> RenderRequest:
+def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
+    from ._contracts import RenderRequest
+    from ._errors import InvalidData
+    from ._loading import validate_model
+
     if args.eval_id is not None:
+        from ._compiler import read_contract
+
         contract, diagnostics = read_contract(args.contract)
         if contract is None:
-            raise UsageError(_diagnostic_line(diagnostics[0]))
+            raise CommandError(_diagnostic_line(diagnostics[0]))
         case = next((c for c in contract.evals if c.id == args.eval_id), None)
         if case is None:
             known = ", ".join(c.id for c in contract.evals) or "none"
-            raise UsageError(f"--eval: contract has no eval {args.eval_id!r} (has: {known})")
+            raise CommandError(f"--eval: contract has no eval {args.eval_id!r} (has: {known})")
         return RenderRequest(inputs=case.inputs, context=case.context)
     if args.request is not None:
-        data = _read_json_arg(args.request, "--request")
+        data = _read_document(args.request, "--request")
         try:
             return validate_model(RenderRequest, data, name=str(args.request))
         except InvalidData as error:
-            raise UsageError(f"--request: {error}") from None
-    inputs = _read_json_arg(args.inputs, "--inputs") or {}
-    context = _read_json_arg(args.context, "--context") or {}
-    for flag, value in (("--inputs", inputs), ("--context", context)):
+            raise CommandError(f"--request: {error}") from None
+    if scenario is not None and args.inputs is None and args.context is None:
+        return scenario.render_request
+    values = {}
+    for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
+        value = {} if path is None else _read_document(path, flag)
         if not isinstance(value, dict):
-            raise UsageError(f"{flag}: expected a JSON/YAML object")
-    return RenderRequest(inputs=inputs, context=context)
+            raise CommandError(f"{flag}: expected a JSON/YAML object")
+        values[flag] = value
+    try:
+        return RenderRequest(inputs=values["--inputs"], context=values["--context"])
+    except ValueError as error:  # pydantic: a value that is not JSON
+        raise CommandError(
+            f"--inputs/--context: not JSON values ({type(error).__name__})"
+        ) from None
 
 
 def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
+    from ._runtimes import RuntimeOptions
+
     for flag, path in (("--replay", args.replay), ("--scenario", args.scenario)):
         if path is not None and not path.is_file():
-            raise UsageError(f"{flag}: {path}: no such file")
+            raise CommandError(f"{flag}: {path}: no such file")
     return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ))
+
+
+# -- output --------------------------------------------------------------------------
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
@@ -175,15 +232,17 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
         where += f":{diagnostic.span.line}:{diagnostic.span.column}"
     if diagnostic.json_pointer:
         where += f" {diagnostic.json_pointer}"
-    message = diagnostic.message
-    if message.startswith(f"{diagnostic.code}: "):
-        message = message[len(diagnostic.code) + 2 :]
-    return f"{diagnostic.code} {where.strip()}: {message}".replace(" :", ":")
+    return f"{diagnostic.code} {where.strip()}: {diagnostic.message}".replace(" :", ":")
+
+
+def _print(text: str, out: TextIO) -> None:
+    out.write(text + "\n")
+    out.flush()
 
 
 def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact: bool) -> int:
-    out.write(envelope.model_dump_json(indent=None if compact else 2) + "\n")
-    out.flush()
+    """Print the envelope (the reference's ``print``); its ``ok`` decides the exit code."""
+    _print(envelope.model_dump_json(indent=None if compact else 2), out)
     if envelope.ok:
         return EXIT_OK
     for diagnostic in envelope.diagnostics:
@@ -191,65 +250,112 @@ def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact
     return EXIT_NOT_OK
 
 
-def _require_contract(path: Path) -> None:
-    if not path.is_file():
-        raise UsageError(f"{path}: no such contract file")
+def _emit_light(operation: str, result: Any, out: TextIO, *, compact: bool) -> int:
+    """An ok envelope written without pydantic (same bytes as ``OperationEnvelope``)."""
+    from ._serde import wire_json
+
+    envelope = {
+        "api_version": API_VERSION,
+        "operation": operation,
+        "ok": True,
+        "result": result,
+        "diagnostics": [],
+        "fingerprints": {},
+    }
+    _print(wire_json(envelope, indent=None if compact else 2), out)
+    return EXIT_OK
 
 
-def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if args.command == "runtimes":
-        out.write("\n".join(available_runtimes()) + "\n")
-        return EXIT_OK
-    if args.command == "mcp":
-        try:
-            from ._mcp import serve  # the optional extra, imported only when asked for
-        except ImportError as error:
-            raise UsageError(str(error)) from None
-        serve(_runtime_options(args), runtime_name=args.runtime)
-        return EXIT_OK
-    if args.command == "fingerprint":
-        out.write(fingerprint(_read_json_arg(args.file, "fingerprint")) + "\n")
-        return EXIT_OK
-    _require_contract(args.contract)
-    if args.command == "eval":
-        results, diagnostics = run_evals(args.contract)
-        if diagnostics:
-            raise UsageError(_diagnostic_line(diagnostics[0]))
-        for result in results:
-            status = "pass" if result.passed else "fail"
-            codes = ",".join(d.code for d in result.envelope.diagnostics)
-            output_fp = result.envelope.fingerprints.get("output", "-")
-            suffix = f" {codes}" if codes else ""
-            out.write(f"{status} {result.eval_id} output={output_fp}{suffix}\n")
-        failed = sum(not r.passed for r in results)
-        err.write(f"templiqx: {len(results) - failed} passed, {failed} failed\n")
-        return EXIT_NOT_OK if failed else EXIT_OK
-    request = _render_request(args)
-    if args.command == "compile":
-        contract, _ = read_contract(args.contract)
-        caps = (
-            args.capability
-            if args.capability is not None
-            else (
-                contract.capabilities + [e.capability for e in contract.extensions.values()]
-                if contract is not None
-                else []
-            )
-        )
-        return _emit(
-            compile_envelope(args.contract, request, capabilities=caps), out, err, compact=False
-        )
-    runtime = load_runtime(args.runtime, _runtime_options(args))
+# -- commands ------------------------------------------------------------------------
+
+
+def _fingerprint(args: argparse.Namespace, out: TextIO) -> int:
+    from ._canonical import fingerprint
+    from ._errors import PortError
+
+    document = _read_document(args.file, "fingerprint")
     try:
-        caps = (
-            args.capability if args.capability is not None else (runtime.descriptor().capabilities)
-        )
-        fixture = _read_json_arg(args.fixture_output, "--fixture-output")
+        value = fingerprint(document)
+    except PortError as error:
+        raise CommandError(f"fingerprint: {args.file}: {error}") from None
+    return _emit_light("fingerprint", value, out, compact=args.json)
 
-        def print_event(event: StreamEvent) -> None:
-            out.write(event.model_dump_json() + "\n")
-            out.flush()
 
+def _runtimes(args: argparse.Namespace, out: TextIO) -> int:
+    from ._runtimes import available_runtimes
+
+    return _emit_light("runtimes", available_runtimes(), out, compact=args.json)
+
+
+def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._application import compile_envelope
+    from ._compiler import read_contract
+
+    request = _render_request(args, None)
+    caps = args.capability
+    if caps is None:
+        contract, _ = read_contract(args.contract)
+        caps = [] if contract is None else contract.declared_capabilities
+    envelope = compile_envelope(args.contract, request, capabilities=caps)
+    return _emit(envelope, out, err, compact=args.json)
+
+
+def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._application import eval_envelope
+
+    envelope = eval_envelope(args.contract, capabilities=args.capability)
+    return _emit(envelope, out, err, compact=args.json)
+
+
+def _runtime_name(args: argparse.Namespace) -> str:
+    if args.runtime is not None:
+        return str(args.runtime)
+    if args.fixture_output is not None or args.scenario is not None:
+        return "scripted"
+    from ._runtimes import available_runtimes
+
+    installed = ", ".join(available_runtimes()) or "none"
+    raise UsageError(
+        f"execute: choose a runtime with --runtime NAME (installed: {installed}), "
+        "or give the scripted runtime --fixture-output FILE or --scenario MANIFEST"
+    )
+
+
+def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    name = _runtime_name(args)
+    options = _runtime_options(args)
+    scenario = None
+    if args.scenario is not None:
+        from ._errors import PortError
+        from ._scenarios import load_scenario
+
+        try:
+            scenario = load_scenario(args.scenario)
+        except PortError as error:
+            raise CommandError(f"--scenario: {error}") from None
+    request = _render_request(args, scenario)
+    if args.fixture_output is not None:
+        fixture = _read_document(args.fixture_output, "--fixture-output")
+    else:
+        fixture = None if scenario is None else scenario.expected_output
+
+    from ._application import execute_contract
+    from ._contracts import StreamEvent
+    from ._errors import PortError
+    from ._runtimes import load_runtime
+
+    try:
+        runtime = load_runtime(name, options)
+    except PortError as error:
+        raise CommandError(f"{error.code}: {error}") from None
+
+    def print_event(event: StreamEvent) -> None:
+        _print(event.model_dump_json(), out)
+
+    with runtime:
+        caps = args.capability
+        if caps is None:
+            caps = runtime.descriptor().capabilities
         envelope = execute_contract(
             args.contract,
             request,
@@ -259,33 +365,69 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             stream=args.stream,
             on_event=print_event if args.stream else None,
         )
-    finally:
-        runtime.close()
-        trace_url = getattr(runtime, "last_trace_url", None)  # traced runtimes only
-        url = trace_url() if callable(trace_url) else None
-        if isinstance(url, str):
-            err.write(f"trace: {url}\n")
-    return _emit(envelope, out, err, compact=args.stream)
+    trace_url = getattr(runtime, "last_trace_url", None)  # traced runtimes only
+    url = trace_url() if callable(trace_url) else None
+    if isinstance(url, str):
+        err.write(f"trace: {url}\n")
+    return _emit(envelope, out, err, compact=args.json or args.stream)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    try:
+        from ._mcp import serve  # the optional extra, imported only when asked for
+    except ImportError as error:
+        raise CommandError(str(error)) from None
+    from ._errors import PortError
+
+    try:
+        serve(_runtime_options(args), runtime_name=args.runtime)
+    except PortError as error:
+        raise CommandError(f"{error.code}: {error}") from None
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.command == "fingerprint":
+        return _fingerprint(args, out)
+    if args.command == "runtimes":
+        return _runtimes(args, out)
+    if args.command == "mcp":
+        return _mcp(args)
+    from ._compiler.parse import reading_each_file_once
+
+    with reading_each_file_once():  # a contract is read and parsed once per run
+        if args.command == "compile":
+            return _compile(args, out, err)
+        if args.command == "eval":
+            return _eval(args, out, err)
+        return _execute(args, out, err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
-    # Library warnings (e.g. "tracing disabled") reach the user as one plain line each.
-    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
     try:
         args = build_parser().parse_args(argv)
-        with reading_each_file_once():
-            return _run(args, out, err)
+        if args.command in ("execute", "mcp"):
+            import logging
+
+            # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
+            logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
+        return _run(args, out, err)
     except UsageError as error:
         err.write(f"templiqx: {error}\n")
         return EXIT_USAGE
-    except PortError as error:
-        err.write(f"templiqx: {error.code}: {error}\n")
-        return EXIT_USAGE
+    except CommandError as error:
+        err.write(f"templiqx: {error}\n")
+        return EXIT_FAILED
     except KeyboardInterrupt:
         err.write("templiqx: interrupted\n")
         return 130
     except Exception as error:
+        from ._errors import PortError
+
+        if isinstance(error, PortError):
+            err.write(f"templiqx: {error.code}: {error}\n")
+            return EXIT_FAILED
         if os.environ.get("TEMPLIQX_DEBUG") == "1":
             raise
         # Exception text can carry request data; name the type only.
@@ -293,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"templiqx: internal error ({type(error).__name__}); "
             "rerun with TEMPLIQX_DEBUG=1 for details\n"
         )
-        return EXIT_USAGE
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ included (as serde_json, which reads them as f64).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeVar
 
-import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from ._frozen import freeze
+from ._serde import sort_keys, wire_json
 
 __all__ = [
     "API_VERSION",
@@ -46,6 +47,8 @@ __all__ = [
     "Severity",
     "SourceSpan",
     "StreamEvent",
+    "TestCaseResult",
+    "TestReport",
     "ToolCallDeltaEvent",
     "parse_stream_event",
 ]
@@ -57,43 +60,6 @@ Severity = Literal["error", "warning", "info"]
 
 
 _U32_MAX: Final = 2**32 - 1
-_I64_MIN: Final = -(2**63)
-_U64_MAX: Final = 2**64 - 1
-
-
-def sort_keys(value: Any) -> Any:
-    """``value`` with every object's keys in code-point order, as a ``serde_json::Value``."""
-    if isinstance(value, dict):
-        return {key: sort_keys(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [sort_keys(item) for item in value]
-    return value
-
-
-def _as_serde_numbers(value: Any) -> Any:
-    # serde_json (without arbitrary_precision) holds integers beyond i64/u64 as f64.
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and not _I64_MIN <= value <= _U64_MAX:
-        return float(value)
-    if isinstance(value, dict):
-        return {key: _as_serde_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_as_serde_numbers(item) for item in value]
-    return value
-
-
-def wire_json(data: Any, *, indent: int | None = None) -> str:
-    """JSON text of ``data`` as ``serde_json::to_string`` (``indent=2``: ``to_string_pretty``).
-
-    Key order is kept as given: serializers put struct fields in declaration order and
-    sort maps before this point.
-    """
-    option = orjson.OPT_INDENT_2 if indent else 0
-    try:
-        return orjson.dumps(data, option=option).decode()
-    except orjson.JSONEncodeError:
-        return orjson.dumps(_as_serde_numbers(data), option=option).decode()
 
 
 def _holds_model(value: Any) -> bool:
@@ -110,7 +76,9 @@ class WireModel(BaseModel):
     fields, written with sorted keys.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # defer_build: a model's validator/serializer is built on first use, not at import,
+    # so a command pays only for the models it touches (CLI start-up).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
     _omit_none: ClassVar[frozenset[str]] = frozenset()
     _omit_empty: ClassVar[frozenset[str]] = frozenset()
     _maps: ClassVar[frozenset[str]] = frozenset()
@@ -272,14 +240,18 @@ StreamEvent = Annotated[
     DeltaEvent | ToolCallDeltaEvent | CompleteEvent | FailedEvent,
     Field(discriminator="kind"),
 ]
-_STREAM_EVENT: TypeAdapter[StreamEvent] = TypeAdapter(StreamEvent)
+
+
+@functools.cache
+def _stream_event_adapter() -> TypeAdapter[StreamEvent]:
+    return TypeAdapter(StreamEvent)
 
 
 def parse_stream_event(data: Any) -> StreamEvent:
     """Validate a JSON object (or JSON text) into the matching ``StreamEvent`` variant."""
     if isinstance(data, (str, bytes)):
-        return _STREAM_EVENT.validate_json(data)
-    return _STREAM_EVENT.validate_python(data)
+        return _stream_event_adapter().validate_json(data)
+    return _stream_event_adapter().validate_python(data)
 
 
 _U32 = Annotated[int, Field(ge=0, le=_U32_MAX)]
@@ -330,3 +302,26 @@ class RenderRequest(WireModel):
 
     inputs: dict[str, JsonValue] = Field(default_factory=dict)
     context: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class TestCaseResult(WireModel):
+    """One eval fixture's outcome (``artifact_fingerprint`` = the output fingerprint)."""
+
+    __test__ = False  # not a pytest class
+
+    contract_id: str
+    fixture_id: str
+    passed: bool
+    diagnostics: list[Diagnostic]
+    artifact_fingerprint: str | None
+
+
+class TestReport(WireModel):
+    """The outcome of running eval fixtures, as the reference's ``test_package`` reports."""
+
+    __test__ = False
+
+    package: str
+    passed: Annotated[int, Field(ge=0)]
+    failed: Annotated[int, Field(ge=0)]
+    cases: list[TestCaseResult]

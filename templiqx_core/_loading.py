@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from ._errors import InvalidData, NotFound
+
+if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI start-up)
+    from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "UniqueKeyLoader",
@@ -99,11 +101,13 @@ def describe_validation_error(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound="BaseModel")
 
 
 def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
     """Validate ``data`` into ``model``; ``InvalidData`` names the source and the fields."""
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data)
     except ValidationError as error:

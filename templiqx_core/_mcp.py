@@ -9,7 +9,6 @@ Needs the optional extra: ``pip install 'templiqx-langfuse[mcp]'``.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import anyio.to_thread
 try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "the MCP server needs the mcp extra: pip install 'templiqx-langfuse[mcp]'"
@@ -32,18 +32,27 @@ from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import PortError
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
+from ._serde import sort_keys, wire_json
 from ._version import __version__
 
 __all__ = ["build_server", "serve"]
 
 
-def _envelope_result(envelope: OperationEnvelope[Any]) -> dict[str, Any]:
-    """The envelope as the tool's result; a not-ok envelope is a tool error naming codes."""
-    data: dict[str, Any] = envelope.model_dump(mode="json")
-    if envelope.ok:
-        return data
-    codes = "; ".join(f"{d.code}: {d.message}" for d in envelope.diagnostics)
-    raise ToolError(f"{codes}\n{json.dumps(data)}")
+def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
+    """The envelope as the reference MCP server returns it (``StructuredEnvelope``).
+
+    A not-ok envelope is a normal result (domain diagnostics are not MCP errors, as in the
+    reference); ``result`` goes through ``serde_json::Value`` there, so its keys are
+    sorted at every level. The text content is that JSON, compact, as serde writes it.
+    """
+    data: dict[str, Any] = envelope.to_json()
+    if "result" in data:
+        data["result"] = sort_keys(data["result"])
+    return CallToolResult(
+        content=[TextContent(type="text", text=wire_json(data))],
+        structured_content=data,
+        is_error=False,
+    )
 
 
 def _render_request(inputs: dict[str, Any] | None, context: dict[str, Any] | None) -> RenderRequest:
@@ -106,7 +115,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         inputs: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
         capabilities: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Compile a contract YAML file for the given inputs and context.
 
         capabilities defaults to the contract's own declared capabilities.
@@ -115,11 +124,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         request = _render_request(inputs, context)
         if capabilities is None:
             parsed, _ = read_contract(path)
-            capabilities = (
-                []
-                if parsed is None
-                else parsed.capabilities + [e.capability for e in parsed.extensions.values()]
-            )
+            capabilities = [] if parsed is None else parsed.declared_capabilities
         return _envelope_result(compile_envelope(path, request, capabilities=capabilities))
 
     # Named for the wire; the Python name avoids shadowing the application function.
@@ -132,7 +137,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         capabilities: list[str] | None = None,
         fixture_output: Any = None,
         stream: bool = False,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Compile and execute a contract on the server's runtime.
 
         With stream=true every StreamEvent is sent as a progress notification as it

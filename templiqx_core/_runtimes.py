@@ -10,9 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._errors import Unsupported
-from ._ports import RuntimeAdapter
+
+if TYPE_CHECKING:  # listing runtimes must not load the port (and pydantic)
+    from ._ports import RuntimeAdapter
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -39,7 +42,7 @@ class RuntimeOptions:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-RuntimeFactory = Callable[[RuntimeOptions], RuntimeAdapter]
+RuntimeFactory = Callable[[RuntimeOptions], "RuntimeAdapter"]
 
 
 def available_runtimes() -> list[str]:

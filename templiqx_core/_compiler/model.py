@@ -167,6 +167,7 @@ class Contract(WireModel):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
     evals: list[EvalCase] = Field(default_factory=list)
 
-
-for _model in (EqualsExpr, NotExpr, AndExpr, OrExpr, WhenNode, ForEachNode, TypedComponent):
-    _model.model_rebuild()
+    @property
+    def declared_capabilities(self) -> list[str]:
+        """What the contract needs: its capabilities and its extensions' (default targets)."""
+        return self.capabilities + [ext.capability for ext in self.extensions.values()]
