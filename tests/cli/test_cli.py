@@ -58,56 +58,133 @@ def test_scripted_runtime_with_fixture_output_and_eval(run_cli: Run, reference_d
     assert json.loads(result.stdout)["fingerprints"]["output"] == BLI61_OUTPUT_FP
 
 
-def test_scripted_scenario_failure_exits_1_with_one_line(run_cli: Run, reference_dir: Path) -> None:
+def test_scripted_scenario_failure_exits_2_with_the_reference_envelope(
+    run_cli: Run, reference_dir: Path
+) -> None:
+    # The scenario's own input and expected output are the request and fixture output,
+    # so this is the golden run of tests/core/test_golden.py, through the command line.
     manifest = reference_dir / "crm3" / "scenarios" / "ambiguous-date" / "manifest.json"
-    result = run_cli(
-        "execute",
-        BLI61,
-        "--request",
-        str(reference_dir / "crm3" / "evals" / "bli-61-request.json"),
-        "--scenario",
-        str(manifest),
-    )
-    assert result.returncode == 1
-    assert json.loads(result.stdout)["diagnostics"][0]["code"] == "TQX_RUNTIME_INVALID_RESPONSE"
+    result = run_cli("execute", BLI61, "--scenario", str(manifest))
+    assert result.returncode == 2
+    golden = Path(__file__).parents[1] / "core" / "golden" / "ambiguous-date.json"
+    assert result.stdout == golden.read_text()
     assert result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+def test_scenario_success_prints_the_golden_envelope(run_cli: Run, reference_dir: Path) -> None:
+    manifest = reference_dir / "crm3" / "scenarios" / "intake-document-01" / "manifest.json"
+    result = run_cli("execute", BLI61, "--scenario", str(manifest))
+    assert result.returncode == 0, result.stderr
+    golden = Path(__file__).parents[1] / "core" / "golden" / "intake-document-01.json"
+    assert result.stdout == golden.read_text()
+    compact = run_cli("execute", BLI61, "--scenario", str(manifest), "--json")
+    assert (
+        compact.stdout == json.dumps(json.loads(golden.read_text()), separators=(",", ":")) + "\n"
+    )
+    assert run_cli("--json", "execute", BLI61, "--scenario", str(manifest)).stdout == compact.stdout
 
 
 def test_compile_and_fingerprint(run_cli: Run, reference_dir: Path) -> None:
     compiled = run_cli("compile", *GREETING)
     assert compiled.returncode == 0, compiled.stderr
     envelope = json.loads(compiled.stdout)
+    assert envelope["operation"] == "compile_contract"
     assert envelope["result"]["messages"][1]["content"] == "Hello Ryan for Blinqx"
+    assert list(envelope["fingerprints"]) == ["compiled_interaction"]
     fp = run_cli("fingerprint", str(reference_dir / "crm3" / "evals" / "bli-61-output.json"))
-    assert fp.stdout.strip() == BLI61_OUTPUT_FP
+    assert fp.returncode == 0
+    assert json.loads(fp.stdout) == {
+        "api_version": "templiqx/v1alpha1",
+        "operation": "fingerprint",
+        "ok": True,
+        "result": BLI61_OUTPUT_FP,
+        "diagnostics": [],
+        "fingerprints": {},
+    }
 
 
-def test_eval_reports_each_fixture(run_cli: Run) -> None:
-    result = run_cli("eval", BLI61)
-    assert result.returncode == 0
-    assert result.stdout.startswith(f"pass synthetic-fixed-term output={BLI61_OUTPUT_FP}")
-    assert "1 passed, 0 failed" in result.stderr
+def test_light_commands_print_the_envelope_model_would(run_cli: Run) -> None:
+    # fingerprint and runtimes write their envelope without pydantic: same bytes.
+    from templiqx_core import OperationEnvelope
+
+    for args in (["runtimes"], ["runtimes", "--json"]):
+        result = run_cli(*args)
+        assert result.returncode == 0
+        names = json.loads(result.stdout)["result"]
+        assert {"scripted", "langfuse"} <= set(names)
+        expected = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+        indent = None if "--json" in args else 2
+        assert result.stdout == expected.model_dump_json(indent=indent) + "\n"
+
+
+def test_eval_prints_the_test_report(run_cli: Run) -> None:
+    result = run_cli("eval", BLI61, "--json")
+    assert result.returncode == 0, result.stderr
+    envelope = json.loads(result.stdout)
+    assert envelope["operation"] == "test_package"
+    assert envelope["result"] == {
+        "package": "crm3",
+        "passed": 1,
+        "failed": 0,
+        "cases": [
+            {
+                "contract_id": "bli-61-date-term-extraction",
+                "fixture_id": "synthetic-fixed-term",
+                "passed": True,
+                "diagnostics": [],
+                "artifact_fingerprint": BLI61_OUTPUT_FP,
+            }
+        ],
+    }
+
+
+def test_eval_with_a_failing_fixture_exits_2(run_cli: Run, tmp_path: Path) -> None:
+    contract = tmp_path / "bli-61.yaml"
+    text = Path(BLI61).read_text()
+    contract.write_text(text.replace('effective_date: "2026-09-01"', "effective_date: 12"))
+    result = run_cli("eval", str(contract), "--json")
+    envelope = json.loads(result.stdout)
+    assert result.returncode == 2
+    assert [d["code"] for d in envelope["diagnostics"]] == ["TQX_TEST_FAILED"]
+    assert envelope["result"]["failed"] == 1
+
+
+def test_execute_without_a_runtime_is_a_usage_error(run_cli: Run) -> None:
+    result = run_cli("execute", *GREETING)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "--runtime" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["execute", "missing.yaml"], 2, "no such contract file"),
+        # A usage error (as clap): 2.
+        (["bogus-command"], 2, "invalid choice"),
+        (["compile"], 2, "required: contract"),
+        # The command itself failed: 1, nothing on stdout.
         (
-            ["execute", *GREETING[:1], "--inputs", "nope.json"],
-            2,
+            ["execute", *GREETING[:1], "--inputs", "nope.json", "--runtime", "scripted"],
+            1,
             "--inputs: nope.json: no such file",
         ),
-        (["execute", *GREETING, "--runtime", "warp-drive"], 2, "unknown runtime 'warp-drive'"),
+        (["execute", *GREETING, "--runtime", "warp-drive"], 1, "unknown runtime 'warp-drive'"),
         (
             ["execute", *GREETING, "--runtime", "langfuse", "--replay", "nope.yaml"],
-            2,
+            1,
             "--replay: nope.yaml: no such file",
         ),
-        (["execute", *GREETING, "--capability", "vision"], 1, "TQX_CAPABILITY_UNSUPPORTED"),
-        (["bogus-command"], 2, "invalid choice"),
-        (["execute", *GREETING, "--runtime", "langfuse"], 2, "TEMPLIQX_MODEL_API_KEY"),
+        (["execute", *GREETING, "--runtime", "langfuse"], 1, "TEMPLIQX_MODEL_API_KEY"),
+        (["fingerprint", "nope.json"], 1, "no such file"),
+        # A not-ok envelope: 2, the envelope on stdout.
+        (["compile", "missing.yaml"], 2, "TQX_NOT_FOUND"),
+        (
+            ["execute", *GREETING, "--runtime", "scripted", "--capability", "vision"],
+            2,
+            "TQX_CAPABILITY_UNSUPPORTED",
+        ),
     ],
 )
 def test_errors_are_one_clear_line(run_cli: Run, args: list[str], code: int, message: str) -> None:
@@ -115,13 +192,15 @@ def test_errors_are_one_clear_line(run_cli: Run, args: list[str], code: int, mes
     assert result.returncode == code, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    if code == 1:
+        assert result.stdout == ""
 
 
 def test_bad_yaml_contract(run_cli: Run, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("api_version: templiqx/v1alpha1\nid: [oops\n")
     result = run_cli("compile", str(bad))
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "TQX_PARSE_YAML" in result.stderr
     assert f"{bad}:3:1" in result.stderr or f"{bad}:2:" in result.stderr
 
@@ -152,10 +231,15 @@ def test_runtime_lacking_a_capability_is_refused(run_cli: Run, tmp_path: Path) -
         "--capability",
         "vision",
     )
-    assert result.returncode == 1
-    assert (
-        json.loads(result.stdout)["diagnostics"][0]["code"] == "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
-    )
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["diagnostics"] == [
+        {
+            "code": "TQX_RUNTIME_CAPABILITY_UNSUPPORTED",
+            "severity": "error",
+            "message": "runtime lacks 'vision'",
+            "json_pointer": "/capabilities",
+        }
+    ]
 
 
 def test_no_secret_reaches_the_terminal(run_cli: Run) -> None:
@@ -170,7 +254,7 @@ def test_no_secret_reaches_the_terminal(run_cli: Run) -> None:
         "LANGFUSE_BASE_URL": "http://127.0.0.1:9",
     }
     result = run_cli("execute", *GREETING, "--runtime", "langfuse", "--stream", env=env)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "TQX_RUNTIME_UNAVAILABLE" in result.stderr
     for value in (secret, "pk-lf-cli-secret", "sk-lf-cli-secret"):
         assert value not in result.stdout + result.stderr
@@ -179,6 +263,10 @@ def test_no_secret_reaches_the_terminal(run_cli: Run) -> None:
 def test_help_lists_the_commands(run_cli: Run) -> None:
     result = run_cli("--help")
     assert result.returncode == 0
-    for command in ("compile", "execute", "eval", "fingerprint"):
+    for command in ("compile", "execute", "eval", "fingerprint", "runtimes"):
         assert command in result.stdout
-    assert "--replay" in run_cli("execute", "--help").stdout
+    execute_help = run_cli("execute", "--help").stdout
+    assert "--replay" in execute_help
+    for text in (result.stdout, execute_help, run_cli("compile", "--help").stdout):
+        assert "SPEC" not in text
+        assert "§" not in text

@@ -111,9 +111,36 @@ def test_errors_are_tool_errors_and_the_server_keeps_serving() -> None:
     missing, invalid, good = run(scenario)
     assert missing.is_error
     assert "TQX_NOT_FOUND" in missing.content[0].text
-    assert invalid.is_error
-    assert "TQX_VALUE_SCHEMA" in invalid.content[0].text
+    # As the reference MCP server: domain diagnostics are a result, not an MCP error.
+    rejected = structured(invalid)
+    assert rejected["ok"] is False
+    assert [d["code"] for d in rejected["diagnostics"]] == ["TQX_VALUE_SCHEMA"]
     assert structured(good)["ok"] is True
+
+
+def test_text_content_is_the_reference_structured_envelope() -> None:
+    # templiqx-mcp's StructuredEnvelope: the result goes through serde_json::Value, so its
+    # keys are sorted at every level; the text is serde_json::to_string of it.
+    async def scenario() -> Any:
+        async with session(*REPLAY) as client:
+            args = {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT}
+            return await client.call_tool("execute_contract", args)
+
+    result = run(scenario)
+    text = result.content[0].text
+    envelope = json.loads(text)
+    assert envelope == structured(result)
+    assert list(envelope) == [
+        "api_version",
+        "operation",
+        "ok",
+        "result",
+        "diagnostics",
+        "fingerprints",
+    ]
+    assert list(envelope["result"]) == sorted(envelope["result"])
+    assert list(envelope["result"]["adapter"]) == ["capabilities", "id", "version"]
+    assert text == json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
 
 
 def test_unknown_runtime_fails_at_start_with_one_line() -> None:
@@ -127,7 +154,7 @@ def test_unknown_runtime_fails_at_start_with_one_line() -> None:
         env=clean_env(),
         check=False,
     )
-    assert result.returncode == 2
+    assert result.returncode == 1  # the command itself failed
     assert "unknown runtime 'warp-drive'" in result.stderr
     assert "Traceback" not in result.stderr
 

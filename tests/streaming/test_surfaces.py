@@ -142,7 +142,7 @@ def test_cli_stream_replay_miss_is_one_failed_not_found(tmp_path: Path) -> None:
         env=clean_env(),
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a not-ok envelope, as the reference CLI
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(e["kind"], e["code"]) for e in lines[:-1]] == [("Failed", "TQX_NOT_FOUND")]
     assert lines[-1]["diagnostics"][0]["code"] == "TQX_NOT_FOUND"
