@@ -1,20 +1,30 @@
-"""templiqx_langfuse: the Langfuse-traced runtime adapter for OpenAI-compatible endpoints."""
+"""templiqx_langfuse: the Langfuse-traced runtime adapter for OpenAI-compatible endpoints.
 
+Names are loaded on first use (PEP 562): the package is imported whenever pytest loads
+the bundled plugin, and a host's test run must not pay for langfuse and OpenTelemetry
+unless a test actually builds a runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
-from ._config import LangfuseConfig, ModelConfig
-from ._redaction import REDACTED, Redactor
-from ._retry import RetryingRuntime
-from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
-from ._tracing import (
-    PROMPT_CAPABILITY,
-    PROMPT_EXTENSION,
-    TracedReceipt,
-    TraceRef,
-    collect_traces,
-    trace_attributes,
-)
-from ._version import __version__
+if TYPE_CHECKING:
+    from ._config import LangfuseConfig, ModelConfig
+    from ._redaction import REDACTED, Redactor
+    from ._retry import RetryingRuntime
+    from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
+    from ._tracing import (
+        PROMPT_CAPABILITY,
+        PROMPT_EXTENSION,
+        TracedReceipt,
+        TraceRef,
+        collect_traces,
+        trace_attributes,
+    )
+    from ._version import __version__
 
 __all__ = [
     "ADAPTER_ID",
@@ -32,5 +42,39 @@ __all__ = [
     "collect_traces",
     "trace_attributes",
 ]
+
+_LAZY = {
+    name: module
+    for module, names in {
+        "._config": ("LangfuseConfig", "ModelConfig"),
+        "._redaction": ("REDACTED", "Redactor"),
+        "._retry": ("RetryingRuntime",),
+        "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),
+        "._tracing": (
+            "PROMPT_CAPABILITY",
+            "PROMPT_EXTENSION",
+            "TracedReceipt",
+            "TraceRef",
+            "collect_traces",
+            "trace_attributes",
+        ),
+        "._version": ("__version__",),
+    }.items()
+    for name in names
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 logging.getLogger("templiqx_langfuse").addHandler(logging.NullHandler())

@@ -1,22 +1,34 @@
-"""Running ``LangfuseTracedRuntime`` offline from a cassette (the CLI's ``--replay``)."""
+"""``LangfuseTracedRuntime`` answered by a cassette: the CLI's ``--replay`` and the plugin.
+
+``replaying_runtime`` is the one place that builds it, for both. While it replays, the
+endpoint and model come from the cassette and no key is needed; when the record mode
+lets it record (a missing cassette under ``once``, ``new_episodes``, ``all``,
+``rewrite``) the model endpoint is configured from the environment as usual.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
 import yaml
 from vcr.errors import CannotOverwriteExistingCassetteException
+from vcr.record_mode import RecordMode
 
-from templiqx_core import ExecutionReceipt, ExecutionRequest, InvalidData, PortError
+from templiqx_core import ExecutionReceipt, ExecutionRequest, InvalidData
 from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
-from .cassettes import no_match_error, use_cassette
+from .cassettes import ActiveCassette, open_cassette, record_mode_of
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["ReplayingRuntime", "recorded_endpoint", "replaying_runtime"]
 
@@ -39,44 +51,97 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
     return base, str(model)
 
 
-class ReplayingRuntime(WrappingRuntime):
-    """A ``LangfuseTracedRuntime`` whose HTTP calls are answered by a cassette."""
+def _caused_by_miss(error: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, CannotOverwriteExistingCassetteException):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
-    def __init__(self, cassette: Path, runtime: LangfuseTracedRuntime) -> None:
+
+class ReplayingRuntime(WrappingRuntime):
+    """A ``LangfuseTracedRuntime`` whose HTTP calls are answered (or recorded) by a cassette.
+
+    A request the cassette cannot answer raises ``CassetteMiss`` (``TQX_NOT_FOUND``)
+    naming the cassette and what the closest recording differs in.
+    """
+
+    def __init__(
+        self,
+        active: ActiveCassette,
+        runtime: LangfuseTracedRuntime,
+        cassette_stack: contextlib.ExitStack[bool | None],
+    ) -> None:
         super().__init__(runtime)
-        self.cassette = cassette
+        self.active = active
         self.runtime = runtime
-        self._stack = contextlib.ExitStack()
-        self._stack.enter_context(use_cassette(cassette, require_all_played=False))
+        self._stack = cassette_stack
+
+    @property
+    def cassette(self) -> Path:
+        return self.active.path
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
+        misses = len(self.active.misses)
         try:
             return self.runtime.execute(request)
-        except PortError as error:
-            # The runtime maps the unexpected; a replay miss stays its cause.
-            if isinstance(error.__cause__, CannotOverwriteExistingCassetteException):
-                raise no_match_error(error.__cause__) from None
+        except Exception as error:
+            # The runtime maps the unexpected into a failure; a replay miss stays the cause.
+            if len(self.active.misses) > misses or _caused_by_miss(error):
+                raise self.active.miss_error(misses) from None
             raise
 
     def last_trace_url(self) -> str | None:
         return self.runtime.last_trace_url()
 
     def release(self) -> None:
+        """Close the runtime (flushing its traces), then put the cassette away (saving it)."""
         try:
             self.runtime.close()
         finally:
             self._stack.close()
 
 
-def replaying_runtime(cassette: Path, *, env: Mapping[str, str]) -> ReplayingRuntime:
-    """Keyless and offline: endpoint and model come from the cassette itself.
+def replaying_runtime(
+    cassette: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    record_mode: str | RecordMode = "none",
+    secrets: Iterable[str | None] = (),
+    langfuse: LangfuseConfig | None = None,
+    span_exporter: SpanExporter | None = None,
+) -> ReplayingRuntime:
+    """Build the runtime for ``cassette``; the CLI and the pytest plugin both call this.
 
-    Langfuse tracing follows the environment as usual (it is never recorded).
+    Langfuse follows ``langfuse`` or the environment (it is never recorded; while the
+    cassette replays only a loopback Langfuse is reachable). Every configured key is
+    scrubbed from what gets recorded, along with ``secrets``.
     """
-    base_url, model = recorded_endpoint(Path(cassette))
-    runtime = LangfuseTracedRuntime(
-        ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model),
-        LangfuseConfig.from_env(env),
-    )
-    return ReplayingRuntime(Path(cassette), runtime)
+    path = Path(cassette)
+    environ = os.environ if env is None else env
+    mode = record_mode_of(record_mode)
+    replay_only = mode == "none" or (mode == "once" and path.is_file())
+    langfuse = langfuse or LangfuseConfig.from_env(environ)
+    keys = [*secrets, langfuse.public_key, langfuse.secret_key]
+    stack = contextlib.ExitStack()
+    try:
+        if replay_only:
+            active = stack.enter_context(
+                open_cassette(path, record_mode=mode, secrets=keys, env=environ)
+            )
+            base_url, model_name = recorded_endpoint(path)
+            model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
+        else:
+            model = ModelConfig.from_env(environ)
+            active = stack.enter_context(
+                open_cassette(path, record_mode=mode, secrets=[*keys, model.api_key], env=environ)
+            )
+        runtime = LangfuseTracedRuntime(model, langfuse, span_exporter=span_exporter)
+    except BaseException:
+        stack.close()
+        raise
+    return ReplayingRuntime(active, runtime, stack)

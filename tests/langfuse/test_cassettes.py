@@ -127,8 +127,9 @@ def test_unmatched_request_fails_loudly_without_network(greeting: CompiledIntera
     other = greeting.model_copy(update={"runtime_policy": {"temperature": 1}})
     runtime = replaying_runtime(CASSETTES / "greeting-success.yaml", env={})
     try:
-        with pytest.raises(NotFound, match="no unplayed recorded response matching"):
+        with pytest.raises(NotFound, match=r"greeting-success\.yaml .* no unplayed recorded") as e:
             runtime.execute(ExecutionRequest(interaction=other))
+        assert '+ "temperature": 1' in str(e.value)
     finally:
         runtime.close()
 
@@ -243,6 +244,7 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
 
         def test_config(templiqx_vcr_config):
             assert templiqx_vcr_config["match_on"] == ("method", "uri", "body")
+            assert "record_mode" not in templiqx_vcr_config  # --record-mode must win
             assert "authorization" in templiqx_vcr_config["filter_headers"]
         """
     )

@@ -1,0 +1,91 @@
+"""A scratch host project, a loopback provider that leaks its key, and README snippets."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from templiqx_langfuse.testing.server import (
+    LoopbackModelServer,
+    Reply,
+    ServerRequest,
+    chat_completion,
+    json_reply,
+)
+from tests.conftest import REPO_ROOT
+
+#: A model key the provider echoes everywhere: body, a response header, the reason phrase.
+HOST_KEY = "sk-host-SECRET-9f8e7d6c5b4a"
+NAMES = ("Ryan", "Vee", "Zed")
+
+
+def python_blocks(path: Path) -> list[str]:
+    """Every fenced ```python block of a Markdown file, in order."""
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), re.M | re.S)
+
+
+def readme_block(containing: str) -> str:
+    (block,) = [b for b in python_blocks(REPO_ROOT / "README.md") if containing in b]
+    return block
+
+
+@dataclass
+class Provider:
+    """A loopback OpenAI-compatible provider whose answers carry a version number."""
+
+    server: LoopbackModelServer
+    version: int = 1
+    status: int = 200
+
+    def respond(self, request: ServerRequest) -> Reply:
+        name = next((n for n in NAMES if n.encode() in request.body), "nobody")
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if self.status != 200:  # OpenAI's 401 echoes the key it refused
+            body = {"error": {"message": f"Incorrect API key provided: {key}."}}
+            return Reply(
+                status=self.status,
+                reason=f"Unauthorized {key}",
+                headers={"content-type": "application/json", "x-echo-key": key},
+                body=json_reply(body).body,
+            )
+        reply = json_reply(
+            chat_completion({"greeting": f"Hello {name} v{self.version}"}),
+            headers={"x-echo-key": key, "set-cookie": f"session={key}"},
+        )
+        return Reply(status=200, reason=f"OK {key}", headers=reply.headers, body=reply.body)
+
+    @property
+    def calls(self) -> int:
+        return len(self.server.requests)
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[Provider]:
+    provider = Provider(LoopbackModelServer(lambda request: Reply()))
+    provider.server.set_responder(provider.respond)
+    provider.server.start()
+    monkeypatch.setenv("TEMPLIQX_MODEL_BASE_URL", provider.server.base_url)
+    monkeypatch.setenv("TEMPLIQX_MODEL_API_KEY", HOST_KEY)
+    monkeypatch.setenv("TEMPLIQX_MODEL", "loopback-model")
+    for name in ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    yield provider
+    provider.server.stop()
+
+
+@pytest.fixture
+def host(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A host project: the README's conftest and test verbatim, plus the example contract."""
+    contracts = pytester.path / "contracts"
+    contracts.mkdir()
+    shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", contracts / "greeting.yaml")
+    tests = pytester.path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(readme_block("def vcr_config("))
+    (tests / "test_greeting.py").write_text(readme_block("def test_greeting("))
+    return pytester

@@ -1,0 +1,140 @@
+"""One failure per cause in a host suite, and replay that cannot reach the network."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from templiqx_core import NotFound
+from templiqx_langfuse.testing._offline import offline
+from templiqx_langfuse.testing.cassettes import CassetteMiss, open_cassette
+from templiqx_langfuse.testing.server import Reply, serve
+from tests.conftest import REPO_ROOT
+
+GREETING = REPO_ROOT / "cassettes" / "greeting-success.yaml"
+_ORIGINAL_CONNECT = socket.socket.connect
+# a changed request: the cassette holds temperature 0
+HOST_TESTS = """
+import pytest
+from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+
+
+def request(temperature):
+    interaction = compile_contract(
+        "greeting.yaml",
+        RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
+        ["structured_output"],
+    ).interaction
+    interaction = interaction.model_copy(update={"runtime_policy": {"temperature": temperature}})
+    return ExecutionRequest(interaction=interaction)
+
+
+def host_runtime():
+    return LangfuseTracedRuntime(
+        ModelConfig(base_url="http://loopback.templiqx.invalid/v1", api_key="k1234",
+                    model="loopback-model")
+    )
+
+
+def test_changed_request_replay_runtime(templiqx_replay_runtime):
+    templiqx_replay_runtime("greeting-success.yaml").execute(request(0.5))
+
+
+def test_changed_request_own_runtime(templiqx_cassette):
+    templiqx_cassette("greeting-success.yaml")
+    with host_runtime() as runtime:
+        runtime.execute(request(0.5))
+
+
+def test_miss_caught_by_the_test(templiqx_cassette):
+    templiqx_cassette("greeting-success.yaml")
+    with host_runtime() as runtime, pytest.raises(Exception):
+        runtime.execute(request(0.5))
+
+
+def test_unplayed_after_a_pass(templiqx_cassette):
+    templiqx_cassette("greeting-success.yaml")
+
+
+def test_replayed_in_full(templiqx_replay_runtime):
+    receipt = templiqx_replay_runtime("greeting-success.yaml").execute(request(0))
+    assert receipt.output == {"greeting": "Hello Ryan"}
+"""
+
+
+def test_one_failure_per_cause(pytester: pytest.Pytester) -> None:
+    shutil.copy(GREETING, pytester.path / "greeting-success.yaml")
+    shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", pytester.path / "greeting.yaml")
+    pytester.makepyfile(test_host=HOST_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA")
+    # two changed requests fail their call once each; no teardown error joins them
+    result.assert_outcomes(passed=3, failed=2, errors=2)  # 2 of the passes error at teardown
+    outcomes = {
+        line.split(" ")[1]: line.split(" ")[0]
+        for line in result.stdout.lines
+        if line.startswith(("PASSED ", "FAILED ", "ERROR "))
+    }
+    assert outcomes == {
+        "test_host.py::test_changed_request_replay_runtime": "FAILED",
+        "test_host.py::test_changed_request_own_runtime": "FAILED",
+        # the test passed, so what it hid or left unplayed fails its teardown, once
+        "test_host.py::test_miss_caught_by_the_test": "ERROR",
+        "test_host.py::test_unplayed_after_a_pass": "ERROR",
+        "test_host.py::test_replayed_in_full": "PASSED",
+    }
+    text = result.stdout.str()
+    assert "UnplayedInteractions" in text
+    assert text.count("1 recorded interaction(s) unplayed") == 1
+    # the failure names the cassette and shows what differed
+    assert "greeting-success.yaml (record mode none) has no unplayed recorded response" in text
+    assert '-  "temperature": 0' in text
+    assert '+  "temperature": 0.5' in text
+
+
+def test_miss_error_names_cassette_and_diff() -> None:
+    with open_cassette(GREETING) as active:
+        with pytest.raises(Exception):  # noqa: B017,PT011 - vcrpy's own error type
+            httpx.post(
+                "http://loopback.templiqx.invalid/v1/chat/completions",
+                content=b'{"model": "other"}',
+            )
+        assert len(active.misses) == 1
+        error = active.miss_error()
+    assert isinstance(error, CassetteMiss)
+    assert isinstance(error, NotFound)
+    assert error.code == "TQX_NOT_FOUND"
+    assert str(GREETING) in str(error)
+    assert "differs in: body" in str(error)
+    assert '+ "model": "other"' in str(error).replace("  ", " ")
+
+
+def test_missing_cassette_under_none_is_not_found() -> None:
+    with pytest.raises(NotFound, match="does not exist"), open_cassette("nope.yaml"):
+        pass
+
+
+def test_replay_blocks_everything_but_loopback() -> None:
+    original = socket.socket.connect
+    with serve(lambda request: Reply(status=204)) as server:
+        with open_cassette(GREETING, record_mode="none") as active:
+            assert active.replaying
+            with pytest.raises(RuntimeError, match="Network is disabled"):
+                socket.create_connection(("192.0.2.1", 443), timeout=1)  # TEST-NET-1
+            # loopback still connects (a local Langfuse receiver, the host's own servers)
+            port = int(server.base_url.rsplit(":", 1)[1].removesuffix("/v1"))
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            with offline():  # nested replays share the block; the outermost lifts it
+                pass
+            assert socket.socket.connect is not original
+        assert socket.socket.connect is original
+
+
+def test_recording_does_not_block(tmp_path: Path) -> None:
+    with open_cassette(tmp_path / "new.yaml", record_mode="once") as active:
+        assert not active.replaying
+        assert socket.socket.connect is _ORIGINAL_CONNECT

@@ -1,0 +1,91 @@
+"""Every ```python block of README.md and cassettes/README.md runs as written.
+
+Plain blocks run in order in one namespace (the README is read top to bottom) in a
+subprocess against a loopback model server and a loopback Langfuse receiver; pytest
+blocks (a test, a conftest) are the scratch host project of ``test_record_modes``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from templiqx_langfuse.testing.otlp import otlp_receiver
+from templiqx_langfuse.testing.server import LoopbackModelServer
+from tests.conftest import REPO_ROOT
+from tests.testing.conftest import python_blocks, readme_block
+
+RUNNER = """
+import json, sys, traceback
+namespace = {"__name__": "__readme__"}
+for index, block in enumerate(json.load(sys.stdin)):
+    try:
+        exec(compile(block, f"<block {index}>", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(f"block {index} failed:\\n{block}")
+"""
+
+
+def is_pytest_block(block: str) -> bool:
+    return "def test_" in block or "@pytest.fixture" in block
+
+
+def run_blocks(blocks: list[str], cwd: Path, env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps(blocks),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_readme_blocks_run(tmp_path: Path, model_server: LoopbackModelServer) -> None:
+    blocks = python_blocks(REPO_ROOT / "README.md")
+    plain = [b for b in blocks if not is_pytest_block(b)]
+    assert len(plain) >= 3
+    (tmp_path / "contracts").mkdir()
+    shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", tmp_path / "contracts")
+    with otlp_receiver() as receiver:
+        env = {
+            **os.environ,
+            "TEMPLIQX_MODEL_BASE_URL": model_server.base_url,
+            "TEMPLIQX_MODEL_API_KEY": "sk-readme-0123456789",
+            "TEMPLIQX_MODEL": "readme-model",
+            "LANGFUSE_PUBLIC_KEY": "pk-lf-readme",
+            "LANGFUSE_SECRET_KEY": "sk-lf-readme",
+            "LANGFUSE_BASE_URL": receiver.base_url,
+        }
+        run_blocks(plain, tmp_path, env)
+    assert model_server.requests  # the snippets really called the (loopback) model
+    assert receiver.spans  # ... and traced to the (loopback) Langfuse
+
+
+def test_readme_pytest_blocks_are_the_host_project() -> None:
+    """Pytest blocks are executed by ``test_record_modes`` (as a host's conftest and test)."""
+    pytest_blocks = [b for b in python_blocks(REPO_ROOT / "README.md") if is_pytest_block(b)]
+    assert pytest_blocks == [readme_block("def test_greeting("), readme_block("def vcr_config(")]
+
+
+def test_cassettes_readme_blocks_run() -> None:
+    blocks = python_blocks(REPO_ROOT / "cassettes" / "README.md")
+    assert blocks
+    assert not any(is_pytest_block(b) for b in blocks)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
+    run_blocks(blocks, REPO_ROOT, env)
+
+
+@pytest.mark.parametrize("readme", ["README.md", "cassettes/README.md"])
+def test_extraction_sees_every_python_fence(readme: str) -> None:
+    text = (REPO_ROOT / readme).read_text()
+    assert len(python_blocks(REPO_ROOT / readme)) == text.count("```python\n")
