@@ -147,10 +147,13 @@ def templiqx_replay_runtime(
             record_mode=_record_mode(request),
             secrets=secrets,
             # Placeholder keys only switch tracing on: spans go to the in-memory exporter.
-            # A fresh public key per runtime: the SDK shares its resources per key.
+            # A fresh public key per runtime: the SDK shares its resources per key. Scores
+            # travel beside spans, not through the exporter: off, and nowhere to go.
             langfuse=LangfuseConfig(
                 public_key=f"pk-lf-replay-{uuid.uuid4().hex[:12]}",
                 secret_key="sk-lf-replay",  # noqa: S106 - a placeholder, never sent anywhere
+                base_url="http://127.0.0.1:9",
+                schema_score_name=None,
             ),
             span_exporter=langfuse_span_exporter,
         )

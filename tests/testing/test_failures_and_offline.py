@@ -77,7 +77,7 @@ def test_one_failure_per_cause(pytester: pytest.Pytester) -> None:
     outcomes = {
         line.split(" ")[1]: line.split(" ")[0]
         for line in result.stdout.lines
-        if line.startswith(("PASSED ", "FAILED ", "ERROR "))
+        if line.startswith(("PASSED test_host.py", "FAILED test_host.py", "ERROR test_host.py"))
     }
     assert outcomes == {
         "test_host.py::test_changed_request_replay_runtime": "FAILED",
