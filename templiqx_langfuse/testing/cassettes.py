@@ -24,6 +24,7 @@ from typing import Any
 
 import vcr
 from vcr.cassette import Cassette
+from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
@@ -47,6 +48,7 @@ __all__ = [
     "Scrubber",
     "UnplayedInteractions",
     "cassette_config",
+    "no_match_error",
     "open_cassette",
     "use_cassette",
 ]
@@ -216,7 +218,17 @@ class ActiveCassette:
 
     def miss_error(self, index: int = 0) -> CassetteMiss:
         """The ``index``-th unanswered request, what the closest recording differs in."""
-        return CassetteMiss(_describe_miss(self, self.misses[index]))
+        return CassetteMiss(
+            _describe_miss(self.path, self.cassette, self.scrubber, self.misses[index])
+        )
+
+
+def no_match_error(error: CannotOverwriteExistingCassetteException) -> CassetteMiss:
+    """The same clear error from vcrpy's own, for code that holds only the exception."""
+    cassette = error.cassette
+    # The class's method, not a watched instance's: describing a miss is not another miss.
+    request = Cassette.filter_request(cassette, error.failed_request) or error.failed_request
+    return CassetteMiss(_describe_miss(Path(cassette._path), cassette, Scrubber(), request))
 
 
 def _json_lines(body: Any) -> list[str]:
@@ -235,13 +247,14 @@ def _differences(request: Any, recorded: Any) -> list[str]:
     return differing
 
 
-def _describe_miss(active: ActiveCassette, request: Any) -> str:
-    scrub = active.scrubber.text
+def _describe_miss(path: Path, cassette: Cassette, scrubber: Scrubber, request: Any) -> str:
+    scrub = scrubber.text
+    mode = getattr(cassette.record_mode, "value", cassette.record_mode)
     head = (
-        f"cassette {active.path} (record mode {active.record_mode.value}) has no unplayed "
+        f"cassette {path} (record mode {mode}) has no unplayed "
         f"recorded response for {request.method} {scrub(request.uri)}"
     )
-    recorded = list(active.cassette.requests)
+    recorded = list(cassette.requests)
     if not recorded:
         return f"{head}; the cassette is empty. Record it: pytest --record-mode=once"
     closest = min(recorded, key=lambda r: len(_differences(request, r)))
