@@ -5,7 +5,8 @@ dropped, and the configured keys (from the environment, the runtime's configurat
 ``secrets=`` argument) and credential-shaped strings become ``[REDACTED]`` in request and
 response bodies, the URI, every remaining header and the status reason. A loopback
 server's random port is folded into one stable host so a recording replays anywhere;
-matching is method + URI + body; playback never repeats an interaction. The record mode
+matching is method + URI + body; playback never repeats an interaction; Langfuse's API
+(spans, scores) is never recorded, on any host. The record mode
 is *not* part of these rules: it belongs to the caller (pytest-recording's
 ``--record-mode``, or ``open_cassette(record_mode=…)``).
 """
@@ -74,6 +75,7 @@ SECRET_ENV_VARS = (
 # stable, unresolvable host so cassettes replay anywhere (and can never hit the network).
 LOOPBACK_REPLAY_HOST = "http://loopback.templiqx.invalid"
 _LOOPBACK = re.compile(r"^http://(?:127\.0\.0\.1|localhost|\[::1\]):\d+")
+_LANGFUSE_API = re.compile(r"^https?://[^/]+/api/public/")
 _LANGFUSE_HOSTS = ("cloud.langfuse.com", "us.cloud.langfuse.com", "eu.cloud.langfuse.com")
 # Shapes of provider and Langfuse credentials, also partly masked ones (OpenAI's 401
 # echoes ``sk-proj-****…abcd``), and of credentials after an auth scheme.
@@ -149,6 +151,8 @@ def cassette_config(
     def before_record_request(request: Any) -> Any:
         # vcrpy also runs this on every live request before matching, so whatever is
         # scrubbed here is scrubbed identically on both sides of a match.
+        if _LANGFUSE_API.match(request.uri):
+            return None  # Langfuse traffic (spans, scores) on any host: never recorded
         request.uri = scrubber.text(_LOOPBACK.sub(LOOPBACK_REPLAY_HOST, request.uri))
         request.body = scrubber.body(request.body)
         for name, value in list(request.headers.items()):

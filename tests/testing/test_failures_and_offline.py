@@ -138,3 +138,20 @@ def test_recording_does_not_block(tmp_path: Path) -> None:
     with open_cassette(tmp_path / "new.yaml", record_mode="once") as active:
         assert not active.replaying
         assert socket.socket.connect is _ORIGINAL_CONNECT
+
+
+def test_langfuse_traffic_is_neither_recorded_nor_a_miss(tmp_path: Path) -> None:
+    """A loopback Langfuse still gets spans and scores while a cassette replays."""
+    with serve(lambda request: Reply(status=202)) as langfuse:
+        base = langfuse.base_url.removesuffix("/v1")
+        with open_cassette(GREETING) as active:
+            response = httpx.post(f"{base}/api/public/scores", json={"name": "x"})
+        assert response.status_code == 202
+        assert active.misses == []
+        with open_cassette(tmp_path / "new.yaml", record_mode="once"):
+            httpx.post(f"{base}/api/public/otel/v1/traces", content=b"spans")
+        assert not (tmp_path / "new.yaml").exists()  # nothing recorded, nothing written
+        assert [r.path for r in langfuse.requests] == [
+            "/api/public/scores",
+            "/api/public/otel/v1/traces",
+        ]
