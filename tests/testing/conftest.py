@@ -24,9 +24,14 @@ HOST_KEY = "sk-host-SECRET-9f8e7d6c5b4a"
 NAMES = ("Ryan", "Vee", "Zed")
 
 
-def python_blocks(path: Path) -> list[str]:
-    """Every fenced ```python block of a Markdown file, in order."""
-    return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), re.M | re.S)
+_BLOCK = re.compile(r"^(<!-- snippet: schematic[^\n]*\n)?```python\n(.*?)^```", re.M | re.S)
+
+
+def python_blocks(path: Path, *, schematic: bool = False) -> list[str]:
+    """The fenced ```python blocks of a Markdown file, in order: runnable ones, or those
+    marked ``<!-- snippet: schematic … -->`` (a template whose names are the reader's)."""
+    text = path.read_text(encoding="utf-8")
+    return [code for marker, code in _BLOCK.findall(text) if bool(marker) == schematic]
 
 
 def readme_block(containing: str) -> str:
