@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._canonical import fingerprint
+from pydantic_core import PydanticSerializationError
+
+from ._canonical import NotJson, fingerprint
 from ._contracts import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
 from ._schema import SchemaValidator, compile_schema
 
@@ -20,7 +22,13 @@ def request_fingerprint(interaction: CompiledInteraction) -> str:
     cached = interaction._fingerprint
     if cached is None:
         interaction._freeze()
-        cached = fingerprint(interaction.model_dump(mode="json"))
+        try:
+            dumped = interaction.model_dump(mode="json")
+        except (PydanticSerializationError, ValueError, RecursionError):
+            # pydantic refuses values nested past its own limit before canonical JSON
+            # sees them (a 10 000-deep runtime_policy): the same refusal, not a raw error.
+            raise NotJson("nested too deeply to serialize", "") from None
+        cached = fingerprint(dumped)
         interaction._fingerprint = cached
     return cached
 

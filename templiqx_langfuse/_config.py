@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
+
+import httpx
 
 from templiqx_core import InvalidData
 
@@ -26,6 +28,7 @@ __all__ = [
     "ENV_MODEL",
     "ENV_MODEL_API_KEY",
     "ENV_MODEL_BASE_URL",
+    "ENV_MODEL_PROXY",
     "ENV_MODEL_TIMEOUT_S",
     "ENV_OPENAI_API_KEY",
     "ENV_OPENAI_BASE_URL",
@@ -43,6 +46,8 @@ ENV_MODEL = "TEMPLIQX_MODEL"
 """Model id sent as ``model`` (required)."""
 ENV_MODEL_TIMEOUT_S = "TEMPLIQX_MODEL_TIMEOUT_S"
 """Total wall-clock deadline of one round trip, in seconds (default 60)."""
+ENV_MODEL_PROXY = "TEMPLIQX_MODEL_PROXY"
+"""Explicit HTTP(S) proxy for model calls. ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read."""
 ENV_LANGFUSE_PUBLIC_KEY = "LANGFUSE_PUBLIC_KEY"
 ENV_LANGFUSE_SECRET_KEY = "LANGFUSE_SECRET_KEY"  # noqa: S105 - a variable name, not a secret
 ENV_LANGFUSE_BASE_URL = "LANGFUSE_BASE_URL"
@@ -58,13 +63,36 @@ DEFAULT_TIMEOUT_S = 60.0
 _ENVIRONMENT = re.compile(r"^(?!langfuse)[a-z0-9_-]+$")
 
 
-def validate_url(value: str, field_name: str) -> str:
-    """An ``http(s)://host[:port][/path]`` URL without user-info, query or fragment."""
+# Seconds as ASCII decimal text: float() would also take "١٢", "1_0", "inf" and "nan".
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
+# What an HTTP header value can carry verbatim (keys travel in Authorization headers).
+_HEADER_TOKEN = re.compile(r"[\x21-\x7e]+", re.ASCII)
+
+
+def _has_control(value: str) -> bool:
+    """Control characters, or lone surrogates (which no UTF-8 encoder accepts)."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 for c in value)
+
+
+def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
+    if not isinstance(value, str):
+        raise InvalidData(f"{field_name} must be a string")
+    # urlsplit silently drops tabs and newlines, httpx refuses them at call time: refuse
+    # them here, with the field's name and without the value.
+    if _has_control(value) or any(c.isspace() for c in value):
+        raise InvalidData(f"{field_name} must not contain whitespace or control characters")
     try:
         parts = urlsplit(value)
         _ = parts.port  # urlsplit is lazy about ports: reading it raises on a malformed one
-    except ValueError:
+        httpx.URL(value)  # the parser the request will use (IDNA, ports, characters)
+    except (ValueError, httpx.InvalidURL):
         raise InvalidData(f"{field_name} is not a valid URL") from None
+    return value, parts
+
+
+def validate_url(value: str, field_name: str) -> str:
+    """An ``http(s)://host[:port][/path]`` URL without user-info, query or fragment."""
+    value, parts = _parse_url(value, field_name)
     if parts.scheme not in ("http", "https"):
         raise InvalidData(f"{field_name} must use http:// or https://")
     if not parts.hostname:
@@ -76,10 +104,62 @@ def validate_url(value: str, field_name: str) -> str:
     return value.rstrip("/")
 
 
+def validate_proxy(value: str, field_name: str) -> str:
+    """An ``http(s)://[user:password@]host[:port]`` proxy URL (user-info is proxy auth)."""
+    value, parts = _parse_url(value, field_name)
+    if parts.scheme not in ("http", "https"):
+        raise InvalidData(f"{field_name} must use http:// or https://")
+    if not parts.hostname:
+        raise InvalidData(f"{field_name} must name a host")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidData(f"{field_name} must be scheme://host[:port] only")
+    return value
+
+
+def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
+    """The credentials inside a proxy URL, for the redactor (raw and percent-decoded)."""
+    if proxy is None:
+        return ()
+    parts = urlsplit(proxy)
+    userinfo = parts.netloc.rpartition("@")[0]
+    found = {userinfo, unquote(userinfo)} if userinfo else set()
+    if parts.password:
+        found |= {parts.password, unquote(parts.password)}
+    return tuple(sorted(found))
+
+
 def _non_empty(value: str | None, field_name: str) -> str:
     if value is None or not value.strip():
         raise InvalidData(f"{field_name} must not be empty")
     return value
+
+
+def _clean_text(value: object, field_name: str, *, header: bool = False) -> str:
+    """Refuse what would fail every call later: padding, newlines, control characters.
+
+    Secret files often end in a newline; sent as is, the key makes every call fail as a
+    *retryable* error. ``header`` values must also be visible ASCII (httpx encodes
+    headers as ASCII and would raise with the value in the message).
+    """
+    if not isinstance(value, str):
+        raise InvalidData(f"{field_name} must be a string")
+    _non_empty(value, field_name)
+    if value != value.strip():
+        raise InvalidData(f"{field_name} must not have leading or trailing whitespace")
+    if _has_control(value):
+        raise InvalidData(f"{field_name} must not contain control characters")
+    if header and not _HEADER_TOKEN.fullmatch(value):
+        raise InvalidData(f"{field_name} must be printable ASCII without spaces")
+    return value
+
+
+def _seconds(value: object, field_name: str, upper: float) -> float:
+    # bool is an int: ``timeout_s=True`` would silently mean one second.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidData(f"{field_name} must be a number of seconds")
+    if not 0 < value <= upper:  # also refuses NaN
+        raise InvalidData(f"{field_name} must be a number of seconds in (0, {upper:g}]")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -91,21 +171,28 @@ class ModelConfig:
     model: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     strict: bool = True
+    proxy: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "model base_url"))
-        _non_empty(self.api_key, "model api_key")
-        _non_empty(self.model, "model")
-        if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s <= 3600):
-            raise InvalidData("model timeout_s must be a number of seconds in (0, 3600]")
+        _clean_text(self.api_key, "model api_key", header=True)
+        _clean_text(self.model, "model")
+        _seconds(self.timeout_s, "model timeout_s", 3600)
+        if not isinstance(self.strict, bool):
+            raise InvalidData("model strict must be true or false")
+        if self.proxy is not None:
+            validate_proxy(self.proxy, "model proxy")
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every value of this configuration that must never leave in text."""
+        return (self.api_key, *proxy_secrets(self.proxy))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
         timeout_text = env.get(ENV_MODEL_TIMEOUT_S, "").strip()
-        try:
-            timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT_S
-        except ValueError:
-            raise InvalidData(f"{ENV_MODEL_TIMEOUT_S} must be a number of seconds") from None
+        if timeout_text and not _SECONDS.fullmatch(timeout_text):
+            raise InvalidData(f"{ENV_MODEL_TIMEOUT_S} must be a number of seconds (ASCII digits)")
+        timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT_S
         return cls(
             base_url=env.get(ENV_MODEL_BASE_URL)
             or env.get(ENV_OPENAI_BASE_URL)
@@ -116,6 +203,7 @@ class ModelConfig:
             ),
             model=_non_empty(env.get(ENV_MODEL), ENV_MODEL),
             timeout_s=timeout,
+            proxy=env.get(ENV_MODEL_PROXY) or None,
         )
 
 
@@ -145,6 +233,9 @@ class LangfuseConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "langfuse base_url"))
+        for name in ("public_key", "secret_key"):
+            if getattr(self, name) is not None:
+                _clean_text(getattr(self, name), f"langfuse {name}", header=True)
         if self.environment is not None and not _ENVIRONMENT.fullmatch(self.environment):
             raise InvalidData(
                 "langfuse environment must be lowercase letters, digits, - or _ "

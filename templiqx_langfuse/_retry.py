@@ -4,10 +4,15 @@ Only retryable codes (timeout, rate-limited, unavailable) are retried. A server'
 ``retry_after_ms`` is honoured (capped at ``max_wait_s``); otherwise the wait is
 exponential with full jitter. When attempts or the deadline run out, the caller gets
 ``TQX_HOST_RETRY_EXHAUSTED`` naming the last failure's code.
+
+``deadline_s`` is hard for adapters whose sockets honour the ambient deadline (the
+Langfuse runtime does): every attempt gets only what is left of it, and no wait starts
+that would end past it. Another adapter's attempt in flight cannot be cut short.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -32,6 +37,8 @@ from templiqx_core import (
     RuntimeFailureError,
 )
 from templiqx_core.adapters import WrappingRuntime
+
+from ._deadline import deadline
 
 __all__ = ["RetryingRuntime"]
 
@@ -85,8 +92,12 @@ class RetryingRuntime(WrappingRuntime):
             sleep=self._sleep,
             reraise=False,
         )
+        budget = (
+            deadline(self.deadline_s) if self.deadline_s is not None else contextlib.nullcontext()
+        )
         try:
-            result: ExecutionReceipt = retrying(self.inner.execute, request)
+            with budget:
+                result: ExecutionReceipt = retrying(self.inner.execute, request)
         except RetryError as exhausted:
             last = exhausted.last_attempt.exception()
             assert isinstance(last, RuntimeFailureError)

@@ -24,10 +24,9 @@ from templiqx_core import (
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
-from ._deadline import DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, Tracing, collect_traces
-from ._transport import post_bounded
+from ._transport import build_client, check_host_client, post_bounded
 from ._version import __version__
 from ._wire import (
     WireFailure,
@@ -62,17 +61,16 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         self.model = model
         self.langfuse_config = langfuse or LangfuseConfig()
         self.redactor = Redactor(
-            [model.api_key, self.langfuse_config.public_key, self.langfuse_config.secret_key]
+            [*model.secrets(), self.langfuse_config.public_key, self.langfuse_config.secret_key]
         )
         self._descriptor = AdapterDescriptor(
             id=ADAPTER_ID, version=__version__, capabilities=sorted(set(capabilities))
         )
         self._owns_http = http_client is None
-        self._http = http_client or httpx.Client(
-            transport=DeadlineTransport(
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
-            ),
-            follow_redirects=False,
+        self._http = (
+            build_client(proxy=model.proxy)
+            if http_client is None
+            else check_host_client(http_client)
         )
         self._log_filter = RedactingLogFilter(self.redactor)  # held weakly by the loggers
         self._log_filter.install()

@@ -17,6 +17,7 @@ import orjson
 from templiqx_core import (
     AdapterDescriptor,
     CompiledInteraction,
+    InvalidData,
     RuntimeFailure,
     RuntimeFailureCode,
     RuntimeFailureError,
@@ -27,6 +28,7 @@ from ._redaction import Redactor
 __all__ = [
     "FORWARDED_POLICY_KEYS",
     "MAX_RESPONSE_BYTES",
+    "RESERVED_FIELDS",
     "Completion",
     "WireFailure",
     "build_request_body",
@@ -49,9 +51,19 @@ FORWARDED_POLICY_KEYS = frozenset(
     }
 )
 EXTENSION_NAMESPACE = "openai."
+# Fields the adapter owns: an extension setting them would switch the model behind the
+# trace's back, drop the output schema or break the one-round-trip promise (streaming).
+RESERVED_FIELDS = frozenset({"model", "messages", "response_format", "stream", "stream_options"})
 SCHEMA_NAME = "templiqx_output"
 _BAD_FINISH = frozenset({"length", "content_filter"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+# Gateways (LiteLLM) rewrite the upstream error to a generic throttling one; only the
+# upstream's message still tells a billing quota from a rate limit.
+_QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
+# Retry hints, most precise first. LiteLLM re-sends the upstream's headers with an
+# ``llm_provider-`` prefix and drops the originals.
+_HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
+_HINTS_S = ("retry-after", "llm_provider-retry-after")
 
 
 class WireFailure(Exception):
@@ -80,14 +92,55 @@ class RequestBody:
     ignored_policy_keys: list[str]
 
 
+def _extension_fields(extensions: Mapping[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key in sorted(extensions):
+        if not key.startswith(EXTENSION_NAMESPACE):
+            continue
+        name = key[len(EXTENSION_NAMESPACE) :]
+        if name in RESERVED_FIELDS:
+            raise InvalidData(
+                f"extension {key} is reserved: the adapter sets "
+                f"{', '.join(sorted(RESERVED_FIELDS))} itself"
+            )
+        fields[name] = extensions[key]
+    return fields
+
+
+def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
+    """Point at the part JSON cannot carry (64-bit overflow, lone surrogate, depth), never
+    echo it; JSON pointers, as the core's canonical JSON reports them."""
+    parts: list[tuple[str, Any]] = [
+        *((f"/messages/{i}/content", m.content) for i, m in enumerate(interaction.messages)),
+        *((f"/runtime_policy/{k}", v) for k, v in interaction.runtime_policy.items()),
+        *((f"/extensions/{k}", v) for k, v in interaction.extensions.items()),
+        ("/output_schema", interaction.output_schema),
+    ]
+    where = "/"
+    for name, value in parts:
+        try:
+            orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            where = name
+            break
+    return InvalidData(f"request value at {where} cannot be sent as JSON ({error})")
+
+
 def build_request_body(
     interaction: CompiledInteraction, *, model: str, strict: bool
 ) -> RequestBody:
-    """Serialize the chat-completions request; same interaction → same bytes."""
+    """Serialize the chat-completions request; same interaction → same bytes.
+
+    Raises ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a
+    value JSON cannot carry. ``runtime_policy`` keys outside the forwarded set (reserved
+    ones included) are never sent; they are listed in ``ignored_policy_keys``.
+    """
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
     body: dict[str, Any] = {
+        **forwarded,
+        **_extension_fields(interaction.extensions),
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in interaction.messages],
         "response_format": {
@@ -98,58 +151,68 @@ def build_request_body(
                 "schema": interaction.output_schema,
             },
         },
-        **forwarded,
     }
-    for key in sorted(interaction.extensions):
-        if key.startswith(EXTENSION_NAMESPACE):
-            body[key[len(EXTENSION_NAMESPACE) :]] = interaction.extensions[key]
     # Sorted keys make the bytes independent of dict insertion order (cassettes match on body).
-    return RequestBody(orjson.dumps(body, option=orjson.OPT_SORT_KEYS), forwarded, ignored)
+    try:
+        content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError) as error:
+        raise _unserializable(interaction, error) from None
+    return RequestBody(content, forwarded, ignored)
+
+
+def _hint(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
+    for name in names:
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            continue
+        if value >= 0 and value == value and value != float("inf"):
+            return value
+    return None
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
-    """``retry-after-ms`` / ``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date)."""
-    for name in ("retry-after-ms", "x-retry-after-ms"):
+    """``retry-after-ms`` / ``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date).
+
+    Each also under LiteLLM's ``llm_provider-`` prefix.
+    """
+    millis = _hint(headers, _HINTS_MS)
+    if millis is not None:
+        return int(millis)
+    seconds = _hint(headers, _HINTS_S)
+    if seconds is not None:
+        return int(seconds * 1000)
+    for name in _HINTS_S:
         raw = headers.get(name)
-        if raw is not None:
-            try:
-                value = float(raw.strip())
-            except ValueError:
-                continue
-            if value >= 0 and value == value and value != float("inf"):
-                return int(value)
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    try:
-        seconds = float(raw)
-    except ValueError:
+        if raw is None:
+            continue
         try:
-            when = email.utils.parsedate_to_datetime(raw)
+            when = email.utils.parsedate_to_datetime(raw.strip())
         except (TypeError, ValueError, IndexError):
-            return None
+            continue
         if when.tzinfo is None:
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-        return max(0, int(seconds * 1000))
-    if seconds < 0 or seconds != seconds or seconds == float("inf"):
-        return None
-    return int(seconds * 1000)
+            continue
+        delta = when.timestamp() - (time.time() if now is None else now)
+        return max(0, int(delta * 1000))
+    return None
 
 
-def _error_code(body: bytes) -> str | None:
+def _is_quota(body: bytes) -> bool:
+    """A billing quota (permanent), told apart from a rate limit by the error object."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return None
+        return False
     error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict):
-        for key in ("code", "type"):
-            value = error.get(key)
-            if isinstance(value, str):
-                return value
-    return None
+    if not isinstance(error, dict):
+        return False
+    if any(error.get(key) in _QUOTA_CODES for key in ("code", "type")):
+        return True
+    message = error.get("message")
+    return isinstance(message, str) and any(m in message.lower() for m in _QUOTA_MESSAGES)
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
@@ -162,7 +225,7 @@ def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> 
         return None
     detail = f"model gateway returned HTTP {status}"
     if status == 429:
-        if _error_code(body) in _QUOTA_CODES:
+        if _is_quota(body):
             return WireFailure(RuntimeFailureCode.PERMANENT, f"{detail} (quota exhausted)")
         return WireFailure(RuntimeFailureCode.RATE_LIMITED, detail, parse_retry_after_ms(headers))
     if status == 408:

@@ -127,6 +127,7 @@ def make_runtime(
                 api_key=MODEL_KEY,
                 model="test-model",
                 timeout_s=timeout_s,
+                proxy=kw.pop("proxy", None),  # type: ignore[arg-type]
             ),
             langfuse,
             span_exporter=kw.pop("span_exporter", exporter),  # type: ignore[arg-type]

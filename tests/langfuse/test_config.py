@@ -132,3 +132,97 @@ def test_environment_follows_langfuse_naming() -> None:
     for bad in ("Prod", "langfuse-internal", "with space", ""):
         with pytest.raises(InvalidData, match="langfuse environment"):
             LangfuseConfig(environment=bad)
+
+
+# -- refused at construction, naming the field and never the value (issue 12) -------
+
+KEY = "sk-padded-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"api_key": KEY + "\n"}, "model api_key"),
+        ({"api_key": " " + KEY}, "model api_key"),
+        ({"api_key": KEY[:4] + " " + KEY[4:]}, "model api_key"),
+        ({"api_key": KEY + "é"}, "model api_key"),
+        ({"api_key": KEY + "\ud800"}, "model api_key"),
+        ({"model": "gpt-4o-mini\n"}, "model"),
+        ({"model": " gpt-4o-mini"}, "model"),
+        ({"model": "gpt\x00-4o"}, "model"),
+        ({"model": "gpt\ud800"}, "model"),
+        ({"timeout_s": True}, "model timeout_s"),
+        ({"timeout_s": "30"}, "model timeout_s"),
+        ({"timeout_s": float("nan")}, "model timeout_s"),
+        ({"timeout_s": float("inf")}, "model timeout_s"),
+        ({"strict": "yes"}, "model strict"),
+        ({"base_url": "https://api.example/v1\n"}, "model base_url"),
+        ({"base_url": "https://api.exa\tmple/v1"}, "model base_url"),
+        ({"base_url": "https://api.example/v\x001"}, "model base_url"),
+        ({"base_url": "https://api.example/\x7fv1"}, "model base_url"),
+        ({"base_url": "https://exa mple/v1"}, "model base_url"),
+        ({"base_url": "https://h:99999/v1"}, "model base_url"),
+        ({"proxy": "socks9://proxy:1080"}, "model proxy"),
+        ({"proxy": "http://proxy:3128/path"}, "model proxy"),
+    ],
+)
+def test_hostile_model_config_is_refused_naming_the_field(
+    kwargs: dict[str, object], field: str
+) -> None:
+    config: dict[str, object] = {"base_url": "https://h/v1", "api_key": KEY, "model": "m"}
+    config.update(kwargs)
+    with pytest.raises(InvalidData) as raised:
+        ModelConfig(**config)  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert message.startswith(field + " ")
+    for value in (KEY, "gpt", "example"):
+        assert value not in message
+
+
+@pytest.mark.parametrize("text", ["\u0663\u0660", "1_0", "inf", "nan", "1e3", "-5", "\uff13\uff10"])
+def test_timeout_env_must_be_ascii_seconds(text: str) -> None:
+    with pytest.raises(InvalidData, match=ENV_MODEL_TIMEOUT_S):
+        ModelConfig.from_env(
+            {ENV_MODEL_API_KEY: "k-123", ENV_MODEL: "m", ENV_MODEL_TIMEOUT_S: text}
+        )
+    env = {ENV_MODEL_API_KEY: "k-123", ENV_MODEL: "m", ENV_MODEL_TIMEOUT_S: " 2.5 "}
+    assert ModelConfig.from_env(env).timeout_s == 2.5
+
+
+def test_secret_file_newline_in_the_environment_is_refused() -> None:
+    with pytest.raises(InvalidData) as raised:
+        ModelConfig.from_env({ENV_MODEL_API_KEY: KEY + "\n", ENV_MODEL: "m"})
+    assert "model api_key" in str(raised.value)
+    assert KEY not in str(raised.value)
+
+
+@pytest.mark.parametrize("name", ["public_key", "secret_key"])
+def test_langfuse_keys_are_refused_naming_the_field(name: str) -> None:
+    for bad in (KEY + "\n", KEY + "é", " " + KEY):
+        with pytest.raises(InvalidData) as raised:
+            LangfuseConfig(**{name: bad})  # type: ignore[arg-type]
+        assert f"langfuse {name}" in str(raised.value)
+        assert KEY not in str(raised.value)
+
+
+def test_a_non_ascii_key_never_reaches_httpx() -> None:
+    """It used to raise UnicodeEncodeError at call time, with the key in its text."""
+    with pytest.raises(InvalidData) as raised:
+        LangfuseTracedRuntime(
+            ModelConfig(base_url="https://h/v1", api_key="sk-ключ-1234", model="m")
+        )
+    assert "ключ" not in str(raised.value)
+
+
+def test_proxy_credentials_are_secrets_and_hidden_from_repr() -> None:
+    config = ModelConfig(
+        base_url="https://h/v1", api_key=KEY, model="m", proxy="http://user:p%40ss-word@proxy:3128"
+    )
+    assert "p%40ss-word" not in repr(config)
+    assert {"p%40ss-word", "p@ss-word", KEY} <= set(config.secrets())
+    assert (
+        ModelConfig.from_env(
+            {ENV_MODEL_API_KEY: KEY, ENV_MODEL: "m", "TEMPLIQX_MODEL_PROXY": "http://proxy:3128"}
+        ).proxy
+        == "http://proxy:3128"
+    )

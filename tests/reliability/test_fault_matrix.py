@@ -36,6 +36,15 @@ def finish(reason: str) -> Reply:
 
 DATE_SENTINEL = "<http-date two minutes from now>"
 ERROR_BODY = json.dumps({"error": {"message": PROVIDER_TEXT}}).encode()
+QUOTA_BEHIND_GATEWAY = json.dumps(
+    {
+        "error": {
+            "message": f"RateLimitError: You exceeded your current quota. {PROVIDER_TEXT}",
+            "type": "throttling_error",
+            "code": "429",
+        }
+    }
+).encode()
 
 MATRIX = [
     ("429 retry-after-ms", Reply(429, {"retry-after-ms": "750"}, ERROR_BODY), "RATE_LIMITED", 750),
@@ -52,6 +61,31 @@ MATRIX = [
         "RATE_LIMITED",
         "date",
     ),
+    (
+        "429 llm_provider-retry-after-ms (LiteLLM)",
+        Reply(429, {"llm_provider-retry-after-ms": "1500"}, ERROR_BODY),
+        "RATE_LIMITED",
+        1500,
+    ),
+    (
+        "503 llm_provider-retry-after (LiteLLM)",
+        Reply(503, {"llm_provider-retry-after": "7"}, ERROR_BODY),
+        "UNAVAILABLE",
+        7000,
+    ),
+    (
+        "429 insufficient_quota",
+        Reply(429, {"retry-after": "1"}, b'{"error": {"code": "insufficient_quota"}}'),
+        "PERMANENT",
+        None,
+    ),
+    (
+        "429 quota rewritten by a gateway",
+        Reply(429, {}, QUOTA_BEHIND_GATEWAY),
+        "PERMANENT",
+        None,
+    ),
+    ("204 no content", Reply(204, {}, b""), "INVALID_RESPONSE", None),
     ("408", Reply(408, {}, ERROR_BODY), "TIMEOUT", None),
     ("500", Reply(500, {}, ERROR_BODY), "UNAVAILABLE", None),
     ("502", Reply(502, {}, b"<html>bad gateway</html>"), "UNAVAILABLE", None),
