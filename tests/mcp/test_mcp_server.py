@@ -35,9 +35,9 @@ def clean_env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def session(*args: str) -> AsyncIterator[ClientSession]:
+async def session(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=TEMPLIQX, args=["mcp", *args], cwd=str(REPO_ROOT), env=clean_env()
+        command=TEMPLIQX, args=["mcp", *args], cwd=str(REPO_ROOT), env=clean_env() | (env or {})
     )
     with open(os.devnull, "w") as errlog:
         async with (

@@ -3,9 +3,11 @@ deliberately broken adapter (real sockets throughout)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -424,3 +426,34 @@ def test_assembly_rule_needs_a_name_first() -> None:
         ]
     )
     assert [(c.name, c.arguments) for c in calls] == [("f", '{"x":1}'), ("f", "")]
+
+
+def test_async_host_cancelling_the_task_releases_the_connection(
+    routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
+) -> None:
+    """``aexecute_streaming`` (the port's async face): cancelling the awaiting task ends
+    the stream at the next delta, and the host closes its connection."""
+    slow = routes.request(
+        plain_request, "slow", reply_for(SLOW, pause_s=0.05, piece=len(SLOW) // 100)
+    )
+    host = make_host()
+    connection_released = released(routes.server)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        first = asyncio.Event()
+
+        def sink(event: StreamEvent) -> None:
+            loop.call_soon_threadsafe(first.set)
+
+        task = asyncio.create_task(host.aexecute_streaming(slow, sink))
+        await asyncio.wait_for(first.wait(), timeout=5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    started = time.monotonic()
+    asyncio.run(scenario())
+    while not connection_released():
+        assert time.monotonic() - started < 2.0, "the connection was not released"
+        time.sleep(0.01)

@@ -108,6 +108,35 @@ def test_cli_stream_is_live(stream_server: LoopbackModelServer) -> None:
     assert "sk-live-test-key" not in first_line + "".join(rest_lines)
 
 
+def test_mcp_stream_is_live(stream_server: LoopbackModelServer) -> None:
+    parts = ['{"greeting": ', '"Hello', " Ry", 'an"}']
+    body = text_stream(parts)
+    first, rest = body.split(b"\n\n", 1)
+    stream_server.set_responder(lambda request: streamed(body, pieces=[first + b"\n\n", 1.0, rest]))
+    env = {
+        "TEMPLIQX_MODEL_BASE_URL": stream_server.base_url,
+        "TEMPLIQX_MODEL_API_KEY": "sk-live-test-key",
+        "TEMPLIQX_MODEL": "m",
+    }
+    arrivals: list[tuple[float, str]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        if message:
+            arrivals.append((time.monotonic(), message))
+
+    async def scenario() -> tuple[Any, float]:
+        async with session("--runtime", "openai-stream", env=env) as client:
+            args = {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT, "stream": True}
+            result = await client.call_tool("execute_contract", args, progress_callback=on_progress)
+            return result, time.monotonic()
+
+    result, returned_at = anyio.run(scenario)
+    assert structured(result)["result"]["output"] == {"greeting": "Hello Ryan"}
+    kinds = [parse_stream_event(message).kind for _, message in arrivals]
+    assert kinds == ["Delta"] * 4 + ["Complete"]
+    assert returned_at - arrivals[0][0] > 0.7  # the first delta reached the client early
+
+
 def test_mcp_stream_sends_each_delta_as_progress() -> None:
     progress: list[str] = []
 
