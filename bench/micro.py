@@ -130,7 +130,7 @@ def validation_table() -> list[str]:
     bad = {**instance, "effective_date": "2026-13-45"}
     rows = [f"{'validator':34} {'per call':>10} {'rejects bad date':>17}"]
     candidates: list[tuple[str, Any]] = []
-    from templiqx_core import compile_schema
+    from templiqx_core.adapters import compile_schema
 
     ours = compile_schema(schema)
     candidates.append(("jsonschema-rs (compiled once)", ours.is_valid))

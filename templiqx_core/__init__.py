@@ -3,16 +3,23 @@
 Never imports langfuse, httpx, vcrpy or any provider SDK: adapters live in their own
 packages and plug in through ``RuntimeAdapter`` and the ``templiqx.runtimes`` entry points.
 
+This namespace is what a host needs: contracts, the compiler and application flow, the
+wire models, errors (every code in ``templiqx_core.codes``), fingerprints and the
+``RuntimeAdapter`` it calls. What an adapter author needs besides (``build_receipt``,
+``request_fingerprint``, ``compile_schema``, the hook types, the conformance kit) lives in
+``templiqx_core.adapters``.
+
 Names load on first use (PEP 562), so a command that needs only part of the package (the
 CLI's ``--help`` or ``fingerprint``) does not pay for pydantic models it never touches.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from . import codes
     from ._application import EvalResult, compile_envelope, execute_contract, run_evals
     from ._canonical import canonical_json, fingerprint, fingerprint_bytes
@@ -48,9 +55,7 @@ if TYPE_CHECKING:
     )
     from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
     from ._ports import EventSink, RuntimeAdapter
-    from ._receipts import build_receipt, request_fingerprint
     from ._scenarios import Scenario, load_inventory, load_scenario
-    from ._schema import compile_schema
     from ._scripted import (
         ScriptedFailure,
         ScriptedOutcome,
@@ -104,12 +109,9 @@ _WHERE: dict[str, str] = {
     "to_diagnostic": "._failures",
     "EventSink": "._ports",
     "RuntimeAdapter": "._ports",
-    "build_receipt": "._receipts",
-    "request_fingerprint": "._receipts",
     "Scenario": "._scenarios",
     "load_inventory": "._scenarios",
     "load_scenario": "._scenarios",
-    "compile_schema": "._schema",
     "ScriptedFailure": "._scripted",
     "ScriptedOutcome": "._scripted",
     "ScriptedRuntime": "._scripted",
@@ -120,11 +122,11 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'templiqx_core' has no attribute {name!r}")
-    loaded = importlib.import_module(module, __name__)
+    loaded = _importlib.import_module(module, __name__)
     value = loaded if module == f".{name}" else getattr(loaded, name)
     globals()[name] = value
     return value
@@ -173,12 +175,10 @@ __all__ = [
     "ToolCallDeltaEvent",
     "Unsupported",
     "__version__",
-    "build_receipt",
     "canonical_json",
     "codes",
     "compile_contract",
     "compile_envelope",
-    "compile_schema",
     "execute_contract",
     "failure_receipt_fingerprint",
     "fingerprint",
@@ -186,7 +186,6 @@ __all__ = [
     "load_inventory",
     "load_scenario",
     "parse_stream_event",
-    "request_fingerprint",
     "run_evals",
     "success_receipt_fingerprint",
     "to_diagnostic",

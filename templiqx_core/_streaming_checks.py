@@ -25,6 +25,13 @@ from typing import Any
 import orjson
 
 from ._canonical import fingerprint
+from ._conformance import (
+    ConformanceError,
+    ConformanceReport,
+    check_streaming_parity,
+    receipts_equal,
+    validate_event_order,
+)
 from ._contracts import (
     CompleteEvent,
     DeltaEvent,
@@ -36,13 +43,6 @@ from ._contracts import (
 )
 from ._errors import PortError
 from ._ports import RuntimeAdapter
-from .conformance import (
-    ConformanceError,
-    ConformanceReport,
-    check_streaming_parity,
-    receipts_equal,
-    validate_event_order,
-)
 
 __all__ = [
     "STREAMING_CHECKS",

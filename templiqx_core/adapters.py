@@ -33,12 +33,25 @@ from ._ports import (
 from ._receipts import build_receipt, request_fingerprint
 from ._runtimes import ENTRY_POINT_GROUP, RuntimeFactory, RuntimeOptions
 from ._schema import SchemaValidator, compile_schema
+from .conformance import (
+    CONFORMANCE_CHECKS,
+    STREAMING_CHECKS,
+    ConformanceError,
+    ConformanceReport,
+    check_adapter,
+    check_streaming_adapter,
+    run_check,
+)
 
 __all__ = [
+    "CONFORMANCE_CHECKS",
     "ENTRY_POINT_GROUP",
     "MAX_DEPTH",
+    "STREAMING_CHECKS",
     "AdapterDescriptor",
     "CallOutcome",
+    "ConformanceError",
+    "ConformanceReport",
     "DeltaEvent",
     "EventSink",
     "ExecutionReceipt",
@@ -60,9 +73,12 @@ __all__ = [
     "WrappingRuntime",
     "build_receipt",
     "canonical_json",
+    "check_adapter",
+    "check_streaming_adapter",
     "compile_schema",
     "failed_event",
     "fingerprint",
     "project_terminal",
     "request_fingerprint",
+    "run_check",
 ]

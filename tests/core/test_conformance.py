@@ -21,9 +21,9 @@ from templiqx_core import (
     RuntimeFailureError,
     ScriptedRuntime,
     ScriptedSuccess,
-    build_receipt,
 )
 from templiqx_core._ports import EventSink
+from templiqx_core.adapters import build_receipt
 from templiqx_core.conformance import (
     CONFORMANCE_CHECKS,
     ConformanceError,

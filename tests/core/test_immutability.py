@@ -15,10 +15,9 @@ from templiqx_core import (
     InvalidData,
     ScriptedRuntime,
     ScriptedSuccess,
-    compile_schema,
     fingerprint,
-    request_fingerprint,
 )
+from templiqx_core.adapters import compile_schema, request_fingerprint
 
 MUTATIONS: dict[str, Callable[[CompiledInteraction], object]] = {
     "policy key": lambda i: i.runtime_policy.__setitem__("temperature", 0.5),

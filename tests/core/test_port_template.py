@@ -22,10 +22,10 @@ from templiqx_core import (
     ScriptedRuntime,
     ScriptedSuccess,
     StreamEvent,
-    build_receipt,
     codes,
 )
 from templiqx_core._ports import CallOutcome, Produced, RuntimeCall, WrappingRuntime
+from templiqx_core.adapters import build_receipt
 from templiqx_core.conformance import check_adapter, validate_event_order
 from tests.conftest import assert_closed, start_call
 

@@ -20,10 +20,10 @@ from templiqx_core import (
     RuntimeFailureError,
     StreamEvent,
     Unsupported,
-    build_receipt,
     fingerprint,
     to_diagnostic,
 )
+from templiqx_core.adapters import build_receipt
 
 DESCRIPTOR = AdapterDescriptor(id="plain", version="1.0", capabilities=["structured_output"])
 

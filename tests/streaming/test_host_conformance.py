@@ -25,8 +25,8 @@ from templiqx_core import (
     RuntimeAdapter,
     StreamEvent,
     ToolCallDeltaEvent,
-    build_receipt,
 )
+from templiqx_core.adapters import build_receipt
 from templiqx_core.conformance import (
     ConformanceError,
     assemble_tool_calls,

@@ -1,0 +1,293 @@
+"""Every public namespace exports exactly what it pins (after httpx's test_exported_members).
+
+A public module is one whose dotted path has no ``_``-prefixed part. Each one's
+``__all__`` is pinned below: changing a public API is a deliberate edit of this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import types
+
+import pytest
+
+import templiqx_core
+import templiqx_langfuse
+
+# Modules that only re-export: every public name in them must be exported.
+FACADES = {
+    "templiqx_core",
+    "templiqx_core.adapters",
+    "templiqx_core.conformance",
+    "templiqx_langfuse",
+    "templiqx_langfuse.building_blocks",
+}
+
+PINNED: dict[str, list[str]] = {
+    "templiqx_langfuse.testing": [],
+    "templiqx_core": [
+        "API_VERSION",
+        "AdapterDescriptor",
+        "CompileResult",
+        "CompiledInteraction",
+        "CompiledMessage",
+        "CompleteEvent",
+        "Conflict",
+        "Contract",
+        "DeltaEvent",
+        "Diagnostic",
+        "EvalResult",
+        "EventSink",
+        "ExecutionReceipt",
+        "ExecutionRequest",
+        "FailedEvent",
+        "InvalidData",
+        "InvalidPath",
+        "IoFailure",
+        "NotFound",
+        "OperationEnvelope",
+        "PortError",
+        "RenderRequest",
+        "Role",
+        "RuntimeAdapter",
+        "RuntimeClosed",
+        "RuntimeFailure",
+        "RuntimeFailureCode",
+        "RuntimeFailureError",
+        "Scenario",
+        "ScriptedFailure",
+        "ScriptedOutcome",
+        "ScriptedRuntime",
+        "ScriptedSuccess",
+        "SourceSpan",
+        "StreamEvent",
+        "ToolCallDeltaEvent",
+        "Unsupported",
+        "__version__",
+        "canonical_json",
+        "codes",
+        "compile_contract",
+        "compile_envelope",
+        "execute_contract",
+        "failure_receipt_fingerprint",
+        "fingerprint",
+        "fingerprint_bytes",
+        "load_inventory",
+        "load_scenario",
+        "parse_stream_event",
+        "run_evals",
+        "success_receipt_fingerprint",
+        "to_diagnostic",
+    ],
+    "templiqx_core.adapters": [
+        "AdapterDescriptor",
+        "CONFORMANCE_CHECKS",
+        "CallOutcome",
+        "ConformanceError",
+        "ConformanceReport",
+        "DeltaEvent",
+        "ENTRY_POINT_GROUP",
+        "EventSink",
+        "ExecutionReceipt",
+        "ExecutionRequest",
+        "MAX_DEPTH",
+        "NotJson",
+        "PortError",
+        "Produced",
+        "RuntimeAdapter",
+        "RuntimeCall",
+        "RuntimeClosed",
+        "RuntimeFactory",
+        "RuntimeFailure",
+        "RuntimeFailureCode",
+        "RuntimeFailureError",
+        "RuntimeOptions",
+        "STREAMING_CHECKS",
+        "SchemaValidator",
+        "StreamEvent",
+        "ToolCallDeltaEvent",
+        "WrappingRuntime",
+        "build_receipt",
+        "canonical_json",
+        "check_adapter",
+        "check_streaming_adapter",
+        "compile_schema",
+        "failed_event",
+        "fingerprint",
+        "project_terminal",
+        "request_fingerprint",
+        "run_check",
+    ],
+    "templiqx_core.codes": [
+        "ALL_CODES",
+        "CAPABILITY_UNSUPPORTED",
+        "CAS_CONFLICT",
+        "COMPONENT_ARGUMENT_MISSING",
+        "COMPONENT_ARGUMENT_TYPE",
+        "COMPONENT_ARGUMENT_UNKNOWN",
+        "COMPONENT_MISSING",
+        "CONDITION_TYPE",
+        "DATA_INVALID",
+        "EXTENSION_NAMESPACE",
+        "EXTENSION_SCHEMA",
+        "EXTENSION_UNSUPPORTED",
+        "FILTER_TYPE",
+        "FOR_EACH_TYPE",
+        "HOST_RETRY_EXHAUSTED",
+        "INTERPOLATION_TYPE",
+        "IO",
+        "NOT_FOUND",
+        "OUTPUT_SCHEMA",
+        "PARSE_YAML",
+        "PATH_INVALID",
+        "PORT",
+        "REF_UNKNOWN",
+        "RUNTIME_CAPABILITY_UNSUPPORTED",
+        "RUNTIME_CLOSED",
+        "RUNTIME_INTERRUPTED",
+        "RUNTIME_INVALID_RESPONSE",
+        "RUNTIME_PERMANENT",
+        "RUNTIME_RATE_LIMITED",
+        "RUNTIME_TIMEOUT",
+        "RUNTIME_UNAVAILABLE",
+        "UNSUPPORTED",
+        "VALUE_SCHEMA",
+        "VALUE_UNKNOWN",
+    ],
+    "templiqx_core.conformance": [
+        "AssembledToolCall",
+        "CONFORMANCE_CHECKS",
+        "ConformanceError",
+        "ConformanceReport",
+        "STREAMING_CHECKS",
+        "StreamRun",
+        "assemble_tool_calls",
+        "check_adapter",
+        "check_cancellation",
+        "check_concurrent_use",
+        "check_delta_order",
+        "check_failure_projection",
+        "check_midstream_failure",
+        "check_single_terminal",
+        "check_sink_exception_propagates",
+        "check_size_bound",
+        "check_streaming_adapter",
+        "check_streaming_parity",
+        "check_tool_call_assembly",
+        "receipts_equal",
+        "run_check",
+        "run_stream",
+        "validate_event_order",
+    ],
+    "templiqx_langfuse": [
+        "ADAPTER_ID",
+        "LangfuseConfig",
+        "LangfuseTracedRuntime",
+        "ModelConfig",
+        "PROMPT_CAPABILITY",
+        "PROMPT_EXTENSION",
+        "REDACTED",
+        "Redactor",
+        "RetryingRuntime",
+        "TraceRef",
+        "TracedReceipt",
+        "__version__",
+        "collect_traces",
+        "trace_attributes",
+    ],
+    "templiqx_langfuse.building_blocks": [
+        "BoundedStream",
+        "Completion",
+        "DeadlineTransport",
+        "GenerationRecord",
+        "MAX_RESPONSE_BYTES",
+        "REDACTED",
+        "RedactingLogFilter",
+        "Redactor",
+        "RequestBody",
+        "Tracing",
+        "WireFailure",
+        "build_request_body",
+        "failure_for_status",
+        "open_bounded",
+        "parse_completion",
+        "usage_details",
+    ],
+    "templiqx_langfuse.testing.cassettes": [
+        "LOOPBACK_REPLAY_HOST",
+        "SCRUBBED_REQUEST_HEADERS",
+        "SCRUBBED_RESPONSE_HEADERS",
+        "UnplayedInteractions",
+        "cassette_config",
+        "no_match_error",
+        "use_cassette",
+    ],
+    "templiqx_langfuse.testing.otlp": [
+        "LoopbackOtlpReceiver",
+        "ReceiverMode",
+        "attributes_of",
+        "otlp_receiver",
+    ],
+    "templiqx_langfuse.testing.plugin": [
+        "langfuse_span_exporter",
+        "templiqx_cassette",
+        "templiqx_replay_runtime",
+        "templiqx_vcr_config",
+    ],
+    "templiqx_langfuse.testing.replay": [
+        "ReplayingRuntime",
+        "recorded_endpoint",
+        "replaying_runtime",
+    ],
+    "templiqx_langfuse.testing.server": [
+        "LoopbackModelServer",
+        "Reply",
+        "ServerRequest",
+        "chat_completion",
+        "json_reply",
+        "serve",
+    ],
+}
+
+
+def public_modules() -> list[str]:
+    names = []
+    for package in (templiqx_core, templiqx_langfuse):
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+            if not any(part.startswith("_") for part in info.name.split(".")):
+                names.append(info.name)
+    return sorted(names)
+
+
+def test_every_public_module_is_pinned() -> None:
+    assert public_modules() == sorted(PINNED)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_exported_members(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(getattr(module, "__all__", []))
+    assert sorted(exported) == PINNED[name]
+    assert len(set(exported)) == len(exported)
+    missing = [member for member in exported if not hasattr(module, member)]
+    assert missing == []
+    public = {
+        key
+        for key, value in vars(module).items()
+        if (not key.startswith("_") or key == "__version__")
+        and not isinstance(value, types.ModuleType)
+    } - {"annotations"}
+    modules = {key for key in exported if isinstance(getattr(module, key), types.ModuleType)}
+    if name in FACADES:  # (a submodule is an attribute once imported: judged by the pin)
+        assert public == set(exported) - modules
+    else:  # what the module defines itself is exported, or named with a leading _
+        defined = {
+            key
+            for key in public
+            if (inspect.isfunction(vars(module)[key]) or inspect.isclass(vars(module)[key]))
+            and vars(module)[key].__module__ == name
+        }
+        assert defined <= set(exported), sorted(defined - set(exported))
