@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import codes
 from ._canonical import fingerprint
 from ._compiler import Contract, compile_contract, read_contract
 from ._contracts import (
@@ -42,9 +43,9 @@ __all__ = [
 COMPILE_OPERATION = "compile_contract"
 EXECUTE_OPERATION = "execute_contract"
 TEST_OPERATION = "test_package"
-OUTPUT_SCHEMA_CODE = "TQX_OUTPUT_SCHEMA"
-TEST_FAILED_CODE = "TQX_TEST_FAILED"
-RUNTIME_CAPABILITY_CODE = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
+OUTPUT_SCHEMA_CODE = codes.OUTPUT_SCHEMA
+TEST_FAILED_CODE = codes.TEST_FAILED
+RUNTIME_CAPABILITY_CODE = codes.RUNTIME_CAPABILITY_UNSUPPORTED
 
 
 def compile_envelope(

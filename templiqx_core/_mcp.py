@@ -26,6 +26,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "the MCP server needs the mcp extra: pip install 'templiqx-langfuse[mcp]'"
     ) from error
 
+from . import codes
 from ._application import compile_envelope, execute_contract
 from ._compiler import read_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
@@ -60,14 +61,14 @@ def _render_request(inputs: dict[str, Any] | None, context: dict[str, Any] | Non
         return RenderRequest(inputs=inputs or {}, context=context or {})
     except ValueError as error:
         raise ToolError(
-            f"TQX_DATA_INVALID: inputs/context must be JSON objects ({error})"
+            f"{codes.DATA_INVALID}: inputs/context must be JSON objects ({error})"
         ) from None
 
 
 def _contract_path(contract: str) -> Path:
     path = Path(contract)
     if not path.is_file():
-        raise ToolError(f"TQX_NOT_FOUND: {contract}: no such contract file")
+        raise ToolError(f"{codes.NOT_FOUND}: {contract}: no such contract file")
     return path
 
 

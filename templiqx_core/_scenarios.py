@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
+from . import codes
 from ._canonical import fingerprint
 from ._contracts import RenderRequest, WireModel
 from ._errors import InvalidData
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 MOCK_API_VERSION: Final = "templiqx.mock/v1alpha1"
-OUTPUT_SCHEMA_CODE: Final = "TQX_OUTPUT_SCHEMA"
+OUTPUT_SCHEMA_CODE: Final = codes.OUTPUT_SCHEMA
 
 _U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
 _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]

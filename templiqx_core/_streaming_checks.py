@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from . import codes
 from ._canonical import fingerprint
 from ._conformance import (
     ConformanceError,
@@ -59,7 +60,7 @@ __all__ = [
     "run_stream",
 ]
 
-INVALID_RESPONSE = "TQX_RUNTIME_INVALID_RESPONSE"
+INVALID_RESPONSE = codes.RUNTIME_INVALID_RESPONSE
 
 
 class _Cancelled(Exception):

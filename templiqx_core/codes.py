@@ -41,6 +41,7 @@ __all__ = [
     "RUNTIME_RATE_LIMITED",
     "RUNTIME_TIMEOUT",
     "RUNTIME_UNAVAILABLE",
+    "TEST_FAILED",
     "UNSUPPORTED",
     "VALUE_SCHEMA",
     "VALUE_UNKNOWN",
@@ -73,6 +74,7 @@ sink) ended the call; the ``Failed`` event carries it, the exception is re-raise
 # Application level (execute_contract).
 OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
+TEST_FAILED: Final = "TQX_TEST_FAILED"
 
 # Compiler (SPEC §8.1).
 PARSE_YAML: Final = "TQX_PARSE_YAML"

@@ -29,7 +29,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
+from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt, codes
 from templiqx_core.adapters import CallOutcome
 
 from ._config import LangfuseConfig
@@ -347,7 +347,7 @@ class GenerationRecord:
             # Langfuse's own OpenAI integration reports it), the requested one otherwise.
             **({"model": model} if model else {}),
             level=None if valid else "WARNING",
-            status_message=None if valid else "TQX_OUTPUT_SCHEMA",
+            status_message=None if valid else codes.OUTPUT_SCHEMA,
             completion_start_time=first_token_at,
         )
         if self.ref is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import codes
 from .._contracts import CompiledInteraction, CompiledMessage, Diagnostic, RenderRequest
 from .._errors import InvalidData
 from .._schema import compile_schema
@@ -56,7 +57,7 @@ def _bind_values(
         if name not in specs:
             diagnostics.append(
                 _error(
-                    "TQX_VALUE_UNKNOWN",
+                    codes.VALUE_UNKNOWN,
                     f"{section}.{name} is not declared by the contract",
                     f"/{section}/{name}",
                 )
@@ -66,17 +67,17 @@ def _bind_values(
         try:
             validator = compile_schema(spec.schema_, what=f"{section}.{name} schema")
         except InvalidData as error:
-            diagnostics.append(_error("TQX_VALUE_SCHEMA", str(error), pointer))
+            diagnostics.append(_error(codes.VALUE_SCHEMA, str(error), pointer))
             continue
         if name not in values:
             if spec.required:
                 diagnostics.append(
-                    _error("TQX_VALUE_SCHEMA", f"{section}.{name} is required", pointer)
+                    _error(codes.VALUE_SCHEMA, f"{section}.{name} is required", pointer)
                 )
         elif not validator.is_valid(values[name]):
             diagnostics.append(
                 _error(
-                    "TQX_VALUE_SCHEMA",
+                    codes.VALUE_SCHEMA,
                     f"{section}.{name} does not match its declared schema",
                     pointer,
                 )
@@ -97,7 +98,7 @@ def _gate_capabilities(
     for capability in sorted(required - targets):
         diagnostics.append(
             _error(
-                "TQX_CAPABILITY_UNSUPPORTED",
+                codes.CAPABILITY_UNSUPPORTED,
                 f"contract requires capability {capability!r}, which the target lacks",
                 "/capabilities",
             )
@@ -109,7 +110,7 @@ def _gate_capabilities(
         if not dot or not namespace or not name:
             diagnostics.append(
                 _error(
-                    "TQX_EXTENSION_NAMESPACE",
+                    codes.EXTENSION_NAMESPACE,
                     f"extension {key!r} must be namespaced as <namespace>.<name>",
                     pointer,
                 )
@@ -118,7 +119,7 @@ def _gate_capabilities(
         if spec.capability not in targets:
             diagnostics.append(
                 _error(
-                    "TQX_EXTENSION_UNSUPPORTED",
+                    codes.EXTENSION_UNSUPPORTED,
                     f"extension {key!r} needs capability {spec.capability!r}, "
                     "which the target lacks",
                     pointer,
@@ -130,12 +131,12 @@ def _gate_capabilities(
                 spec.value
             )
         except InvalidData as error:
-            diagnostics.append(_error("TQX_EXTENSION_SCHEMA", str(error), f"{pointer}/schema"))
+            diagnostics.append(_error(codes.EXTENSION_SCHEMA, str(error), f"{pointer}/schema"))
             continue
         if not valid:
             diagnostics.append(
                 _error(
-                    "TQX_EXTENSION_SCHEMA",
+                    codes.EXTENSION_SCHEMA,
                     f"extension {key!r} value does not match its schema",
                     f"{pointer}/value",
                 )
@@ -164,7 +165,7 @@ def compile_contract(
     try:
         compile_schema(contract.output_schema)
     except InvalidData as error:
-        diagnostics.append(_error("TQX_VALUE_SCHEMA", str(error), "/output_schema"))
+        diagnostics.append(_error(codes.VALUE_SCHEMA, str(error), "/output_schema"))
     inputs, found = _bind_values("inputs", contract.inputs, render_request.inputs)
     diagnostics += found
     context, found = _bind_values("context", contract.context, render_request.context)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from .. import codes
 from .._contracts import Diagnostic, SourceSpan
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load
@@ -19,7 +20,7 @@ from .model import Contract
 
 __all__ = ["PARSE_YAML", "parse_contract", "read_contract", "reading_each_file_once"]
 
-PARSE_YAML = "TQX_PARSE_YAML"
+PARSE_YAML = codes.PARSE_YAML
 
 
 def _pointer(loc: Sequence[Any]) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import codes
 from .._canonical import canonical_json
 from .._contracts import Diagnostic
 from .._schema import compile_schema
@@ -130,7 +131,7 @@ class Renderer:
         if head not in scope:
             known = ", ".join(sorted(scope)) or "nothing"
             self.error(
-                "TQX_REF_UNKNOWN", f"unknown reference {expr.path!r} (in scope: {known})", pointer
+                codes.REF_UNKNOWN, f"unknown reference {expr.path!r} (in scope: {known})", pointer
             )
             raise _Abort
         binding = scope[head]
@@ -141,7 +142,7 @@ class Renderer:
             schema = _child_schema(schema, segment)
             if schema is None:
                 self.error(
-                    "TQX_REF_UNKNOWN",
+                    codes.REF_UNKNOWN,
                     f"reference {expr.path!r}: {walked!r} is not declared by its schema",
                     pointer,
                 )
@@ -149,7 +150,7 @@ class Renderer:
             if value is not MISSING:
                 value = _child_value(value, segment)
                 if value is MISSING:
-                    self.error("TQX_REF_UNKNOWN", f"reference {expr.path!r} has no value", pointer)
+                    self.error(codes.REF_UNKNOWN, f"reference {expr.path!r} has no value", pointer)
                     raise _Abort
         return Binding(schema, value)
 
@@ -182,14 +183,14 @@ class Renderer:
         types = _schema_types(binding.schema)
         if types is not None and types != {"boolean"}:
             self.error(
-                "TQX_CONDITION_TYPE",
+                codes.CONDITION_TYPE,
                 f"a condition must be boolean, the schema says {'/'.join(sorted(types))}",
                 pointer,
             )
             raise _Abort
         if binding.value is not MISSING and not isinstance(binding.value, bool):
             self.error(
-                "TQX_CONDITION_TYPE",
+                codes.CONDITION_TYPE,
                 f"a condition must be boolean, got {_json_type(binding.value)}",
                 pointer,
             )
@@ -206,7 +207,7 @@ class Renderer:
         if name in ("trim", "lower", "upper"):
             if not isinstance(value, str):
                 self.error(
-                    "TQX_FILTER_TYPE",
+                    codes.FILTER_TYPE,
                     f"filter {name} needs a string, got {_json_type(value)}",
                     pointer,
                 )
@@ -220,7 +221,7 @@ class Renderer:
                 parsed = None
             if parsed is None:
                 self.error(
-                    "TQX_FILTER_TYPE",
+                    codes.FILTER_TYPE,
                     "filter format_date needs an ISO date string (YYYY-MM-DD)",
                     pointer,
                 )
@@ -228,7 +229,7 @@ class Renderer:
             return parsed.strftime(call.format or "%Y-%m-%d")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.error(
-                "TQX_FILTER_TYPE",
+                codes.FILTER_TYPE,
                 f"filter format_number needs a number, got {_json_type(value)}",
                 pointer,
             )
@@ -278,7 +279,7 @@ class Renderer:
         types = _schema_types(binding.schema)
         if not stringifies and types is not None and types <= {"object", "array"}:
             self.error(
-                "TQX_INTERPOLATION_TYPE",
+                codes.INTERPOLATION_TYPE,
                 "cannot interpolate an object or array without the json filter",
                 f"{pointer}/expression",
             )
@@ -290,7 +291,7 @@ class Renderer:
             value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
         if isinstance(value, (dict, list)) or value is None:
             self.error(
-                "TQX_INTERPOLATION_TYPE",
+                codes.INTERPOLATION_TYPE,
                 f"cannot interpolate {_json_type(value)} without the json filter",
                 f"{pointer}/expression",
             )
@@ -307,7 +308,7 @@ class Renderer:
         if (types is not None and "array" not in types) or (
             binding.value is not MISSING and not isinstance(binding.value, list)
         ):
-            self.error("TQX_FOR_EACH_TYPE", "for_each needs an array", f"{pointer}/items")
+            self.error(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/items")
             raise _Abort
         item_schema = (
             binding.schema.get("items", ANY_SCHEMA)
@@ -335,13 +336,13 @@ class Renderer:
         definition = self.components.get(node.name)
         if definition is None:
             self.error(
-                "TQX_COMPONENT_MISSING",
+                codes.COMPONENT_MISSING,
                 f"component {node.name!r} is not defined",
                 f"{pointer}/name",
             )
             raise _Abort
         if self._depth > 16:
-            self.error("TQX_COMPONENT_MISSING", "components nest deeper than 16 levels", pointer)
+            self.error(codes.COMPONENT_MISSING, "components nest deeper than 16 levels", pointer)
             raise _Abort
         args = {
             name: self.evaluate(expr, scope, f"{pointer}/with/{name}")
@@ -365,7 +366,7 @@ class Renderer:
         for name in args:
             if name not in parameters:
                 self.error(
-                    "TQX_COMPONENT_ARGUMENT_UNKNOWN",
+                    codes.COMPONENT_ARGUMENT_UNKNOWN,
                     f"argument {name!r} is not a parameter of the component",
                     f"{pointer}/with/{name}",
                 )
@@ -373,7 +374,7 @@ class Renderer:
             if name not in args:
                 if spec.required:
                     self.error(
-                        "TQX_COMPONENT_ARGUMENT_MISSING",
+                        codes.COMPONENT_ARGUMENT_MISSING,
                         f"required argument {name!r} is missing",
                         f"{pointer}/with",
                     )
@@ -384,7 +385,7 @@ class Renderer:
                 spec.schema_, what=f"parameter {name} schema"
             ).is_valid(value):
                 self.error(
-                    "TQX_COMPONENT_ARGUMENT_TYPE",
+                    codes.COMPONENT_ARGUMENT_TYPE,
                     f"argument {name!r} does not match the parameter's schema",
                     f"{pointer}/with/{name}",
                 )
