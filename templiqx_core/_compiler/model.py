@@ -45,17 +45,17 @@ class EqualsExpr(WireModel):
 
 class NotExpr(WireModel):
     kind: Literal["not"]
-    operand: Expression
+    value: Expression
 
 
 class AndExpr(WireModel):
     kind: Literal["and"]
-    operands: list[Expression] = Field(min_length=1)
+    values: list[Expression]
 
 
 class OrExpr(WireModel):
     kind: Literal["or"]
-    operands: list[Expression] = Field(min_length=1)
+    values: list[Expression]
 
 
 Expression = Annotated[
@@ -98,9 +98,9 @@ class WhenNode(WireModel):
 
 class ForEachNode(WireModel):
     kind: Literal["for_each"]
-    items: Expression
+    collection: Expression
     item: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    content: list[ContentNode]
+    body: list[ContentNode]
     separator: str = ""
 
 

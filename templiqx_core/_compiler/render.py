@@ -167,12 +167,11 @@ class Renderer:
                 return Binding(boolean, MISSING)
             return Binding(boolean, left.value == right.value)
         if isinstance(expr, NotExpr):
-            operand = self.condition(expr.operand, scope, f"{pointer}/operand")
+            operand = self.condition(expr.value, scope, f"{pointer}/value")
             return Binding(boolean, MISSING if operand is MISSING else not operand)
         assert isinstance(expr, (AndExpr, OrExpr))
         values = [
-            self.condition(op, scope, f"{pointer}/operands/{i}")
-            for i, op in enumerate(expr.operands)
+            self.condition(op, scope, f"{pointer}/values/{i}") for i, op in enumerate(expr.values)
         ]
         if MISSING in values:
             return Binding(boolean, MISSING)
@@ -303,29 +302,29 @@ class Renderer:
     def for_each(
         self, node: ForEachNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
     ) -> str:
-        binding = self.evaluate(node.items, scope, f"{pointer}/items")
+        binding = self.evaluate(node.collection, scope, f"{pointer}/collection")
         types = _schema_types(binding.schema)
         if (types is not None and "array" not in types) or (
             binding.value is not MISSING and not isinstance(binding.value, list)
         ):
-            self.error(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/items")
+            self.error(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/collection")
             raise _Abort
         item_schema = (
             binding.schema.get("items", ANY_SCHEMA)
             if isinstance(binding.schema, dict)
             else ANY_SCHEMA
         )
-        body = f"{pointer}/content"
+        body = f"{pointer}/body"
         if not active or binding.value is MISSING or not binding.value:
             self.render(
-                node.content,
+                node.body,
                 {**scope, node.item: Binding(item_schema, MISSING)},
                 body,
                 active=False,
             )
             return ""
         rendered = [
-            self.render(node.content, {**scope, node.item: Binding(item_schema, item)}, body)
+            self.render(node.body, {**scope, node.item: Binding(item_schema, item)}, body)
             for item in binding.value
         ]
         return node.separator.join(rendered)

@@ -106,9 +106,9 @@ def test_filters_conditions_loops_and_expressions() -> None:
             "kind": "when",
             "condition": {
                 "kind": "and",
-                "operands": [
+                "values": [
                     ref("inputs.vip"),
-                    {"kind": "not", "operand": {"kind": "literal", "value": False}},
+                    {"kind": "not", "value": {"kind": "literal", "value": False}},
                 ],
             },
             "then": [{"kind": "text", "value": " VIP"}],
@@ -117,10 +117,10 @@ def test_filters_conditions_loops_and_expressions() -> None:
         {"kind": "text", "value": " ["},
         {
             "kind": "for_each",
-            "items": ref("inputs.tags"),
+            "collection": ref("inputs.tags"),
             "item": "tag",
             "separator": ",",
-            "content": [{"kind": "interpolate", "expression": ref("tag"), "filters": ["trim"]}],
+            "body": [{"kind": "interpolate", "expression": ref("tag"), "filters": ["trim"]}],
         },
         {"kind": "text", "value": "] "},
         {
@@ -138,7 +138,7 @@ def test_filters_conditions_loops_and_expressions() -> None:
             "kind": "when",
             "condition": {
                 "kind": "or",
-                "operands": [
+                "values": [
                     {
                         "kind": "equals",
                         "left": ref("inputs.name"),
@@ -259,7 +259,7 @@ TYPED = {
         ),
         (
             "TQX_FOR_EACH_TYPE",
-            [{"kind": "for_each", "items": ref("inputs.name"), "item": "x", "content": []}],
+            [{"kind": "for_each", "collection": ref("inputs.name"), "item": "x", "body": []}],
             None,
             {},
             None,
@@ -435,3 +435,37 @@ def test_duplicate_keys_are_rejected() -> None:
     parsed, diagnostics = parse_contract("id: a\nid: b\n")
     assert parsed is None
     assert "duplicate key" in diagnostics[0].message
+
+
+@pytest.mark.parametrize(
+    ("node", "field"),
+    [
+        (
+            {
+                "kind": "for_each",
+                "items": {"kind": "ref", "path": "inputs.tags"},
+                "item": "t",
+                "body": [],
+            },
+            "items",
+        ),
+        (
+            {
+                "kind": "when",
+                "condition": {"kind": "not", "operand": {"kind": "literal", "value": True}},
+                "then": [],
+            },
+            "operand",
+        ),
+        ({"kind": "when", "condition": {"kind": "and", "operands": []}, "then": []}, "operands"),
+    ],
+)
+def test_node_fields_are_the_reference_s(node: dict[str, Any], field: str) -> None:
+    # templiqx-contracts: ForEach {collection, item, body, separator}, Not {value},
+    # And/Or {values}; any other field is rejected (deny_unknown_fields).
+    parsed, diagnostics = parse_contract(yaml.safe_dump(contract([node])))
+    assert parsed is None
+    assert any(field in d.message for d in diagnostics), diagnostics
+    empty_and = {"kind": "when", "condition": {"kind": "and", "values": []}, "then": []}
+    accepted, _ = parse_contract(yaml.safe_dump(contract([empty_and])))
+    assert accepted is not None  # serde accepts an empty Vec<Expr>
