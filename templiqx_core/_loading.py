@@ -71,8 +71,12 @@ def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
             raise InvalidData(
                 f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
             ) from None
+        except RecursionError:
+            raise InvalidData(f"{name}: JSON nested too deeply to parse") from None
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -4,22 +4,32 @@ Agents get the same ``OperationEnvelope`` JSON the CLI prints for the same input
 ``stream=true`` each ``StreamEvent`` reaches the client as a progress notification (its
 message is the event's JSON) while it happens; the tool result carries the envelope.
 Needs the optional extra: ``pip install 'templiqx-langfuse[mcp]'``.
+
+The caller is an agent, not the operator: every path it names (and the cassette or
+scenario the operator configured) must resolve inside the server's roots — its working
+directory plus ``TEMPLIQX_MCP_ROOTS`` (``os.pathsep``-separated) — or the call is refused
+with ``TQX_PATH_INVALID`` before the file is opened. Every tool error, the SDK's own
+(unknown tool, arguments off the schema, a crash) included, is a result whose text starts
+with its ``TQX_*`` code and whose structured content is ``{"error": {code, message}}``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import logging
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from pydantic import Field, ValidationError
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp_types import CallToolResult, TextContent
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -30,13 +40,17 @@ from . import codes
 from ._application import compile_envelope, execute_contract
 from ._compiler import read_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
-from ._errors import PortError
+from ._errors import InvalidPath, PortError
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
 from ._version import __version__
 
-__all__ = ["build_server", "serve"]
+__all__ = ["ENV_MCP_ROOTS", "build_server", "serve"]
+
+ENV_MCP_ROOTS = "TEMPLIQX_MCP_ROOTS"
+"""Directories besides the working directory whose files the tools may read."""
+logger = logging.getLogger("templiqx.mcp")
 
 
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
@@ -56,20 +70,136 @@ def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
     )
 
 
+class _Refusal(ToolError):
+    """A call the server will not run; ``code`` is what the agent branches on."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+    @classmethod
+    def of(cls, error: PortError) -> _Refusal:
+        return cls(error.code, str(error))
+
+
+def _error_result(code: str, message: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"error": {"code": code, "message": message}},
+        is_error=True,
+    )
+
+
+def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+class _Server(MCPServer):
+    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            refusal = _cause(error, _Refusal)
+            if isinstance(refusal, _Refusal):
+                return _error_result(refusal.code, refusal.message)
+            invalid = _cause(error, ValidationError)
+            if isinstance(invalid, ValidationError):
+                # Field names only: the rejected values are the caller's data.
+                fields = sorted({".".join(map(str, e["loc"])) for e in invalid.errors()})
+                return _error_result(
+                    codes.DATA_INVALID, f"arguments of {name} do not match its schema: {fields}"
+                )
+            if self._tool_manager.get_tool(name) is None:
+                return _error_result(codes.NOT_FOUND, f"no tool named {name!r}")
+            if isinstance(error, UnexpectedToolError):
+                logger.error("tool %r crashed", name, exc_info=error.__cause__)
+                return _error_result(codes.PORT, f"internal error in {name}")
+            return _error_result(codes.PORT, f"{name} failed")
+
+
+class _Roots:
+    """Where tool paths may point: the working directory and ``TEMPLIQX_MCP_ROOTS``."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        extra = [p for p in env.get(ENV_MCP_ROOTS, "").split(os.pathsep) if p.strip()]
+        self.paths = [Path(p).resolve() for p in [str(Path.cwd()), *extra]]
+
+    def confine(self, value: str | Path, what: str) -> Path:
+        """``value`` as given, once its real location (symlinks followed) is inside."""
+        try:
+            real = Path(value).resolve()
+        except (OSError, RuntimeError, ValueError):
+            raise InvalidPath(f"{what} path {str(value)!r} cannot be resolved") from None
+        if not any(real.is_relative_to(root) for root in self.paths):
+            raise InvalidPath(
+                f"{what} path {str(value)!r} is outside the server's roots (its working "
+                f"directory and {ENV_MCP_ROOTS})"
+            )
+        return Path(value)
+
+
 def _render_request(inputs: dict[str, Any] | None, context: dict[str, Any] | None) -> RenderRequest:
     try:
         return RenderRequest(inputs=inputs or {}, context=context or {})
     except ValueError as error:
-        raise ToolError(
-            f"{codes.DATA_INVALID}: inputs/context must be JSON objects ({error})"
+        raise _Refusal(
+            codes.DATA_INVALID, f"inputs/context must be JSON objects ({error})"
         ) from None
 
 
-def _contract_path(contract: str) -> Path:
-    path = Path(contract)
+def _contract_path(contract: str, roots: _Roots) -> Path:
+    try:
+        path = roots.confine(contract, "contract")
+    except PortError as error:
+        raise _Refusal.of(error) from None
     if not path.is_file():
-        raise ToolError(f"{codes.NOT_FOUND}: {contract}: no such contract file")
+        raise _Refusal(codes.NOT_FOUND, f"{contract}: no such contract file")
     return path
+
+
+# What an agent reads about each parameter (tools/list inputSchema descriptions).
+Contract = Annotated[
+    str,
+    Field(
+        description="Path of the contract YAML file, relative to the server's working "
+        "directory; it must lie inside the server's roots."
+    ),
+]
+Inputs = Annotated[
+    dict[str, Any] | None,
+    Field(description="The contract's inputs, a JSON object checked against its input schema."),
+]
+RenderContext = Annotated[
+    dict[str, Any] | None,
+    Field(description="The contract's context values, a JSON object (e.g. organization)."),
+]
+Capabilities = Annotated[
+    list[str] | None,
+    Field(
+        description="Target capabilities to compile for (e.g. structured_output); "
+        "defaults to what the contract declares (compile) or the runtime offers (execute)."
+    ),
+]
+FixtureOutput = Annotated[
+    Any,
+    Field(description="Output for the scripted runtime to return instead of calling a model."),
+]
+Stream = Annotated[
+    bool,
+    Field(
+        description="Send every StreamEvent as a progress notification while it happens "
+        "and list them in the result's stream_events."
+    ),
+]
 
 
 class _Runtimes:
@@ -99,9 +229,15 @@ class _Runtimes:
 
 
 def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer, _Runtimes]:
-    """The MCP server and its runtimes (raises ``PortError`` for an unknown runtime)."""
+    """The MCP server and its runtimes (raises ``PortError`` for an unknown runtime, or a
+    configured cassette or scenario outside the server's roots)."""
+    roots = _Roots(options.env)
+    if options.replay is not None:
+        roots.confine(options.replay, "cassette")
+    if options.scenario is not None:
+        roots.confine(options.scenario, "scenario")
     runtimes = _Runtimes(runtime_name, options)
-    server = MCPServer(
+    server = _Server(
         name="templiqx",
         version=__version__,
         instructions=(
@@ -112,32 +248,36 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
 
     @server.tool()
     def compile_contract(
-        contract: str,
-        inputs: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        capabilities: list[str] | None = None,
+        contract: Contract,
+        inputs: Inputs = None,
+        context: RenderContext = None,
+        capabilities: Capabilities = None,
     ) -> CallToolResult:
         """Compile a contract YAML file for the given inputs and context.
 
         capabilities defaults to the contract's own declared capabilities.
         """
-        path = _contract_path(contract)
+        path = _contract_path(contract, roots)
         request = _render_request(inputs, context)
-        if capabilities is None:
-            parsed, _ = read_contract(path)
-            capabilities = [] if parsed is None else parsed.declared_capabilities
-        return _envelope_result(compile_envelope(path, request, capabilities=capabilities))
+        try:
+            if capabilities is None:
+                parsed, _ = read_contract(path)
+                capabilities = [] if parsed is None else parsed.declared_capabilities
+            envelope = compile_envelope(path, request, capabilities=capabilities)
+        except PortError as error:
+            raise _Refusal.of(error) from None
+        return _envelope_result(envelope)
 
     # Named for the wire; the Python name avoids shadowing the application function.
     @server.tool(name="execute_contract")
     async def execute_contract_tool(
-        contract: str,
+        contract: Contract,
         ctx: Context,
-        inputs: dict[str, Any] | None = None,
-        context: dict[str, Any] | None = None,
-        capabilities: list[str] | None = None,
-        fixture_output: Any = None,
-        stream: bool = False,
+        inputs: Inputs = None,
+        context: RenderContext = None,
+        capabilities: Capabilities = None,
+        fixture_output: FixtureOutput = None,
+        stream: Stream = False,
     ) -> CallToolResult:
         """Compile and execute a contract on the server's runtime.
 
@@ -145,7 +285,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         happens, and the result's stream_events lists them. capabilities defaults to
         what the runtime offers.
         """
-        path = _contract_path(contract)
+        path = _contract_path(contract, roots)
         request = _render_request(inputs, context)
 
         def run() -> OperationEnvelope[Any]:
@@ -175,7 +315,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         try:
             envelope = await anyio.to_thread.run_sync(run)
         except PortError as error:
-            raise ToolError(f"{error.code}: {error}") from None
+            raise _Refusal.of(error) from None
         return _envelope_result(envelope)
 
     return server, runtimes

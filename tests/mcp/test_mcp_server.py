@@ -35,9 +35,11 @@ def clean_env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def session(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+async def session(
+    *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=TEMPLIQX, args=["mcp", *args], cwd=str(REPO_ROOT), env=clean_env() | (env or {})
+        command=TEMPLIQX, args=["mcp", *args], cwd=str(cwd), env={**clean_env(), **(env or {})}
     )
     with open(os.devnull, "w") as errlog:
         async with (
@@ -143,10 +145,11 @@ def test_text_content_is_the_reference_structured_envelope() -> None:
     assert text == json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
 
 
-def test_unknown_runtime_fails_at_start_with_one_line() -> None:
+def failed_start(*args: str, cwd: Path = REPO_ROOT) -> str:
+    """Start ``templiqx mcp ARGS``, expect it to fail at once; its stderr."""
     result = subprocess.run(
-        [TEMPLIQX, "mcp", "--runtime", "warp-drive"],
-        cwd=REPO_ROOT,
+        [TEMPLIQX, "mcp", *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=60,
@@ -155,8 +158,12 @@ def test_unknown_runtime_fails_at_start_with_one_line() -> None:
         check=False,
     )
     assert result.returncode == 1  # the command itself failed
-    assert "unknown runtime 'warp-drive'" in result.stderr
     assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+def test_unknown_runtime_fails_at_start_with_one_line() -> None:
+    assert "unknown runtime 'warp-drive'" in failed_start("--runtime", "warp-drive")
 
 
 def test_cli_and_mcp_give_identical_envelopes() -> None:
