@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
-    from ._deadline import DeadlineTransport
     from ._redaction import REDACTED, Redactor
     from ._retry import RetryingRuntime
     from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
@@ -32,7 +31,6 @@ __all__ = [
     "PROMPT_CAPABILITY",
     "PROMPT_EXTENSION",
     "REDACTED",
-    "DeadlineTransport",
     "LangfuseConfig",
     "LangfuseTracedRuntime",
     "ModelConfig",
@@ -49,7 +47,6 @@ _LAZY = {
     name: module
     for module, names in {
         "._config": ("LangfuseConfig", "ModelConfig"),
-        "._deadline": ("DeadlineTransport",),
         "._redaction": ("REDACTED", "Redactor"),
         "._retry": ("RetryingRuntime",),
         "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),

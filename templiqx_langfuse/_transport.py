@@ -319,7 +319,7 @@ def check_host_client(client: httpx.Client) -> httpx.Client:
     transports = [client._transport, *client._mounts.values()]
     if not all(t is None or isinstance(t, DeadlineTransport) for t in transports):
         raise InvalidData(
-            "http_client must be built on templiqx_langfuse.DeadlineTransport "
+            "http_client must be built on templiqx_langfuse.building_blocks.DeadlineTransport "
             "(httpx.Client(transport=DeadlineTransport(...), trust_env=False)): "
             "other transports cannot enforce the round-trip deadline"
         )

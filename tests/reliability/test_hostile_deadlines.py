@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from templiqx_core import ExecutionRequest, InvalidData, RuntimeFailureError
-from templiqx_langfuse import DeadlineTransport, RetryingRuntime
+from templiqx_langfuse import RetryingRuntime
+from templiqx_langfuse.building_blocks import DeadlineTransport
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import GREETING, MODEL_KEY, RuntimeFactory, closed_port
 
