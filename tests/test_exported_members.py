@@ -217,12 +217,18 @@ PINNED: dict[str, list[str]] = {
         "usage_details",
     ],
     "templiqx_langfuse.testing.cassettes": [
+        "ActiveCassette",
+        "CassetteMiss",
         "LOOPBACK_REPLAY_HOST",
+        "RECORD_MODES",
         "SCRUBBED_REQUEST_HEADERS",
         "SCRUBBED_RESPONSE_HEADERS",
+        "Scrubber",
         "UnplayedInteractions",
         "cassette_config",
         "no_match_error",
+        "open_cassette",
+        "record_mode_of",
         "use_cassette",
     ],
     "templiqx_langfuse.testing.otlp": [
@@ -233,6 +239,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "templiqx_langfuse.testing.plugin": [
         "langfuse_span_exporter",
+        "pytest_runtest_makereport",
         "templiqx_cassette",
         "templiqx_replay_runtime",
         "templiqx_vcr_config",

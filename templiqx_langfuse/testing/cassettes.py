@@ -51,6 +51,7 @@ __all__ = [
     "cassette_config",
     "no_match_error",
     "open_cassette",
+    "record_mode_of",
     "use_cassette",
 ]
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "langfuse_span_exporter",
+    "pytest_runtest_makereport",
     "templiqx_cassette",
     "templiqx_replay_runtime",
     "templiqx_vcr_config",
