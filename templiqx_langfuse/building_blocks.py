@@ -10,7 +10,7 @@ adapter.
 from ._deadline import DeadlineTransport
 from ._redaction import REDACTED, RedactingLogFilter, Redactor
 from ._tracing import GenerationRecord, Tracing
-from ._transport import BoundedStream, open_bounded
+from ._transport import BoundedStream, build_client, check_host_client, open_bounded
 from ._wire import (
     MAX_RESPONSE_BYTES,
     Completion,
@@ -34,7 +34,9 @@ __all__ = [
     "RequestBody",
     "Tracing",
     "WireFailure",
+    "build_client",
     "build_request_body",
+    "check_host_client",
     "failure_for_status",
     "open_bounded",
     "parse_completion",

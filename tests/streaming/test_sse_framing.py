@@ -8,13 +8,14 @@ each way and cut into one-byte HTTP chunks.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable
 
 import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_core.conformance import check_delta_order, run_stream
-from templiqx_langfuse.testing.server import LoopbackModelServer
+from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import ServerSentEvent, SSEParser
 from tests.streaming.conftest import HostFactory, chunk, streamed
 
@@ -132,3 +133,24 @@ def test_adapter_reads_every_framing(
     assert run.receipt is not None
     assert run.receipt.output == json.loads(TEXT)
     assert [e.text for e in run.deltas] == PARTS  # one Delta per provider delta, in order
+
+
+def test_a_gzip_encoded_stream_decodes_as_it_arrives(
+    stream_server: LoopbackModelServer, make_host: HostFactory, plain_request: ExecutionRequest
+) -> None:
+    """Each event flushed into the gzip stream as a provider would: deltas come out live,
+    through the same bounded decoder as a non-streamed body."""
+    compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    pieces: list[bytes | float] = []
+    for event in EVENTS:
+        pieces += [compressor.compress(f"data: {event}\n\n".encode())]
+        pieces += [compressor.flush(zlib.Z_SYNC_FLUSH), 0.01]
+    pieces.append(compressor.flush())
+    reply = Reply(
+        200, {"content-type": "text/event-stream", "content-encoding": "gzip"}, pieces=tuple(pieces)
+    )
+    stream_server.set_responder(lambda request: reply)
+    run = run_stream(make_host(), plain_request)
+    assert [e.text for e in run.deltas] == PARTS
+    assert run.receipt is not None
+    assert run.receipt.output == json.loads(TEXT)

@@ -34,12 +34,13 @@ from templiqx_langfuse.building_blocks import (
     MAX_RESPONSE_BYTES,
     BoundedStream,
     Completion,
-    DeadlineTransport,
     RedactingLogFilter,
     Redactor,
     Tracing,
     WireFailure,
+    build_client,
     build_request_body,
+    check_host_client,
     failure_for_status,
     open_bounded,
     parse_completion,
@@ -82,7 +83,7 @@ class StreamingHostRuntime(RuntimeAdapter):
         self.max_response_bytes = max_response_bytes
         self.langfuse_config = langfuse or LangfuseConfig()
         self.redactor = Redactor(
-            [model.api_key, self.langfuse_config.public_key, self.langfuse_config.secret_key]
+            [*model.secrets(), self.langfuse_config.public_key, self.langfuse_config.secret_key]
         )
         self._log_filter = RedactingLogFilter(self.redactor)
         self._log_filter.install()
@@ -90,11 +91,10 @@ class StreamingHostRuntime(RuntimeAdapter):
             id=ADAPTER_ID, version=_VERSION, capabilities=sorted(set(capabilities))
         )
         self._owns_http = http_client is None
-        self._http = http_client or httpx.Client(
-            transport=DeadlineTransport(
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
-            ),
-            follow_redirects=False,
+        self._http = (
+            build_client(proxy=model.proxy)
+            if http_client is None
+            else check_host_client(http_client)
         )
         self._url = httpx.URL(f"{model.base_url}/chat/completions")
         self._headers = {
