@@ -36,6 +36,7 @@ from .._config import (
     ENV_MODEL_API_KEY,
     ENV_OPENAI_API_KEY,
 )
+from .._redaction import _SHARED as _LIVE_RUNTIMES
 from .._redaction import REDACTED, Redactor
 from ._offline import offline
 
@@ -98,7 +99,8 @@ class CassetteMiss(NotFound):
 
 
 class Scrubber:
-    """Removes secrets from text: configured values, values in ``env``, credential shapes.
+    """Removes secrets from text: the given values, keys in ``env``, the keys of every live
+    runtime (the redactors they register for log redaction), credential shapes.
 
     ``env`` is read each time (cheaply cached), so keys a test sets after the rules were
     built are still scrubbed.
@@ -120,6 +122,8 @@ class Scrubber:
 
     def text(self, value: str) -> str:
         value = self._redactor().text(value)
+        for member in _LIVE_RUNTIMES.members():  # every live runtime's configured keys
+            value = member.redactor.text(value)
         value = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
         return _CREDENTIAL.sub(REDACTED, value)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import RuntimeFailureError
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
@@ -14,8 +15,10 @@ from templiqx_langfuse.testing.cassettes import Scrubber, open_cassette
 from templiqx_langfuse.testing.replay import replaying_runtime
 from tests.testing.conftest import HOST_KEY, Provider
 
-LANGFUSE_PUBLIC = "pk-lf-host-PUBLIC-1234"
-LANGFUSE_SECRET = "sk-lf-host-SECRET-5678"
+# Not credential-shaped: only knowing the runtime's configuration can catch these.
+MODEL_KEY = "plain-model-key-0123456789"
+LANGFUSE_PUBLIC = "lf-public-0123456789"
+LANGFUSE_SECRET = "lf-secret-0123456789"
 PLAIN_SECRET = "hunter2-correct-horse"  # not credential-shaped: only secrets= can catch it
 
 
@@ -35,23 +38,24 @@ def test_runtime_keys_scrubbed_from_body_headers_and_reason(
     greeting_request: object,
     status: int,
 ) -> None:
-    """The recording runtime's own keys, taken from its configuration (not the environment)."""
+    """A host-built runtime's keys, known only from its configuration: no env, no secrets=."""
     provider.status = status
     monkeypatch.delenv("TEMPLIQX_MODEL_API_KEY")
     path = tmp_path / "echo.yaml"
     runtime = LangfuseTracedRuntime(
-        ModelConfig(base_url=provider.server.base_url, api_key=HOST_KEY, model="m"),
-        LangfuseConfig(public_key=LANGFUSE_PUBLIC, secret_key=LANGFUSE_SECRET),
-        span_exporter=None,
+        ModelConfig(base_url=provider.server.base_url, api_key=MODEL_KEY, model="m"),
+        LangfuseConfig(
+            public_key=LANGFUSE_PUBLIC, secret_key=LANGFUSE_SECRET, base_url="http://127.0.0.1:9"
+        ),
+        span_exporter=InMemorySpanExporter(),
     )
-    secrets = [HOST_KEY, LANGFUSE_PUBLIC, LANGFUSE_SECRET]
-    with runtime, open_cassette(path, record_mode="once", secrets=secrets):
+    with runtime, open_cassette(path, record_mode="once"):
         if status == 200:
             runtime.execute(greeting_request)  # type: ignore[arg-type]
         else:
             with pytest.raises(RuntimeFailureError):
                 runtime.execute(greeting_request)  # type: ignore[arg-type]
-    response = assert_clean(path, LANGFUSE_PUBLIC, LANGFUSE_SECRET)
+    response = assert_clean(path, MODEL_KEY, LANGFUSE_PUBLIC, LANGFUSE_SECRET)
     assert response["status"]["message"].endswith("[REDACTED]")  # type: ignore[index]
     headers = {k.lower(): v for k, v in response["headers"].items()}  # type: ignore[attr-defined]
     assert headers["x-echo-key"] == ["[REDACTED]"]
