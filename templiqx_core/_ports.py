@@ -167,7 +167,12 @@ class RuntimeCall:
                 )
 
     def _fail(self, error: BaseException, code: str, detail: str) -> None:
-        self._finish(CallOutcome(error=error, code=code, detail=detail))
+        if self._observers:
+            self._finish(CallOutcome(error=error, code=code, detail=detail))
+
+    def _succeed(self, receipt: ExecutionReceipt, details: Any) -> None:
+        if self._observers:  # most calls have none: build no outcome for nobody
+            self._finish(CallOutcome(receipt=receipt, details=details))
 
 
 def _interrupted(error: BaseException) -> str:
@@ -372,7 +377,7 @@ class RuntimeAdapter(ABC):
             raise invalid from error
         if declared is not None and declared != receipt.output_schema_valid:
             receipt = receipt.model_copy(update={"output_schema_valid": declared})
-        call._finish(CallOutcome(receipt=receipt, details=details))
+        call._succeed(receipt, details)
         return receipt
 
     def _map_failure(self, call: RuntimeCall, error: BaseException) -> BaseException:

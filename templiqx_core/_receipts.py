@@ -19,7 +19,9 @@ def request_fingerprint(interaction: CompiledInteraction) -> str:
     Computed once per interaction and kept on it: interactions are immutable all the way
     down (``model_construct`` skips validation, so their containers are frozen here).
     """
-    cached = interaction._fingerprint
+    # The private-attribute dict directly: pydantic's __getattr__ costs microseconds.
+    private = interaction.__pydantic_private__
+    cached = private.get("_fingerprint") if private else None
     if cached is None:
         interaction._freeze()
         try:
