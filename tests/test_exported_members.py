@@ -154,6 +154,7 @@ PINNED: dict[str, list[str]] = {
         "RUNTIME_UNAVAILABLE",
         "TEST_FAILED",
         "UNSUPPORTED",
+        "VALUE_REQUIRED",
         "VALUE_SCHEMA",
         "VALUE_UNKNOWN",
     ],

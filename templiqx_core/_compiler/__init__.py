@@ -52,17 +52,12 @@ def _error(code: str, message: str, pointer: str) -> Diagnostic:
 def _bind_values(
     section: str, specs: Mapping[str, FieldSpec], values: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """Check one section's values as the reference's ``validate_values``: declared fields
+    in name order (missing required ones, then schema), then undeclared values in name
+    order (the host's ``_templiqx_*`` context keys excepted)."""
     diagnostics = []
-    for name in values:
-        if name not in specs:
-            diagnostics.append(
-                _error(
-                    codes.VALUE_UNKNOWN,
-                    f"{section}.{name} is not declared by the contract",
-                    f"/{section}/{name}",
-                )
-            )
-    for name, spec in specs.items():
+    for name in sorted(specs):
+        spec = specs[name]
         pointer = f"/{section}/{name}"
         try:
             validator = compile_schema(spec.schema_, what=f"{section}.{name} schema")
@@ -71,9 +66,8 @@ def _bind_values(
             continue
         if name not in values:
             if spec.required:
-                diagnostics.append(
-                    _error(codes.VALUE_SCHEMA, f"{section}.{name} is required", pointer)
-                )
+                message = f"required {section} value '{name}' is missing"
+                diagnostics.append(_error(codes.VALUE_REQUIRED, message, pointer))
         elif not validator.is_valid(values[name]):
             diagnostics.append(
                 _error(
@@ -82,6 +76,12 @@ def _bind_values(
                     pointer,
                 )
             )
+    for name in sorted(values):
+        if section == "context" and name.startswith("_templiqx_"):
+            continue
+        if name not in specs:
+            message = f"undeclared {section} value '{name}'"
+            diagnostics.append(_error(codes.VALUE_UNKNOWN, message, f"/{section}/{name}"))
     schema = {
         "type": "object",
         "properties": {name: spec.schema_ for name, spec in specs.items()},
@@ -95,16 +95,12 @@ def _gate_capabilities(
 ) -> tuple[list[str], dict[str, Any], list[Diagnostic]]:
     diagnostics = []
     required = set(contract.capabilities)
-    for capability in sorted(required - targets):
-        diagnostics.append(
-            _error(
-                codes.CAPABILITY_UNSUPPORTED,
-                f"contract requires capability {capability!r}, which the target lacks",
-                "/capabilities",
-            )
-        )
+    for capability in contract.capabilities:
+        if capability not in targets:
+            message = f"target lacks required capability '{capability}'"
+            diagnostics.append(_error(codes.CAPABILITY_UNSUPPORTED, message, "/capabilities"))
     extensions: dict[str, Any] = {}
-    for key, spec in contract.extensions.items():
+    for key, spec in sorted(contract.extensions.items()):
         pointer = f"/extensions/{key}"
         namespace, dot, name = key.partition(".")
         if not dot or not namespace or not name:
@@ -120,8 +116,7 @@ def _gate_capabilities(
             diagnostics.append(
                 _error(
                     codes.EXTENSION_UNSUPPORTED,
-                    f"extension {key!r} needs capability {spec.capability!r}, "
-                    "which the target lacks",
+                    f"target lacks capability '{spec.capability}' required by extension '{key}'",
                     pointer,
                 )
             )

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from templiqx_core import parse_stream_event
 from tests.cli.conftest import Run
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, REPO_ROOT
 
 GREETING = [
     "examples/greeting.yaml",
@@ -270,3 +272,27 @@ def test_help_lists_the_commands(run_cli: Run) -> None:
     for text in (result.stdout, execute_help, run_cli("compile", "--help").stdout):
         assert "SPEC" not in text
         assert "§" not in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["runtimes"], ["fingerprint", "reference/crm3/evals/bli-61-output.json"]],
+)
+def test_light_commands_do_not_load_pydantic(args: list[str]) -> None:
+    # Start-up budget (issue 14): these commands must not pay for pydantic, the models,
+    # the compiler or any runtime. Checked by what is imported, not by timing.
+    code = (
+        "import contextlib, io, sys\n"
+        "from templiqx_core._cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({args!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = ('pydantic', 'jsonschema_rs', 'templiqx_core._contracts', 'templiqx_langfuse')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -199,7 +199,7 @@ TYPED = {
     ("code", "content", "inputs", "overrides", "caps"),
     [
         ("TQX_VALUE_SCHEMA", [INTERP], {"name": 42}, {}, None),
-        ("TQX_VALUE_SCHEMA", [INTERP], {"tags": ["x"]}, {}, None),  # required name missing
+        ("TQX_VALUE_REQUIRED", [INTERP], {"tags": ["x"]}, {}, None),  # required name missing
         ("TQX_VALUE_UNKNOWN", [INTERP], {"name": "a", "nickname": "b"}, {}, None),
         (
             "TQX_REF_UNKNOWN",
@@ -469,3 +469,47 @@ def test_node_fields_are_the_reference_s(node: dict[str, Any], field: str) -> No
     empty_and = {"kind": "when", "condition": {"kind": "and", "values": []}, "then": []}
     accepted, _ = parse_contract(yaml.safe_dump(contract([empty_and])))
     assert accepted is not None  # serde accepts an empty Vec<Expr>
+
+
+def test_value_and_capability_diagnostics_are_the_reference_s() -> None:
+    # templiqx-core's validate_values and compile: declared fields in name order, then
+    # undeclared values in name order (host `_templiqx_*` context keys skipped), then
+    # capabilities in contract order, then extensions in name order; messages verbatim.
+    doc = contract(
+        [INTERP],
+        capabilities=["structured_output", "vision"],
+        context={"locale": {"schema": {"type": "string"}, "required": True}},
+        extensions={
+            "vendor.z": {"capability": "z_cap", "schema": {}, "value": 1},
+            "vendor.a": {"capability": "a_cap", "schema": {}, "value": 1},
+        },
+    )
+    parsed, _ = parse_contract(yaml.safe_dump(doc))
+    assert parsed is not None
+    request = RenderRequest(
+        inputs={"zeta": 1, "alpha": 2},
+        context={"_templiqx_authorized_merge": {}, "other": True},
+    )
+    result = compile_contract(parsed, request, ["structured_output"])
+    assert [(d.code, d.message, d.json_pointer) for d in result.diagnostics] == [
+        ("TQX_VALUE_REQUIRED", "required inputs value 'name' is missing", "/inputs/name"),
+        ("TQX_VALUE_UNKNOWN", "undeclared inputs value 'alpha'", "/inputs/alpha"),
+        ("TQX_VALUE_UNKNOWN", "undeclared inputs value 'zeta'", "/inputs/zeta"),
+        ("TQX_VALUE_REQUIRED", "required context value 'locale' is missing", "/context/locale"),
+        ("TQX_VALUE_UNKNOWN", "undeclared context value 'other'", "/context/other"),
+        (
+            "TQX_CAPABILITY_UNSUPPORTED",
+            "target lacks required capability 'vision'",
+            "/capabilities",
+        ),
+        (
+            "TQX_EXTENSION_UNSUPPORTED",
+            "target lacks capability 'a_cap' required by extension 'vendor.a'",
+            "/extensions/vendor.a",
+        ),
+        (
+            "TQX_EXTENSION_UNSUPPORTED",
+            "target lacks capability 'z_cap' required by extension 'vendor.z'",
+            "/extensions/vendor.z",
+        ),
+    ]
