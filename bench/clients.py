@@ -1,9 +1,11 @@
 """One benchmark client per process: ``python bench/clients.py NAME MODEL_URL SINK_URL N THREADS``.
 
 Prints one JSON line: per-call latencies (p50/p99), calls/s and peak RSS, for a
-sequential pass and a threaded pass over the same client object, plus how many spans the
-client should have exported. Every client sends the same json_schema request the adapter
-sends and parses the JSON content, so they all do the same useful work.
+sequential pass and a threaded pass over the same client object, the process CPU time
+per call (every thread, from the first measured call through ``close()``, so tracing
+work done in the background counts), plus how many spans the client should have
+exported. Every client sends the same json_schema request the adapter sends and parses
+the JSON content, so they all do the same useful work.
 """
 
 from __future__ import annotations
@@ -194,11 +196,13 @@ def main() -> None:
     call, close, spans_per_call = CLIENTS[name](model_url, sink_url)
     for _ in range(200):  # warm-up: connection pool, imports, caches
         call()
+    cpu_started = time.process_time()  # every thread of this process: exporters included
     sequential = measure(call, int(n), 1)
     threaded = measure(call, int(n), int(threads))
     close_started = time.perf_counter()
     close()
     close_s = time.perf_counter() - close_started
+    cpu_us = (time.process_time() - cpu_started) * 1e6 / (sequential["calls"] + threaded["calls"])
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     total = 200 + sequential["calls"] + threaded["calls"]
     print(
@@ -209,6 +213,7 @@ def main() -> None:
                 "threaded": threaded,
                 "rss_mb": rss_mb,
                 "close_s": close_s,
+                "cpu_us_per_call": cpu_us,
                 "expected_spans": int(total * spans_per_call),
             }
         )

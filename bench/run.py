@@ -3,8 +3,9 @@
     python bench/run.py [--calls N] [--threads T] [--only NAME ...]
 
 Servers and clients each get their own process. Prints one table (median and p99 per
-call, calls/s, peak RSS, ratio to raw httpx, spans received at the sink) and writes
-``bench/results/latest.json``.
+call, CPU per call, 8-thread calls/s, each as a ratio to raw httpx, peak RSS, spans
+received at the sink) and writes ``bench/results/latest.json``. Exits non-zero, loudly,
+when any client errs: a broken client never passes as a fast one.
 """
 
 from __future__ import annotations
@@ -89,43 +90,48 @@ def run_client(name: str, model: str, sink: str, calls: int, threads: int) -> di
 def median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each figure's median over the rounds (the machine is shared and noisy)."""
     good = [r for r in runs if "error" not in r]
-    if not good:
-        return runs[0]
+    if len(good) < len(runs):
+        return next(r for r in runs if "error" in r)  # an error is never averaged away
     merged = dict(good[0])
     for part in ("sequential", "threaded"):
         merged[part] = {k: statistics.median(r[part][k] for r in good) for k in good[0][part]}
-    for key in ("rss_mb", "close_s"):
+    for key in ("rss_mb", "close_s", "cpu_us_per_call"):
         merged[key] = statistics.median(r[key] for r in good)
     merged["spans_received"] = min(r["spans_received"] for r in good)
     merged["rounds"] = len(good)
     return merged
 
 
+def ratios(result: dict[str, Any], floor: dict[str, Any]) -> dict[str, float]:
+    """The issue-14 ratios to raw httpx: latency and CPU (lower is better), calls/s."""
+    s, f = result["sequential"], floor["sequential"]
+    return {
+        "p50": s["p50_us"] / f["p50_us"],
+        "p99": s["p99_us"] / f["p99_us"],
+        "cpu": result["cpu_us_per_call"] / floor["cpu_us_per_call"],
+        "calls_per_s": result["threaded"]["calls_per_s"] / floor["threaded"]["calls_per_s"],
+    }
+
+
 def table(results: list[dict[str, Any]]) -> str:
     floor = next((r for r in results if r["client"] == "raw-httpx" and "error" not in r), None)
     lines = [
-        f"{'client':22} {'seq p50':>9} {'seq p99':>9} {'x floor':>8} {'p99 x':>6} "
-        f"{'8thr p50':>9} {'8thr p99':>9} {'calls/s':>8} {'RSS MB':>7} {'spans':>12}",
+        f"{'client':22} {'seq p50':>9} {'seq p99':>9} {'CPU/call':>9} {'8thr c/s':>8} "
+        f"{'p50 x':>6} {'p99 x':>6} {'CPU x':>6} {'c/s x':>6} {'RSS MB':>7} {'spans':>12}",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"{r['client']:22} error: {r['error']}")
+            lines.append(f"{r['client']:22} ERROR: {r['error']}")
             continue
         s, t = r["sequential"], r["threaded"]
-        ratio = s["p50_us"] / floor["sequential"]["p50_us"] if floor else float("nan")
-        p99_ratio = s["p99_us"] / floor["sequential"]["p99_us"] if floor else float("nan")
+        x = ratios(r, floor) if floor else dict.fromkeys(("p50", "p99", "cpu", "calls_per_s"), 0.0)
         spans = f"{r['spans_received']}/{r['expected_spans']}" if r["expected_spans"] else "-"
         lines.append(
-            f"{r['client']:22} {s['p50_us']:8.0f}u {s['p99_us']:8.0f}u {ratio:7.2f}x "
-            f"{p99_ratio:5.1f}x {t['p50_us']:8.0f}u {t['p99_us']:8.0f}u {t['calls_per_s']:8.0f} "
+            f"{r['client']:22} {s['p50_us']:8.0f}u {s['p99_us']:8.0f}u "
+            f"{r['cpu_us_per_call']:8.0f}u {t['calls_per_s']:8.0f} "
+            f"{x['p50']:6.2f} {x['p99']:6.2f} {x['cpu']:6.2f} {x['calls_per_s']:6.2f} "
             f"{r['rss_mb']:7.1f} {spans:>12}"
         )
-    if floor:
-        lines.append("")
-        for r in results:
-            if "error" not in r and r["client"] != "raw-httpx":
-                delta = r["sequential"]["p50_us"] - floor["sequential"]["p50_us"]
-                lines.append(f"{r['client']:22} +{delta:6.0f} us p50 over raw httpx")
     return "\n".join(lines)
 
 
@@ -172,6 +178,9 @@ def main() -> None:
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
+    failed = [r["client"] for r in results if "error" in r]
+    if failed:
+        sys.exit(f"bench FAILED: {', '.join(failed)} errored (see the table)")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 import weakref
@@ -15,6 +16,13 @@ __all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor"]
 
 REDACTED = "[REDACTED]"
 _MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, default=str, ensure_ascii=False)
 
 
 class Redactor:
@@ -61,6 +69,16 @@ class Redactor:
             if blob is not None and not any(needle in blob for needle in self._needles):
                 return data
         return self._walk(data)
+
+    def json_text(self, data: Any) -> str:
+        """``data`` as compact JSON text with every secret redacted, serialized once.
+
+        When no secret is one JSON would escape, a secret in the data appears verbatim
+        in its JSON text, so replacing it there is the same as replacing it in the data.
+        """
+        if self._json_searchable:
+            return self.text(_dumps(data))
+        return _dumps(self._walk(data))
 
     def _walk(self, data: Any) -> Any:
         if isinstance(data, str):

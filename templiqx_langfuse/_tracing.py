@@ -16,7 +16,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,6 +82,10 @@ def _json(value: Any) -> str:
         return json.dumps(value, default=str, ensure_ascii=False)
 
 
+class JsonText(str):
+    """A value already serialized (and redacted): written as it is."""
+
+
 def generation_attributes(
     *,
     trace: Mapping[str, Any],
@@ -94,6 +99,7 @@ def generation_attributes(
     status_message: str | None = None,
     prompt: tuple[str, int] | None = None,
     completion_start_time: datetime | None = None,
+    serialize: Callable[[Any], str] = _json,
 ) -> dict[str, Any]:
     """The generation's Langfuse OTel attributes, serialized once with orjson.
 
@@ -116,7 +122,7 @@ def generation_attributes(
         (A.OBSERVATION_USAGE_DETAILS, usage_details),
     ):
         if value is not None:
-            attributes[key] = _json(value)
+            attributes[key] = value if isinstance(value, JsonText) else serialize(value)
     if model is not None:
         attributes[A.OBSERVATION_MODEL] = model
     if level is not None:
@@ -125,7 +131,7 @@ def generation_attributes(
         attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
     if metadata:
         present = {key: value for key, value in metadata.items() if value is not None}
-        attributes[A.OBSERVATION_METADATA] = _json(present)
+        attributes[A.OBSERVATION_METADATA] = serialize(present)
     if completion_start_time is not None:
         # Time to first token (streaming adapters); the server reads a plain ISO string.
         attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
@@ -365,13 +371,15 @@ class GenerationRecord:
         if self._handle is None:
             return
         handle, self._handle = self._handle, None
-        redact = self._tracing.redactor.value
+        redactor = self._tracing.redactor
         update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
-        for key in ("input", "output", "metadata", "status_message"):
-            if key in update:
-                update[key] = redact(update[key])
+        if "status_message" in update:
+            update["status_message"] = redactor.text(update["status_message"])
         try:
-            attributes = generation_attributes(trace=self._trace, **update)
+            # Input, output and metadata are serialized and redacted in one pass each.
+            attributes = generation_attributes(
+                trace=self._trace, serialize=redactor.json_text, **update
+            )
             error = update.get("status_message") if update.get("level") == "ERROR" else None
             handle.end(attributes, error)
         except Exception as error:  # tracing must never fail the call
@@ -379,6 +387,7 @@ class GenerationRecord:
 
 
 _TRACE_ID_LIMIT = (1 << 64) - 1
+_INPUT_CACHE_SIZE = 256
 
 
 class Tracing:
@@ -404,6 +413,9 @@ class Tracing:
         self._sample_bound = None if rate is None or rate >= 1 else round(rate * (1 << 64))
         #: The last execution this runtime started (for one-shot tools such as the CLI).
         self.last_ref: TraceRef | None = None
+        # Holding the interaction keeps its id from being reused while it is cached.
+        self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
+        self._inputs_lock = threading.Lock()
 
     @classmethod
     def build(
@@ -505,17 +517,30 @@ class Tracing:
         for collector in _COLLECTORS.get():
             collector.append(ref)
         self.last_ref = ref
-        messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
         return GenerationRecord(
             self,
             handle,
             metadata,
             trace=trace,
             ref=ref,
-            input=messages,
+            input=self._input_json(interaction),
             model_parameters=dict(model_parameters),
             prompt=prompt_link(interaction.extensions),
         )
+
+    def _input_json(self, interaction: CompiledInteraction) -> JsonText:
+        """The messages as redacted JSON, once per interaction: interactions are frozen and
+        usually executed many times, and the messages are the largest attribute."""
+        hit = self._inputs.get(id(interaction))
+        if hit is not None and hit[0] is interaction:
+            return hit[1]
+        messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        text = JsonText(self.redactor.json_text(messages))
+        with self._inputs_lock:
+            self._inputs[id(interaction)] = (interaction, text)
+            if len(self._inputs) > _INPUT_CACHE_SIZE:
+                self._inputs.popitem(last=False)
+        return text
 
     def _start_owned(
         self,

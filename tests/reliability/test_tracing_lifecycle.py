@@ -98,3 +98,32 @@ def test_a_runtime_that_never_traced_starts_no_thread(
     for _ in range(50):
         make_runtime().close()
     assert threading.active_count() == threads
+
+
+# Python >= 3.12 warns that forking a threaded process may deadlock: this test forks one
+# on purpose (the loopback servers and the export thread are running).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_exports_through_its_own_thread_and_sockets(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    """After ``os.fork`` the child never uses the parent's export thread, queue or
+    connection: its generations arrive as its own, the parent's as the parent's."""
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        runtime.execute(greeting_request)  # the parent's export thread is running
+        pid = os.fork()
+        if pid == 0:  # the child: three executions, then close (flushes its own path)
+            code = 1
+            try:
+                for _ in range(3):
+                    runtime.execute(greeting_request)
+                runtime.close()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        runtime.execute(greeting_request)
+        runtime.close()
+        assert len(receiver.spans) == 5
+        assert len({span.span_id for span in receiver.spans}) == 5

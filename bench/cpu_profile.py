@@ -1,4 +1,4 @@
-"""CPU profile of traced calls, every thread: ``python bench/profile.py [--calls N] [--top K]``.
+"""CPU profile of traced calls, every thread: ``python bench/cpu_profile.py [--calls N] [--top K]``.
 
 Starts the bench's loopback model server and healthy Langfuse sink in their own
 processes, runs N traced ``execute`` calls in this process under yappi (CPU clock, all
