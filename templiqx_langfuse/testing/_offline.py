@@ -10,12 +10,47 @@ in place (pytest-recording's ``--block-network``) is left alone.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import socket
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pytest_recording import network
+
+def _network_guard() -> types.ModuleType:
+    """pytest-recording's ``network`` module, without importing pytest when not under it.
+
+    ``pytest_recording/__init__`` imports pytest (≈ 85 ms), which the CLI's ``--replay``
+    must not pay. Under pytest (or once pytest-recording is loaded) the module is imported
+    normally, so the guard and its state are the plugin's own; otherwise its file is
+    loaded under the same module name, so a later normal import shares it.
+    """
+    name = "pytest_recording.network"
+    if name in sys.modules or "pytest" in sys.modules or "pytest_recording" in sys.modules:
+        return importlib.import_module(name)
+    package = importlib.util.find_spec("pytest_recording")
+    locations = package.submodule_search_locations if package is not None else None
+    spec = (
+        importlib.util.spec_from_file_location(name, f"{next(iter(locations))}/network.py")
+        if locations
+        else None
+    )
+    if spec is None or spec.loader is None:
+        return importlib.import_module(name)  # an unusual install: the normal way
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+network = _network_guard()
 
 __all__ = ["LOOPBACK_HOSTS", "offline"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -296,3 +297,26 @@ def test_light_commands_do_not_load_pydantic(args: list[str]) -> None:
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_replay_does_not_import_pytest() -> None:
+    # The README's main job (start-up budget 600 ms): replaying a cassette blocks the
+    # network with pytest-recording's guard, without importing pytest (≈ 85 ms).
+    code = (
+        "import contextlib, io, sys\n"
+        "from templiqx_core._cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['execute', *sys.argv[1:], '--runtime', 'langfuse',\n"
+        "               '--replay', 'cassettes/greeting-success.yaml', '--stream'])\n"
+        "print(rc, 'pytest' in sys.modules, 'pytest_recording.network' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", code, *GREETING],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert result.stdout.split() == ["0", "False", "True"]
