@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI sta
     from pydantic import BaseModel, ValidationError
 
 __all__ = [
+    "MAX_ALIAS_EXPANSION",
     "UniqueKeyLoader",
     "compose_and_load",
     "describe_validation_error",
@@ -51,11 +52,60 @@ UniqueKeyLoader.add_constructor(
 )
 
 
+#: Nodes that aliases may add on top of the document's own: enough for any sane reuse of an
+#: anchor, far below a "billion laughs" document (a few hundred bytes expanding to 10^9 nodes).
+MAX_ALIAS_EXPANSION = 100_000
+
+
+def _check_alias_expansion(root: yaml.Node) -> None:
+    """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes.
+
+    The composer shares one node per anchor, so the graph stays small; the expansion happens
+    later, in whoever walks the data (canonical JSON, fingerprints, rendering). Sizes are
+    memoised per node, so this is linear in the graph; iterative, so depth is no concern; an
+    alias cycle (``&a [*a]``) is refused too.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_ALIAS_EXPANSION + len(sizes):
+                problem = "aliases expand past the limit (anchors reused too often)"
+                raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            problem = "an alias refers to its own anchor (recursive)"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
 def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
-    """Parse YAML once: the node tree (for error locations) and the data built from it."""
+    """Parse YAML once: the node tree (for error locations) and the data built from it.
+
+    Alias expansion is bounded before anything is constructed (``yaml.YAMLError``).
+    """
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_alias_expansion(node)
         data = loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
@@ -74,7 +124,7 @@ def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
         except RecursionError:
             raise InvalidData(f"{name}: JSON nested too deeply to parse") from None
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return compose_and_load(text)[1]
     except RecursionError:
         raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
     except yaml.YAMLError as error:

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import vcr
+import yaml
 from vcr.cassette import Cassette
 from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
+from templiqx_core._loading import compose_and_load
 
 from .._config import (
     ENV_LANGFUSE_PUBLIC_KEY,
@@ -329,6 +331,44 @@ def record_mode_of(value: str | RecordMode) -> str:
     return mode
 
 
+_REQUEST_FIELDS = frozenset({"method", "uri", "body", "headers"})
+
+
+def check_cassette(path: Path) -> None:
+    """Refuse a file vcrpy could not replay, as one ``InvalidData`` line, before vcrpy reads it.
+
+    Loaded with the bounded loader (aliases cannot expand past a limit), then the shape vcrpy
+    relies on: ``interactions``, a list of ``{request: {method, uri, body, headers}, response:
+    {...}}`` mappings. vcrpy itself would raise ``KeyError``/``TypeError`` tracebacks.
+    """
+    try:
+        data = compose_and_load(path.read_text(encoding="utf-8"))[1]
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{path}: cassette cannot be read ({type(error).__name__})") from None
+    except RecursionError:
+        raise InvalidData(f"{path}: cassette nested too deeply to parse") from None
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or "malformed YAML"
+        raise InvalidData(f"{path}: cassette is not valid YAML: {problem}") from None
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, list):
+        raise InvalidData(f"{path}: not a cassette (no interactions list)")
+    for index, item in enumerate(interactions):
+        request = item.get("request") if isinstance(item, dict) else None
+        response = item.get("response") if isinstance(item, dict) else None
+        if (
+            not isinstance(request, dict)
+            or set(request) != _REQUEST_FIELDS
+            or not isinstance(request["uri"], str)
+            or not isinstance(request["method"], str)
+            or not isinstance(response, dict)
+            or not isinstance(response.get("status"), dict)
+        ):
+            raise InvalidData(
+                f"{path}: interactions[{index}] is not a recorded request/response pair"
+            )
+
+
 @contextmanager
 def open_cassette(
     path: str | Path,
@@ -352,11 +392,16 @@ def open_cassette(
         raise NotFound(
             f"cassette {path} does not exist; record it (pytest --record-mode=once) or fix the path"
         )
+    if path.is_file():
+        check_cassette(path)
     config = cassette_config(secrets=secrets, env=env)
     with ExitStack() as stack:
-        cassette = stack.enter_context(
-            vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
-        )
+        try:
+            cassette = stack.enter_context(
+                vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
+            )
+        except (LookupError, TypeError, ValueError, AttributeError, yaml.YAMLError) as error:
+            raise InvalidData(f"{path}: not a readable cassette ({type(error).__name__})") from None
         active = ActiveCassette(path, RecordMode(mode), cassette, Scrubber(secrets, env))
         _watch_misses(active)
         if active.replaying:

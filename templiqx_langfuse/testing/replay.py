@@ -21,6 +21,7 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
 
 from templiqx_core import ExecutionReceipt, ExecutionRequest, InvalidData
+from templiqx_core._loading import compose_and_load
 from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
@@ -38,11 +39,11 @@ _REPLAY_KEY = "replay-no-key"
 def recorded_endpoint(path: Path) -> tuple[str, str]:
     """The base URL and model of a cassette's first chat-completions interaction."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = compose_and_load(path.read_text(encoding="utf-8"))[1]  # aliases bounded
         request = data["interactions"][0]["request"]
         uri, body = request["uri"], request["body"]
         model = orjson.loads(body.encode() if isinstance(body, str) else body)["model"]
-    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, orjson.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError, LookupError, TypeError):
         raise InvalidData(f"{path} is not a cassette of chat-completions calls") from None
     parts = urlsplit(uri)
     if not parts.path.endswith("/chat/completions"):
