@@ -4,7 +4,6 @@ deliberately broken adapter (real sockets throughout)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import threading
 import time
@@ -197,12 +196,22 @@ def test_cancel_signal_while_blocked_in_a_read(
     slow = routes.request(
         plain_request, "slow", reply_for(SLOW, pause_s=0.05, piece=len(SLOW) // 100)
     )
-    check_cancellation(
-        make_host(),
-        slow,
-        connection_released=released(routes.server),
-        cancel=lambda: os.kill(os.getpid(), signal.SIGINT),
-    )
+    main = threading.main_thread().ident
+    assert main is not None
+    # Ctrl-C as Python delivers it: the default handler, raised in the main thread. Set
+    # explicitly (an earlier test or plugin may have replaced it) and aimed at the main
+    # thread (a process-directed signal may land on the helper thread, leaving the
+    # blocked read uninterrupted).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        check_cancellation(
+            make_host(),
+            slow,
+            connection_released=released(routes.server),
+            cancel=lambda: signal.pthread_kill(main, signal.SIGINT),
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- broken adapters: each check catches one ------------------------------------------
