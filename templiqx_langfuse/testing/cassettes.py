@@ -334,7 +334,7 @@ def record_mode_of(value: str | RecordMode) -> str:
 _REQUEST_FIELDS = frozenset({"method", "uri", "body", "headers"})
 
 
-def check_cassette(path: Path) -> None:
+def _check_cassette(path: Path) -> None:
     """Refuse a file vcrpy could not replay, as one ``InvalidData`` line, before vcrpy reads it.
 
     Loaded with the bounded loader (aliases cannot expand past a limit), then the shape vcrpy
@@ -393,7 +393,7 @@ def open_cassette(
             f"cassette {path} does not exist; record it (pytest --record-mode=once) or fix the path"
         )
     if path.is_file():
-        check_cassette(path)
+        _check_cassette(path)
     config = cassette_config(secrets=secrets, env=env)
     with ExitStack() as stack:
         try:
