@@ -388,10 +388,13 @@ class RuntimeAdapter(ABC):
             call._fail(error, codes.RUNTIME_INTERRUPTED, _interrupted(error))
             return error
         mapped: PortError
-        if isinstance(error, PortError):
+        if self._lifecycle.closed and (
+            isinstance(error, RuntimeFailureError) or not isinstance(error, PortError)
+        ):
+            # close() ran during the call: its I/O was aborted (the pool closed under it).
+            mapped = error if isinstance(error, RuntimeClosed) else self._closed_error()
+        elif isinstance(error, PortError):
             mapped = error
-        elif self._lifecycle.closed:
-            mapped = self._closed_error()  # e.g. the pool was closed under the call
         else:
             mapped = _runtime_failure(
                 call.adapter,

@@ -15,8 +15,10 @@ write to and read from the same keep-alive sockets and receive each other's resp
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
+import socket
 import time
 import weakref
 from collections.abc import Iterable, Iterator
@@ -75,6 +77,13 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._inner.write(buffer, _budget(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
+        # Closing a descriptor does not wake a thread blocked reading it; shutting the
+        # socket down does. ``close()`` on a runtime (on another thread) closes the pool, so
+        # a call in flight fails at once instead of waiting for the server to answer.
+        sock = self._inner.get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._inner.close()
 
     def start_tls(

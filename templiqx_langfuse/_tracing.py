@@ -373,13 +373,15 @@ class GenerationRecord:
         handle, self._handle = self._handle, None
         redactor = self._tracing.redactor
         update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
-        if "status_message" in update:
-            update["status_message"] = redactor.text(update["status_message"])
+        # Plain-text fields come from the provider too (a gateway may echo the key in
+        # ``model``): every one is redacted, as the JSON ones are in their serialization.
+        for name in ("status_message", "model"):
+            if isinstance(update.get(name), str):
+                update[name] = redactor.text(update[name])
+        trace = {k: redactor.text(v) if isinstance(v, str) else v for k, v in self._trace.items()}
         try:
             # Input, output and metadata are serialized and redacted in one pass each.
-            attributes = generation_attributes(
-                trace=self._trace, serialize=redactor.json_text, **update
-            )
+            attributes = generation_attributes(trace=trace, serialize=redactor.json_text, **update)
             error = update.get("status_message") if update.get("level") == "ERROR" else None
             handle.end(attributes, error)
         except Exception as error:  # tracing must never fail the call

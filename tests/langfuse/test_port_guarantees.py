@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from langfuse._client.attributes import LangfuseOtelSpanAttributes as A
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from templiqx_core import ExecutionRequest, PortError, RuntimeFailureError, StreamEvent, codes
+from templiqx_core import (
+    ExecutionRequest,
+    RuntimeClosed,
+    RuntimeFailureError,
+    StreamEvent,
+    codes,
+)
 from templiqx_langfuse import RetryingRuntime
 from templiqx_langfuse._redaction import _SHARED
 from templiqx_langfuse.testing.server import (
@@ -97,12 +104,18 @@ def test_close_during_a_call_gives_runtime_closed_never_a_raw_error(
     worker, outcome = start_call(lambda: runtime.execute(greeting_request))
     assert arrived.wait(5)
     closer = threading.Thread(target=runtime.close)
+    started = time.monotonic()
     closer.start()  # close() runs on a third thread while the call is in flight
     closer.join(5)
-    answer.set()
     worker.join(5)
-    # The call either finished before the pool went away or failed as a PortError.
-    assert all(isinstance(error, PortError) for error in outcome), outcome
+    aborted_after = time.monotonic() - started
+    answer.set()
+    # The server would answer only after 5 s: close() aborts the call's I/O at once, and
+    # the call fails as the README promises, RuntimeClosed (TQX_RUNTIME_CLOSED).
+    assert not worker.is_alive()
+    assert aborted_after < 2.0, aborted_after
+    assert [type(error) for error in outcome] == [RuntimeClosed], outcome
+    assert outcome[0].code == codes.RUNTIME_CLOSED
     assert_closed(runtime, greeting_request)
 
 

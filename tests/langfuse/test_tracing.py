@@ -52,7 +52,7 @@ from templiqx_langfuse._tracing import (
 )
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of, otlp_receiver
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, chat_completion, json_reply
-from tests.conftest import REPO_ROOT, RuntimeFactory, closed_port
+from tests.conftest import MODEL_KEY, REPO_ROOT, RuntimeFactory, closed_port
 
 SUCCESS_METADATA = {
     META_CONTRACT_ID,
@@ -244,6 +244,25 @@ def test_generation_model_is_the_one_that_answered(
     span = only_span(exporter, runtime)
     assert attr(span, A.OBSERVATION_MODEL) == expected
     assert metadata(span)[META_REQUESTED_MODEL] == "test-model"
+
+
+def test_a_provider_echoing_the_key_never_gets_it_exported(
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+    model_server: LoopbackModelServer,
+) -> None:
+    # A gateway that echoes the key in ``model`` and ``id``: every attribute Langfuse
+    # receives (model name included, a plain string outside the JSON fields) is redacted.
+    body = chat_completion({"greeting": "Hello Ryan"})
+    body["model"], body["id"] = f"gpt-{MODEL_KEY}", f"chatcmpl-{MODEL_KEY}"
+    model_server.set_responder(lambda r: json_reply(body))
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        runtime.execute(greeting_request)
+        runtime.close()
+        attributes = attributes_of(received_span(receiver))
+    assert attributes[A.OBSERVATION_MODEL] == "gpt-[REDACTED]"
+    assert not [key for key, value in attributes.items() if MODEL_KEY in str(value)]
 
 
 def test_schema_invalid_output_is_a_warning(
