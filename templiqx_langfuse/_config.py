@@ -207,6 +207,9 @@ class ModelConfig:
         )
 
 
+_PROJECT_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
 @dataclass(frozen=True)
 class LangfuseConfig:
     """Langfuse project credentials and trace attributes.
@@ -241,6 +244,11 @@ class LangfuseConfig:
                 "langfuse environment must be lowercase letters, digits, - or _ "
                 "and must not start with 'langfuse'"
             )
+        if self.project_id is not None and not (
+            isinstance(self.project_id, str) and _PROJECT_ID.fullmatch(self.project_id)
+        ):
+            # It becomes a path segment of trace URLs printed to terminals and logs.
+            raise InvalidData("langfuse project_id must be 1-128 ASCII letters, digits, - or _")
         if self.sample_rate is not None and not 0.0 <= self.sample_rate <= 1.0:
             raise InvalidData("langfuse sample_rate must be within [0, 1]")
         if not 0 < self.flush_timeout_s <= 300:

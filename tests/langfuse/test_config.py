@@ -127,6 +127,22 @@ def test_trace_url_is_built_locally() -> None:
     assert LangfuseConfig().trace_url("abc") is None
 
 
+@pytest.mark.parametrize(
+    "project_id", ["../../x?y#z", "p\x1b[31mred", "p\nq", "", "a/b", "p" * 129, "é"]
+)
+def test_project_id_is_refused_naming_the_field_never_the_value(project_id: str) -> None:
+    with pytest.raises(InvalidData) as raised:
+        LangfuseConfig(project_id=project_id)
+    assert "project_id" in str(raised.value)
+    assert "\x1b" not in str(raised.value)
+    assert "x?y" not in str(raised.value)
+    with pytest.raises(InvalidData, match="project_id"):
+        LangfuseConfig.from_env({"LANGFUSE_PROJECT_ID": project_id or "a b"})
+    assert (
+        LangfuseConfig(project_id="cm1abc-DEF_9").trace_url("t").endswith("/cm1abc-DEF_9/traces/t")
+    )
+
+
 def test_environment_follows_langfuse_naming() -> None:
     assert LangfuseConfig(environment="prod-eu_1").environment == "prod-eu_1"
     for bad in ("Prod", "langfuse-internal", "with space", ""):
