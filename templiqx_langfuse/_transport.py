@@ -175,6 +175,7 @@ class BoundedStream:
         self._at = at
         self._late = late
         self._decoder = _Decoder(coding, max_bytes)
+        self._trailing = False
 
     @property
     def bytes_read(self) -> int:
@@ -182,13 +183,22 @@ class BoundedStream:
         return self._decoder.decoded
 
     def _raw(self) -> Iterator[bytes]:
-        try:
-            yield from self._response.iter_raw()
-        except httpx.StreamConsumed:
+        response = self._response
+        if response.is_stream_consumed or response.is_closed:
             # A response built from bytes already in memory (a cassette replay): nothing
             # left to bound on the wire; the decoded size is still checked.
             self._decoder = _Decoder(None, self._decoder.max_bytes)
-            yield self._response.content
+            yield response.content
+            return
+        # The raw stream itself, not ``iter_raw()``: iter_raw closes the response as soon
+        # as the body ends, handing the connection back to the pool, where another thread
+        # may already be reading its own response on it. Trailing bytes must be looked for
+        # while the connection is still this call's.
+        try:
+            yield from response.stream  # type: ignore[misc]
+            self._trailing = _trailing_bytes(response)
+        finally:
+            response.close()
 
     def iter_bytes(self) -> Iterator[bytes]:
         """Decoded body chunks as they arrive; past ``max_bytes`` or the deadline it stops.
@@ -204,7 +214,7 @@ class BoundedStream:
             if time.monotonic() > self._at:
                 raise self._late
         self._decoder.finish()
-        if _trailing_bytes(self._response):
+        if self._trailing:
             poison_connection(self._response.extensions)
             raise _invalid("bytes follow the end of the response")
 
