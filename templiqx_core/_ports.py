@@ -19,7 +19,6 @@ streaming default still ends its stream with exactly one terminal event.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import types
@@ -297,6 +296,8 @@ class RuntimeAdapter(ABC):
         own end (bounded by the adapter's deadline) in the worker and its result is
         dropped; the runtime stays usable.
         """
+        import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
+
         return await asyncio.to_thread(self.execute, request)
 
     async def aexecute_streaming(
@@ -309,6 +310,8 @@ class RuntimeAdapter(ABC):
         the sink had raised it: the stream ends there (no terminal event), the call's
         observers see it as interrupted; a call without deltas runs to its own end.
         """
+        import asyncio
+
         cancelled = threading.Event()
 
         def guarded(event: StreamEvent) -> None:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from langfuse import Langfuse
-from opentelemetry.sdk.trace.export import SpanExporter
 
 from templiqx_core import (
     AdapterDescriptor,
@@ -34,6 +32,10 @@ from ._wire import (
     failure_for_status,
     parse_completion,
 )
+
+if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
+    from langfuse import Langfuse
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 

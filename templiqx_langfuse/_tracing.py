@@ -1,42 +1,42 @@
-"""Recording executions to Langfuse through the official SDK, off the critical path.
+"""Tracing executions to Langfuse, off the critical path.
 
 One generation observation per ``execute``. Recording is best effort: every SDK call is
 guarded so that a tracing failure is logged once and never reaches the caller, and
 nothing here blocks on the network (no per-call flush, no ``get_trace_url``).
 
-The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
-each rule this module relies on is named where it is used.
+This module is what every runtime uses, traced or not: it never imports langfuse or
+OpenTelemetry. Opening and ending generations (``_recording``) and the export path
+(``_export``) are imported when tracing is on: keys configured, or a host's Langfuse
+client or span exporter. A run with tracing off (the CLI replaying a cassette, say) does
+not pay ~0.2 s for importing them.
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import random
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
-
-import orjson
-from langfuse import Langfuse
-from langfuse import LangfuseOtelSpanAttributes as A
-from opentelemetry import trace as otel_trace
-from opentelemetry.sdk.trace.export import SpanExporter
-from opentelemetry.trace import Status, StatusCode
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt, codes
 from templiqx_core.adapters import CallOutcome
 
 from ._config import LangfuseConfig
-from ._export import ExportPipeline, FinishedGeneration
 from ._redaction import Redactor
 from ._wire import Completion
+
+if TYPE_CHECKING:
+    from langfuse import Langfuse
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from ._export import ExportPipeline
+    from ._recording import Generation, Recorder
 
 __all__ = [
     "GenerationRecord",
@@ -70,79 +70,10 @@ META_ERROR_DETAIL = "error_detail"
 PROMPT_EXTENSION = "langfuse.prompt"
 #: The capability that extension declares (the runtime offers it).
 PROMPT_CAPABILITY = "langfuse_prompt"
-#: The server treats spans of instrumentation scopes starting with this as Langfuse SDK
-#: spans (``isLangfuseSDKSpans``); it is also the SDK's tracer name.
-LANGFUSE_SCOPE = "langfuse-sdk"
-
-
-def _json(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, default=str, ensure_ascii=False)
 
 
 class JsonText(str):
     """A value already serialized (and redacted): written as it is."""
-
-
-def generation_attributes(
-    *,
-    trace: Mapping[str, Any],
-    input: Any = None,
-    output: Any = None,
-    metadata: Mapping[str, Any] | None = None,
-    model: str | None = None,
-    model_parameters: Mapping[str, Any] | None = None,
-    usage_details: Mapping[str, int] | None = None,
-    level: str | None = None,
-    status_message: str | None = None,
-    prompt: tuple[str, int] | None = None,
-    completion_start_time: datetime | None = None,
-    serialize: Callable[[Any], str] = _json,
-) -> dict[str, Any]:
-    """The generation's Langfuse OTel attributes, serialized once with orjson.
-
-    These are the attributes the SDK's ``update()`` writes (the public
-    ``LangfuseOtelSpanAttributes`` schema Langfuse ingests), written directly: the SDK's
-    per-field ``json.dumps`` and its media scan cost more than the model call's own
-    client work on the hot path.
-
-    Metadata travels as one JSON object in ``langfuse.observation.metadata``: the server
-    parses that object (``parseMetadataAttribute``) and stores each value as the SDK's
-    per-key attributes would be stored (strings as they are, anything else as JSON), so
-    the meaning is the same at a fraction of the attributes. Keys whose value is None are
-    dropped, as the SDK drops them.
-    """
-    attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
-    for key, value in (
-        (A.OBSERVATION_INPUT, input),
-        (A.OBSERVATION_OUTPUT, output),
-        (A.OBSERVATION_MODEL_PARAMETERS, model_parameters),
-        (A.OBSERVATION_USAGE_DETAILS, usage_details),
-    ):
-        if value is not None:
-            attributes[key] = value if isinstance(value, JsonText) else serialize(value)
-    if model is not None:
-        attributes[A.OBSERVATION_MODEL] = model
-    if level is not None:
-        attributes[A.OBSERVATION_LEVEL] = level
-    if status_message is not None:
-        attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
-    if metadata:
-        present = {key: value for key, value in metadata.items() if value is not None}
-        attributes[A.OBSERVATION_METADATA] = serialize(present)
-    if completion_start_time is not None:
-        # Time to first token (streaming adapters); the server reads a plain ISO string.
-        attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
-            completion_start_time.astimezone(UTC)
-            .isoformat(timespec="microseconds")
-            .replace("+00:00", "Z")
-        )
-    if prompt is not None:
-        # Server: prompts link only to GENERATION observations, by name *and* version.
-        attributes[A.OBSERVATION_PROMPT_NAME], attributes[A.OBSERVATION_PROMPT_VERSION] = prompt
-    return attributes
 
 
 def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
@@ -167,7 +98,8 @@ class TraceAttributes:
     user_id: str | None = None
 
 
-_CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
+#: Set by ``trace_attributes`` for the calls inside its block; read when one starts.
+CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
     "templiqx_langfuse_trace_attributes", default=None
 )
 
@@ -181,11 +113,11 @@ def trace_attributes(
     They reach the trace wherever the generation lands: as the trace's own attributes
     when it is the root, as a trace update when it is nested under a host observation.
     """
-    token = _CALL_ATTRIBUTES.set(TraceAttributes(tuple(tags), session_id, user_id))
+    token = CALL_ATTRIBUTES.set(TraceAttributes(tuple(tags), session_id, user_id))
     try:
         yield
     finally:
-        _CALL_ATTRIBUTES.reset(token)
+        CALL_ATTRIBUTES.reset(token)
 
 
 @dataclass(frozen=True)
@@ -228,84 +160,13 @@ def collect_traces() -> Iterator[list[TraceRef]]:
         _COLLECTORS.reset(token)
 
 
-def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
-    return {
-        A.TRACE_TAGS: list(attributes.tags) or None,
-        A.TRACE_SESSION_ID: attributes.session_id,
-        A.TRACE_USER_ID: attributes.user_id,
-    }
-
-
-class _SdkGeneration:
-    """A generation opened through a host's Langfuse client: the host's pipeline."""
-
-    __slots__ = ("generation", "span")
-
-    def __init__(self, generation: Any, span: otel_trace.Span) -> None:
-        self.generation = generation
-        self.span = span
-
-    def end(self, attributes: dict[str, Any], error: str | None) -> None:
-        self.span.set_attributes(attributes)
-        if error is not None:
-            self.span.set_status(Status(StatusCode.ERROR, error))
-        self.generation.end()
-
-
-class _OwnedGeneration:
-    """A generation on the adapter-owned export path: ids, times and a dict, no span."""
-
-    __slots__ = (
-        "attributes",
-        "name",
-        "parent_span_id",
-        "pipeline",
-        "span_id",
-        "start_ns",
-        "trace_id",
-    )
-
-    def __init__(
-        self,
-        pipeline: ExportPipeline,
-        *,
-        trace_id: int,
-        span_id: int,
-        parent_span_id: int | None,
-        name: str,
-        attributes: dict[str, Any],
-    ) -> None:
-        self.pipeline = pipeline
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.parent_span_id = parent_span_id
-        self.name = name
-        self.attributes = attributes
-        self.start_ns = time.time_ns()
-
-    def end(self, attributes: dict[str, Any], error: str | None) -> None:
-        self.attributes.update(attributes)
-        self.pipeline.submit(
-            FinishedGeneration(
-                self.trace_id,
-                self.span_id,
-                self.parent_span_id,
-                self.name,
-                self.start_ns,
-                time.time_ns(),
-                self.attributes,
-                error,
-            )
-        )
-
-
 class GenerationRecord:
     """The live generation of one execution; finish it exactly once."""
 
     def __init__(
         self,
         tracing: Tracing,
-        handle: _SdkGeneration | _OwnedGeneration | None,
+        handle: Generation | None,
         metadata: dict[str, Any],
         *,
         trace: dict[str, Any] | None = None,
@@ -381,14 +242,11 @@ class GenerationRecord:
         trace = {k: redactor.text(v) if isinstance(v, str) else v for k, v in self._trace.items()}
         try:
             # Input, output and metadata are serialized and redacted in one pass each.
-            attributes = generation_attributes(trace=trace, serialize=redactor.json_text, **update)
-            error = update.get("status_message") if update.get("level") == "ERROR" else None
-            handle.end(attributes, error)
+            handle.finish(trace, update, redactor.json_text)
         except Exception as error:  # tracing must never fail the call
             self._tracing.report_error("ending a generation", error)
 
 
-_TRACE_ID_LIMIT = (1 << 64) - 1
 _INPUT_CACHE_SIZE = 256
 
 
@@ -409,15 +267,13 @@ class Tracing:
         self.config = config
         self.redactor = redactor
         self._error_logged = threading.Event()
-        rate = config.sample_rate
-        # The SDK's sampler (TraceIdRatioBased): keep a trace when the low 64 bits of its
-        # id fall under the bound, so every span and score of a trace agrees.
-        self._sample_bound = None if rate is None or rate >= 1 else round(rate * (1 << 64))
         #: The last execution this runtime started (for one-shot tools such as the CLI).
         self.last_ref: TraceRef | None = None
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
+        # Built with tracing on: langfuse and OpenTelemetry are imported now, not mid-call.
+        self._recorder: Recorder | None = self._load_recorder() if self.enabled else None
 
     @classmethod
     def build(
@@ -437,6 +293,8 @@ class Tracing:
                 "executions still run"
             )
             return cls(config, redactor)
+        from ._export import ExportPipeline
+
         # Never a Langfuse client of its own: the SDK keeps one per public key for the
         # whole process (a host's, or another runtime's, would be handed over), and its
         # threads outlive a runtime. The owned path shares nothing.
@@ -446,6 +304,11 @@ class Tracing:
     def enabled(self) -> bool:
         return self.client is not None or self.pipeline is not None
 
+    def _load_recorder(self) -> Recorder:
+        from ._recording import Recorder
+
+        return Recorder(self.config)
+
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
             self._error_logged.set()
@@ -454,31 +317,6 @@ class Tracing:
                 what,
                 type(error).__name__,
             )
-
-    def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
-        """Trace attributes for where the generation lands (server rules in comments)."""
-        per_call = _CALL_ATTRIBUTES.get()
-        if _is_langfuse_span(parent):
-            # Nested under a host Langfuse observation: the host owns the trace. An
-            # explicit call-site value still reaches it: the server applies
-            # ``user.id``/``session.id``/``langfuse.trace.*`` of a non-root span as a
-            # trace update (``hasTraceUpdates``); configured defaults defer to the host.
-            return _trace_attribute_map(per_call) if per_call is not None else {}
-        attributes = per_call or TraceAttributes(
-            self.config.tags, self.config.session_id, self.config.user_id
-        )
-        trace = {
-            A.TRACE_NAME: contract_id,
-            **_trace_attribute_map(attributes),
-            A.ENVIRONMENT: self.config.environment,
-        }
-        if parent.get_span_context().is_valid:
-            # Under a span Langfuse never receives (a plain OpenTelemetry host span, or a
-            # remote parent): the server treats a span as its trace's root when
-            # ``langfuse.internal.as_root`` is true, so this becomes a complete Langfuse
-            # trace of its own, keeping the host's trace id.
-            trace[A.AS_ROOT] = True
-        return trace
 
     def start(
         self,
@@ -501,21 +339,18 @@ class Tracing:
             META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
         }
-        if not self.enabled:
+        pipeline, client = self.pipeline, self.client
+        if pipeline is None and client is None:
             return GenerationRecord(self, None, metadata)
         try:
-            parent = otel_trace.get_current_span()
-            trace = self._trace_level(interaction.contract_id, parent)
-            handle: _SdkGeneration | _OwnedGeneration | None
-            if self.pipeline is not None:
-                handle, ref = self._start_owned(interaction, model, parent, trace)
-            else:
-                handle, ref = self._start_sdk(interaction, model)
+            recorder = self._recorder or self._load_recorder()
+            opened = recorder.open(interaction, model, pipeline=pipeline, client=client)
         except Exception as error:
             self.report_error("starting a generation", error)
             return GenerationRecord(self, None, metadata)
-        if ref is None:  # sampled out
+        if opened is None:  # sampled out
             return GenerationRecord(self, None, metadata)
+        handle, ref, trace = opened
         for collector in _COLLECTORS.get():
             collector.append(ref)
         self.last_ref = ref
@@ -543,68 +378,6 @@ class Tracing:
             if len(self._inputs) > _INPUT_CACHE_SIZE:
                 self._inputs.popitem(last=False)
         return text
-
-    def _start_owned(
-        self,
-        interaction: CompiledInteraction,
-        model: str,
-        parent: otel_trace.Span,
-        trace: dict[str, Any],
-    ) -> tuple[_OwnedGeneration | None, TraceRef | None]:
-        assert self.pipeline is not None
-        context = parent.get_span_context()
-        if context.is_valid:
-            trace_id, parent_span_id = context.trace_id, context.span_id
-        else:
-            trace_id, parent_span_id = random.getrandbits(128) or 1, None
-        bound = self._sample_bound
-        if bound is not None and trace_id & _TRACE_ID_LIMIT >= bound:
-            return None, None
-        span_id = random.getrandbits(64) or 1
-        # What the SDK writes when it opens a generation (observation type, version,
-        # model, environment, release, and ``is_app_root`` for the first span of a trace
-        # that reaches Langfuse).
-        attributes: dict[str, Any] = {
-            A.OBSERVATION_TYPE: "generation",
-            A.VERSION: interaction.contract_version,
-            A.OBSERVATION_MODEL: model,
-        }
-        if self.config.environment is not None:
-            attributes[A.ENVIRONMENT] = self.config.environment
-        if self.config.release is not None:
-            attributes[A.RELEASE] = self.config.release
-        if A.TRACE_NAME in trace:
-            attributes[A.IS_APP_ROOT] = True
-        handle = _OwnedGeneration(
-            self.pipeline,
-            trace_id=trace_id,
-            span_id=span_id,
-            parent_span_id=parent_span_id,
-            name=interaction.contract_id,
-            attributes=attributes,
-        )
-        trace_hex = f"{trace_id:032x}"
-        return handle, TraceRef(trace_hex, f"{span_id:016x}", self.config.trace_url(trace_hex))
-
-    def _start_sdk(
-        self, interaction: CompiledInteraction, model: str
-    ) -> tuple[_SdkGeneration, TraceRef]:
-        assert self.client is not None
-        # The SDK opens the observation (type, model, version, parent, ids). Its span is
-        # made current only long enough to get hold of it: the round trip runs outside,
-        # and the generation is ended explicitly.
-        with self.client.start_as_current_observation(
-            name=interaction.contract_id,
-            as_type="generation",
-            model=model,
-            version=interaction.contract_version,
-            end_on_exit=False,
-        ) as generation:
-            span = otel_trace.get_current_span()
-        ref = TraceRef(
-            generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
-        )
-        return _SdkGeneration(generation, span), ref
 
     def score_schema_validity(self, ref: TraceRef, valid: bool) -> None:
         """A BOOLEAN score on the generation; queued, sent off the call path."""
@@ -643,11 +416,3 @@ class Tracing:
                 pipeline.close()
             except Exception as error:
                 self.report_error("flushing", error)
-
-
-def _is_langfuse_span(span: otel_trace.Span) -> bool:
-    """A recording span of a Langfuse SDK tracer (the server's ``isLangfuseSDKSpans``)."""
-    if not span.get_span_context().is_valid:
-        return False
-    scope = getattr(span, "instrumentation_scope", None)
-    return scope is not None and str(scope.name).startswith(LANGFUSE_SCOPE)

@@ -1,0 +1,320 @@
+"""Opening and ending Langfuse generations: the part of tracing that needs the SDK.
+
+Imported only when tracing is on (keys configured, or a host's Langfuse client or span
+exporter): langfuse and OpenTelemetry cost ~0.2 s to import, more than a whole replayed
+CLI run takes without them. ``_tracing`` holds what every runtime uses, traced or not.
+
+The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
+each rule this module relies on is named where it is used.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from langfuse import Langfuse
+from langfuse import LangfuseOtelSpanAttributes as A
+from opentelemetry import trace as otel_trace
+from opentelemetry.trace import Status, StatusCode
+
+from templiqx_core import CompiledInteraction
+
+from ._config import LangfuseConfig
+from ._export import ExportPipeline, FinishedGeneration
+from ._tracing import CALL_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
+
+__all__ = ["LANGFUSE_SCOPE", "Generation", "Recorder", "generation_attributes"]
+
+#: The server treats spans of instrumentation scopes starting with this as Langfuse SDK
+#: spans (``isLangfuseSDKSpans``); it is also the SDK's tracer name.
+LANGFUSE_SCOPE = "langfuse-sdk"
+_TRACE_ID_LIMIT = (1 << 64) - 1
+
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def generation_attributes(
+    *,
+    trace: Mapping[str, Any],
+    input: Any = None,
+    output: Any = None,
+    metadata: Mapping[str, Any] | None = None,
+    model: str | None = None,
+    model_parameters: Mapping[str, Any] | None = None,
+    usage_details: Mapping[str, int] | None = None,
+    level: str | None = None,
+    status_message: str | None = None,
+    prompt: tuple[str, int] | None = None,
+    completion_start_time: datetime | None = None,
+    serialize: Callable[[Any], str] = _json,
+) -> dict[str, Any]:
+    """The generation's Langfuse OTel attributes, serialized once with orjson.
+
+    These are the attributes the SDK's ``update()`` writes (the public
+    ``LangfuseOtelSpanAttributes`` schema Langfuse ingests), written directly: the SDK's
+    per-field ``json.dumps`` and its media scan cost more than the model call's own
+    client work on the hot path.
+
+    Metadata travels as one JSON object in ``langfuse.observation.metadata``: the server
+    parses that object (``parseMetadataAttribute``) and stores each value as the SDK's
+    per-key attributes would be stored (strings as they are, anything else as JSON), so
+    the meaning is the same at a fraction of the attributes. Keys whose value is None are
+    dropped, as the SDK drops them.
+    """
+    attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
+    for key, value in (
+        (A.OBSERVATION_INPUT, input),
+        (A.OBSERVATION_OUTPUT, output),
+        (A.OBSERVATION_MODEL_PARAMETERS, model_parameters),
+        (A.OBSERVATION_USAGE_DETAILS, usage_details),
+    ):
+        if value is not None:
+            attributes[key] = value if isinstance(value, JsonText) else serialize(value)
+    if model is not None:
+        attributes[A.OBSERVATION_MODEL] = model
+    if level is not None:
+        attributes[A.OBSERVATION_LEVEL] = level
+    if status_message is not None:
+        attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
+    if metadata:
+        present = {key: value for key, value in metadata.items() if value is not None}
+        attributes[A.OBSERVATION_METADATA] = serialize(present)
+    if completion_start_time is not None:
+        # Time to first token (streaming adapters); the server reads a plain ISO string.
+        attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
+            completion_start_time.astimezone(UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z")
+        )
+    if prompt is not None:
+        # Server: prompts link only to GENERATION observations, by name *and* version.
+        attributes[A.OBSERVATION_PROMPT_NAME], attributes[A.OBSERVATION_PROMPT_VERSION] = prompt
+    return attributes
+
+
+class Generation(ABC):
+    """One open generation; ``GenerationRecord`` finishes it with the call's outcome."""
+
+    __slots__ = ()
+
+    def finish(
+        self, trace: Mapping[str, Any], update: dict[str, Any], serialize: Callable[[Any], str]
+    ) -> None:
+        """End it with ``update`` (the ``generation_attributes`` fields, redacted)."""
+        attributes = generation_attributes(trace=trace, serialize=serialize, **update)
+        error = update.get("status_message") if update.get("level") == "ERROR" else None
+        self.end(attributes, error)
+
+    @abstractmethod
+    def end(self, attributes: dict[str, Any], error: str | None) -> None: ...
+
+
+def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
+    return {
+        A.TRACE_TAGS: list(attributes.tags) or None,
+        A.TRACE_SESSION_ID: attributes.session_id,
+        A.TRACE_USER_ID: attributes.user_id,
+    }
+
+
+class _SdkGeneration(Generation):
+    """A generation opened through a host's Langfuse client: the host's pipeline."""
+
+    __slots__ = ("generation", "span")
+
+    def __init__(self, generation: Any, span: otel_trace.Span) -> None:
+        self.generation = generation
+        self.span = span
+
+    def end(self, attributes: dict[str, Any], error: str | None) -> None:
+        self.span.set_attributes(attributes)
+        if error is not None:
+            self.span.set_status(Status(StatusCode.ERROR, error))
+        self.generation.end()
+
+
+class _OwnedGeneration(Generation):
+    """A generation on the adapter-owned export path: ids, times and a dict, no span."""
+
+    __slots__ = (
+        "attributes",
+        "name",
+        "parent_span_id",
+        "pipeline",
+        "span_id",
+        "start_ns",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        pipeline: ExportPipeline,
+        *,
+        trace_id: int,
+        span_id: int,
+        parent_span_id: int | None,
+        name: str,
+        attributes: dict[str, Any],
+    ) -> None:
+        self.pipeline = pipeline
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.attributes = attributes
+        self.start_ns = time.time_ns()
+
+    def end(self, attributes: dict[str, Any], error: str | None) -> None:
+        self.attributes.update(attributes)
+        self.pipeline.submit(
+            FinishedGeneration(
+                self.trace_id,
+                self.span_id,
+                self.parent_span_id,
+                self.name,
+                self.start_ns,
+                time.time_ns(),
+                self.attributes,
+                error,
+            )
+        )
+
+
+class Recorder:
+    """Opens generations for one ``Tracing``: on its export path, or through a host's client."""
+
+    def __init__(self, config: LangfuseConfig) -> None:
+        self.config = config
+        rate = config.sample_rate
+        # The SDK's sampler (TraceIdRatioBased): keep a trace when the low 64 bits of its
+        # id fall under the bound, so every span and score of a trace agrees.
+        self._sample_bound = None if rate is None or rate >= 1 else round(rate * (1 << 64))
+
+    def open(
+        self,
+        interaction: CompiledInteraction,
+        model: str,
+        *,
+        pipeline: ExportPipeline | None,
+        client: Langfuse | None,
+    ) -> tuple[Generation, TraceRef, dict[str, Any]] | None:
+        """The generation, where it lands and its trace-level attributes; None if sampled
+        out. The adapter-owned ``pipeline`` is used when there is one, else ``client``."""
+        parent = otel_trace.get_current_span()
+        trace = self._trace_level(interaction.contract_id, parent)
+        handle: Generation | None
+        if pipeline is not None:
+            handle, ref = self._start_owned(pipeline, interaction, model, parent, trace)
+        elif client is not None:
+            handle, ref = self._start_sdk(client, interaction, model)
+        else:
+            return None
+        if handle is None or ref is None:
+            return None
+        return handle, ref, trace
+
+    def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
+        """Trace attributes for where the generation lands (server rules in comments)."""
+        per_call = CALL_ATTRIBUTES.get()
+        if _is_langfuse_span(parent):
+            # Nested under a host Langfuse observation: the host owns the trace. An
+            # explicit call-site value still reaches it: the server applies
+            # ``user.id``/``session.id``/``langfuse.trace.*`` of a non-root span as a
+            # trace update (``hasTraceUpdates``); configured defaults defer to the host.
+            return _trace_attribute_map(per_call) if per_call is not None else {}
+        attributes = per_call or TraceAttributes(
+            self.config.tags, self.config.session_id, self.config.user_id
+        )
+        trace = {
+            A.TRACE_NAME: contract_id,
+            **_trace_attribute_map(attributes),
+            A.ENVIRONMENT: self.config.environment,
+        }
+        if parent.get_span_context().is_valid:
+            # Under a span Langfuse never receives (a plain OpenTelemetry host span, or a
+            # remote parent): the server treats a span as its trace's root when
+            # ``langfuse.internal.as_root`` is true, so this becomes a complete Langfuse
+            # trace of its own, keeping the host's trace id.
+            trace[A.AS_ROOT] = True
+        return trace
+
+    def _start_owned(
+        self,
+        pipeline: ExportPipeline,
+        interaction: CompiledInteraction,
+        model: str,
+        parent: otel_trace.Span,
+        trace: dict[str, Any],
+    ) -> tuple[_OwnedGeneration | None, TraceRef | None]:
+        context = parent.get_span_context()
+        if context.is_valid:
+            trace_id, parent_span_id = context.trace_id, context.span_id
+        else:
+            trace_id, parent_span_id = random.getrandbits(128) or 1, None
+        bound = self._sample_bound
+        if bound is not None and trace_id & _TRACE_ID_LIMIT >= bound:
+            return None, None
+        span_id = random.getrandbits(64) or 1
+        # What the SDK writes when it opens a generation (observation type, version,
+        # model, environment, release, and ``is_app_root`` for the first span of a trace
+        # that reaches Langfuse).
+        attributes: dict[str, Any] = {
+            A.OBSERVATION_TYPE: "generation",
+            A.VERSION: interaction.contract_version,
+            A.OBSERVATION_MODEL: model,
+        }
+        if self.config.environment is not None:
+            attributes[A.ENVIRONMENT] = self.config.environment
+        if self.config.release is not None:
+            attributes[A.RELEASE] = self.config.release
+        if A.TRACE_NAME in trace:
+            attributes[A.IS_APP_ROOT] = True
+        handle = _OwnedGeneration(
+            pipeline,
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent_span_id,
+            name=interaction.contract_id,
+            attributes=attributes,
+        )
+        trace_hex = f"{trace_id:032x}"
+        return handle, TraceRef(trace_hex, f"{span_id:016x}", self.config.trace_url(trace_hex))
+
+    def _start_sdk(
+        self, client: Langfuse, interaction: CompiledInteraction, model: str
+    ) -> tuple[_SdkGeneration, TraceRef]:
+        # The SDK opens the observation (type, model, version, parent, ids). Its span is
+        # made current only long enough to get hold of it: the round trip runs outside,
+        # and the generation is ended explicitly.
+        with client.start_as_current_observation(
+            name=interaction.contract_id,
+            as_type="generation",
+            model=model,
+            version=interaction.contract_version,
+            end_on_exit=False,
+        ) as generation:
+            span = otel_trace.get_current_span()
+        ref = TraceRef(
+            generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
+        )
+        return _SdkGeneration(generation, span), ref
+
+
+def _is_langfuse_span(span: otel_trace.Span) -> bool:
+    """A recording span of a Langfuse SDK tracer (the server's ``isLangfuseSDKSpans``)."""
+    if not span.get_span_context().is_valid:
+        return False
+    scope = getattr(span, "instrumentation_scope", None)
+    return scope is not None and str(scope.name).startswith(LANGFUSE_SCOPE)

@@ -1,0 +1,92 @@
+"""The README's main job imports only what it uses (start-up budget, issue 14).
+
+``execute … --runtime langfuse --replay …`` with no Langfuse keys traces nothing, so it
+must not pay for importing langfuse and OpenTelemetry (~0.2 s of a ~0.4 s run). Checked
+by what is imported when the job has run, in a real subprocess, not by timing; with keys
+the same job still imports them and its generation reaches Langfuse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from templiqx_langfuse.testing.otlp import otlp_receiver
+from tests.conftest import REPO_ROOT
+
+MAIN_JOB = [
+    "execute",
+    "examples/greeting.yaml",
+    "--inputs",
+    "examples/greeting.inputs.json",
+    "--context",
+    "examples/greeting.context.json",
+    "--runtime",
+    "langfuse",
+    "--replay",
+    "cassettes/greeting-success.yaml",
+    "--stream",
+]
+TRACING_MODULES = ("langfuse", "opentelemetry", "templiqx_langfuse._recording")
+
+# Runs the CLI in-process (the same ``main`` the console script calls) so the modules it
+# left loaded can be listed once it has returned: the runtime is closed by then.
+_PROBE = (
+    "import contextlib, io, json, sys\n"
+    "from templiqx_core._cli import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+    "    rc = main(sys.argv[1:])\n"
+    "loaded = sorted({m.split('.')[0] for m in sys.modules} | set(sys.modules))\n"
+    "print(json.dumps({'rc': rc, 'stdout': out.getvalue(), 'modules': loaded}))\n"
+)
+
+
+def _run_main_job(env: dict[str, str]) -> dict[str, object]:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LANGFUSE_", "TEMPLIQX_", "OPENAI_"))
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, *MAIN_JOB],
+        cwd=REPO_ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report: dict[str, object] = json.loads(result.stdout.splitlines()[-1])
+    assert report["rc"] == 0, result.stderr[-3000:]
+    last = json.loads(str(report["stdout"]).splitlines()[-1])
+    assert last["ok"] is True
+    return report
+
+
+def _loaded(report: dict[str, object], name: str) -> bool:
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    return name in modules
+
+
+def test_main_job_without_keys_never_imports_langfuse_or_opentelemetry() -> None:
+    report = _run_main_job({})
+    assert [m for m in TRACING_MODULES if _loaded(report, m)] == []
+    assert _loaded(report, "templiqx_langfuse._runtime")  # it did build the runtime
+
+
+def test_main_job_with_keys_imports_them_and_exports_its_generation() -> None:
+    with otlp_receiver() as receiver:
+        report = _run_main_job(
+            {
+                "LANGFUSE_PUBLIC_KEY": "pk-lf-startup",
+                "LANGFUSE_SECRET_KEY": "sk-lf-startup",
+                "LANGFUSE_BASE_URL": receiver.base_url,
+            }
+        )
+        assert [m for m in TRACING_MODULES if _loaded(report, m)] == list(TRACING_MODULES)
+        # Closing the runtime flushed the generation before the process exited.
+        assert receiver.span_names() == ["greeting"]
