@@ -10,7 +10,8 @@ scenario the operator configured) must resolve inside the server's roots — its
 directory plus ``TEMPLIQX_MCP_ROOTS`` (``os.pathsep``-separated) — or the call is refused
 with ``TQX_PATH_INVALID`` before the file is opened. Every tool error, the SDK's own
 (unknown tool, arguments off the schema, a crash) included, is a result whose text starts
-with its ``TQX_*`` code and whose structured content is ``{"error": {code, message}}``.
+with its ``TQX_*`` code and whose structured content is ``{"error": {code, message}}``;
+a request the SDK cannot even parse is answered too (``_mcp_stdio``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ._application import compile_envelope, execute_contract
 from ._compiler import read_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidPath, PortError
+from ._mcp_stdio import guarded_stdio_server
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
@@ -124,6 +126,13 @@ class _Server(MCPServer):
                 logger.error("tool %r crashed", name, exc_info=error.__cause__)
                 return _error_result(codes.PORT, f"internal error in {name}")
             return _error_result(codes.PORT, f"{name} failed")
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio loop on a transport that answers what the SDK would drop."""
+        async with guarded_stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
+            )
 
 
 class _Roots:

@@ -1,0 +1,178 @@
+"""The MCP stdio transport, with an answer for every request the SDK would drop.
+
+The SDK's stdio reader parses each line with pydantic (jiter); a line it cannot parse
+(a lone surrogate such as ``"\\ud800"``, nesting deeper than about 200 levels) becomes an
+exception the session only logs at debug level, so the client waits forever for its
+answer. Here each line is checked with the SDK's own parser before the SDK reads it; a
+request that fails is answered at once — a ``tools/call`` with a ``TQX_DATA_INVALID``
+tool error (as every other tool error), any other method with a JSON-RPC error whose
+message starts with the code — and the server goes on with the next line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, BinaryIO, TextIO
+
+import anyio
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from . import codes
+
+__all__ = ["guarded_stdio_server"]
+
+logger = logging.getLogger("templiqx.mcp")
+
+_TOKENS = re.compile(r'["{}\[\],]')
+
+
+def _skip_blank(text: str, i: int) -> int:
+    while text[i : i + 1] in (" ", "\t", "\r", "\n"):
+        i += 1
+    return i
+
+
+def _top_level_members(text: str, names: frozenset[str]) -> dict[str, Any]:
+    """The members ``names`` of the JSON object ``text`` — read without parsing the rest,
+    iteratively, so a message too deep (or too odd) for any parser still yields its id."""
+    found: dict[str, Any] = {}
+    if not text.lstrip().startswith("{"):
+        return found
+    decoder = json.JSONDecoder()
+    depth, at_key, i = 0, False, 0
+    while (match := _TOKENS.search(text, i)) is not None:
+        char, i = match.group(), match.end()
+        if char == '"':
+            try:
+                key, i = decoder.raw_decode(text, i - 1)  # the string starting at the quote
+            except ValueError:
+                return found
+            if depth == 1 and at_key and key in names:
+                colon = _skip_blank(text, i)
+                if text[colon : colon + 1] == ":":
+                    start = _skip_blank(text, colon + 1)
+                    with contextlib.suppress(ValueError, RecursionError):
+                        found[key], i = decoder.raw_decode(text, start)
+            at_key = False
+        elif char in "{[":
+            depth += 1
+            at_key = depth == 1
+        elif char in "}]":
+            depth -= 1
+        else:
+            at_key = depth == 1
+    return found
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    if first["type"] == "json_invalid":
+        detail = first.get("ctx", {}).get("error", "invalid JSON")
+        return (
+            f"it is not JSON the MCP transport accepts ({detail}; strings must be Unicode "
+            "text without lone surrogates, nesting is limited to about 200 levels)"
+        )
+    return "it is not a JSON-RPC 2.0 request"
+
+
+def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
+    """What to send back for ``line`` the SDK would drop; ``None`` when nobody waits for
+    an answer (a notification, a response, or no recognisable id)."""
+    members = _top_level_members(line, frozenset({"id", "method"}))
+    request_id, method = members.get("id"), members.get("method")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    if not isinstance(method, str):
+        return None
+    message = f"the {method} request was refused: {_problem(error)}"
+    if method == "tools/call":
+        result = types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"{codes.DATA_INVALID}: {message}")],
+            structured_content={"error": {"code": codes.DATA_INVALID, "message": message}},
+            is_error=True,
+        )
+        return types.JSONRPCResponse(
+            jsonrpc="2.0",
+            id=request_id,
+            result=result.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        )
+    invalid_json = error.errors()[0]["type"] == "json_invalid"
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST,
+            message=f"{codes.DATA_INVALID}: {message}",
+        ),
+    )
+
+
+class _GuardedStdin(anyio.AsyncFile[str]):
+    """The client's lines, minus those the SDK cannot parse (answered here instead)."""
+
+    def __init__(self, fp: TextIO) -> None:
+        super().__init__(fp)
+        self.replies: Any = None  # the transport's write stream, once it exists
+        self.ready = anyio.Event()
+
+    async def readline(self) -> str:
+        while True:
+            line = await super().readline()
+            if not line:
+                return line
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValidationError as error:
+                reply = _answer(line, error)
+                if reply is None:
+                    logger.warning("ignored a line from the client that is not JSON-RPC")
+                    continue
+                await self.ready.wait()
+                await self.replies.send(SessionMessage(reply))
+                continue
+            return line
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[BinaryIO]:
+    """The client's stdin on a private descriptor; fd 0 reads /dev/null meanwhile, so no
+    handler or child process can take the client's bytes (as the SDK does itself)."""
+    try:
+        private = os.dup(0)
+    except OSError:
+        yield sys.stdin.buffer
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    except OSError:
+        yield sys.stdin.buffer
+        return
+    try:
+        # closefd=False: a worker thread may still block on it after the transport ends.
+        yield os.fdopen(private, "rb", closefd=False)
+    finally:
+        os.dup2(private, 0)
+
+
+@contextlib.asynccontextmanager
+async def guarded_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """``mcp.server.stdio.stdio_server`` reading through the guard above."""
+    with _claimed_stdin() as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+        stdin = _GuardedStdin(text)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            stdin.replies = write_stream
+            stdin.ready.set()
+            yield read_stream, write_stream
