@@ -8,7 +8,8 @@ command itself fails (an unreadable input file, an unknown runtime), with one li
 stderr. No traceback reaches the user unless ``TEMPLIQX_DEBUG=1``.
 
 Start-up matters (an agent may call it per step): each command imports only what it
-needs, so ``--help``, ``fingerprint`` and ``runtimes`` never load pydantic.
+needs, so ``--help``, ``fingerprint``, ``runtimes`` and ``compile`` (of a valid contract)
+never load pydantic.
 """
 
 from __future__ import annotations
@@ -227,12 +228,18 @@ def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
-    where = diagnostic.file or ""
-    if diagnostic.span is not None:
-        where += f":{diagnostic.span.line}:{diagnostic.span.column}"
-    if diagnostic.json_pointer:
-        where += f" {diagnostic.json_pointer}"
-    return f"{diagnostic.code} {where.strip()}: {diagnostic.message}".replace(" :", ":")
+    return _wire_diagnostic_line(diagnostic.to_json())
+
+
+def _wire_diagnostic_line(diagnostic: dict[str, Any]) -> str:
+    """One stderr line for a diagnostic as the envelope carries it (JSON)."""
+    where = diagnostic.get("file") or ""
+    span = diagnostic.get("span")
+    if span is not None:
+        where += f":{span['line']}:{span['column']}"
+    if diagnostic.get("json_pointer"):
+        where += f" {diagnostic['json_pointer']}"
+    return f"{diagnostic['code']} {where.strip()}: {diagnostic['message']}".replace(" :", ":")
 
 
 def _print(text: str, out: TextIO) -> None:
@@ -247,6 +254,19 @@ def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact
         return EXIT_OK
     for diagnostic in envelope.diagnostics:
         err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
+    return EXIT_NOT_OK
+
+
+def _emit_data(envelope: dict[str, Any], out: TextIO, err: TextIO, *, compact: bool) -> int:
+    """``_emit`` for an envelope built as plain data (``_serde.wire_json``: same bytes)."""
+    from ._serde import wire_json
+
+    _print(wire_json(envelope, indent=None if compact else 2), out)
+    if envelope["ok"]:
+        return EXIT_OK
+    for diagnostic in envelope["diagnostics"]:
+        line = _wire_diagnostic_line(diagnostic)
+        err.write(f"templiqx: {envelope['operation']} failed: {line}\n")
     return EXIT_NOT_OK
 
 
@@ -287,7 +307,51 @@ def _runtimes(args: argparse.Namespace, out: TextIO) -> int:
     return _emit_light("runtimes", available_runtimes(), out, compact=args.json)
 
 
+def _plain_values(args: argparse.Namespace, contract: dict[str, Any]) -> tuple[Any, Any] | None:
+    """The request's inputs and context as checked plain data, or ``None`` when only the
+    model path can say what (if anything) is wrong with them. Errors it raises itself
+    (an unreadable file) are the ones the model path raises, in the same order."""
+    from ._compiler.check import is_plain_json
+
+    if args.eval_id is not None:
+        cases = [c for c in contract.get("evals", []) if c["id"] == args.eval_id]
+        if not cases:
+            return None
+        return cases[0].get("inputs", {}), cases[0].get("context", {})
+    if args.request is not None:
+        data = _read_document(args.request, "--request")
+        if type(data) is not dict or not set(data) <= {"inputs", "context"}:
+            return None
+        values = data.get("inputs", {}), data.get("context", {})
+    else:
+        values = tuple(
+            {} if path is None else _read_document(path, flag)
+            for flag, path in (("--inputs", args.inputs), ("--context", args.context))
+        )
+    if all(type(v) is dict and is_plain_json(v) for v in values):
+        return values
+    return None
+
+
 def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Without pydantic when the contract and the values check out (start-up budget):
+    same compiler, same bytes. Otherwise the models validate and say what is wrong."""
+    from ._compiler.check import read_checked_contract
+    from ._compiler.core import compile_plain, declared_capabilities
+    from ._compiler.wire import compile_envelope_data
+
+    contract = read_checked_contract(args.contract)
+    values = None if contract is None else _plain_values(args, contract)
+    if contract is None or values is None:
+        return _compile_with_models(args, out, err)
+    caps = args.capability
+    if caps is None:
+        caps = declared_capabilities(contract)
+    result = compile_plain(contract, *values, caps, file=str(args.contract))
+    return _emit_data(compile_envelope_data(result), out, err, compact=args.json)
+
+
+def _compile_with_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ._application import compile_envelope
     from ._compiler import read_contract
 
@@ -393,7 +457,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _runtimes(args, out)
     if args.command == "mcp":
         return _mcp(args)
-    from ._compiler.parse import reading_each_file_once
+    from ._compiler.check import reading_each_file_once
 
     with reading_each_file_once():  # a contract is read and parsed once per run
         if args.command == "compile":

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,7 @@ from .. import codes
 from .._contracts import Diagnostic, SourceSpan
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load
+from .check import memoized, read_contract_text, reading_each_file_once
 from .model import Contract
 
 __all__ = ["PARSE_YAML", "parse_contract", "read_contract", "reading_each_file_once"]
@@ -110,40 +108,15 @@ def parse_contract(
         return None, diagnostics
 
 
-_READS: ContextVar[dict[str, tuple[Contract | None, list[Diagnostic]]] | None] = ContextVar(
-    "templiqx_contract_reads", default=None
-)
-
-
-@contextmanager
-def reading_each_file_once() -> Iterator[None]:
-    """Within the block, ``read_contract`` reads and parses each path once (a CLI run).
-
-    Scoped to the block (a context variable), so no host ever sees a stale contract.
-    """
-    token = _READS.set({})
-    try:
-        yield
-    finally:
-        _READS.reset(token)
-
-
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     """Read and parse a contract file (missing/unreadable files are ``TQX_PARSE_YAML`` too)."""
-    memo = _READS.get()
-    key = os.fspath(path)
-    if memo is not None and key in memo:
-        contract, diagnostics = memo[key]
-        return contract, list(diagnostics)
-    result = _read_contract(Path(path))
-    if memo is not None:
-        memo[key] = result
-    return result[0], list(result[1])
+    contract, diagnostics = memoized("model", path, lambda: _read_contract(Path(path)))
+    return contract, list(diagnostics)
 
 
 def _read_contract(file: Path) -> tuple[Contract | None, list[Diagnostic]]:
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_contract_text(file)
     except (OSError, UnicodeDecodeError) as error:
         missing = isinstance(error, FileNotFoundError)
         code = NotFound.code if missing else IoFailure.code

@@ -1,5 +1,9 @@
 """Rendering content nodes with schema-checked references.
 
+It works on validated plain data (the contract document as a dict, its nodes as dicts
+with the model's defaults read where absent) and records plain diagnostics, so the CLI's
+``compile`` runs it without pydantic; the public API wraps what it returns in models.
+
 Every reference is resolved twice: statically against the declared JSON Schema (so a
 typo in an untaken ``when`` branch is still an error) and dynamically against the value.
 A path that cannot exist or has no value is a diagnostic, never an empty string.
@@ -14,30 +18,9 @@ from typing import Any
 
 from .. import codes
 from .._canonical import canonical_json
-from .._contracts import Diagnostic
 from .._schema import compile_schema
-from .model import (
-    AndExpr,
-    ComponentDefinition,
-    ComponentNode,
-    ContentNode,
-    EqualsExpr,
-    Expression,
-    FieldSpec,
-    Filter,
-    FilterCall,
-    ForEachNode,
-    InterpolateNode,
-    LiteralExpr,
-    NotExpr,
-    OrExpr,
-    RefExpr,
-    TextNode,
-    TypedComponent,
-    WhenNode,
-)
 
-__all__ = ["Binding", "Renderer"]
+__all__ = ["MISSING", "Binding", "Node", "Renderer", "diagnostic"]
 
 MISSING: Any = object()
 _STRING_FILTERS: dict[str, Callable[[str], str]] = {
@@ -54,6 +37,14 @@ class Binding:
 
     schema: Any
     value: Any
+
+
+Node = dict[str, Any]  # a content node or an expression: a validated JSON object
+
+
+def diagnostic(code: str, message: str, pointer: str) -> dict[str, Any]:
+    """An error diagnostic as plain data, fields in ``Diagnostic``'s order."""
+    return {"code": code, "severity": "error", "message": message, "json_pointer": pointer}
 
 
 class _Abort(Exception):
@@ -116,22 +107,21 @@ def _child_value(value: Any, segment: str) -> Any:
 class Renderer:
     """Renders one contract's nodes, collecting diagnostics instead of raising."""
 
-    components: Mapping[str, ComponentDefinition]
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    components: Mapping[str, Any]  # name -> typed component (a dict) or a list of nodes
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
 
     def error(self, code: str, message: str, pointer: str) -> None:
-        self.diagnostics.append(
-            Diagnostic(code=code, severity="error", message=message, json_pointer=pointer)
-        )
+        self.diagnostics.append(diagnostic(code, message, pointer))
 
     # -- expressions ---------------------------------------------------------------
-    def resolve(self, expr: RefExpr, scope: Mapping[str, Binding], pointer: str) -> Binding:
-        head, *rest = expr.path.split(".")
+    def resolve(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Binding:
+        path: str = expr["path"]
+        head, *rest = path.split(".")
         if head not in scope:
             known = ", ".join(sorted(scope)) or "nothing"
             self.error(
-                codes.REF_UNKNOWN, f"unknown reference {expr.path!r} (in scope: {known})", pointer
+                codes.REF_UNKNOWN, f"unknown reference {path!r} (in scope: {known})", pointer
             )
             raise _Abort
         binding = scope[head]
@@ -143,41 +133,43 @@ class Renderer:
             if schema is None:
                 self.error(
                     codes.REF_UNKNOWN,
-                    f"reference {expr.path!r}: {walked!r} is not declared by its schema",
+                    f"reference {path!r}: {walked!r} is not declared by its schema",
                     pointer,
                 )
                 raise _Abort
             if value is not MISSING:
                 value = _child_value(value, segment)
                 if value is MISSING:
-                    self.error(codes.REF_UNKNOWN, f"reference {expr.path!r} has no value", pointer)
+                    self.error(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
                     raise _Abort
         return Binding(schema, value)
 
-    def evaluate(self, expr: Expression, scope: Mapping[str, Binding], pointer: str) -> Binding:
-        if isinstance(expr, RefExpr):
+    def evaluate(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Binding:
+        kind = expr["kind"]
+        if kind == "ref":
             return self.resolve(expr, scope, pointer)
-        if isinstance(expr, LiteralExpr):
-            return Binding(ANY_SCHEMA, expr.value)
+        if kind == "literal":
+            return Binding(ANY_SCHEMA, expr["value"])
         boolean: dict[str, Any] = {"type": "boolean"}
-        if isinstance(expr, EqualsExpr):
-            left = self.evaluate(expr.left, scope, f"{pointer}/left")
-            right = self.evaluate(expr.right, scope, f"{pointer}/right")
+        if kind == "equals":
+            left = self.evaluate(expr["left"], scope, f"{pointer}/left")
+            right = self.evaluate(expr["right"], scope, f"{pointer}/right")
             if MISSING in (left.value, right.value):
                 return Binding(boolean, MISSING)
             return Binding(boolean, left.value == right.value)
-        if isinstance(expr, NotExpr):
-            operand = self.condition(expr.value, scope, f"{pointer}/value")
+        if kind == "not":
+            operand = self.condition(expr["value"], scope, f"{pointer}/value")
             return Binding(boolean, MISSING if operand is MISSING else not operand)
-        assert isinstance(expr, (AndExpr, OrExpr))
+        assert kind in ("and", "or")
         values = [
-            self.condition(op, scope, f"{pointer}/values/{i}") for i, op in enumerate(expr.values)
+            self.condition(op, scope, f"{pointer}/values/{i}")
+            for i, op in enumerate(expr["values"])
         ]
         if MISSING in values:
             return Binding(boolean, MISSING)
-        return Binding(boolean, all(values) if isinstance(expr, AndExpr) else any(values))
+        return Binding(boolean, all(values) if kind == "and" else any(values))
 
-    def condition(self, expr: Expression, scope: Mapping[str, Binding], pointer: str) -> Any:
+    def condition(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Any:
         binding = self.evaluate(expr, scope, pointer)
         types = _schema_types(binding.schema)
         if types is not None and types != {"boolean"}:
@@ -197,9 +189,9 @@ class Renderer:
         return binding.value
 
     # -- filters ---------------------------------------------------------------------
-    def apply_filter(self, flt: Filter, value: Any, pointer: str) -> Any:
-        call = flt if isinstance(flt, FilterCall) else FilterCall(name=flt)
-        name = call.name
+    def apply_filter(self, flt: str | Node, value: Any, pointer: str) -> Any:
+        call: Node = flt if isinstance(flt, dict) else {"name": flt}
+        name = call["name"]
         if name == "json":
             # The reference's json filter writes a sorted serde_json Value: canonical JSON.
             return canonical_json(value).decode("utf-8")
@@ -225,7 +217,7 @@ class Renderer:
                     pointer,
                 )
                 raise _Abort
-            return parsed.strftime(call.format or "%Y-%m-%d")
+            return parsed.strftime(call.get("format") or "%Y-%m-%d")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.error(
                 codes.FILTER_TYPE,
@@ -233,12 +225,13 @@ class Renderer:
                 pointer,
             )
             raise _Abort
-        return f"{value:.{call.decimals}f}" if call.decimals is not None else str(value)
+        decimals = call.get("decimals")
+        return f"{value:.{decimals}f}" if decimals is not None else str(value)
 
     # -- nodes -----------------------------------------------------------------------
     def render(
         self,
-        nodes: list[ContentNode],
+        nodes: list[Node],
         scope: Mapping[str, Binding],
         pointer: str,
         *,
@@ -252,29 +245,30 @@ class Renderer:
                 continue
         return "".join(parts)
 
-    def node(
-        self, node: ContentNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
-    ) -> str:
-        if isinstance(node, TextNode):
-            return node.value
-        if isinstance(node, InterpolateNode):
+    def node(self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool) -> str:
+        kind = node["kind"]
+        if kind == "text":
+            text: str = node["value"]
+            return text
+        if kind == "interpolate":
             return self.interpolate(node, scope, pointer, active=active)
-        if isinstance(node, WhenNode):
-            value = self.condition(node.condition, scope, f"{pointer}/condition")
+        if kind == "when":
+            value = self.condition(node["condition"], scope, f"{pointer}/condition")
             taken = active and value is True
-            then = self.render(node.then, scope, f"{pointer}/then", active=taken)
+            then = self.render(node["then"], scope, f"{pointer}/then", active=taken)
             skipped = active and value is False
-            otherwise = self.render(node.otherwise, scope, f"{pointer}/else", active=skipped)
+            otherwise = self.render(node.get("else", []), scope, f"{pointer}/else", active=skipped)
             return then if taken else otherwise if skipped else ""
-        if isinstance(node, ForEachNode):
+        if kind == "for_each":
             return self.for_each(node, scope, pointer, active=active)
         return self.component(node, scope, pointer, active=active)
 
     def interpolate(
-        self, node: InterpolateNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+        self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool
     ) -> str:
-        binding = self.evaluate(node.expression, scope, f"{pointer}/expression")
-        stringifies = any((f if isinstance(f, str) else f.name) == "json" for f in node.filters)
+        binding = self.evaluate(node["expression"], scope, f"{pointer}/expression")
+        filters = node.get("filters", [])
+        stringifies = any((f if isinstance(f, str) else f["name"]) == "json" for f in filters)
         types = _schema_types(binding.schema)
         if not stringifies and types is not None and types <= {"object", "array"}:
             self.error(
@@ -286,7 +280,7 @@ class Renderer:
         value = binding.value
         if not active or value is MISSING:
             return ""
-        for index, flt in enumerate(node.filters):
+        for index, flt in enumerate(filters):
             value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
         if isinstance(value, (dict, list)) or value is None:
             self.error(
@@ -300,9 +294,9 @@ class Renderer:
         return str(value)
 
     def for_each(
-        self, node: ForEachNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+        self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool
     ) -> str:
-        binding = self.evaluate(node.collection, scope, f"{pointer}/collection")
+        binding = self.evaluate(node["collection"], scope, f"{pointer}/collection")
         types = _schema_types(binding.schema)
         if (types is not None and "array" not in types) or (
             binding.value is not MISSING and not isinstance(binding.value, list)
@@ -314,29 +308,31 @@ class Renderer:
             if isinstance(binding.schema, dict)
             else ANY_SCHEMA
         )
-        body = f"{pointer}/body"
+        body, nodes, item_name = f"{pointer}/body", node["body"], node["item"]
         if not active or binding.value is MISSING or not binding.value:
             self.render(
-                node.body,
-                {**scope, node.item: Binding(item_schema, MISSING)},
+                nodes,
+                {**scope, item_name: Binding(item_schema, MISSING)},
                 body,
                 active=False,
             )
             return ""
         rendered = [
-            self.render(node.body, {**scope, node.item: Binding(item_schema, item)}, body)
+            self.render(nodes, {**scope, item_name: Binding(item_schema, item)}, body)
             for item in binding.value
         ]
-        return node.separator.join(rendered)
+        separator: str = node.get("separator", "")
+        return separator.join(rendered)
 
     def component(
-        self, node: ComponentNode, scope: Mapping[str, Binding], pointer: str, *, active: bool
+        self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool
     ) -> str:
-        definition = self.components.get(node.name)
+        name: str = node["name"]
+        definition = self.components.get(name)
         if definition is None:
             self.error(
                 codes.COMPONENT_MISSING,
-                f"component {node.name!r} is not defined",
+                f"component {name!r} is not defined",
                 f"{pointer}/name",
             )
             raise _Abort
@@ -344,22 +340,22 @@ class Renderer:
             self.error(codes.COMPONENT_MISSING, "components nest deeper than 16 levels", pointer)
             raise _Abort
         args = {
-            name: self.evaluate(expr, scope, f"{pointer}/with/{name}")
-            for name, expr in node.with_.items()
+            arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}")
+            for arg, expr in node.get("with", {}).items()
         }
-        if isinstance(definition, TypedComponent):
-            inner = self.typed_arguments(definition.parameters, args, pointer)
-            content = definition.content
-        else:
+        if isinstance(definition, dict):  # typed: declared parameters
+            inner = self.typed_arguments(definition.get("parameters", {}), args, pointer)
+            content = definition["content"]
+        else:  # legacy: a bare list of nodes
             inner, content = args, definition
         self._depth += 1
         try:
-            return self.render(content, inner, f"/components/{node.name}", active=active)
+            return self.render(content, inner, f"/components/{name}", active=active)
         finally:
             self._depth -= 1
 
     def typed_arguments(
-        self, parameters: Mapping[str, FieldSpec], args: Mapping[str, Binding], pointer: str
+        self, parameters: Mapping[str, Node], args: Mapping[str, Binding], pointer: str
     ) -> dict[str, Binding]:
         bound: dict[str, Binding] = {}
         for name in args:
@@ -370,23 +366,24 @@ class Renderer:
                     f"{pointer}/with/{name}",
                 )
         for name, spec in parameters.items():
+            schema = spec["schema"]
             if name not in args:
-                if spec.required:
+                if spec.get("required", False):
                     self.error(
                         codes.COMPONENT_ARGUMENT_MISSING,
                         f"required argument {name!r} is missing",
                         f"{pointer}/with",
                     )
-                bound[name] = Binding(spec.schema_, MISSING)
+                bound[name] = Binding(schema, MISSING)
                 continue
             value = args[name].value
             if value is not MISSING and not compile_schema(
-                spec.schema_, what=f"parameter {name} schema"
+                schema, what=f"parameter {name} schema"
             ).is_valid(value):
                 self.error(
                     codes.COMPONENT_ARGUMENT_TYPE,
                     f"argument {name!r} does not match the parameter's schema",
                     f"{pointer}/with/{name}",
                 )
-            bound[name] = Binding(spec.schema_, value)
+            bound[name] = Binding(schema, value)
         return bound

@@ -1,0 +1,189 @@
+"""The compiler proper, on plain data: one contract document, one request, one result.
+
+Pydantic-free, so the CLI's ``compile`` can run it without loading the models (start-up
+budget, issue 14). Its input is a *validated* contract as plain data: the YAML document
+that passed ``check.checked_contract``, or a ``Contract`` model dumped by alias; absent
+optional fields read as the model's defaults. Its output is plain data too: the
+interaction as ``CompiledInteraction`` lays it out, and diagnostics in ``Diagnostic``'s
+field order. ``compile_contract`` wraps both in the wire models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from .. import codes
+from .._errors import InvalidData
+from .._schema import compile_schema
+from .._version import REFERENCE_VERSION
+from .render import MISSING, Binding, Renderer, diagnostic
+
+__all__ = ["COMPILER_ID", "PlainResult", "compile_plain", "declared_capabilities"]
+
+# Names the compilation semantics (the reference compiler's), not this distribution's
+# version: an interaction compiled here is byte-identical to the reference's, id included.
+COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
+
+
+class PlainResult(NamedTuple):
+    """The interaction (``None`` when any diagnostic is an error) and the diagnostics."""
+
+    interaction: dict[str, Any] | None
+    diagnostics: list[dict[str, Any]]
+
+
+def declared_capabilities(contract: Mapping[str, Any]) -> list[str]:
+    """What the contract needs: its capabilities and its extensions' (default targets)."""
+    extensions = contract.get("extensions", {})
+    return [*contract.get("capabilities", []), *(e["capability"] for e in extensions.values())]
+
+
+def _bind_values(
+    section: str, specs: Mapping[str, Any], values: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Check one section's values as the reference's ``validate_values``: declared fields
+    in name order (missing required ones, then schema), then undeclared values in name
+    order (the host's ``_templiqx_*`` context keys excepted)."""
+    diagnostics = []
+    for name in sorted(specs):
+        spec = specs[name]
+        pointer = f"/{section}/{name}"
+        try:
+            validator = compile_schema(spec["schema"], what=f"{section}.{name} schema")
+        except InvalidData as error:
+            diagnostics.append(diagnostic(codes.VALUE_SCHEMA, str(error), pointer))
+            continue
+        if name not in values:
+            if spec.get("required", False):
+                message = f"required {section} value '{name}' is missing"
+                diagnostics.append(diagnostic(codes.VALUE_REQUIRED, message, pointer))
+        elif not validator.is_valid(values[name]):
+            message = f"{section}.{name} does not match its declared schema"
+            diagnostics.append(diagnostic(codes.VALUE_SCHEMA, message, pointer))
+    for name in sorted(values):
+        if section == "context" and name.startswith("_templiqx_"):
+            continue
+        if name not in specs:
+            message = f"undeclared {section} value '{name}'"
+            diagnostics.append(diagnostic(codes.VALUE_UNKNOWN, message, f"/{section}/{name}"))
+    schema = {
+        "type": "object",
+        "properties": {name: spec["schema"] for name, spec in specs.items()},
+        "additionalProperties": False,
+    }
+    return {"schema": schema, "value": dict(values)}, diagnostics
+
+
+def _gate_capabilities(
+    contract: Mapping[str, Any], targets: set[str]
+) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+    diagnostics = []
+    capabilities = contract.get("capabilities", [])
+    required = set(capabilities)
+    for capability in capabilities:
+        if capability not in targets:
+            message = f"target lacks required capability '{capability}'"
+            diagnostics.append(diagnostic(codes.CAPABILITY_UNSUPPORTED, message, "/capabilities"))
+    extensions: dict[str, Any] = {}
+    for key, spec in sorted(contract.get("extensions", {}).items()):
+        pointer = f"/extensions/{key}"
+        namespace, dot, name = key.partition(".")
+        if not dot or not namespace or not name:
+            diagnostics.append(
+                diagnostic(
+                    codes.EXTENSION_NAMESPACE,
+                    f"extension {key!r} must be namespaced as <namespace>.<name>",
+                    pointer,
+                )
+            )
+            continue
+        capability = spec["capability"]
+        if capability not in targets:
+            diagnostics.append(
+                diagnostic(
+                    codes.EXTENSION_UNSUPPORTED,
+                    f"target lacks capability '{capability}' required by extension '{key}'",
+                    pointer,
+                )
+            )
+            continue
+        try:
+            valid = compile_schema(spec["schema"], what=f"extension {key} schema").is_valid(
+                spec["value"]
+            )
+        except InvalidData as error:
+            diagnostics.append(diagnostic(codes.EXTENSION_SCHEMA, str(error), f"{pointer}/schema"))
+            continue
+        if not valid:
+            diagnostics.append(
+                diagnostic(
+                    codes.EXTENSION_SCHEMA,
+                    f"extension {key!r} value does not match its schema",
+                    f"{pointer}/value",
+                )
+            )
+            continue
+        required.add(capability)
+        extensions[key] = spec["value"]
+    return sorted(required), extensions, diagnostics
+
+
+def compile_plain(
+    contract: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    context: Mapping[str, Any],
+    target_capabilities: Iterable[str],
+    *,
+    file: str | None = None,
+) -> PlainResult:
+    """Compile a validated contract for one request's values; ``file`` marks diagnostics."""
+    targets = set(target_capabilities)
+    diagnostics = []
+    output_schema = contract["output_schema"]
+    try:
+        compile_schema(output_schema)
+    except InvalidData as error:
+        diagnostics.append(diagnostic(codes.VALUE_SCHEMA, str(error), "/output_schema"))
+    bound_inputs, found = _bind_values("inputs", contract.get("inputs", {}), inputs)
+    diagnostics += found
+    bound_context, found = _bind_values("context", contract.get("context", {}), context)
+    diagnostics += found
+    required, extensions, found = _gate_capabilities(contract, targets)
+    diagnostics += found
+
+    values_ok = not diagnostics
+    scope = {
+        "inputs": Binding(bound_inputs["schema"], bound_inputs["value"] if values_ok else MISSING),
+        "context": Binding(
+            bound_context["schema"], bound_context["value"] if values_ok else MISSING
+        ),
+    }
+    renderer = Renderer(contract.get("components", {}))
+    messages = [
+        {
+            "role": message["role"],
+            "content": renderer.render(
+                message["content"], scope, f"/messages/{index}/content", active=values_ok
+            ),
+        }
+        for index, message in enumerate(contract["messages"])
+    ]
+    diagnostics += renderer.diagnostics
+    if file is not None:
+        for item in diagnostics:
+            item["file"] = item.get("file") or file
+    if diagnostics:
+        return PlainResult(None, diagnostics)
+    interaction = {
+        "compiler": COMPILER_ID,
+        "contract_id": contract["id"],
+        "contract_version": contract["version"],
+        "messages": messages,
+        "output_schema": output_schema,
+        "required_capabilities": required,
+        "target_capabilities": sorted(targets),
+        "runtime_policy": contract.get("runtime_policy", {}),
+        "extensions": extensions,
+    }
+    return PlainResult(interaction, [])
