@@ -322,14 +322,16 @@ def _plain_values(args: argparse.Namespace, contract: dict[str, Any]) -> tuple[A
         data = _read_document(args.request, "--request")
         if type(data) is not dict or not set(data) <= {"inputs", "context"}:
             return None
-        values = data.get("inputs", {}), data.get("context", {})
+        values = [data.get("inputs", {}), data.get("context", {})]
     else:
-        values = tuple(
-            {} if path is None else _read_document(path, flag)
-            for flag, path in (("--inputs", args.inputs), ("--context", args.context))
-        )
+        values = []
+        for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
+            value = {} if path is None else _read_document(path, flag)
+            if type(value) is not dict:
+                return None  # before reading --context, as the model path
+            values.append(value)
     if all(type(v) is dict and is_plain_json(v) for v in values):
-        return values
+        return values[0], values[1]
     return None
 
 

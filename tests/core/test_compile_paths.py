@@ -163,6 +163,14 @@ def test_values_the_fast_path_refuses_go_to_the_models(
         )
         assert fast == slow, name
         assert fallbacks == 1, name
+    # A command error comes first, and is the same: --inputs is checked before --context
+    # is read (here: a list, then a file that does not exist).
+    missing = str(tmp_path / "missing.json")
+    args = ["compile", contract, "--inputs", str(tmp_path / "list.json"), "--context", missing]
+    fast, slow, _ = _both_paths(monkeypatch, args)
+    assert fast == slow
+    assert fast[0] == 1
+    assert "--inputs: expected a JSON/YAML object" in fast[2]
 
 
 # -- generated documents -------------------------------------------------------------
