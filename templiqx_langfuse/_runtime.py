@@ -7,11 +7,8 @@ belong to a separate host adapter (ADR "Live-provider boundary").
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-import httpx
+from typing import Any, Unpack
 
 from templiqx_core import (
     AdapterDescriptor,
@@ -22,20 +19,11 @@ from templiqx_core import (
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
-from ._redaction import RedactingLogFilter, Redactor
-from ._tracing import PROMPT_CAPABILITY, TracedReceipt, Tracing, collect_traces
-from ._transport import build_client, check_host_client, post_bounded
+from ._host import HostWiring, WiringOptions
+from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
+from ._transport import post_bounded
 from ._version import __version__
-from ._wire import (
-    WireFailure,
-    build_request_body,
-    failure_for_status,
-    parse_completion,
-)
-
-if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
-    from langfuse import Langfuse
-    from opentelemetry.sdk.trace.export import SpanExporter
+from ._wire import WireFailure, failure_for_status, parse_completion
 
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 
@@ -55,42 +43,20 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         model: ModelConfig,
         langfuse: LangfuseConfig | None = None,
         *,
-        langfuse_client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
-        http_client: httpx.Client | None = None,
         capabilities: tuple[str, ...] = CAPABILITIES,
+        **options: Unpack[WiringOptions],
     ) -> None:
-        self.model = model
-        self.langfuse_config = langfuse or LangfuseConfig()
-        self.redactor = Redactor(
-            [*model.secrets(), self.langfuse_config.public_key, self.langfuse_config.secret_key]
-        )
         self._descriptor = AdapterDescriptor(
             id=ADAPTER_ID, version=__version__, capabilities=sorted(set(capabilities))
         )
-        self._owns_http = http_client is None
-        self._http = (
-            build_client(proxy=model.proxy)
-            if http_client is None
-            else check_host_client(http_client)
-        )
-        self._log_filter = RedactingLogFilter(self.redactor)  # held weakly by the loggers
-        self._log_filter.install()
-        self._url = httpx.URL(f"{model.base_url}/chat/completions")  # parsed once, not per call
-        self._headers = {
-            "authorization": f"Bearer {model.api_key}",
-            "content-type": "application/json",
-            "accept": "application/json",
-        }
-        self.tracing = Tracing.build(
-            self.langfuse_config, self.redactor, client=langfuse_client, span_exporter=span_exporter
-        )
+        self._wiring = wiring = HostWiring.build(model, langfuse, **options)
+        self.model, self.langfuse_config = wiring.model, wiring.langfuse
+        self.redactor, self.tracing = wiring.redactor, wiring.tracing
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseTracedRuntime:
         """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables (SPEC §5.1)."""
-        environ = os.environ if env is None else env
-        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
+        return cls(*HostWiring.configs_from_env(env), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -120,23 +86,14 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;
         the generation is finished by the port's outcome, whatever it is."""
-        interaction = call.request.interaction
-        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
-        record = self.tracing.start(
-            interaction,
-            model=self.model.model,
-            model_parameters=body.model_parameters,
-            request_fp=call.request_fingerprint,
-            adapter=call.adapter,
-            ignored_policy_keys=body.ignored_policy_keys,
-        )
+        body, record = self._wiring.begin(call)
         call.on_finish(record.finish)
         try:
             response = post_bounded(
-                self._http,
-                self._url,
+                self._wiring.http,
+                self._wiring.url,
                 content=body.content,
-                headers=self._headers,
+                headers=self._wiring.headers,
                 timeout_s=self.model.timeout_s,
             )
             failure = failure_for_status(response.status, response.headers, response.body)
@@ -152,9 +109,4 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 
     def release(self) -> None:
         """Release pooled connections and flush the adapter-owned Langfuse client (bounded)."""
-        try:
-            if self._owns_http:
-                self._http.close()
-            self.tracing.close()
-        finally:
-            self._log_filter.uninstall()
+        self._wiring.close()

@@ -4,10 +4,12 @@ A host adapter that talks to an OpenAI-compatible endpoint in another way (strea
 reuses these instead of copying them, so it keeps the same request bytes, the same bounded
 transport (one deadline for the whole round trip, a size bound on the body), the same
 failure mapping, the same secret rules and the same Langfuse generations as the Langfuse
-adapter.
+adapter. ``HostWiring`` builds (and releases) the shared ones; the adapter keeps only its
+own wire handling.
 """
 
 from ._deadline import DeadlineTransport
+from ._host import HostWiring, WiringOptions
 from ._redaction import REDACTED, RedactingLogFilter, Redactor
 from ._tracing import GenerationRecord, Tracing
 from ._transport import BoundedStream, build_client, check_host_client, open_bounded
@@ -29,11 +31,13 @@ __all__ = [
     "Completion",
     "DeadlineTransport",
     "GenerationRecord",
+    "HostWiring",
     "RedactingLogFilter",
     "Redactor",
     "RequestBody",
     "Tracing",
     "WireFailure",
+    "WiringOptions",
     "build_client",
     "build_request_body",
     "check_host_client",

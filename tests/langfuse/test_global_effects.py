@@ -41,7 +41,7 @@ def test_a_runtime_collected_without_close_leaves_no_log_filter(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     runtime = build()
-    member = runtime._log_filter
+    member = runtime._wiring.log_filter
     assert member in _SHARED.members()
     assert MODEL_KEY not in logged(caplog, MODEL_KEY)  # redacted while the runtime lives
     assert per_runtime_filters() == []  # only the one shared filter sits on the loggers
@@ -54,7 +54,7 @@ def test_a_runtime_collected_without_close_leaves_no_log_filter(
 def test_close_removes_the_runtimes_redactor(caplog: pytest.LogCaptureFixture) -> None:
     runtime = build()
     runtime.close()
-    assert runtime._log_filter not in _SHARED.members()
+    assert runtime._wiring.log_filter not in _SHARED.members()
 
 
 def test_a_missing_httpx_hook_fails_construction_loudly(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,15 +11,11 @@ deltas, so both paths build the receipt from the same assembled message.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
-import httpx
 import orjson
-from langfuse import Langfuse
-from opentelemetry.sdk.trace.export import SpanExporter
 
 from templiqx_core import (
     AdapterDescriptor,
@@ -34,13 +30,9 @@ from templiqx_langfuse.building_blocks import (
     MAX_RESPONSE_BYTES,
     BoundedStream,
     Completion,
-    RedactingLogFilter,
-    Redactor,
-    Tracing,
+    HostWiring,
     WireFailure,
-    build_client,
-    build_request_body,
-    check_host_client,
+    WiringOptions,
     failure_for_status,
     open_bounded,
     parse_completion,
@@ -73,44 +65,20 @@ class StreamingHostRuntime(RuntimeAdapter):
         model: ModelConfig,
         langfuse: LangfuseConfig | None = None,
         *,
-        langfuse_client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
-        http_client: httpx.Client | None = None,
         capabilities: tuple[str, ...] = CAPABILITIES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        **options: Unpack[WiringOptions],
     ) -> None:
-        self.model = model
         self.max_response_bytes = max_response_bytes
-        self.langfuse_config = langfuse or LangfuseConfig()
-        self.redactor = Redactor(
-            [*model.secrets(), self.langfuse_config.public_key, self.langfuse_config.secret_key]
-        )
-        self._log_filter = RedactingLogFilter(self.redactor)
-        self._log_filter.install()
         self._descriptor = AdapterDescriptor(
             id=ADAPTER_ID, version=_VERSION, capabilities=sorted(set(capabilities))
         )
-        self._owns_http = http_client is None
-        self._http = (
-            build_client(proxy=model.proxy)
-            if http_client is None
-            else check_host_client(http_client)
-        )
-        self._url = httpx.URL(f"{model.base_url}/chat/completions")
-        self._headers = {
-            "authorization": f"Bearer {model.api_key}",
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-        }
-        self.tracing = Tracing.build(
-            self.langfuse_config, self.redactor, client=langfuse_client, span_exporter=span_exporter
-        )
+        self._wiring = HostWiring.build(model, langfuse, accept="text/event-stream", **options)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> StreamingHostRuntime:
         """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, as the Langfuse adapter."""
-        environ = os.environ if env is None else env
-        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
+        return cls(*HostWiring.configs_from_env(env), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -121,16 +89,8 @@ class StreamingHostRuntime(RuntimeAdapter):
         The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
         emits the one terminal event and maps anything unexpected.
         """
-        interaction = call.request.interaction
-        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
-        record = self.tracing.start(
-            interaction,
-            model=self.model.model,
-            model_parameters=body.model_parameters,
-            request_fp=call.request_fingerprint,
-            adapter=call.adapter,
-            ignored_policy_keys=body.ignored_policy_keys,
-        )
+        wiring = self._wiring
+        body, record = wiring.begin(call)
         first_token: list[datetime] = []
 
         def emit(event: DeltaEvent | ToolCallDeltaEvent) -> None:
@@ -148,26 +108,21 @@ class StreamingHostRuntime(RuntimeAdapter):
         payload["stream_options"] = {"include_usage": True}
         try:
             with open_bounded(
-                self._http,
-                self._url,
+                wiring.http,
+                wiring.url,
                 content=orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
-                headers=self._headers,
-                timeout_s=self.model.timeout_s,
+                headers=wiring.headers,
+                timeout_s=wiring.model.timeout_s,
                 max_bytes=self.max_response_bytes,
             ) as stream:
                 completion = _read(stream, emit)
         except WireFailure as wire:
-            raise wire.to_error(self._descriptor, self.redactor) from None
+            raise wire.to_error(self._descriptor, wiring.redactor) from None
         return Produced(completion.output, completion)
 
     def release(self) -> None:
         """Release pooled connections, flush the adapter-owned Langfuse client (bounded)."""
-        try:
-            if self._owns_http:
-                self._http.close()
-            self.tracing.close()
-        finally:
-            self._log_filter.uninstall()
+        self._wiring.close()
 
 
 def _read(stream: BoundedStream, emit: Emit) -> Completion:
