@@ -233,6 +233,9 @@ class LangfuseConfig:
     flush_interval_s: float = 0.25
     #: Name of the BOOLEAN score recording ``output_schema_valid`` per generation; None: off.
     schema_score_name: str | None = "output_schema_valid"
+    #: False: trace nothing and send nothing to Langfuse, keys or not (an offline replay).
+    #: The keys are still known, so they stay redacted from logs and cassettes.
+    tracing: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "langfuse base_url"))
@@ -260,7 +263,7 @@ class LangfuseConfig:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.public_key and self.secret_key)
+        return bool(self.tracing and self.public_key and self.secret_key)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LangfuseConfig:

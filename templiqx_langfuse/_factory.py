@@ -9,17 +9,26 @@ from __future__ import annotations
 from templiqx_core import RuntimeAdapter, Unsupported
 from templiqx_core.adapters import RuntimeOptions
 
+from ._config import LangfuseConfig
 from ._runtime import LangfuseTracedRuntime
 
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
-    """Entry point ``langfuse``: configured from the environment, or replaying a cassette."""
+    """Entry point ``langfuse``: configured from the environment, or replaying a cassette
+    (offline: no model call, no trace export)."""
     if options.replay is not None:
         try:
-            from .testing.replay import replaying_runtime
+            from .testing.replay import offline_langfuse, replaying_runtime
         except ImportError:
             raise Unsupported(
                 "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
             ) from None
-        return replaying_runtime(options.replay, env=options.env)
+        # A person reads the CLI's miss: one line, the body diff only when debugging.
+        brief = options.env.get("TEMPLIQX_DEBUG") != "1"
+        return replaying_runtime(
+            options.replay,
+            env=options.env,
+            langfuse=offline_langfuse(LangfuseConfig.from_env(options.env), options.replay),
+            brief_misses=brief,
+        )
     return LangfuseTracedRuntime.from_env(options.env)

@@ -285,6 +285,8 @@ class Tracing:
         span_exporter: SpanExporter | None = None,
     ) -> Tracing:
         """Use the host's client as is, or the adapter-owned export path."""
+        if not config.tracing:
+            return cls(config, redactor)  # switched off on purpose: nothing to warn of
         if client is not None:
             return cls(config, redactor, client=client)
         if not config.enabled:

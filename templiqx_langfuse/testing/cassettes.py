@@ -227,19 +227,22 @@ class ActiveCassette:
             "(the code under test made fewer or other requests than were recorded)"
         )
 
-    def miss_error(self, index: int = 0) -> CassetteMiss:
-        """The ``index``-th unanswered request, what the closest recording differs in."""
-        return CassetteMiss(
-            _describe_miss(self.path, self.cassette, self.scrubber, self.misses[index])
-        )
+    def miss_error(self, index: int = 0, *, brief: bool = False) -> CassetteMiss:
+        """The ``index``-th unanswered request, what the closest recording differs in
+        (with the body diff, or on one line when ``brief``)."""
+        request = self.misses[index]
+        return CassetteMiss(_describe_miss(self.path, self.cassette, self.scrubber, request, brief))
 
 
-def no_match_error(error: CannotOverwriteExistingCassetteException) -> CassetteMiss:
+def no_match_error(
+    error: CannotOverwriteExistingCassetteException, *, brief: bool = False
+) -> CassetteMiss:
     """The same clear error from vcrpy's own, for code that holds only the exception."""
     cassette = error.cassette
     # The class's method, not a watched instance's: describing a miss is not another miss.
     request = Cassette.filter_request(cassette, error.failed_request) or error.failed_request
-    return CassetteMiss(_describe_miss(Path(cassette._path), cassette, Scrubber(), request))
+    path = Path(cassette._path)
+    return CassetteMiss(_describe_miss(path, cassette, Scrubber(), request, brief))
 
 
 def _json_lines(body: Any) -> list[str]:
@@ -258,7 +261,11 @@ def _differences(request: Any, recorded: Any) -> list[str]:
     return differing
 
 
-def _describe_miss(path: Path, cassette: Cassette, scrubber: Scrubber, request: Any) -> str:
+def _describe_miss(
+    path: Path, cassette: Cassette, scrubber: Scrubber, request: Any, brief: bool = False
+) -> str:
+    """What the closest recording differs in; ``brief``: one line without the diff (the
+    CLI's, where ``TEMPLIQX_DEBUG=1`` asks for the rest)."""
     scrub = scrubber.text
     mode = getattr(cassette.record_mode, "value", cassette.record_mode)
     head = (
@@ -270,11 +277,14 @@ def _describe_miss(path: Path, cassette: Cassette, scrubber: Scrubber, request: 
         return f"{head}; the cassette is empty. Record it: pytest --record-mode=once"
     closest = min(recorded, key=lambda r: len(_differences(request, r)))
     differing = _differences(request, closest)
-    lines = [head]
     if not differing:
-        lines.append("its recorded twin was already played (an interaction plays once)")
+        reason = "its recorded twin was already played (an interaction plays once)"
     else:
-        lines.append(f"closest recorded request differs in: {', '.join(differing)}")
+        reason = f"closest recorded request differs in: {', '.join(differing)}"
+    if brief:
+        return f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)"
+    lines = [head, reason]
+    if differing:
         if closest.method != request.method:
             lines.append(f"  method: recorded {closest.method}, sent {request.method}")
         if closest.uri != request.uri:

@@ -9,6 +9,8 @@ lets it record (a missing cassette under ``once``, ``new_episodes``, ``all``,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,9 +33,21 @@ from .cassettes import ActiveCassette, open_cassette, record_mode_of
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ["ReplayingRuntime", "recorded_endpoint", "replaying_runtime"]
+__all__ = ["ReplayingRuntime", "offline_langfuse", "recorded_endpoint", "replaying_runtime"]
 
 _REPLAY_KEY = "replay-no-key"
+logger = logging.getLogger("templiqx_langfuse")
+
+
+def offline_langfuse(config: LangfuseConfig, cassette: Path) -> LangfuseConfig:
+    """``config`` with tracing off, for a command-line replay (``--replay``): a replay is
+    the offline job, so it sends nothing anywhere, Langfuse included. Keys that were set
+    are still redacted; that they are ignored is said once."""
+    if config.enabled:
+        logger.warning(
+            "replaying %s offline: Langfuse tracing is off (LANGFUSE_* keys ignored)", cassette
+        )
+    return dataclasses.replace(config, tracing=False)
 
 
 def recorded_endpoint(path: Path) -> tuple[str, str]:
@@ -67,7 +81,8 @@ class ReplayingRuntime(WrappingRuntime):
     """A ``LangfuseTracedRuntime`` whose HTTP calls are answered (or recorded) by a cassette.
 
     A request the cassette cannot answer raises ``CassetteMiss`` (``TQX_NOT_FOUND``)
-    naming the cassette and what the closest recording differs in.
+    naming the cassette and what the closest recording differs in — with the body diff
+    (a test report's place for it), or on one line when ``brief_misses`` (the CLI's).
     """
 
     def __init__(
@@ -75,10 +90,13 @@ class ReplayingRuntime(WrappingRuntime):
         active: ActiveCassette,
         runtime: LangfuseTracedRuntime,
         cassette_stack: contextlib.ExitStack[bool | None],
+        *,
+        brief_misses: bool = False,
     ) -> None:
         super().__init__(runtime)
         self.active = active
         self.runtime = runtime
+        self.brief_misses = brief_misses
         self._stack = cassette_stack
 
     @property
@@ -93,7 +111,7 @@ class ReplayingRuntime(WrappingRuntime):
         except Exception as error:
             # The runtime maps the unexpected into a failure; a replay miss stays the cause.
             if len(self.active.misses) > misses or _caused_by_miss(error):
-                raise self.active.miss_error(misses) from None
+                raise self.active.miss_error(misses, brief=self.brief_misses) from None
             raise
 
     def last_trace_url(self) -> str | None:
@@ -115,12 +133,14 @@ def replaying_runtime(
     secrets: Iterable[str | None] = (),
     langfuse: LangfuseConfig | None = None,
     span_exporter: SpanExporter | None = None,
+    brief_misses: bool = False,
 ) -> ReplayingRuntime:
     """Build the runtime for ``cassette``; the CLI and the pytest plugin both call this.
 
     Langfuse follows ``langfuse`` or the environment (it is never recorded; while the
     cassette replays only a loopback Langfuse is reachable). Every configured key is
-    scrubbed from what gets recorded, along with ``secrets``.
+    scrubbed from what gets recorded, along with ``secrets``. ``brief_misses``: a miss
+    is described on one line, without the body diff.
     """
     path = Path(cassette)
     environ = os.environ if env is None else env
@@ -145,4 +165,4 @@ def replaying_runtime(
     except BaseException:
         stack.close()
         raise
-    return ReplayingRuntime(active, runtime, stack)
+    return ReplayingRuntime(active, runtime, stack, brief_misses=brief_misses)

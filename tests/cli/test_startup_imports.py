@@ -1,9 +1,10 @@
 """The README's main job imports only what it uses (start-up budget, issue 14).
 
-``execute … --runtime langfuse --replay …`` with no Langfuse keys traces nothing, so it
-must not pay for importing langfuse and OpenTelemetry (~0.2 s of a ~0.4 s run). Checked
-by what is imported when the job has run, in a real subprocess, not by timing; with keys
-the same job still imports them and its generation reaches Langfuse.
+``execute … --runtime langfuse --replay …`` traces nothing (without keys, and with them:
+a replay is offline), so it must not pay for importing langfuse and OpenTelemetry (~0.2 s
+of a ~0.4 s run). Checked by what is imported when the job has run, in a real
+subprocess, not by timing; the same job live, against a loopback model, with keys,
+imports them and its generation reaches Langfuse.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 
 from templiqx_langfuse.testing.otlp import otlp_receiver
+from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
 from tests.conftest import REPO_ROOT
 
 MAIN_JOB = [
@@ -29,6 +31,7 @@ MAIN_JOB = [
     "cassettes/greeting-success.yaml",
     "--stream",
 ]
+LIVE_JOB = [arg for arg in MAIN_JOB if arg not in ("--replay", "cassettes/greeting-success.yaml")]
 TRACING_MODULES = ("langfuse", "opentelemetry", "templiqx_langfuse._recording")
 
 # Runs the CLI in-process (the same ``main`` the console script calls) so the modules it
@@ -43,14 +46,14 @@ _PROBE = (
 )
 
 
-def _run_main_job(env: dict[str, str]) -> dict[str, object]:
+def _run_main_job(env: dict[str, str], job: list[str] = MAIN_JOB) -> dict[str, object]:
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("LANGFUSE_", "TEMPLIQX_", "OPENAI_"))
     }
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE, *MAIN_JOB],
+        [sys.executable, "-c", _PROBE, *job],
         cwd=REPO_ROOT,
         env={**clean, **env},
         capture_output=True,
@@ -63,6 +66,7 @@ def _run_main_job(env: dict[str, str]) -> dict[str, object]:
     assert report["rc"] == 0, result.stderr[-3000:]
     last = json.loads(str(report["stdout"]).splitlines()[-1])
     assert last["ok"] is True
+    report["stderr"] = result.stderr
     return report
 
 
@@ -78,7 +82,7 @@ def test_main_job_without_keys_never_imports_langfuse_or_opentelemetry() -> None
     assert _loaded(report, "templiqx_langfuse._runtime")  # it did build the runtime
 
 
-def test_main_job_with_keys_imports_them_and_exports_its_generation() -> None:
+def test_main_job_with_keys_stays_offline_and_imports_nothing_for_tracing() -> None:
     with otlp_receiver() as receiver:
         report = _run_main_job(
             {
@@ -86,6 +90,25 @@ def test_main_job_with_keys_imports_them_and_exports_its_generation() -> None:
                 "LANGFUSE_SECRET_KEY": "sk-lf-startup",
                 "LANGFUSE_BASE_URL": receiver.base_url,
             }
+        )
+        assert [m for m in TRACING_MODULES if _loaded(report, m)] == []
+        assert receiver.requests == []
+    assert "Langfuse tracing is off" in str(report["stderr"])
+
+
+def test_live_job_with_keys_imports_them_and_exports_its_generation() -> None:
+    reply = json_reply(chat_completion({"greeting": "Hello Ryan"}))
+    with serve(lambda _request: reply) as model, otlp_receiver() as receiver:
+        report = _run_main_job(
+            {
+                "TEMPLIQX_MODEL": "loopback-model",
+                "TEMPLIQX_MODEL_API_KEY": "sk-startup-model",
+                "TEMPLIQX_MODEL_BASE_URL": model.base_url,
+                "LANGFUSE_PUBLIC_KEY": "pk-lf-startup",
+                "LANGFUSE_SECRET_KEY": "sk-lf-startup",
+                "LANGFUSE_BASE_URL": receiver.base_url,
+            },
+            LIVE_JOB,
         )
         assert [m for m in TRACING_MODULES if _loaded(report, m)] == list(TRACING_MODULES)
         # Closing the runtime flushed the generation before the process exited.

@@ -26,28 +26,29 @@ __all__ = ["ReplayingHost", "runtime_factory"]
 _REPLAY_KEY = "replay-no-key"
 
 
-def _replay_miss(error: PortError) -> PortError | None:
-    """The cassette's clear ``NotFound`` when ``error`` is the port's mapping of a miss."""
+def _replay_miss(error: PortError, *, brief: bool) -> PortError | None:
+    """The cassette's clear ``NotFound`` when ``error`` is the port's mapping of a miss
+    (on one line when ``brief``: a person reads it; ``TEMPLIQX_DEBUG=1`` adds the diff)."""
     from vcr.errors import CannotOverwriteExistingCassetteException
 
     from templiqx_langfuse.testing.cassettes import no_match_error
 
     cause = error.__cause__
     if isinstance(cause, CannotOverwriteExistingCassetteException):
-        return no_match_error(cause)
+        return no_match_error(cause, brief=brief)
     return None
 
 
 class ReplayingHost(WrappingRuntime):
     """The streaming host with its HTTP calls answered by a vcrpy cassette (offline).
 
-    Langfuse tracing follows the environment as usual (it is never recorded).
+    A replay is offline: Langfuse tracing is off, as for the ``langfuse`` runtime.
     """
 
     def __init__(self, cassette: Path, env: Mapping[str, str]) -> None:
         try:
             from templiqx_langfuse.testing.cassettes import use_cassette
-            from templiqx_langfuse.testing.replay import recorded_endpoint
+            from templiqx_langfuse.testing.replay import offline_langfuse, recorded_endpoint
         except ImportError:
             raise Unsupported(
                 "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
@@ -56,9 +57,10 @@ class ReplayingHost(WrappingRuntime):
         super().__init__(
             StreamingHostRuntime(
                 ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model),
-                LangfuseConfig.from_env(env),
+                offline_langfuse(LangfuseConfig.from_env(env), cassette),
             )
         )
+        self._brief_misses = env.get("TEMPLIQX_DEBUG") != "1"
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(use_cassette(cassette, require_all_played=False))
 
@@ -67,7 +69,7 @@ class ReplayingHost(WrappingRuntime):
         try:
             return self.inner.execute(request)
         except PortError as error:
-            raise (_replay_miss(error) or error) from None
+            raise (_replay_miss(error, brief=self._brief_misses) or error) from None
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         """The inner stream, live; a replay miss ends it as ``NotFound`` (event and raise)."""
@@ -83,7 +85,7 @@ class ReplayingHost(WrappingRuntime):
         try:
             return self.inner.execute_streaming(request, forward)
         except PortError as error:
-            miss = _replay_miss(error)
+            miss = _replay_miss(error, brief=self._brief_misses)
             if miss is None:
                 for event in held:
                     sink(event)

@@ -1,0 +1,109 @@
+"""``templiqx execute … --replay CASSETTE`` is the offline job, through the real console script.
+
+A request the cassette cannot answer is one line on stderr (code, cassette, reason; the
+body diff only with ``TEMPLIQX_DEBUG=1``), and a replay sends nothing anywhere: with
+Langfuse keys set, a loopback OTLP receiver standing in for Langfuse receives nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from templiqx_langfuse.testing.otlp import otlp_receiver
+from tests.cli.conftest import Run
+
+GREETING = [
+    "examples/greeting.yaml",
+    "--inputs",
+    "examples/greeting.inputs.json",
+    "--context",
+    "examples/greeting.context.json",
+]
+CASSETTE = "cassettes/greeting-success.yaml"
+SECRET = "sk-lf-replay-SECRET-31337"
+
+
+@pytest.fixture
+def other_inputs(tmp_path: Path) -> Path:
+    """Inputs the cassette was not recorded with (its request body differs)."""
+    path = tmp_path / "inputs.json"
+    path.write_text(json.dumps({"name": "Somebody Else Entirely"}))
+    return path
+
+
+def miss(run_cli: Run, inputs: Path, **env: str) -> tuple[list[str], dict[str, object]]:
+    args = ["execute", GREETING[0], "--inputs", str(inputs), *GREETING[3:]]
+    result = run_cli(*args, "--runtime", "langfuse", "--replay", CASSETTE, "--json", env=env)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "TQX_" in line]
+    return lines, json.loads(result.stdout)
+
+
+def test_a_cassette_miss_is_one_line(run_cli: Run, other_inputs: Path) -> None:
+    lines, envelope = miss(run_cli, other_inputs, LANGFUSE_SECRET_KEY=SECRET)
+    assert len(lines) == 1, lines
+    (line,) = lines
+    assert line.startswith("templiqx: execute_contract failed: TQX_NOT_FOUND")
+    assert CASSETTE in line
+    assert "differs in: body" in line
+    assert "TEMPLIQX_DEBUG=1" in line
+    assert "Somebody Else" not in line  # no request data without asking for it
+    assert SECRET not in line
+    (diagnostic,) = envelope["diagnostics"]  # type: ignore[misc]
+    assert "\n" not in diagnostic["message"]  # stdout says the same, on one line
+
+
+def test_debug_shows_the_body_diff(run_cli: Run, other_inputs: Path) -> None:
+    result = run_cli(
+        "execute",
+        GREETING[0],
+        "--inputs",
+        str(other_inputs),
+        *GREETING[3:],
+        "--runtime",
+        "langfuse",
+        "--replay",
+        CASSETTE,
+        env={"TEMPLIQX_DEBUG": "1"},
+    )
+    assert result.returncode == 2
+    assert "+++ sent body" in result.stderr
+    assert "Hello Somebody Else Entirely for Blinqx" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("runtime", "cassette", "stream"),
+    [
+        ("langfuse", CASSETTE, False),
+        ("langfuse", CASSETTE, True),
+        ("openai-stream", "cassettes/greeting-stream-litellm.yaml", True),
+    ],
+)
+def test_a_replay_exports_no_traces_even_with_keys(
+    run_cli: Run, runtime: str, cassette: str, stream: bool
+) -> None:
+    with otlp_receiver() as langfuse:
+        env = {
+            "LANGFUSE_PUBLIC_KEY": "pk-lf-replay",
+            "LANGFUSE_SECRET_KEY": SECRET,
+            "LANGFUSE_BASE_URL": langfuse.base_url,
+        }
+        args = ["execute", *GREETING, "--runtime", runtime, "--replay", cassette]
+        result = run_cli(*args, *(["--stream"] if stream else []), env=env)
+        assert result.returncode == 0, result.stderr
+        assert langfuse.requests == []  # no span, no score, not even a connection
+    tracing_lines = [line for line in result.stderr.splitlines() if "tracing" in line]
+    assert tracing_lines == [
+        f"templiqx: replaying {cassette} offline: Langfuse tracing is off (LANGFUSE_* keys ignored)"
+    ]
+    assert "trace: " not in result.stderr
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_a_replay_without_keys_says_nothing_about_tracing(run_cli: Run) -> None:
+    result = run_cli("execute", *GREETING, "--runtime", "langfuse", "--replay", CASSETTE)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
