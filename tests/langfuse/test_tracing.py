@@ -51,7 +51,13 @@ from templiqx_langfuse._tracing import (
     META_RESPONSE_ID,
 )
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of, otlp_receiver
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, chat_completion, json_reply
+from templiqx_langfuse.testing.server import (
+    LoopbackModelServer,
+    Reply,
+    chat_completion,
+    json_reply,
+    serve,
+)
 from tests.conftest import MODEL_KEY, REPO_ROOT, RuntimeFactory, closed_port
 
 SUCCESS_METADATA = {
@@ -637,26 +643,29 @@ def test_cli_prints_the_trace_url_when_it_can_build_one(
     env |= {"LANGFUSE_PUBLIC_KEY": "pk-lf-cli", "LANGFUSE_SECRET_KEY": "sk-lf-cli"}
     env |= {"LANGFUSE_BASE_URL": base, "LANGFUSE_PROJECT_ID": project_id or ""}
     examples = REPO_ROOT / "examples"
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("templiqx")),
-            "execute",
-            str(examples / "greeting.yaml"),
-            "--inputs",
-            str(examples / "greeting.inputs.json"),
-            "--context",
-            str(examples / "greeting.context.json"),
-            "--runtime",
-            "langfuse",
-            "--replay",
-            str(REPO_ROOT / "cassettes" / "greeting-success.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    reply = json_reply(chat_completion({"greeting": "Hello Ryan"}))
+    # A live run (a --replay traces nothing), against a loopback model.
+    with serve(lambda _request: reply) as model:
+        env |= {"TEMPLIQX_MODEL": "m", "TEMPLIQX_MODEL_API_KEY": MODEL_KEY}
+        env |= {"TEMPLIQX_MODEL_BASE_URL": model.base_url}
+        result = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("templiqx")),
+                "execute",
+                str(examples / "greeting.yaml"),
+                "--inputs",
+                str(examples / "greeting.inputs.json"),
+                "--context",
+                str(examples / "greeting.context.json"),
+                "--runtime",
+                "langfuse",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr
     urls = re.findall(rf"^trace: {base}/project/proj-1/traces/[0-9a-f]{{32}}$", result.stderr, re.M)
     assert len(urls) == (1 if project_id else 0), result.stderr
