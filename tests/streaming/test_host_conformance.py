@@ -311,7 +311,7 @@ class LeaksTheConnection(StreamingHostRuntime):
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         http = httpx.Client()
-        response = http.send(http.build_request("POST", self._url, json={}), stream=True)
+        response = http.send(http.build_request("POST", self._wiring.url, json={}), stream=True)
         lines = response.iter_lines()
         self.leaked.append((http, response, lines))
         for line in lines:
