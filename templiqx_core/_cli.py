@@ -15,6 +15,7 @@ never load pydantic.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -469,10 +470,30 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _execute(args, out, err)
 
 
+def _pause_gc() -> None:
+    """The cyclic GC, off for the console script's one command (not ``mcp``, not a caller's
+    ``main(argv)``): importing allocates a few hundred thousand objects that live until
+    exit, and the collector's passes over them, during the command and again while the
+    interpreter shuts down, cost ~0.1 s of the README's ~0.4 s job and free next to nothing.
+    """
+    gc.disable()
+
+
+def _resume_gc() -> None:
+    """Back on, with what the command built frozen: the process is about to exit, and
+    shutdown's collections then skip those objects instead of scanning them all."""
+    gc.freeze()
+    gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
+    one_shot = False
     try:
         args = build_parser().parse_args(argv)
+        one_shot = argv is None and args.command != "mcp" and gc.isenabled()
+        if one_shot:
+            _pause_gc()
         if args.command in ("execute", "mcp"):
             import logging
 
@@ -502,6 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rerun with TEMPLIQX_DEBUG=1 for details\n"
         )
         return EXIT_FAILED
+    finally:
+        if one_shot:
+            _resume_gc()
 
 
 if __name__ == "__main__":

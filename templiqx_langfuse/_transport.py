@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -27,6 +27,9 @@ from templiqx_core import InvalidData, RuntimeFailureCode
 
 from ._deadline import DeadlineTransport, deadline, poison_connection
 from ._wire import MAX_RESPONSE_BYTES, WireFailure
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -302,17 +305,21 @@ def post_bounded(
         return HttpResponse(stream.status, stream.headers, bytes(body))
 
 
-def build_client(*, proxy: str | None = None) -> httpx.Client:
+def build_client(
+    *, proxy: str | None = None, ssl_context: ssl.SSLContext | None = None
+) -> httpx.Client:
     """The runtime's own pooled client: deadline-aware sockets, no redirects.
 
     Proxies are used only when configured explicitly: ``HTTP(S)_PROXY``/``ALL_PROXY``
     are not read (a proxy sees where every call goes, and over plain ``http://`` the
-    key itself).
+    key itself). ``ssl_context``: httpx's verifying default unless given.
     """
+    tls: dict[str, Any] = {} if ssl_context is None else {"verify": ssl_context}
     return httpx.Client(
         transport=DeadlineTransport(
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             proxy=proxy,
+            **tls,
         ),
         follow_redirects=False,
         trust_env=False,

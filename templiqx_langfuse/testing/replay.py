@@ -12,11 +12,13 @@ import contextlib
 import dataclasses
 import logging
 import os
+import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import httpx
 import orjson
 import yaml
 from vcr.errors import CannotOverwriteExistingCassetteException
@@ -28,6 +30,7 @@ from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
+from .._transport import build_client
 from .cassettes import ActiveCassette, open_cassette, record_mode_of
 
 if TYPE_CHECKING:
@@ -64,6 +67,14 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
         raise InvalidData(f"{path}: first interaction is not a chat-completions call")
     base = f"{parts.scheme}://{parts.netloc}{parts.path[: -len('/chat/completions')]}"
     return base, str(model)
+
+
+def _replay_client() -> httpx.Client:
+    """The model client while a cassette only replays: vcrpy answers every request and the
+    offline guard blocks sockets, so it never connects, and loading the CA store (~20 ms of
+    the CLI's ~0.4 s ``--replay`` run) would buy nothing. Its TLS context trusts no
+    certificate: a connection, were one ever attempted, would fail closed."""
+    return build_client(ssl_context=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
 
 
 def _caused_by_miss(error: BaseException) -> bool:
@@ -156,12 +167,16 @@ def replaying_runtime(
             )
             base_url, model_name = recorded_endpoint(path)
             model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
+            http_client: httpx.Client | None = stack.enter_context(_replay_client())
         else:
             model = ModelConfig.from_env(environ)
             active = stack.enter_context(
                 open_cassette(path, record_mode=mode, secrets=[*keys, model.api_key], env=environ)
             )
-        runtime = LangfuseTracedRuntime(model, langfuse, span_exporter=span_exporter)
+            http_client = None  # it may record: the runtime's own, verifying client
+        runtime = LangfuseTracedRuntime(
+            model, langfuse, span_exporter=span_exporter, http_client=http_client
+        )
     except BaseException:
         stack.close()
         raise

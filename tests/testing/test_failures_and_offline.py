@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 from pathlib import Path
 
 import httpx
 import pytest
 
 from templiqx_core import NotFound
+from templiqx_langfuse import LangfuseTracedRuntime
 from templiqx_langfuse.testing._offline import offline
 from templiqx_langfuse.testing.cassettes import CassetteMiss, open_cassette
+from templiqx_langfuse.testing.replay import replaying_runtime
 from templiqx_langfuse.testing.server import Reply, serve
 from tests.conftest import REPO_ROOT
 
@@ -159,3 +162,34 @@ def test_langfuse_traffic_is_neither_recorded_nor_a_miss(tmp_path: Path) -> None
             "/api/public/scores",
             "/api/public/otel/v1/traces",
         ]
+
+
+def _model_tls_context(runtime: LangfuseTracedRuntime) -> ssl.SSLContext:
+    context = runtime._wiring.http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    assert isinstance(context, ssl.SSLContext)
+    return context
+
+
+def test_replay_only_model_client_trusts_no_certificate(tmp_path: Path) -> None:
+    # Replay never connects (vcrpy answers, the guard blocks sockets): its model client
+    # skips loading the CA store (~20 ms of the CLI's --replay run) and fails closed.
+    replaying = replaying_runtime(GREETING)
+    with replaying:
+        context = _model_tls_context(replaying.runtime)
+        assert context.verify_mode is ssl.CERT_REQUIRED
+        assert context.check_hostname
+        assert context.cert_store_stats()["x509_ca"] == 0
+    # A runtime that may record keeps the runtime's own client, which verifies.
+    recording = replaying_runtime(
+        tmp_path / "new.yaml",
+        record_mode="once",
+        env={
+            "TEMPLIQX_MODEL_BASE_URL": "http://127.0.0.1:9/v1",
+            "TEMPLIQX_MODEL": "m",
+            "TEMPLIQX_MODEL_API_KEY": "sk-record-0123456789",
+        },
+    )
+    with recording:
+        context = _model_tls_context(recording.runtime)
+        assert context.verify_mode is ssl.CERT_REQUIRED
+        assert context.cert_store_stats()["x509_ca"] > 0
