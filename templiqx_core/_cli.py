@@ -76,8 +76,7 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="NAME",
-        help="target capability (repeatable); default: what the contract "
-        "declares (compile) or what the runtime offers (execute)",
+        help="target capability (repeatable); default: what the contract declares",
     )
 
 
@@ -422,7 +421,13 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with runtime:
         caps = args.capability
         if caps is None:
-            caps = runtime.descriptor().capabilities
+            # The contract's, as `compile`: never the runtime's, so the interaction and its
+            # request fingerprint do not depend on which runtime runs it (the reference
+            # takes only --capability); the runtime must offer each required capability.
+            from ._compiler import read_contract
+
+            contract, _ = read_contract(args.contract)
+            caps = [] if contract is None else contract.declared_capabilities
         envelope = execute_contract(
             args.contract,
             request,

@@ -175,6 +175,15 @@ def _contract_path(contract: str, roots: _Roots) -> Path:
     return path
 
 
+def _targets(path: Path, capabilities: list[str] | None) -> list[str]:
+    """The caller's target capabilities, else the contract's declared ones — never the
+    runtime's, so compile and execute build the same interaction on every runtime."""
+    if capabilities is not None:
+        return capabilities
+    parsed, _ = read_contract(path)
+    return [] if parsed is None else parsed.declared_capabilities
+
+
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
     str,
@@ -195,7 +204,7 @@ Capabilities = Annotated[
     list[str] | None,
     Field(
         description="Target capabilities to compile for (e.g. structured_output); "
-        "defaults to what the contract declares (compile) or the runtime offers (execute)."
+        "defaults to what the contract declares."
     ),
 ]
 FixtureOutput = Annotated[
@@ -269,10 +278,8 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         path = _contract_path(contract, roots)
         request = _render_request(inputs, context)
         try:
-            if capabilities is None:
-                parsed, _ = read_contract(path)
-                capabilities = [] if parsed is None else parsed.declared_capabilities
-            envelope = compile_envelope(path, request, capabilities=capabilities)
+            caps = _targets(path, capabilities)
+            envelope = compile_envelope(path, request, capabilities=caps)
         except PortError as error:
             raise _Refusal.of(error) from None
         return _envelope_result(envelope)
@@ -292,7 +299,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
 
         With stream=true every StreamEvent is sent as a progress notification as it
         happens, and the result's stream_events lists them. capabilities defaults to
-        what the runtime offers.
+        the contract's declared capabilities (the runtime must offer them).
         """
         path = _contract_path(contract, roots)
         request = _render_request(inputs, context)
@@ -305,12 +312,8 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
                 emitted += 1
                 anyio.from_thread.run(ctx.report_progress, emitted, None, event.model_dump_json())
 
+            caps = _targets(path, capabilities)
             with runtimes.acquire() as runtime:
-                caps = (
-                    capabilities
-                    if capabilities is not None
-                    else (runtime.descriptor().capabilities)
-                )
                 return execute_contract(
                     path,
                     request,

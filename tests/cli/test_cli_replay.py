@@ -14,14 +14,8 @@ import pytest
 
 from templiqx_langfuse.testing.otlp import otlp_receiver
 from tests.cli.conftest import Run
+from tests.cli.test_cli import GREETING
 
-GREETING = [
-    "examples/greeting.yaml",
-    "--inputs",
-    "examples/greeting.inputs.json",
-    "--context",
-    "examples/greeting.context.json",
-]
 CASSETTE = "cassettes/greeting-success.yaml"
 SECRET = "sk-lf-replay-SECRET-31337"
 
