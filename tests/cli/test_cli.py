@@ -108,7 +108,7 @@ def test_compile_and_fingerprint(run_cli: Run, reference_dir: Path) -> None:
 
 
 def test_light_commands_print_the_envelope_model_would(run_cli: Run) -> None:
-    # fingerprint and runtimes write their envelope without pydantic: same bytes.
+    # fingerprint, runtimes and compile write their envelope without pydantic: same bytes.
     from templiqx_core import OperationEnvelope
 
     for args in (["runtimes"], ["runtimes", "--json"]):
@@ -119,6 +119,27 @@ def test_light_commands_print_the_envelope_model_would(run_cli: Run) -> None:
         expected = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
         indent = None if "--json" in args else 2
         assert result.stdout == expected.model_dump_json(indent=indent) + "\n"
+    # compile, ok and not ok: the models' envelope, compiled through the model path.
+    from templiqx_core import RenderRequest, compile_envelope
+    from templiqx_core._compiler import read_contract
+
+    contract, _ = read_contract(REPO_ROOT / GREETING[0])
+    assert contract is not None
+    request = RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"})
+    for args, values in (
+        (GREETING, request),
+        (GREETING[:1], RenderRequest()),
+        ([*GREETING, "--json"], request),
+        ([*GREETING[:1], "--json"], RenderRequest()),
+    ):
+        result = run_cli("compile", *args)
+        envelope = compile_envelope(contract, values, capabilities=["structured_output"])
+        if not envelope.ok:  # the CLI names the contract file in its diagnostics
+            marked = [d.model_copy(update={"file": GREETING[0]}) for d in envelope.diagnostics]
+            envelope = envelope.model_copy(update={"diagnostics": marked})
+        indent = None if "--json" in args else 2
+        assert result.stdout == envelope.model_dump_json(indent=indent) + "\n"
+        assert result.returncode == (0 if envelope.ok else 2)
 
 
 def test_eval_prints_the_test_report(run_cli: Run) -> None:
