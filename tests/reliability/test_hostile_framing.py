@@ -1,7 +1,7 @@
 """Responses that break HTTP/1.1 framing, written byte for byte by a raw loopback server.
 
 Two promises: what a hostile response leaves on a keep-alive connection never becomes
-the next call's response, and a response that is not HTTP/1.1 is an invalid response
+the next call's response, and a response that cannot be read as HTTP/1.x is an invalid response
 (permanent), not a retryable outage.
 """
 
@@ -109,6 +109,57 @@ def test_responses_that_are_not_http_are_invalid_not_unavailable(
 ) -> None:
     code = code_for(lambda request: [reply, None], make_runtime, greeting_request)
     assert code == "TQX_RUNTIME_INVALID_RESPONSE"  # permanent: retrying cannot help
+
+
+def _head(status_line: bytes, *headers: bytes) -> bytes:
+    return b"\r\n".join([status_line, b"content-type: application/json", *headers, b"", b""])
+
+
+BODY = json.dumps(chat_completion(GREETING)).encode()
+H2_GOAWAY = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + bytes(8)  # a binary HTTP/2 frame
+# What the README's failure table says, reply by reply: responses are read as HTTP/1.x
+# (h11), so an HTTP/1.0 reply is accepted however it is framed, and any status line of the
+# form HTTP/<digit>.<digit> is read the same way; what cannot be read as HTTP/1.x is invalid.
+VERSIONS: dict[str, tuple[list[Step], str]] = {
+    "1.0 with length": (
+        [_head(b"HTTP/1.0 200 OK", b"content-length: %d" % len(BODY)) + BODY],
+        "ok",
+    ),
+    "1.0 close-delimited": ([_head(b"HTTP/1.0 200 OK") + BODY, None], "ok"),
+    "1.0 chunked": (
+        [
+            _head(b"HTTP/1.0 200 OK", b"transfer-encoding: chunked"),
+            b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY),
+            None,
+        ],
+        "ok",
+    ),
+    "1.1 close-delimited": ([_head(b"HTTP/1.1 200 OK") + BODY, None], "ok"),
+    "2.0 status line": (
+        [_head(b"HTTP/2.0 200 OK", b"content-length: %d" % len(BODY)) + BODY],
+        "ok",
+    ),
+    # Without a length, the close is the end: a cut is only seen as a body that is not JSON.
+    "1.0 close-delimited, cut": (
+        [_head(b"HTTP/1.0 200 OK") + BODY[:40], None],
+        "TQX_RUNTIME_INVALID_RESPONSE",
+    ),
+    "HTTP/2 status line": ([_head(b"HTTP/2 200") + BODY, None], "TQX_RUNTIME_INVALID_RESPONSE"),
+    "ICY status line": ([_head(b"ICY 200 OK") + BODY, None], "TQX_RUNTIME_INVALID_RESPONSE"),
+    "HTTP/2 binary frame": ([H2_GOAWAY, None], "TQX_RUNTIME_INVALID_RESPONSE"),
+    # Closed before a status line and headers were complete: a connection cut short.
+    "no status line (bare body)": ([BODY, None], "TQX_RUNTIME_UNAVAILABLE"),
+}
+
+
+@pytest.mark.parametrize(("steps", "expected"), VERSIONS.values(), ids=VERSIONS.keys())
+def test_what_each_http_version_and_framing_gives(
+    steps: list[Step],
+    expected: str,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+) -> None:
+    assert code_for(lambda request: steps, make_runtime, greeting_request) == expected
 
 
 CUT_SHORT = {

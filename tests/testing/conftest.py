@@ -86,9 +86,9 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[Provider]:
 @pytest.fixture
 def host(pytester: pytest.Pytester) -> pytest.Pytester:
     """A host project: the README's conftest and test verbatim, plus the example contract."""
-    contracts = pytester.path / "contracts"
-    contracts.mkdir()
-    shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", contracts / "greeting.yaml")
+    examples = pytester.path / "examples"  # where the snippets find it, as in this repository
+    examples.mkdir()
+    shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", examples / "greeting.yaml")
     tests = pytester.path / "tests"
     tests.mkdir()
     (tests / "conftest.py").write_text(readme_block("def vcr_config("))

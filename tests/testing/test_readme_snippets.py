@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,20 @@ for index, block in enumerate(json.load(sys.stdin)):
 """
 
 
+_RELATIVE_FILE = r"[\w.-]+(/[\w.-]+)+\.(yaml|yml|json)"
+
+
+def named_files(blocks: list[str]) -> set[str]:
+    """Relative contract/cassette/data paths the blocks name as string literals."""
+    names = set()
+    for block in blocks:
+        for node in ast.walk(ast.parse(block)):
+            value = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(value, str) and re.fullmatch(_RELATIVE_FILE, value):
+                names.add(value)
+    return names
+
+
 def is_pytest_block(block: str) -> bool:
     return "def test_" in block or "@pytest.fixture" in block
 
@@ -55,8 +70,9 @@ def test_readme_blocks_run(tmp_path: Path, model_server: LoopbackModelServer) ->
     blocks = python_blocks(REPO_ROOT / "README.md")
     plain = [b for b in blocks if not is_pytest_block(b)]
     assert len(plain) >= 3
-    (tmp_path / "contracts").mkdir()
-    shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", tmp_path / "contracts")
+    for name in named_files(plain):  # laid out as in the repository (a reader's clone)
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
     with otlp_receiver() as receiver:
         env = {
             **os.environ,
@@ -70,6 +86,15 @@ def test_readme_blocks_run(tmp_path: Path, model_server: LoopbackModelServer) ->
         run_blocks(plain, tmp_path, env)
     assert model_server.requests  # the snippets really called the (loopback) model
     assert receiver.spans  # ... and traced to the (loopback) Langfuse
+
+
+@pytest.mark.parametrize("readme", ["README.md", "cassettes/README.md"])
+def test_every_file_a_snippet_names_is_in_the_repository(readme: str) -> None:
+    """A reader runs the snippets from a clone: the contract they name must be there."""
+    names = named_files(python_blocks(REPO_ROOT / readme))
+    assert [name for name in sorted(names) if not (REPO_ROOT / name).is_file()] == []
+    if readme == "README.md":
+        assert "examples/greeting.yaml" in names
 
 
 def test_readme_pytest_blocks_are_the_host_project() -> None:

@@ -28,7 +28,7 @@ from templiqx_langfuse import LangfuseTracedRuntime
 def test_marked():
     name = os.environ.get("GREETING_NAME", "Vee")
     interaction = compile_contract(
-        "contracts/greeting.yaml",
+        "examples/greeting.yaml",
         RenderRequest(inputs={"name": name}, context={"organization": "Blinqx"}),
         ["structured_output"],
     ).interaction
