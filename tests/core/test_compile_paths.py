@@ -282,7 +282,12 @@ def _requests_for(doc: Any, draw: Any) -> list[tuple[Any, Any]]:
         if isinstance(case, dict)
     ]
     drawn = draw(st.dictionaries(st.sampled_from(["name", "amount", "tags", "x"]), values))
-    return [*found, ({}, {}), (drawn, {"organization": draw(values)})]
+    requests = [*found, ({}, {}), (drawn, {"organization": draw(values)})]
+    if found:  # an eval's own values, one of them changed: the renderer's error paths
+        inputs, context = copy.deepcopy(found[0])
+        _mutate(inputs, draw)
+        requests.append((inputs, context))
+    return requests
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
