@@ -3,11 +3,17 @@
 Binds 127.0.0.1 only. A ``responder`` maps each parsed request to a ``Reply``; replies
 can also misbehave on purpose (trickle, hang, reset mid-body, lie about length), which
 is how the fault matrix is exercised with real sockets instead of mocks.
+
+``python -m templiqx_langfuse.testing.server --content JSON [--port N]`` serves every
+chat-completions call with ``JSON`` as the model's content until interrupted — a provider
+to record cassettes against (``pytest --record-mode=once``) with no key and no network.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
 import socket
 import sys
 import threading
@@ -206,8 +212,8 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, responder: Responder) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, responder: Responder, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
         self.responder = responder
         self.requests: list[ServerRequest] = []
         self._lock = threading.Lock()
@@ -242,8 +248,8 @@ class _Server(ThreadingHTTPServer):
 class LoopbackModelServer:
     """A running server; ``base_url`` ends in ``/v1`` like a real provider's."""
 
-    def __init__(self, responder: Responder) -> None:
-        self._server = _Server(responder)
+    def __init__(self, responder: Responder, port: int = 0) -> None:
+        self._server = _Server(responder, port)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -282,9 +288,41 @@ class LoopbackModelServer:
 
 
 @contextmanager
-def serve(responder: Responder) -> Iterator[LoopbackModelServer]:
-    server = LoopbackModelServer(responder).start()
+def serve(responder: Responder, port: int = 0) -> Iterator[LoopbackModelServer]:
+    server = LoopbackModelServer(responder, port).start()
     try:
         yield server
     finally:
         server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGINT/SIGTERM; the first line on stdout is the base URL to use."""
+    parser = argparse.ArgumentParser(
+        prog="python -m templiqx_langfuse.testing.server",
+        description="A loopback OpenAI-compatible provider (127.0.0.1) for recording cassettes.",
+    )
+    parser.add_argument(
+        "--content",
+        required=True,
+        help='JSON every completion carries, e.g. \'{"greeting": "Hi"}\'',
+    )
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    args = parser.parse_args(argv)
+    try:
+        content = json.loads(args.content)
+    except ValueError:
+        parser.error("--content must be JSON")
+    reply = json_reply(chat_completion(content))
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with serve(lambda _request: reply, args.port) as server:
+        print(f"TEMPLIQX_MODEL_BASE_URL={server.base_url}", flush=True)
+        stop.wait()
+        print(f"served {len(server.requests)} request(s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
