@@ -296,7 +296,7 @@ def serve(responder: Responder, port: int = 0) -> Iterator[LoopbackModelServer]:
         server.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     """Serve until SIGINT/SIGTERM; the first line on stdout is the base URL to use."""
     parser = argparse.ArgumentParser(
         prog="python -m templiqx_langfuse.testing.server",
@@ -325,4 +325,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())
