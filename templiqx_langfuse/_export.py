@@ -35,12 +35,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 import orjson
+from langfuse import __version__ as SDK_VERSION  # the SDK whose scope and headers we send
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -66,16 +66,6 @@ SCORE_BATCH = 64
 #: (``isLangfuseSDKSpans``): the attributes are read as Langfuse attributes, not copied
 #: into metadata. It is the SDK's tracer name, sent with the SDK's version.
 SCOPE_NAME = "langfuse-sdk"
-
-
-def _sdk_version() -> str:
-    try:
-        return version("langfuse")
-    except PackageNotFoundError:  # pragma: no cover - langfuse is a dependency
-        return "unknown"
-
-
-SDK_VERSION = _sdk_version()
 
 
 @dataclass(slots=True)
