@@ -28,25 +28,35 @@ def other_inputs(tmp_path: Path) -> Path:
     return path
 
 
-def miss(run_cli: Run, inputs: Path, **env: str) -> tuple[list[str], dict[str, object]]:
-    args = ["execute", GREETING[0], "--inputs", str(inputs), *GREETING[3:]]
-    result = run_cli(*args, "--runtime", "langfuse", "--replay", CASSETTE, "--json", env=env)
+REPLAYS = {
+    "langfuse": ["--runtime", "langfuse", "--replay", CASSETTE],
+    "langfuse-stream": ["--runtime", "langfuse", "--replay", CASSETTE, "--stream"],
+    "openai-stream": [
+        "--runtime",
+        "openai-stream",
+        "--replay",
+        "cassettes/greeting-stream-litellm.yaml",
+        "--stream",
+    ],
+}
+
+
+@pytest.mark.parametrize("replay", REPLAYS.values(), ids=REPLAYS.keys())
+def test_a_cassette_miss_is_one_line(run_cli: Run, other_inputs: Path, replay: list[str]) -> None:
+    args = ["execute", GREETING[0], "--inputs", str(other_inputs), *GREETING[3:], *replay]
+    result = run_cli(*args, "--json", env={"LANGFUSE_SECRET_KEY": SECRET})
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if "TQX_" in line]
-    return lines, json.loads(result.stdout)
-
-
-def test_a_cassette_miss_is_one_line(run_cli: Run, other_inputs: Path) -> None:
-    lines, envelope = miss(run_cli, other_inputs, LANGFUSE_SECRET_KEY=SECRET)
+    envelope = json.loads(result.stdout.splitlines()[-1])
     assert len(lines) == 1, lines
     (line,) = lines
     assert line.startswith("templiqx: execute_contract failed: TQX_NOT_FOUND")
-    assert CASSETTE in line
+    assert replay[3] in line  # the cassette's path
     assert "differs in: body" in line
     assert "TEMPLIQX_DEBUG=1" in line
     assert "Somebody Else" not in line  # no request data without asking for it
     assert SECRET not in line
-    (diagnostic,) = envelope["diagnostics"]  # type: ignore[misc]
+    (diagnostic,) = envelope["diagnostics"]
     assert "\n" not in diagnostic["message"]  # stdout says the same, on one line
 
 
