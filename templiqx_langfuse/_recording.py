@@ -1,8 +1,8 @@
 """Opening and ending Langfuse generations: the part of tracing that needs the SDK.
 
-Imported only when tracing is on (keys configured, or a host's Langfuse client or span
-exporter): langfuse and OpenTelemetry cost ~0.2 s to import, more than a whole replayed
-CLI run takes without them. ``_tracing`` holds what every runtime uses, traced or not.
+Imported only when tracing is on (keys configured, or a host's Langfuse client):
+langfuse and OpenTelemetry cost ~0.2 s to import, more than a whole replayed CLI run
+takes without them. ``_tracing`` holds what every runtime uses, traced or not.
 
 The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
 each rule this module relies on is named where it is used.

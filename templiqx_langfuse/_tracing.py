@@ -6,9 +6,9 @@ nothing here blocks on the network (no per-call flush, no ``get_trace_url``).
 
 This module is what every runtime uses, traced or not: it never imports langfuse or
 OpenTelemetry. Opening and ending generations (``_recording``) and the export path
-(``_export``) are imported when tracing is on: keys configured, or a host's Langfuse
-client or span exporter. A run with tracing off (the CLI replaying a cassette, say) does
-not pay ~0.2 s for importing them.
+(``_export``) are imported when tracing is on: keys configured (a host's span exporter
+then receives the spans), or a host's Langfuse client. A run with tracing off (the CLI
+replaying a cassette, say) does not pay ~0.2 s for importing them.
 """
 
 from __future__ import annotations
