@@ -120,17 +120,20 @@ def test_live_job_with_keys_imports_them_and_exports_its_generation() -> None:
 
 
 def test_console_command_spares_the_collector() -> None:
-    # The console script's one command runs with the cyclic GC paused and freezes what it
-    # built before exit (shutdown then skips scanning it): ~0.1 s of the README's job.
+    # The console script's one command runs with rare cyclic-GC passes (still on, so a long
+    # eval collects its cycles) and freezes what it built before exit (shutdown then skips
+    # scanning it): ~0.1 s of the README's job. The thresholds come back afterwards.
     code = (
         "import contextlib, gc, io, sys\n"
         "from templiqx_core._cli import main\n"
         "sys.argv = ['templiqx', *sys.argv[1:]]\n"
         "collections = []\n"
         "gc.callbacks.append(lambda phase, info: phase == 'start' and collections.append(1))\n"
+        "before = gc.get_threshold()\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    rc = main()\n"
-        "print(rc, len(collections), gc.isenabled(), gc.get_freeze_count() > 0)\n"
+        "print(rc, len(collections), gc.isenabled(), gc.get_freeze_count() > 0,\n"
+        "      gc.get_threshold() == before)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
     result = subprocess.run(
@@ -141,10 +144,10 @@ def test_console_command_spares_the_collector() -> None:
         text=True,
         check=True,
     )
-    rc, collections, enabled, frozen = result.stdout.split()
+    rc, collections, enabled, frozen, restored = result.stdout.split()
     # A few young-generation passes while the parser is built, before the pause; the
     # same job with the collector running makes well over a hundred.
-    assert (rc, enabled, frozen) == ("0", "True", "True")
+    assert (rc, enabled, frozen, restored) == ("0", "True", "True", "True")
     assert int(collections) <= 5
 
 
@@ -154,3 +157,25 @@ def test_main_called_with_arguments_leaves_the_collector_alone() -> None:
         assert main(["runtimes"]) == 0
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
+
+
+def test_console_command_still_collects_cycles_of_long_work() -> None:
+    # A long command (an eval over many cases) must not grow without bound: the collector
+    # is only made rarer during the one command, never switched off.
+    code = (
+        "import gc\n"
+        "from templiqx_core import _cli\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and collections.append(1))\n"
+        "previous = _cli._pause_gc()\n"
+        "for _ in range(300_000):\n"
+        "    a = []; a.append(a)\n"
+        "print(len(collections), gc.isenabled())\n"
+        "_cli._resume_gc(previous)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    collections, enabled = result.stdout.split()
+    assert enabled == "True"
+    assert int(collections) >= 2
