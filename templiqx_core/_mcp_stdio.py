@@ -85,6 +85,16 @@ def _problem(error: ValidationError) -> str:
     return "it is not a JSON-RPC 2.0 request"
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can go back to the client: a JSON-escaped lone surrogate decodes
+    fine but cannot be written as UTF-8, so echoing it would kill the stdout writer."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
     """What to send back for ``line`` the SDK would drop; ``None`` when nobody waits for
     an answer (a notification, a response, or no recognisable id)."""
@@ -94,8 +104,11 @@ def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
         return None
     if not isinstance(method, str):
         return None
-    message = f"the {method} request was refused: {_problem(error)}"
-    if method == "tools/call":
+    # An id that cannot be echoed was, for JSON-RPC 2.0, not determined: it is null.
+    reply_id = None if isinstance(request_id, str) and not _utf8(request_id) else request_id
+    shown = method if _utf8(method) else ascii(method)
+    message = f"the {shown} request was refused: {_problem(error)}"
+    if method == "tools/call" and reply_id is not None:
         result = types.CallToolResult(
             content=[types.TextContent(type="text", text=f"{codes.DATA_INVALID}: {message}")],
             structured_content={"error": {"code": codes.DATA_INVALID, "message": message}},
@@ -103,13 +116,13 @@ def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
         )
         return types.JSONRPCResponse(
             jsonrpc="2.0",
-            id=request_id,
+            id=reply_id,
             result=result.model_dump(by_alias=True, exclude_none=True, mode="json"),
         )
     invalid_json = error.errors()[0]["type"] == "json_invalid"
     return types.JSONRPCError(
         jsonrpc="2.0",
-        id=request_id,
+        id=reply_id,
         error=types.ErrorData(
             code=types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST,
             message=f"{codes.DATA_INVALID}: {message}",
@@ -136,6 +149,11 @@ class _GuardedStdin(anyio.AsyncFile[str]):
                 reply = _answer(line, error)
                 if reply is None:
                     logger.warning("ignored a line from the client that is not JSON-RPC")
+                    continue
+                try:  # the SDK's writer dies on a reply it cannot encode
+                    reply.model_dump_json(by_alias=True, exclude_unset=True)
+                except ValueError:
+                    logger.warning("ignored a request whose answer cannot be encoded")
                     continue
                 await self.ready.wait()
                 await self.replies.send(SessionMessage(reply))

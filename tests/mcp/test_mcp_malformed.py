@@ -34,8 +34,9 @@ class Client:
         self.proc.stdin.write(line + b"\n")
         self.proc.stdin.flush()
 
-    def answer(self, request_id: int | str) -> dict[str, Any]:
-        """The next message with ``request_id`` (notifications skipped), or fail on time."""
+    def answer(self, request_id: int | str | None) -> dict[str, Any]:
+        """The next message with ``request_id`` (notifications skipped; ``None`` is the
+        null id of an error about a request whose id could not be determined)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         end = time.monotonic() + DEADLINE
@@ -43,7 +44,7 @@ class Client:
             while b"\n" in self.pending:
                 line, self.pending = self.pending.split(b"\n", 1)
                 message = json.loads(line)
-                if message.get("id") == request_id:
+                if "id" in message and message["id"] == request_id:
                     return dict(message)
             left = end - time.monotonic()
             ready, _, _ = select.select([fd], [], [], max(left, 0))
@@ -161,3 +162,16 @@ def test_lines_without_an_id_are_skipped_and_the_server_goes_on(client: Client) 
     client.send(b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\\ud800"}}')
     client.send(b"")
     assert_serving(client, 9)
+
+
+def test_an_id_that_cannot_be_echoed_is_answered_as_null(client: Client) -> None:
+    """A string id with a lone surrogate cannot be written back as UTF-8 JSON."""
+    client.send(b'{"jsonrpc":"2.0","id":"s\\ud800","method":"ping"}')
+    error = client.answer(None)["error"]
+    assert error["code"] == -32700
+    assert error["message"].startswith("TQX_DATA_INVALID: ")
+    client.send(b'{"jsonrpc":"2.0","id":"t\\udfff","method":"tools/call","params":{}}')
+    assert client.answer(None)["error"]["code"] == -32700
+    client.send(b'{"jsonrpc":"2.0","id":4,"method":"p\\ud800"}')
+    assert client.answer(4)["error"]["code"] == -32700
+    assert_serving(client, 5)
