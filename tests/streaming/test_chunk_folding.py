@@ -17,8 +17,9 @@ def fragments(*calls: dict[str, Any]) -> dict[str, Any]:
 
 
 def fold(*chunks: dict[str, Any]) -> tuple[ChunkFolder, list[Any]]:
+    """Fold every chunk, then end the stream (held calls come out then)."""
     folder = ChunkFolder()
-    return folder, [event for c in chunks for event in folder.fold(c)]
+    return folder, [event for c in chunks for event in folder.fold(c)] + folder.finish()
 
 
 def test_a_name_that_arrives_late_is_on_the_first_event() -> None:
@@ -41,19 +42,104 @@ def test_without_an_index_fragments_without_id_or_name_continue_the_last_call() 
     assert calls == [("f", '{"a":1}'), ("g", "{}")]
 
 
-def test_interleaved_calls_cannot_be_projected() -> None:
-    with pytest.raises(WireFailure) as raised:
-        fold(
-            fragments({"index": 0, "function": {"name": "f", "arguments": "{"}}),
-            fragments({"index": 1, "function": {"name": "g", "arguments": "{"}}),
-            fragments({"index": 0, "function": {"arguments": "}"}}),
-        )
+def test_interleaved_calls_stream_the_first_and_hold_the_rest() -> None:
+    folder = ChunkFolder()
+    first = folder.fold(
+        fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": "{"}})
+    )
+    held = folder.fold(
+        fragments({"index": 1, "id": "b", "function": {"name": "g", "arguments": "{"}})
+    )
+    more = folder.fold(fragments({"index": 0, "function": {"arguments": "}"}}))
+    assert first == [ToolCallDeltaEvent(name="f", arguments_fragment="{")]
+    assert held == []
+    assert more == [ToolCallDeltaEvent(name="", arguments_fragment="}")]
+    folder.fold(fragments({"index": 1, "function": {"arguments": "}"}}))
+    assert folder.finish() == [ToolCallDeltaEvent(name="g", arguments_fragment="{}")]
+    assert [c["id"] for c in folder.message()["tool_calls"]] == ["a", "b"]
+
+
+def test_several_indices_in_one_chunk_and_gaps_keep_index_order() -> None:
+    folder, events = fold(
+        fragments(
+            {"index": 3, "id": "c", "function": {"name": "h", "arguments": "{"}},
+            {"index": 7, "id": "e", "function": {"name": "k", "arguments": "[1"}},
+        ),
+        fragments(
+            {"index": 7, "function": {"arguments": "]"}},
+            {"index": 5, "id": "d", "function": {"name": "j", "arguments": "{}"}},
+            {"index": 3, "function": {"arguments": "}"}},
+        ),
+    )
+    calls = [(c.name, c.arguments) for c in assemble_tool_calls(events)]
+    assert calls == [("h", "{}"), ("j", "{}"), ("k", "[1]")]
+    message = folder.message()["tool_calls"]
+    assert [(c["id"], c["function"]["name"]) for c in message] == [
+        ("c", "h"),
+        ("d", "j"),
+        ("e", "k"),
+    ]
+
+
+def test_a_lower_index_arriving_later_is_still_first_in_the_message() -> None:
+    folder, events = fold(
+        fragments({"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}}),
+        fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}),
+    )
+    # events: the live call first (the wire has no index); the message: by index
+    assert [(c.name, c.arguments) for c in assemble_tool_calls(events)] == [
+        ("g", "{}"),
+        ("f", "{}"),
+    ]
+    assert [c["id"] for c in folder.message()["tool_calls"]] == ["a", "b"]
+
+
+def test_a_repeated_id_or_name_is_the_same_call() -> None:
+    _, events = fold(
+        fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x":'}}),
+        fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": "1}"}}),
+    )
+    assert [(c.name, c.arguments) for c in assemble_tool_calls(events)] == [("f", '{"x":1}')]
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ({"id": "other"}, "tool call 2 received a second, different id"),
+        ({"function": {"name": "g", "arguments": "}"}}, "tool call 2 changed its name"),
+    ],
+)
+def test_a_second_identity_for_one_index_is_invalid(second: dict[str, Any], message: str) -> None:
+    folder = ChunkFolder()
+    folder.fold(fragments({"index": 2, "id": "a", "function": {"name": "f", "arguments": "{"}}))
+    with pytest.raises(WireFailure, match=message) as raised:
+        folder.fold(fragments({"index": 2, **second}))
     assert raised.value.code == "TQX_RUNTIME_INVALID_RESPONSE"
 
 
+def test_a_name_split_across_chunks_is_joined_before_the_first_event() -> None:
+    folder = ChunkFolder()
+    assert folder.fold(fragments({"index": 0, "id": "a", "function": {"name": "get_"}})) == []
+    assert (
+        folder.fold(fragments({"index": 0, "function": {"name": "weather", "arguments": ""}})) == []
+    )
+    events = folder.fold(fragments({"index": 0, "function": {"arguments": "{}"}}))
+    assert events == [ToolCallDeltaEvent(name="get_weather", arguments_fragment="{}")]
+    assert folder.finish() == []
+
+
+def test_a_call_with_empty_arguments_is_emitted_at_the_end() -> None:
+    folder, events = fold(
+        fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}})
+    )
+    assert events == [ToolCallDeltaEvent(name="f", arguments_fragment="")]
+
+
 def test_a_call_that_never_gets_a_name_is_invalid() -> None:
-    folder, events = fold(fragments({"index": 0, "function": {"arguments": "{}"}}))
-    assert events == []
+    folder = ChunkFolder()
+    assert folder.fold(fragments({"index": 0, "function": {"arguments": "{}"}})) == []
+    with pytest.raises(WireFailure, match="tool call 0 never received a name"):
+        folder.finish()
     with pytest.raises(WireFailure, match="never received a name"):
         folder.message()
 

@@ -334,7 +334,7 @@ def _broken_cases() -> Iterator[Any]:
         check_tool_call_assembly,
         "tools",
         {"expected": TOOL_CALLS},
-        "assemble into 4 calls, not 2",
+        "assemble into 3 calls, not 2",
         id="tool-calls:name-on-every-fragment",
     )
     yield pytest.param(

@@ -1,11 +1,17 @@
 """Folding ``chat.completion.chunk`` payloads into stream events and one final message.
 
-Pure: no sockets. Text deltas of choice 0 become ``Delta`` events as they arrive;
-tool-call fragments are assembled by the provider's ``index`` (by arrival order where a
-provider sends none: a fragment with an ``id`` or a name starts the next call) and
-projected onto ``ToolCallDelta{name, arguments_fragment}`` so that a consumer can put
-them back together: the first event of a call carries its name, later ones an empty
-name (the provider's own framing), and the fragments of one call are contiguous.
+Pure: no sockets. Text deltas of choice 0 become ``Delta`` events as they arrive.
+Tool-call fragments are assembled by the provider's ``index`` (OpenAI's
+``ChatCompletionMessageToolCallChunk``), whatever order they come in: interleaved calls,
+several indices in one chunk, indices that skip numbers. Where a provider sends no index
+(Mistral), a fragment with an ``id`` or a name starts the next call in arrival order.
+
+The calls are projected onto ``ToolCallDelta{name, arguments_fragment}``, which has no
+index: the first event of a call carries its name, later ones an empty name, and the
+fragments of one call are contiguous. So one call streams live (the first to arrive);
+the others are held and emitted at the end of the stream, in index order, one event
+each. With the usual ascending indices the events come in index order, as in the final
+message; a call's index, not its arrival, orders the message.
 """
 
 from __future__ import annotations
@@ -31,12 +37,37 @@ class ToolCall:
     type: str = "function"
     name: str = ""
     arguments: list[str] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)  # fragments waiting for the name
-    opened: bool = False
+    started: bool = False  # a non-empty arguments fragment arrived: the name is complete
+    emitted: int = 0  # how many of ``arguments`` went out as events
 
     def as_message(self) -> dict[str, Any]:
         function = {"name": self.name, "arguments": "".join(self.arguments)}
         return {"id": self.id, "type": self.type, "function": function}
+
+    def label(self) -> str:
+        return f"tool call {self.key[1]}" if self.key[0] == 0 else "a tool call"
+
+    def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
+        """Fold one fragment in; a second, different id or name is invalid.
+
+        A repeated id or name is the same call (some servers resend them on every
+        fragment). Name fragments concatenate until the arguments begin (some servers
+        split a name); after that the name is fixed.
+        """
+        new_id = fragment.get("id")
+        if isinstance(new_id, str) and new_id:
+            if self.id is None:
+                self.id = new_id
+            elif new_id != self.id:
+                raise _invalid(f"{self.label()} received a second, different id")
+        if isinstance(fragment.get("type"), str):
+            self.type = fragment["type"]
+        if name and name != self.name:
+            if self.started and self.name:
+                raise _invalid(f"{self.label()} changed its name after its arguments began")
+            self.name += name
+        self.arguments.append(piece)
+        self.started = self.started or bool(piece)
 
 
 def _invalid(detail: str) -> WireFailure:
@@ -81,7 +112,8 @@ class ChunkFolder:
         self.response_id: str | None = None
         self.model: str | None = None
         self.calls: dict[CallKey, ToolCall] = {}
-        self._open: ToolCall | None = None
+        self._live: ToolCall | None = None  # the one call whose fragments go out at once
+        self._last_unindexed: ToolCall | None = None
         self._arrivals = 0
 
     def fold(self, chunk: Any) -> list[Emitted]:
@@ -136,45 +168,51 @@ class ChunkFolder:
         arguments = function.get("arguments")
         piece = arguments if isinstance(arguments, str) else ""
         index = fragment.get("index")
-        key: CallKey
         if isinstance(index, int) and not isinstance(index, bool):
-            key = (0, index)
-        elif fragment.get("id") or name or self._open is None:
-            key = (1, self._arrivals)  # no index: the next call in arrival order
-            self._arrivals += 1
+            call = self._call((0, index))
+        elif fragment.get("id") or name or self._last_unindexed is None:
+            call = self._last_unindexed = self._call((1, self._arrivals))
+            self._arrivals += 1  # no index: the next call in arrival order
         else:
-            key = self._open.key
+            call = self._last_unindexed
+        call.merge(fragment, name, piece)
+        if self._live is None:
+            self._live = call
+        if call is not self._live or not (call.name and call.started):
+            return []  # held: another call streams, or the name may still be growing
+        return self._release(call)
+
+    def _call(self, key: CallKey) -> ToolCall:
         call = self.calls.get(key)
         if call is None:
             call = self.calls[key] = ToolCall(key)
-        if isinstance(fragment.get("id"), str) and call.id is None:
-            call.id = fragment["id"]
-        if isinstance(fragment.get("type"), str):
-            call.type = fragment["type"]
-        if name and not call.name:
-            call.name = name
-        call.arguments.append(piece)
-        return self._project(call, piece)
+        return call
 
-    def _project(self, call: ToolCall, piece: str) -> list[Emitted]:
-        if call.opened:
-            if call is not self._open:
-                # A provider interleaving two calls' fragments cannot be projected onto
-                # contiguous ToolCallDelta runs without holding every call back.
-                raise _invalid("tool-call fragments of different calls interleave")
-            return [ToolCallDeltaEvent(name="", arguments_fragment=piece)] if piece else []
-        if not call.name:
-            call.held.append(piece)  # wait for the name: a call's first event names it
-            return []
-        self._open, call.opened = call, True
-        first = "".join([*call.held, piece])
-        call.held.clear()
-        return [ToolCallDeltaEvent(name=call.name, arguments_fragment=first)]
+    @staticmethod
+    def _release(call: ToolCall) -> list[Emitted]:
+        """The call's fragments not yet sent: named if they are its first event."""
+        pending = "".join(call.arguments[call.emitted :])
+        first = call.emitted == 0
+        call.emitted = len(call.arguments)
+        if first:
+            return [ToolCallDeltaEvent(name=call.name, arguments_fragment=pending)]
+        return [ToolCallDeltaEvent(name="", arguments_fragment=pending)] if pending else []
+
+    def finish(self) -> list[Emitted]:
+        """At the end of the stream: what is still held, the live call first, then by index."""
+        self._check_named()
+        live = [self._live] if self._live is not None else []
+        rest = [self.calls[k] for k in sorted(self.calls) if self.calls[k] is not self._live]
+        return [event for call in (*live, *rest) for event in self._release(call)]
+
+    def _check_named(self) -> None:
+        for call in self.calls.values():
+            if not call.name:
+                raise _invalid(f"{call.label()} never received a name")
 
     def message(self) -> dict[str, Any]:
         """The assembled choice-0 message, in the shape of a non-streamed completion."""
-        if any(not call.name for call in self.calls.values()):
-            raise _invalid("a streamed tool call never received a name")
+        self._check_named()
         message: dict[str, Any] = {
             "role": "assistant",
             "content": "".join(self.text) if self.text else None,

@@ -157,6 +157,8 @@ def _read(stream: BoundedStream, emit: Emit) -> Completion:
             RuntimeFailureCode.UNAVAILABLE,
             "model stream ended before it finished (no finish_reason, no [DONE])",
         )
+    for out in folder.finish():  # tool calls held back while another one streamed
+        emit(out)
     completion = {
         "id": folder.response_id,
         "model": folder.model,
