@@ -11,7 +11,10 @@ arguments: the host knows its test server, the kit does not.
 How ``ToolCallDelta`` events reassemble (the wire contract has no call index): an event
 with a non-empty ``name`` opens the next call, an event with an empty ``name`` continues
 the call opened last. So the first event of a call carries its name and the fragments
-of one call are contiguous, as in the providers' own framing.
+of one call are contiguous, as in the providers' own framing. A provider may interleave
+parallel calls (index 0, 1, 0, or several indices in one chunk); an adapter that
+forwards fragments as they arrive breaks the rule there and passes on sequential
+streams, so a host should also give the kit an interleaved stream.
 """
 
 from __future__ import annotations
@@ -159,7 +162,10 @@ def check_tool_call_assembly(
     expected: Sequence[tuple[str, str]],
 ) -> None:
     """``ToolCallDelta`` fragments reassemble into exactly the provider's calls:
-    ``expected`` lists ``(name, arguments)`` per call, in the provider's index order."""
+    ``expected`` lists ``(name, arguments)`` per call, in the provider's index order.
+
+    Run it on a stream whose calls' fragments interleave too (``check_streaming_adapter``'s
+    ``interleaved_tool_calls``): that is where a forwarding adapter's calls run together."""
     run = run_stream(adapter, request)
     got = [(c.name, c.arguments) for c in assemble_tool_calls(run.events)]
     want = [(name, arguments) for name, arguments in expected]
@@ -325,8 +331,12 @@ def check_streaming_adapter(
     connection_released: Callable[[], bool] | None = None,
     oversized_request: ExecutionRequest | None = None,
     max_bytes: int | None = None,
+    interleaved_tool_calls: tuple[ExecutionRequest, Sequence[tuple[str, str]]] | None = None,
 ) -> ConformanceReport:
-    """Run every streaming check for which the host supplied what it needs."""
+    """Run every streaming check for which the host supplied what it needs.
+
+    ``interleaved_tool_calls`` is a request whose stream interleaves the fragments of
+    parallel tool calls, with the ``(name, arguments)`` the provider sent, by index."""
     report = ConformanceReport(adapter_id=adapter.descriptor().id)
     check_delta_order(adapter, request, expected_text=expected_text)
     report.passed.append("delta_order")
@@ -337,6 +347,10 @@ def check_streaming_adapter(
     if expected_tool_calls is not None:
         check_tool_call_assembly(adapter, request, expected=expected_tool_calls)
         report.passed.append("tool_call_assembly")
+    if interleaved_tool_calls is not None:
+        interleaved, calls = interleaved_tool_calls
+        check_tool_call_assembly(adapter, interleaved, expected=calls)
+        report.passed.append("tool_call_interleaving")
     if midstream_failure is not None:
         check_midstream_failure(adapter, midstream_failure)
         report.passed.append("midstream_failure")

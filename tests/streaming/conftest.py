@@ -115,3 +115,46 @@ def make_host(stream_server: LoopbackModelServer) -> Iterator[HostFactory]:
     yield build
     for runtime in made:
         runtime.close()
+
+
+def tool_fragments(*calls: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """One chunk carrying tool-call fragments (of one index or several) for choice 0."""
+    return chunk(finish=finish, tool_calls=list(calls))
+
+
+# Parallel calls as vLLM/LiteLLM-style gateways may stream them: index 0, 1, 0 again,
+# several indices in one chunk, a name split over two chunks, an id repeated; content
+# first so that the stream completes (a receipt, not "tool_calls instead of content").
+INTERLEAVED = sse(
+    chunk('{"greeting": "hi"}'),
+    tool_fragments(
+        {"index": 0, "id": "call_a", "type": "function", "function": {"name": "get_weather"}}
+    ),
+    tool_fragments({"index": 0, "function": {"arguments": '{"ci'}}),
+    tool_fragments(
+        {
+            "index": 1,
+            "id": "call_b",
+            "type": "function",
+            "function": {"name": "get_", "arguments": ""},
+        },
+        {"index": 0, "function": {"arguments": 'ty": "Par'}},
+    ),
+    tool_fragments({"index": 1, "function": {"name": "time", "arguments": '{"tz": '}}),
+    tool_fragments(
+        {
+            "index": 2,
+            "id": "call_c",
+            "type": "function",
+            "function": {"name": "ping", "arguments": "{}"},
+        },
+        {"index": 0, "id": "call_a", "function": {"arguments": 'is"}'}},
+    ),
+    tool_fragments({"index": 1, "function": {"arguments": '"CET"}'}}),
+    tool_fragments(finish="tool_calls"),
+)
+INTERLEAVED_CALLS = [
+    ("get_weather", '{"city": "Paris"}'),
+    ("get_time", '{"tz": "CET"}'),
+    ("ping", "{}"),
+]

@@ -129,9 +129,7 @@ def test_a_name_split_across_chunks_is_joined_before_the_first_event() -> None:
 
 
 def test_a_call_with_empty_arguments_is_emitted_at_the_end() -> None:
-    folder, events = fold(
-        fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}})
-    )
+    _, events = fold(fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}}))
     assert events == [ToolCallDeltaEvent(name="f", arguments_fragment="")]
 
 

@@ -41,7 +41,15 @@ from templiqx_core.conformance import (
 )
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import StreamingHostRuntime
-from tests.streaming.conftest import HostFactory, chunk, sse, streamed, text_stream
+from tests.streaming.conftest import (
+    INTERLEAVED,
+    INTERLEAVED_CALLS,
+    HostFactory,
+    chunk,
+    sse,
+    streamed,
+    text_stream,
+)
 
 PARTS = ['{"greeting": ', '"Hel', "lo Ry", 'an"}']
 TEXT = "".join(PARTS)
@@ -165,12 +173,17 @@ def test_the_reference_host_passes_every_check(
             plain_request, "big", reply_for(OVERSIZED, pause_s=0.001, piece=4096)
         ),
         max_bytes=16 * 1024,
+        interleaved_tool_calls=(
+            routes.request(plain_request, "interleaved", reply_for(INTERLEAVED, piece=11)),
+            INTERLEAVED_CALLS,
+        ),
     )
     assert report.passed == [
         "delta_order",
         "single_terminal",
         "streaming_parity",
         "tool_call_assembly",
+        "tool_call_interleaving",
         "midstream_failure",
         "cancellation",
         "size_bound",
