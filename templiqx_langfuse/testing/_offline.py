@@ -18,6 +18,7 @@ import threading
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 def _network_guard() -> types.ModuleType:
@@ -52,7 +53,7 @@ def _network_guard() -> types.ModuleType:
 
 network = _network_guard()
 
-__all__ = ["LOOPBACK_HOSTS", "offline"]
+__all__ = ["LOOPBACK_HOSTS", "lifted", "offline"]
 
 #: Regular expressions (``re.match``) of the hosts a blocked process may still connect to.
 LOOPBACK_HOSTS = (r"127(?:\.\d{1,3}){3}$", r"::1$", r"localhost$")
@@ -80,3 +81,21 @@ def offline() -> Iterator[None]:
             if _depth == 0 and _ours:
                 network.unblock()
                 _ours = False
+
+
+@contextmanager
+def lifted(**block: Any) -> Iterator[None]:
+    """Lift pytest-recording's network block while a cassette may record, then put it back
+    with ``block`` (its own ``allowed_hosts``/``allow_private_ips``): pytest-recording does
+    not block a ``@pytest.mark.vcr`` test whose record mode is not ``none``. A block of
+    ours (a replay in progress) or no block at all is left as it is."""
+    with _lock:
+        ours = _depth > 0
+    if ours or socket.socket.connect is network._original_connect:
+        yield
+        return
+    network.unblock()
+    try:
+        yield
+    finally:
+        network.block(**block)

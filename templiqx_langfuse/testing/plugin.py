@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,9 +84,51 @@ def _default_path(request: pytest.FixtureRequest) -> Path:
     return Path(directory) / f"{name}.yaml"
 
 
-def _record_mode(request: pytest.FixtureRequest) -> str:
-    """pytest-recording's ``--record-mode`` (``none`` when not given)."""
-    return str(request.config.getoption("--record-mode", None) or "none")
+@dataclass(frozen=True)
+class _Recording:
+    """What pytest-recording would do for this test were it marked ``@pytest.mark.vcr``."""
+
+    disabled: bool  # --disable-recording: no cassette, real calls
+    record_mode: str  # the cassette's
+    network_open: bool  # its --block-network / block_network mark does not apply
+
+
+def _recording(request: pytest.FixtureRequest) -> _Recording:
+    """Read through pytest-recording's own fixtures, resolved as its ``vcr`` and
+    ``block_network`` fixtures do: the cassette takes a ``record_mode`` from ``vcr_config``
+    merged with the ``vcr`` marks (closest mark wins) over ``--record-mode``; the network
+    guard lets an explicit ``--record-mode`` win, and stays off unless the mode is ``none``.
+    """
+    from pytest_recording.utils import merge_kwargs
+
+    from .cassettes import record_mode_of
+
+    flag = str(request.getfixturevalue("record_mode"))  # --record-mode, or "none"
+    merged = merge_kwargs(
+        request.getfixturevalue("vcr_config"), request.getfixturevalue("vcr_markers")
+    )
+    configured = merged.get("record_mode", "none")
+    explicit = request.config.getoption("--record-mode", None) is not None
+    return _Recording(
+        disabled=bool(request.getfixturevalue("disable_recording")),
+        record_mode=record_mode_of(configured if "record_mode" in merged else flag),
+        network_open=record_mode_of(flag if explicit else configured) != "none",
+    )
+
+
+def _open_network(
+    request: pytest.FixtureRequest, recording: _Recording
+) -> AbstractContextManager[None]:
+    """Lift pytest-recording's block for the test when it would not block a vcr test."""
+    from ._offline import lifted
+
+    request.getfixturevalue("block_network")  # its guard is in place before ours acts
+    if not recording.network_open:
+        return nullcontext()
+    block: dict[str, Any] = {"allowed_hosts": request.getfixturevalue("allowed_hosts")}
+    with suppress(pytest.FixtureLookupError):  # newer pytest-recording: private addresses too
+        block["allow_private_ips"] = request.getfixturevalue("allow_private_ips")
+    return lifted(**block)
 
 
 def _check_teardown(request: pytest.FixtureRequest, opened: list[ActiveCassette]) -> None:
@@ -106,20 +150,25 @@ def _register(request: pytest.FixtureRequest, active: ActiveCassette) -> None:
 @pytest.fixture
 def templiqx_cassette(
     request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., Cassette]]:
-    """``templiqx_cassette(path=None, *, secrets=())`` uses a cassette until the test ends."""
+) -> Iterator[Callable[..., Cassette | None]]:
+    """``templiqx_cassette(path=None, *, secrets=())`` uses a cassette until the test ends
+    (``None`` under ``--disable-recording``)."""
     from contextlib import ExitStack
 
     from .cassettes import open_cassette
 
+    recording = _recording(request)
     opened: list[ActiveCassette] = []
     with ExitStack() as stack:
+        stack.enter_context(_open_network(request, recording))
 
-        def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette:
+        def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
+            if recording.disabled:
+                return None  # as pytest-recording's ``vcr`` fixture: no cassette, real calls
             active = stack.enter_context(
                 open_cassette(
                     path or _default_path(request),
-                    record_mode=_record_mode(request),
+                    record_mode=recording.record_mode,
                     secrets=secrets,
                 )
             )
@@ -138,33 +187,40 @@ def templiqx_replay_runtime(
 ) -> Generator[Callable[..., ReplayingRuntime], None, None]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
     from .._config import LangfuseConfig
-    from .replay import replaying_runtime
+    from .replay import live_runtime, replaying_runtime
 
+    recording = _recording(request)
     made: list[ReplayingRuntime] = []
 
     def build(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> ReplayingRuntime:
-        runtime = replaying_runtime(
-            path or _default_path(request),
-            record_mode=_record_mode(request),
-            secrets=secrets,
-            # Placeholder keys only switch tracing on: spans go to the in-memory exporter.
-            # A fresh public key per runtime: the SDK shares its resources per key. Scores
-            # travel beside spans, not through the exporter: off, and nowhere to go.
-            langfuse=LangfuseConfig(
-                public_key=f"pk-lf-replay-{uuid.uuid4().hex[:12]}",
-                secret_key="sk-lf-replay",  # noqa: S106 - a placeholder, never sent anywhere
-                base_url="http://127.0.0.1:9",
-                schema_score_name=None,
-            ),
-            span_exporter=langfuse_span_exporter,
+        # Placeholder keys only switch tracing on: spans go to the in-memory exporter.
+        # A fresh public key per runtime: the SDK shares its resources per key. Scores
+        # travel beside spans, not through the exporter: off, and nowhere to go.
+        langfuse = LangfuseConfig(
+            public_key=f"pk-lf-replay-{uuid.uuid4().hex[:12]}",
+            secret_key="sk-lf-replay",  # noqa: S106 - a placeholder, never sent anywhere
+            base_url="http://127.0.0.1:9",
+            schema_score_name=None,
         )
+        if recording.disabled:  # no cassette at all: real calls, as pytest-recording does
+            runtime = live_runtime(langfuse=langfuse, span_exporter=langfuse_span_exporter)
+        else:
+            runtime = replaying_runtime(
+                path or _default_path(request),
+                record_mode=recording.record_mode,
+                secrets=secrets,
+                langfuse=langfuse,
+                span_exporter=langfuse_span_exporter,
+            )
         made.append(runtime)
-        _register(request, runtime.active)
+        if runtime.active is not None:
+            _register(request, runtime.active)
         return runtime
 
-    try:
-        yield build
-    finally:
-        for runtime in made:
-            runtime.close()
-    _check_teardown(request, [runtime.active for runtime in made])
+    with _open_network(request, recording):
+        try:
+            yield build
+        finally:
+            for runtime in made:
+                runtime.close()
+    _check_teardown(request, [runtime.active for runtime in made if runtime.active is not None])

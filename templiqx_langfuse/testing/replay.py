@@ -36,7 +36,13 @@ from .cassettes import ActiveCassette, open_cassette, record_mode_of
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ["ReplayingRuntime", "offline_langfuse", "recorded_endpoint", "replaying_runtime"]
+__all__ = [
+    "ReplayingRuntime",
+    "live_runtime",
+    "offline_langfuse",
+    "recorded_endpoint",
+    "replaying_runtime",
+]
 
 _REPLAY_KEY = "replay-no-key"
 logger = logging.getLogger("templiqx_langfuse")
@@ -98,7 +104,7 @@ class ReplayingRuntime(WrappingRuntime):
 
     def __init__(
         self,
-        active: ActiveCassette,
+        active: ActiveCassette | None,
         runtime: LangfuseTracedRuntime,
         cassette_stack: contextlib.ExitStack[bool | None],
         *,
@@ -111,11 +117,14 @@ class ReplayingRuntime(WrappingRuntime):
         self._stack = cassette_stack
 
     @property
-    def cassette(self) -> Path:
-        return self.active.path
+    def cassette(self) -> Path | None:
+        """The cassette's path; ``None`` when recording is disabled (real calls)."""
+        return None if self.active is None else self.active.path
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
+        if self.active is None:
+            return self.runtime.execute(request)
         misses = len(self.active.misses)
         try:
             return self.runtime.execute(request)
@@ -134,6 +143,23 @@ class ReplayingRuntime(WrappingRuntime):
             self.runtime.close()
         finally:
             self._stack.close()
+
+
+def live_runtime(
+    *,
+    env: Mapping[str, str] | None = None,
+    langfuse: LangfuseConfig | None = None,
+    span_exporter: SpanExporter | None = None,
+) -> ReplayingRuntime:
+    """The same runtime with no cassette at all (pytest-recording's ``--disable-recording``):
+    every call is real, configured from the environment, and nothing is written."""
+    environ = os.environ if env is None else env
+    runtime = LangfuseTracedRuntime(
+        ModelConfig.from_env(environ),
+        langfuse or LangfuseConfig.from_env(environ),
+        span_exporter=span_exporter,
+    )
+    return ReplayingRuntime(None, runtime, contextlib.ExitStack())
 
 
 def replaying_runtime(

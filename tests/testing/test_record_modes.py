@@ -7,65 +7,11 @@ runtime, run in subprocesses against a loopback provider that echoes its key.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
-from tests.testing.conftest import HOST_KEY, Provider
+from tests.testing.conftest import MARKED, Provider, greetings, passes, run
 
 pytestmark = pytest.mark.slow
-
-MARKED = """
-import os
-
-import pytest
-from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
-from templiqx_langfuse import LangfuseTracedRuntime
-
-
-@pytest.mark.vcr
-def test_marked():
-    name = os.environ.get("GREETING_NAME", "Vee")
-    interaction = compile_contract(
-        "examples/greeting.yaml",
-        RenderRequest(inputs={"name": name}, context={"organization": "Blinqx"}),
-        ["structured_output"],
-    ).interaction
-    with LangfuseTracedRuntime.from_env() as runtime:
-        receipt = runtime.execute(ExecutionRequest(interaction=interaction))
-    assert receipt.output["greeting"].startswith(f"Hello {name}")
-"""
-
-
-def run(host: pytest.Pytester, provider: Provider, *args: str) -> tuple[pytest.RunResult, int]:
-    before = provider.calls
-    result = host.runpytest_subprocess("tests", "-p", "no:cacheprovider", *args)
-    return result, provider.calls - before
-
-
-def passes(host: pytest.Pytester, provider: Provider, *args: str, calls: int) -> None:
-    """Both host tests pass, and exactly ``calls`` requests reached the provider."""
-    result, made = run(host, provider, *args)
-    result.assert_outcomes(passed=2)
-    assert made == calls, args
-
-
-def cassette(host: pytest.Pytester, test: str) -> list[dict[str, object]]:
-    path = Path(host.path, "tests", "cassettes", test, f"{test}.yaml")
-    text = path.read_text()
-    assert HOST_KEY not in text
-    assert "Bearer" not in text
-    interactions: list[dict[str, object]] = yaml.safe_load(text)["interactions"]
-    return interactions
-
-
-def greetings(host: pytest.Pytester, test: str) -> list[str]:
-    found = []
-    for interaction in cassette(host, test):
-        body = interaction["response"]["body"]["string"]  # type: ignore[index]
-        found += [v for v in ("v1", "v2", "v3") if v in body]
-    return found
 
 
 def test_every_record_mode(
