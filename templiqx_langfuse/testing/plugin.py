@@ -4,7 +4,9 @@
   ``vcr_config`` (no record mode, so ``--record-mode`` keeps working); a host opts in with
   ``def vcr_config(templiqx_vcr_config): return templiqx_vcr_config``.
 * ``templiqx_cassette`` — ``templiqx_cassette(path=None)`` uses a cassette until the test
-  ends, honouring ``--record-mode``; without a path, pytest-recording's per-test location.
+  ends; without a path, pytest-recording's per-test location. Record mode (``vcr_config``,
+  ``vcr`` mark, ``--record-mode``), ``--disable-recording`` and ``--block-network`` are
+  resolved as pytest-recording resolves them for a ``@pytest.mark.vcr`` test.
 * ``langfuse_span_exporter`` — an in-memory exporter, so a test asserts on exactly what
   would have been traced to Langfuse, without any export leaving the process.
 * ``templiqx_replay_runtime`` — ``templiqx_replay_runtime(path=None)``: the
