@@ -11,7 +11,7 @@ directory plus ``TEMPLIQX_MCP_ROOTS`` (``os.pathsep``-separated) — or the call
 with ``TQX_PATH_INVALID`` before the file is opened. Every tool error, the SDK's own
 (unknown tool, arguments off the schema, a crash) included, is a result whose text starts
 with its ``TQX_*`` code and whose structured content is ``{"error": {code, message}}``;
-a request the SDK cannot even parse is answered too (``_mcp_stdio``).
+a request the SDK cannot even parse is answered too, as JSON-RPC 2.0 says (``_mcp_stdio``).
 """
 
 from __future__ import annotations
@@ -170,7 +170,13 @@ def _contract_path(contract: str, roots: _Roots) -> Path:
         path = roots.confine(contract, "contract")
     except PortError as error:
         raise _Refusal.of(error) from None
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as error:  # e.g. a name too long for the file system
+        raise _Refusal(
+            codes.PATH_INVALID, f"contract path cannot be used: {error.strerror}"
+        ) from None
+    if not found:
         raise _Refusal(codes.NOT_FOUND, f"{contract}: no such contract file")
     return path
 

@@ -6,7 +6,9 @@ exception the session only logs at debug level, so the client waits forever for 
 answer. Here each line is checked with the SDK's own parser before the SDK reads it; a
 request that fails is answered at once — a ``tools/call`` with a ``TQX_DATA_INVALID``
 tool error (as every other tool error), any other method with a JSON-RPC error whose
-message starts with the code — and the server goes on with the next line.
+message starts with the code — and the server goes on with the next line. Lines that are
+not requests at all (not JSON, a batch, an id of the wrong type, which the SDK takes for a
+notification) get the JSON-RPC 2.0 error with ``"id": null``, as the spec says.
 """
 
 from __future__ import annotations
@@ -95,17 +97,81 @@ def _utf8(text: str) -> bool:
     return True
 
 
+def _refusal(request_id: str | int | None, code: int, problem: str) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(code=code, message=f"{codes.DATA_INVALID}: {problem}"),
+    )
+
+
+def _valid_id(value: object) -> bool:
+    """MCP ids are strings or integers (JSON-RPC's fractions and null are not allowed)."""
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+_ABSENT = object()
+
+
+def _invalid_id(parsed: types.JSONRPCMessage, line: str) -> bool:
+    """A request whose id is ``true``, ``1.5``, ``null``...: the SDK reads it as a
+    notification (ignoring the id) and never answers; JSON-RPC wants an Invalid Request."""
+    if not isinstance(parsed, types.JSONRPCNotification) or (
+        "id" not in line and "\\u" not in line
+    ):
+        return False
+    try:
+        message = json.loads(line)
+    except (RecursionError, ValueError):
+        return False
+    return isinstance(message, dict) and "id" in message
+
+
 def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
-    """What to send back for ``line`` the SDK would drop; ``None`` when nobody waits for
-    an answer (a notification, a response, or no recognisable id)."""
-    members = _top_level_members(line, frozenset({"id", "method"}))
-    request_id, method = members.get("id"), members.get("method")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+    """What to send back for ``line`` the SDK would drop, as JSON-RPC 2.0 §5 says;
+    ``None`` when nobody waits for an answer (a blank line, a notification, a response)."""
+    if not line.strip():
         return None
-    if not isinstance(method, str):
-        return None
+    try:
+        message: Any = json.loads(line)
+    except json.JSONDecodeError as bad:
+        # Not JSON at all: nothing on the line can be trusted, the id included.
+        return _refusal(
+            None, types.PARSE_ERROR, f"the line is not JSON ({bad.msg} at column {bad.colno})"
+        )
+    except (RecursionError, ValueError):
+        # JSON too deep (or a number too long) for the stdlib: read the id the slow way.
+        members = _top_level_members(line, frozenset({"id", "method"}))
+        if not _valid_id(members.get("id")) or not isinstance(members.get("method"), str):
+            return None
+        return _request_answer(members, error)
+    if isinstance(message, list):
+        return _refusal(
+            None,
+            types.INVALID_REQUEST,
+            "batches are not part of MCP (removed in 2025-06-18); send one request per line",
+        )
+    if not isinstance(message, dict):
+        return _refusal(None, types.INVALID_REQUEST, "it is not a JSON-RPC 2.0 request object")
+    if "id" not in message:
+        if "method" in message:
+            return None  # a notification: never answered
+        return _refusal(None, types.INVALID_REQUEST, "it has neither an id nor a method")
+    if "method" not in message and ("result" in message or "error" in message):
+        return None  # the client's own response
+    if not _valid_id(message["id"]):
+        return _refusal(None, types.INVALID_REQUEST, "its id must be a string or an integer")
+    return _request_answer(message, error)
+
+
+def _request_answer(members: dict[str, Any], error: ValidationError) -> types.JSONRPCMessage:
+    """The answer to a request with a valid ``id`` the SDK refused."""
+    request_id, method = members["id"], members.get("method", _ABSENT)
     # An id that cannot be echoed was, for JSON-RPC 2.0, not determined: it is null.
     reply_id = None if isinstance(request_id, str) and not _utf8(request_id) else request_id
+    if not isinstance(method, str):
+        problem = "it has no method" if method is _ABSENT else "its method must be a string"
+        return _refusal(reply_id, types.INVALID_REQUEST, f"the request was refused: {problem}")
     shown = method if _utf8(method) else ascii(method)
     message = f"the {shown} request was refused: {_problem(error)}"
     if method == "tools/call" and reply_id is not None:
@@ -120,14 +186,7 @@ def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
             result=result.model_dump(by_alias=True, exclude_none=True, mode="json"),
         )
     invalid_json = error.errors()[0]["type"] == "json_invalid"
-    return types.JSONRPCError(
-        jsonrpc="2.0",
-        id=reply_id,
-        error=types.ErrorData(
-            code=types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST,
-            message=f"{codes.DATA_INVALID}: {message}",
-        ),
-    )
+    return _refusal(reply_id, types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST, message)
 
 
 class _GuardedStdin(anyio.AsyncFile[str]):
@@ -144,20 +203,26 @@ class _GuardedStdin(anyio.AsyncFile[str]):
             if not line:
                 return line
             try:
-                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValidationError as error:
                 reply = _answer(line, error)
-                if reply is None:
-                    logger.warning("ignored a line from the client that is not JSON-RPC")
-                    continue
-                try:  # the SDK's writer dies on a reply it cannot encode
-                    reply.model_dump_json(by_alias=True, exclude_unset=True)
-                except ValueError:
-                    logger.warning("ignored a request whose answer cannot be encoded")
-                    continue
-                await self.ready.wait()
-                await self.replies.send(SessionMessage(reply))
+            else:
+                if not _invalid_id(parsed, line):
+                    return line
+                reply = _refusal(
+                    None, types.INVALID_REQUEST, "its id must be a string or an integer"
+                )
+            if reply is None:
+                if line.strip():
+                    logger.warning("ignored a line from the client the SDK cannot read")
                 continue
+            try:  # the SDK's writer dies on a reply it cannot encode
+                reply.model_dump_json(by_alias=True, exclude_unset=True)
+            except ValueError:
+                logger.warning("ignored a request whose answer cannot be encoded")
+                continue
+            await self.ready.wait()
+            await self.replies.send(SessionMessage(reply))
             return line
 
 

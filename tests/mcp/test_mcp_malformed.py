@@ -158,7 +158,6 @@ def test_other_methods_get_a_json_rpc_error_with_the_code(client: Client) -> Non
 
 
 def test_lines_without_an_id_are_skipped_and_the_server_goes_on(client: Client) -> None:
-    client.send(b"not json at all")
     client.send(b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\\ud800"}}')
     client.send(b"")
     assert_serving(client, 9)
@@ -175,3 +174,63 @@ def test_an_id_that_cannot_be_echoed_is_answered_as_null(client: Client) -> None
     client.send(b'{"jsonrpc":"2.0","id":4,"method":"p\\ud800"}')
     assert client.answer(4)["error"]["code"] == -32700
     assert_serving(client, 5)
+
+
+# JSON-RPC 2.0 §5.1: not JSON is a parse error, anything else not a request an invalid
+# request; the id is null when it could not be determined (or is not a valid id).
+BAD_LINES = [
+    (
+        "bad escape before the id",
+        b'{"jsonrpc":"2.0","method":"ping","params":{"x":"\\q"},"id":41}',
+        None,
+        -32700,
+    ),
+    (
+        "control char before the id",
+        b'{"jsonrpc":"2.0","method":"ping","params":{"x":"a\x01b"},"id":7}',
+        None,
+        -32700,
+    ),
+    ("not json at all", b"not json at all", None, -32700),
+    ("truncated", b'{"jsonrpc":"2.0","id":14,"method":"ping"', None, -32700),
+    ("method not a string", b'{"jsonrpc":"2.0","id":9,"method":5}', 9, -32600),
+    ("no method", b'{"jsonrpc":"2.0","id":10}', 10, -32600),
+    (
+        "batch",
+        b'[{"jsonrpc":"2.0","id":12,"method":"ping"},{"jsonrpc":"2.0","id":13,"method":"ping"}]',
+        None,
+        -32600,
+    ),
+    ("empty batch", b"[]", None, -32600),
+    ("not an object", b"5", None, -32600),
+    ("id true", b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None, -32600),
+    ("id fraction", b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600),
+    ("id null", b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None, -32600),
+    ("id object", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, -32600),
+]
+
+
+def test_every_bad_line_gets_the_json_rpc_error_and_the_server_goes_on(client: Client) -> None:
+    for number, (name, line, request_id, code) in enumerate(BAD_LINES, start=100):
+        client.send(line)
+        error = client.answer(request_id)["error"]
+        assert error["code"] == code, name
+        assert error["message"].startswith("TQX_DATA_INVALID: "), name
+        client.send(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % number)
+        assert client.answer(number)["result"] == {}, name
+    assert_serving(client, 1)
+
+
+def test_a_contract_path_too_long_for_the_file_system_is_a_path_error(client: Client) -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "compile_contract", "arguments": {"contract": "x" * 100_000}},
+    }
+    client.send(json.dumps(call).encode())
+    result = client.answer(3)["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "TQX_PATH_INVALID"
+    assert len(result["content"][0]["text"]) < 1000  # the path is not echoed back
+    assert_serving(client, 4)
