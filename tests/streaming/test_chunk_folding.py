@@ -54,9 +54,47 @@ def test_interleaved_calls_stream_the_first_and_hold_the_rest() -> None:
     assert first == [ToolCallDeltaEvent(name="f", arguments_fragment="{")]
     assert held == []
     assert more == [ToolCallDeltaEvent(name="", arguments_fragment="}")]
-    folder.fold(fragments({"index": 1, "function": {"arguments": "}"}}))
-    assert folder.finish() == [ToolCallDeltaEvent(name="g", arguments_fragment="{}")]
+    # The first call's arguments closed: the held call takes over with its next fragment.
+    handed = folder.fold(fragments({"index": 1, "function": {"arguments": "}"}}))
+    assert handed == [ToolCallDeltaEvent(name="g", arguments_fragment="{}")]
+    assert folder.finish() == []
     assert [c["id"] for c in folder.message()["tool_calls"]] == ["a", "b"]
+
+
+def test_sequential_calls_all_stream_live() -> None:
+    # OpenAI's usual order: all of call 0, then all of call 1. Each fragment goes out as
+    # it arrives; nothing waits for the end of the stream.
+    folder = ChunkFolder()
+    live = [
+        folder.fold(fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}})),
+        folder.fold(fragments({"index": 0, "function": {"arguments": '{"q": "}]'}})),
+        folder.fold(fragments({"index": 0, "function": {"arguments": '\\"{"}'}})),
+        folder.fold(fragments({"index": 1, "id": "b", "function": {"name": "g", "arguments": ""}})),
+        folder.fold(fragments({"index": 1, "function": {"arguments": "[1, "}})),
+        folder.fold(fragments({"index": 1, "function": {"arguments": "2]"}})),
+    ]
+    assert live == [
+        [],
+        [ToolCallDeltaEvent(name="f", arguments_fragment='{"q": "}]')],
+        [ToolCallDeltaEvent(name="", arguments_fragment='\\"{"}')],
+        [],
+        [ToolCallDeltaEvent(name="g", arguments_fragment="[1, ")],
+        [ToolCallDeltaEvent(name="", arguments_fragment="2]")],
+    ]
+    assert folder.finish() == []
+    assert [c["function"]["arguments"] for c in folder.message()["tool_calls"]] == [
+        '{"q": "}]\\"{"}',
+        "[1, 2]",
+    ]
+
+
+def test_arguments_continuing_after_they_closed_are_invalid() -> None:
+    folder = ChunkFolder()
+    folder.fold(fragments({"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}))
+    # Insignificant whitespace after the close is dropped; anything else cannot be JSON.
+    assert folder.fold(fragments({"index": 0, "function": {"arguments": " \n"}})) == []
+    with pytest.raises(WireFailure, match="continued after its arguments were complete"):
+        folder.fold(fragments({"index": 0, "function": {"arguments": "{}"}}))
 
 
 def test_several_indices_in_one_chunk_and_gaps_keep_index_order() -> None:

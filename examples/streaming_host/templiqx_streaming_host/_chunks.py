@@ -8,9 +8,12 @@ several indices in one chunk, indices that skip numbers. Where a provider sends 
 
 The calls are projected onto ``ToolCallDelta{name, arguments_fragment}``, which has no
 index: the first event of a call carries its name, later ones an empty name, and the
-fragments of one call are contiguous. So one call streams live (the first to arrive);
-the others are held and emitted at the end of the stream, in index order, one event
-each. With the usual ascending indices the events come in index order, as in the final
+fragments of one call are contiguous. So one call streams live (the first to arrive)
+until its arguments close a JSON object or array — nothing can validly follow — and the
+next call to send a fragment takes over; the others are held and emitted at the end of
+the stream, in index order, one event each. Sequential calls (OpenAI's usual order) thus
+all stream live; only calls whose fragments interleave with an unfinished one wait.
+With the usual ascending indices the events come in index order, as in the final
 message; a call's index, not its arrival, orders the message.
 """
 
@@ -39,6 +42,34 @@ class ToolCall:
     arguments: list[str] = field(default_factory=list)
     started: bool = False  # a non-empty arguments fragment arrived: the name is complete
     emitted: int = 0  # how many of ``arguments`` went out as events
+    closed: bool = False  # the arguments closed their top-level JSON object or array
+    _depth: int = 0  # bracket depth of the arguments so far (scanned once, incrementally)
+    _in_string: bool = False
+    _escaped: bool = False
+
+    def _scan(self, piece: str) -> None:
+        """Track whether the arguments have closed their top-level object/array.
+
+        Incremental (each character once): re-parsing the whole argument text on every
+        fragment would let an interleaving stream cost quadratic time.
+        """
+        for char in piece:
+            if self.closed:
+                return
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._in_string = False
+            elif char == '"':
+                self._in_string = True
+            elif char in "{[":
+                self._depth += 1
+            elif char in "}]":
+                self._depth -= 1
+                self.closed = self._depth <= 0
 
     def as_message(self) -> dict[str, Any]:
         function = {"name": self.name, "arguments": "".join(self.arguments)}
@@ -66,8 +97,13 @@ class ToolCall:
             if self.started and self.name:
                 raise _invalid(f"{self.label()} changed its name after its arguments began")
             self.name += name
+        if self.closed and piece.strip():
+            raise _invalid(f"{self.label()} continued after its arguments were complete")
+        if self.closed:
+            piece = ""  # insignificant whitespace after the closing bracket
         self.arguments.append(piece)
         self.started = self.started or bool(piece)
+        self._scan(piece)
 
 
 def _invalid(detail: str) -> WireFailure:
@@ -176,8 +212,8 @@ class ChunkFolder:
         else:
             call = self._last_unindexed
         call.merge(fragment, name, piece)
-        if self._live is None:
-            self._live = call
+        if self._live is None or (call is not self._live and self._live.closed):
+            self._live = call  # the live call is finished: the next one streams
         if call is not self._live or not (call.name and call.started):
             return []  # held: another call streams, or the name may still be growing
         return self._release(call)
