@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
+from ._canonical import MAX_DEPTH  # one nesting bound for every document and value
 from ._errors import InvalidData, NotFound
 
 if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI start-up)
@@ -15,6 +18,7 @@ if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI sta
 
 __all__ = [
     "MAX_ALIAS_EXPANSION",
+    "MAX_DEPTH",
     "UniqueKeyLoader",
     "compose_and_load",
     "describe_validation_error",
@@ -35,21 +39,35 @@ class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """
 
 
-def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
+    # A generator, as PyYAML's own: the empty dict is handed out first and filled once the
+    # loader resumes it, so construction is iterative (no recursion per nesting level).
     mapping: dict[Any, Any] = {}
+    yield mapping
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if key in mapping:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-        mapping[key] = loader.construct_object(value_node, deep=True)
-    return mapping
+        mapping[key] = loader.construct_object(value_node)
+
+
+def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    """PyYAML's integer, with Python's digit limit (``sys.get_int_max_str_digits``) a
+    located YAML error instead of a bare ``ValueError``."""
+    try:
+        value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:
+        problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+    return value
 
 
 UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,
 )
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 #: Nodes that aliases may add on top of the document's own: enough for any sane reuse of an
@@ -58,7 +76,9 @@ MAX_ALIAS_EXPANSION = 100_000
 
 
 def _check_alias_expansion(root: yaml.Node) -> None:
-    """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes.
+    """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes,
+    or whose containers nest deeper than ``MAX_DEPTH`` (canonical JSON's bound; libyaml
+    stops at 1000 and would leave 513..999 levels to a recursive consumer).
 
     The composer shares one node per anchor, so the graph stays small; the expansion happens
     later, in whoever walks the data (canonical JSON, fingerprints, rendering). Sizes are
@@ -66,6 +86,7 @@ def _check_alias_expansion(root: yaml.Node) -> None:
     alias cycle (``&a [*a]``) is refused too.
     """
     sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -73,7 +94,14 @@ def _check_alias_expansion(root: yaml.Node) -> None:
         key = id(node)
         if children_done:
             open_nodes.discard(key)
-            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            children = _children(node)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            depths[key] = max((depths[id(child)] for child in children), default=0) + (
+                not isinstance(node, yaml.ScalarNode)
+            )
+            if depths[key] > MAX_DEPTH:
+                problem = f"containers nested deeper than {MAX_DEPTH} levels"
+                raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
             if sizes[key] > MAX_ALIAS_EXPANSION + len(sizes):
                 problem = "aliases expand past the limit (anchors reused too often)"
                 raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
@@ -112,11 +140,32 @@ def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
     return node, data
 
 
+class _TooManyDigits(Exception):
+    def __init__(self, digits: str) -> None:
+        super().__init__()
+        self.digits = digits
+
+
+def _json_int(digits: str) -> int:
+    """``int``, with Python's digit limit a named error rather than a bare ``ValueError``."""
+    try:
+        return int(digits)
+    except ValueError:
+        raise _TooManyDigits(digits) from None
+
+
 def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
     """Parse JSON (or YAML, a superset) text; ``InvalidData`` names ``name`` and the position."""
     if not yaml_allowed or name.endswith(".json"):
         try:
-            return json.loads(text)
+            return json.loads(text, parse_int=_json_int)
+        except _TooManyDigits as error:
+            at = max(text.find(error.digits), 0)  # the literal's first occurrence
+            line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+            problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
+            raise InvalidData(
+                f"{name}: invalid JSON at line {line} column {column}: {problem}"
+            ) from None
         except json.JSONDecodeError as error:
             raise InvalidData(
                 f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from .. import codes
+from .._canonical import NotJson, canonical_json
 from .._errors import InvalidData
 from .._schema import compile_schema
 from .._version import REFERENCE_VERSION
@@ -39,6 +40,16 @@ def declared_capabilities(contract: Mapping[str, Any]) -> list[str]:
     return [*contract.get("capabilities", []), *(e["capability"] for e in extensions.values())]
 
 
+def _not_json(value: Any, what: str, pointer: str) -> dict[str, Any]:
+    """The diagnostic for a value that is no JSON, at the offending part's pointer."""
+    try:
+        canonical_json(value)
+    except NotJson as error:
+        message = f"{what} holds {error.reason} at {error.pointer or '/'} (not JSON)"
+        return diagnostic(codes.DATA_INVALID, message, pointer + error.pointer)
+    raise AssertionError(f"{pointer}: a JSON value the schema validator refused")
+
+
 def _bind_values(
     section: str, specs: Mapping[str, Any], values: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -46,6 +57,7 @@ def _bind_values(
     in name order (missing required ones, then schema), then undeclared values in name
     order (the host's ``_templiqx_*`` context keys excepted)."""
     diagnostics = []
+    schemas = {name: spec["schema"] for name, spec in specs.items()}
     for name in sorted(specs):
         spec = specs[name]
         pointer = f"/{section}/{name}"
@@ -53,14 +65,21 @@ def _bind_values(
             validator = compile_schema(spec["schema"], what=f"{section}.{name} schema")
         except InvalidData as error:
             diagnostics.append(diagnostic(codes.VALUE_SCHEMA, str(error), pointer))
+            schemas[name] = {}  # reported; rendering on only finds further errors
             continue
         if name not in values:
             if spec.get("required", False):
                 message = f"required {section} value '{name}' is missing"
                 diagnostics.append(diagnostic(codes.VALUE_REQUIRED, message, pointer))
-        elif not validator.is_valid(values[name]):
-            message = f"{section}.{name} does not match its declared schema"
-            diagnostics.append(diagnostic(codes.VALUE_SCHEMA, message, pointer))
+        else:
+            try:
+                valid = validator.is_valid(values[name])
+            except ValueError:  # not JSON (a lone surrogate): jsonschema-rs cannot take it
+                diagnostics.append(_not_json(values[name], f"{section}.{name}", pointer))
+                continue
+            if not valid:
+                message = f"{section}.{name} does not match its declared schema"
+                diagnostics.append(diagnostic(codes.VALUE_SCHEMA, message, pointer))
     for name in sorted(values):
         if section == "context" and name.startswith("_templiqx_"):
             continue
@@ -69,7 +88,7 @@ def _bind_values(
             diagnostics.append(diagnostic(codes.VALUE_UNKNOWN, message, f"/{section}/{name}"))
     schema = {
         "type": "object",
-        "properties": {name: spec["schema"] for name, spec in specs.items()},
+        "properties": schemas,
         "additionalProperties": False,
     }
     return {"schema": schema, "value": dict(values)}, diagnostics

@@ -70,6 +70,9 @@ def parse_contract(
     """Parse contract YAML; structure errors carry a JSON pointer and line/column."""
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
+    except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
+        message = "invalid YAML: nested too deeply to parse"
+        return None, [Diagnostic(code=PARSE_YAML, severity="error", message=message, file=file)]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or "malformed YAML"

@@ -18,7 +18,8 @@ from typing import Any
 
 from .. import codes
 from .._canonical import canonical_json
-from .._schema import compile_schema
+from .._errors import InvalidData
+from .._schema import SchemaValidator, compile_schema
 
 __all__ = ["MISSING", "Binding", "Node", "Renderer", "diagnostic"]
 
@@ -113,6 +114,17 @@ class Renderer:
 
     def error(self, code: str, message: str, pointer: str) -> None:
         self.diagnostics.append(diagnostic(code, message, pointer))
+
+    def parameter_schema(self, component: str, name: str, schema: Any) -> SchemaValidator | None:
+        """The parameter's validator; an invalid schema is ``TQX_VALUE_SCHEMA`` at its
+        pointer (reported once however often the component is used), as for inputs."""
+        try:
+            return compile_schema(schema, what=f"parameter {name} schema")
+        except InvalidData as error:
+            pointer = f"/components/{component}/parameters/{name}/schema"
+            if all(item["json_pointer"] != pointer for item in self.diagnostics):
+                self.error(codes.VALUE_SCHEMA, str(error), pointer)
+            return None
 
     # -- expressions ---------------------------------------------------------------
     def resolve(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Binding:
@@ -344,7 +356,8 @@ class Renderer:
             for arg, expr in node.get("with", {}).items()
         }
         if isinstance(definition, dict):  # typed: declared parameters
-            inner = self.typed_arguments(definition.get("parameters", {}), args, pointer)
+            parameters = definition.get("parameters", {})
+            inner = self.typed_arguments(name, parameters, args, pointer)
             content = definition["content"]
         else:  # legacy: a bare list of nodes
             inner, content = args, definition
@@ -355,7 +368,11 @@ class Renderer:
             self._depth -= 1
 
     def typed_arguments(
-        self, parameters: Mapping[str, Node], args: Mapping[str, Binding], pointer: str
+        self,
+        component: str,
+        parameters: Mapping[str, Node],
+        args: Mapping[str, Binding],
+        pointer: str,
     ) -> dict[str, Binding]:
         bound: dict[str, Binding] = {}
         for name in args:
@@ -367,6 +384,9 @@ class Renderer:
                 )
         for name, spec in parameters.items():
             schema = spec["schema"]
+            validator = self.parameter_schema(component, name, schema)
+            if validator is None:
+                schema = ANY_SCHEMA  # reported; rendering on only finds further errors
             if name not in args:
                 if spec.get("required", False):
                     self.error(
@@ -377,9 +397,7 @@ class Renderer:
                 bound[name] = Binding(schema, MISSING)
                 continue
             value = args[name].value
-            if value is not MISSING and not compile_schema(
-                schema, what=f"parameter {name} schema"
-            ).is_valid(value):
+            if value is not MISSING and validator is not None and not validator.is_valid(value):
                 self.error(
                     codes.COMPONENT_ARGUMENT_TYPE,
                     f"argument {name!r} does not match the parameter's schema",
