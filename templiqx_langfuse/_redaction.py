@@ -1,4 +1,5 @@
-"""Secret redaction: every configured secret becomes ``[REDACTED]`` wherever text leaves."""
+"""Secret redaction: every configured secret becomes ``[REDACTED]`` wherever text leaves,
+in each form it can take there (raw, JSON-escaped, percent-encoded, Basic-auth)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import orjson
 
@@ -25,6 +27,20 @@ def _dumps(value: Any) -> str:
         return json.dumps(value, default=str, ensure_ascii=False)
 
 
+def _encodings(secret: str) -> set[str]:
+    """The forms a secret takes in what we print or record: raw, inside a JSON string
+    (escaped once, or twice when a JSON body is itself quoted; ``\\uXXXX`` for non-ASCII
+    or, as Go writes it, for ``<>&``; ``\\/`` as some servers write ``/``), and
+    percent-encoded in a URL."""
+    forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    for ensure_ascii in (False, True):
+        escaped = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]
+        forms |= {escaped, json.dumps(escaped, ensure_ascii=ensure_ascii)[1:-1]}
+        html = escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        forms |= {html, escaped.replace("/", "\\/")}
+    return forms
+
+
 class Redactor:
     """Replaces configured secrets (and their Basic-auth encodings) in text and JSON values."""
 
@@ -37,6 +53,7 @@ class Redactor:
                 if left != right:
                     token = base64.b64encode(f"{left}:{right}".encode()).decode("ascii")
                     values.add(token)
+        values = {form for value in values for form in _encodings(value)}
         # Longest first, so a secret containing another is replaced whole.
         self._secrets = sorted(values, key=len, reverse=True)
         self._needles = [secret.encode() for secret in self._secrets]

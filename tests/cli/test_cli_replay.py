@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from templiqx_langfuse import REDACTED
 from templiqx_langfuse.testing.otlp import otlp_receiver
 from tests.cli.conftest import Run
 from tests.cli.test_cli import GREETING
+from tests.langfuse.test_secret_encodings import KEYS, assert_no_secret
 
 CASSETTE = "cassettes/greeting-success.yaml"
 SECRET = "sk-lf-replay-SECRET-31337"
@@ -76,6 +78,19 @@ def test_debug_shows_the_body_diff(run_cli: Run, other_inputs: Path) -> None:
     assert result.returncode == 2
     assert "+++ sent body" in result.stderr
     assert "Hello Somebody Else Entirely for Blinqx" in result.stderr
+
+
+def test_debug_diff_redacts_keys_json_would_escape(run_cli: Run, tmp_path: Path) -> None:
+    """Keys holding ``\"`` and ``\\`` appear JSON-escaped in the diffed body (review F2)."""
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"name": "Bob " + " ".join(KEYS.values())}))
+    args = ["execute", GREETING[0], "--inputs", str(inputs), *GREETING[3:]]
+    replay = ["--runtime", "langfuse", "--replay", "cassettes/greeting-success.yaml"]
+    result = run_cli(*args, *replay, "--json", env={**KEYS, "TEMPLIQX_DEBUG": "1"})
+    assert result.returncode == 2, result.stderr
+    assert "+++ sent body" in result.stderr  # the diff is shown ...
+    assert f"Hello Bob {REDACTED} {REDACTED} {REDACTED} for Blinqx" in result.stderr
+    assert_no_secret(result.stdout + result.stderr)  # ... without the keys in any form
 
 
 @pytest.mark.parametrize(
