@@ -10,8 +10,11 @@ not each adapter, owns what must hold for every adapter:
 * every stream ends with exactly one terminal event, whatever happened, including a
   ``BaseException`` that is not a ``PortError`` (``Failed`` is emitted, then it is re-raised);
 * observers registered on the call (tracing) are told the outcome exactly once;
-* lifecycle: ``close()`` and context-manager support; a closed runtime raises
-  ``RuntimeClosed``, also for a call that was in flight when ``close()`` ran.
+* lifecycle: ``close()``/``aclose()`` and (async) context-manager support; a closed
+  runtime raises ``RuntimeClosed``, also for a call that was in flight when it closed.
+
+Async hosts get the same template on the ``aproduce_output`` hook (``aexecute``,
+``aexecute_streaming``): everything but the hook's I/O is the same code.
 
 An adapter written against SPEC §3 that overrides ``execute`` itself keeps working; the
 streaming default still ends its stream with exactly one terminal event.
@@ -97,15 +100,24 @@ class CallOutcome:
 
 
 class _Stream:
-    """The host's sink for one call, remembering an exception it raised (a host cancel)."""
+    """The host's sink for one call: remembers an exception it raised (a host cancel), and
+    sends nothing once the awaiting task was cancelled."""
 
-    __slots__ = ("error", "sink")
+    __slots__ = ("cancelled", "error", "sink")
 
     def __init__(self, sink: EventSink) -> None:
         self.sink = sink
         self.error: BaseException | None = None
+        self.cancelled = False
 
     def send(self, event: StreamEvent) -> None:
+        if self.cancelled:
+            if isinstance(event, (CompleteEvent, FailedEvent)):
+                return
+            import asyncio  # only a cancelled async host gets here
+
+            self.error = asyncio.CancelledError()
+            raise self.error
         try:
             self.sink(event)
         except BaseException as error:
@@ -114,6 +126,21 @@ class _Stream:
 
     def raised(self, error: BaseException) -> bool:
         return self.error is not None and error is self.error
+
+
+def _terminal_failure(stream: _Stream | None, error: BaseException) -> None:
+    if stream is not None and not stream.raised(error):
+        stream.send(failed_event(error))
+
+
+def _terminal_success(stream: _Stream | None, receipt: ExecutionReceipt) -> None:
+    if stream is not None:
+        stream.send(CompleteEvent.from_receipt(receipt))
+
+
+def _own(adapter: RuntimeAdapter, name: str) -> bool:
+    """Whether ``adapter``'s class overrides the port's ``name``."""
+    return getattr(type(adapter), name) is not getattr(RuntimeAdapter, name)
 
 
 class RuntimeCall:
@@ -284,75 +311,127 @@ class RuntimeAdapter(ABC):
         re-raising the exception. An exception raised by ``sink`` propagates unchanged
         and ends the stream: that is how a host cancels.
         """
-        if type(self).execute is not RuntimeAdapter.execute:
-            # An adapter with its own execute (SPEC §3 shape): project its outcome.
+        if _own(self, "execute"):
+            # An adapter with its own execute: project its outcome.
             return project_terminal(lambda: self.execute(request), sink)
         return self._run(request, sink)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts, run in a worker thread (same receipt).
+        """``execute`` for async hosts: the same receipt, on the adapter's async hook.
 
-        Cancelling the awaiting task does not stop the call in flight: it runs to its
-        own end (bounded by the adapter's deadline) in the worker and its result is
-        dropped; the runtime stays usable.
+        An adapter with a native ``aproduce_output`` never leaves the event loop; one
+        with only ``produce_output`` (or its own ``execute``) runs in a worker thread.
+        Cancelling the awaiting task cancels a native call where it waits (the
+        connection is closed); the call's observers see it as interrupted.
         """
-        import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
+        if _own(self, "execute") and not _own(self, "aproduce_output"):
+            import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
 
-        return await asyncio.to_thread(self.execute, request)
+            return await asyncio.to_thread(self.execute, request)
+        return await self._arun(request, None)
 
     async def aexecute_streaming(
         self, request: ExecutionRequest, sink: EventSink
     ) -> ExecutionReceipt:
-        """``execute_streaming`` for async hosts, run in a worker thread.
+        """``execute_streaming`` for async hosts; a native adapter calls ``sink`` on the
+        event loop (a worker-thread adapter from its thread).
 
-        ``sink`` is called from the worker thread. Cancelling the awaiting task makes the
-        next event the adapter emits raise ``asyncio.CancelledError`` in the worker, as if
-        the sink had raised it: the stream ends there (no terminal event), the call's
-        observers see it as interrupted; a call without deltas runs to its own end.
+        Cancelling the awaiting task ends the stream where it is: no event follows, the
+        call's observers see it as interrupted. A worker-thread adapter's next delta
+        raises ``asyncio.CancelledError`` in the worker, as if the sink had raised it.
+        """
+        if _own(self, "aproduce_output") or not _own(self, "execute"):
+            return await self._arun(request, sink)
+        import asyncio
+
+        # An adapter with its own execute (a wrapper): its outcome, projected.
+        stream = _Stream(sink)
+        try:
+            receipt = await self.aexecute(request)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            stream.send(failed_event(error))
+            raise
+        stream.send(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        """The async hook: ``produce_output`` for the event loop.
+
+        The default runs ``produce_output`` in a worker thread, so a blocking adapter
+        never stalls the loop; adapters with native async I/O override it.
         """
         import asyncio
 
-        cancelled = threading.Event()
-
-        def guarded(event: StreamEvent) -> None:
-            if cancelled.is_set() and not isinstance(event, (CompleteEvent, FailedEvent)):
-                raise asyncio.CancelledError
-            sink(event)
-
         try:
-            return await asyncio.to_thread(self.execute_streaming, request, guarded)
+            return await asyncio.to_thread(self.produce_output, call)
         except asyncio.CancelledError:
-            cancelled.set()
+            if call._stream is not None:
+                call._stream.cancelled = True
             raise
 
     def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         stream = None if sink is None else _Stream(sink)
+        call, validator = self._port_open(request, stream)
         try:
-            receipt = self._guarded_receipt(request, stream)
+            try:
+                produced = self.produce_output(call)
+            except BaseException as error:
+                mapped = self._map_failure(call, error)
+                if mapped is error:
+                    raise
+                raise mapped from error
+            receipt = self._port_receipt(call, validator, produced)
         except BaseException as error:
-            if stream is not None and not stream.raised(error):
-                stream.sink(failed_event(error))
+            _terminal_failure(stream, error)
             raise
-        if stream is not None:
-            stream.sink(CompleteEvent.from_receipt(receipt))
+        _terminal_success(stream, receipt)
         return receipt
 
-    def _guarded_receipt(
-        self, request: ExecutionRequest, stream: _Stream | None
-    ) -> ExecutionReceipt:
-        self._ensure_open()
-        descriptor = self.descriptor()
-        interaction = request.interaction
-        # Before any I/O: an invalid output schema is the caller's error (InvalidData).
-        validator: SchemaValidator = compile_schema(interaction.output_schema)
-        call = RuntimeCall(request, descriptor, request_fingerprint(interaction), stream)
+    async def _arun(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
+        import asyncio
+
+        stream = None if sink is None else _Stream(sink)
+        call, validator = self._port_open(request, stream)
         try:
-            produced = self.produce_output(call)
+            try:
+                produced = await self.aproduce_output(call)
+            except BaseException as error:
+                mapped = self._map_failure(call, error)
+                if mapped is error:
+                    raise
+                raise mapped from error
+            receipt = self._port_receipt(call, validator, produced)
+        except asyncio.CancelledError:
+            raise  # the host stopped listening: nothing more is sent to it
         except BaseException as error:
-            mapped = self._map_failure(call, error)
-            if mapped is error:
-                raise
-            raise mapped from error
+            _terminal_failure(stream, error)
+            raise
+        _terminal_success(stream, receipt)
+        return receipt
+
+    def _port_open(
+        self, request: ExecutionRequest, stream: _Stream | None
+    ) -> tuple[RuntimeCall, SchemaValidator]:
+        """Checks before any I/O, and the call the hook receives."""
+        try:
+            self._ensure_open()
+            descriptor = self.descriptor()
+            interaction = request.interaction
+            # An invalid output schema is the caller's error (InvalidData), before any I/O.
+            validator: SchemaValidator = compile_schema(interaction.output_schema)
+            request_fp = request_fingerprint(interaction)
+        except BaseException as error:
+            _terminal_failure(stream, error)
+            raise
+        return RuntimeCall(request, descriptor, request_fp, stream), validator
+
+    def _port_receipt(
+        self, call: RuntimeCall, validator: SchemaValidator, produced: Any
+    ) -> ExecutionReceipt:
+        """The receipt from what the hook returned, built in this one place."""
+        descriptor = call.adapter
         declared: bool | None = None
         if isinstance(produced, Produced):
             output, details = produced.output, produced.details
@@ -362,7 +441,7 @@ class RuntimeAdapter(ABC):
         try:
             receipt = build_receipt(
                 descriptor,
-                interaction,
+                call.request.interaction,
                 output,
                 request_fp=call.request_fingerprint,
                 validator=validator,
@@ -432,6 +511,30 @@ class RuntimeAdapter(ABC):
         if self._lifecycle.mark_closed():
             self.release()
 
+    async def arelease(self) -> None:
+        """``release`` for ``aclose``; the default runs it in a worker thread, so a flush
+        or a join never blocks the event loop."""
+        import asyncio
+
+        await asyncio.to_thread(self.release)
+
+    async def aclose(self) -> None:
+        """``close`` for async hosts (idempotent; shared with ``close``: either wins once)."""
+        if self._lifecycle.mark_closed():
+            await self.arelease()
+
+    async def __aenter__(self: _Self) -> _Self:
+        self._ensure_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
     def __enter__(self: _Self) -> _Self:
         self._ensure_open()
         return self
@@ -468,5 +571,12 @@ class WrappingRuntime(RuntimeAdapter):
         self._ensure_open()
         return self.inner.execute(request)
 
+    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self._ensure_open()
+        return await self.inner.aexecute(request)
+
     def release(self) -> None:
         self.inner.close()
+
+    async def arelease(self) -> None:
+        await self.inner.aclose()

@@ -14,6 +14,7 @@ from typing import Any as _Any
 
 if _TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
+    from ._deadline import AsyncDeadlineTransport, DeadlineTransport
     from ._redaction import REDACTED, Redactor
     from ._retry import RetryingRuntime
     from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
@@ -32,6 +33,8 @@ __all__ = [
     "PROMPT_CAPABILITY",
     "PROMPT_EXTENSION",
     "REDACTED",
+    "AsyncDeadlineTransport",
+    "DeadlineTransport",
     "LangfuseConfig",
     "LangfuseTracedRuntime",
     "ModelConfig",
@@ -48,6 +51,7 @@ _LAZY = {
     name: module
     for module, names in {
         "._config": ("LangfuseConfig", "ModelConfig"),
+        "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
         "._redaction": ("REDACTED", "Redactor"),
         "._retry": ("RetryingRuntime",),
         "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),

@@ -18,6 +18,7 @@ from templiqx_core import InvalidData
 
 __all__ = [
     "DEFAULT_LANGFUSE_BASE_URL",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MODEL_BASE_URL",
     "DEFAULT_TIMEOUT_S",
     "ENV_LANGFUSE_BASE_URL",
@@ -28,6 +29,7 @@ __all__ = [
     "ENV_MODEL",
     "ENV_MODEL_API_KEY",
     "ENV_MODEL_BASE_URL",
+    "ENV_MODEL_MAX_CONNECTIONS",
     "ENV_MODEL_PROXY",
     "ENV_MODEL_TIMEOUT_S",
     "ENV_OPENAI_API_KEY",
@@ -46,6 +48,8 @@ ENV_MODEL = "TEMPLIQX_MODEL"
 """Model id sent as ``model`` (required)."""
 ENV_MODEL_TIMEOUT_S = "TEMPLIQX_MODEL_TIMEOUT_S"
 """Total wall-clock deadline of one round trip, in seconds (default 60)."""
+ENV_MODEL_MAX_CONNECTIONS = "TEMPLIQX_MODEL_MAX_CONNECTIONS"
+"""Model calls in flight at once per runtime (per event loop for async calls)."""
 ENV_MODEL_PROXY = "TEMPLIQX_MODEL_PROXY"
 """Explicit HTTP(S) proxy for model calls. ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read."""
 ENV_LANGFUSE_PUBLIC_KEY = "LANGFUSE_PUBLIC_KEY"
@@ -59,6 +63,8 @@ ENV_LANGFUSE_PROJECT_ID = "LANGFUSE_PROJECT_ID"
 DEFAULT_MODEL_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_LANGFUSE_BASE_URL = "https://cloud.langfuse.com"
 DEFAULT_TIMEOUT_S = 60.0
+#: As AsyncOpenAI's: a burst of calls is not serialised behind a small pool.
+DEFAULT_MAX_CONNECTIONS = 1000
 # Langfuse's rule for environment names (the SDK enforces the same pattern).
 _ENVIRONMENT = re.compile(r"^(?!langfuse)[a-z0-9_-]+$")
 
@@ -172,9 +178,17 @@ class ModelConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     strict: bool = True
     proxy: str | None = field(default=None, repr=False)
+    #: Calls in flight at once (the connection pool's size); a call beyond it waits for
+    #: a free connection within its own deadline.
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "model base_url"))
+        connections = self.max_connections
+        if isinstance(connections, bool) or not isinstance(connections, int):
+            raise InvalidData("model max_connections must be an integer")
+        if not 1 <= connections <= 100_000:
+            raise InvalidData("model max_connections must be in [1, 100000]")
         _clean_text(self.api_key, "model api_key", header=True)
         _clean_text(self.model, "model")
         _seconds(self.timeout_s, "model timeout_s", 3600)
@@ -193,6 +207,9 @@ class ModelConfig:
         if timeout_text and not _SECONDS.fullmatch(timeout_text):
             raise InvalidData(f"{ENV_MODEL_TIMEOUT_S} must be a number of seconds (ASCII digits)")
         timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT_S
+        connections_text = env.get(ENV_MODEL_MAX_CONNECTIONS, "").strip()
+        if connections_text and not (connections_text.isascii() and connections_text.isdigit()):
+            raise InvalidData(f"{ENV_MODEL_MAX_CONNECTIONS} must be a whole number (ASCII digits)")
         return cls(
             base_url=env.get(ENV_MODEL_BASE_URL)
             or env.get(ENV_OPENAI_BASE_URL)
@@ -204,6 +221,9 @@ class ModelConfig:
             model=_non_empty(env.get(ENV_MODEL), ENV_MODEL),
             timeout_s=timeout,
             proxy=env.get(ENV_MODEL_PROXY) or None,
+            max_connections=(
+                int(connections_text) if connections_text else DEFAULT_MAX_CONNECTIONS
+            ),
         )
 
 

@@ -1,12 +1,18 @@
-"""A hard wall-clock deadline for one HTTP round trip, enforced at the socket.
+"""Bounded httpx transports: one wall-clock deadline per round trip, enforced at the socket.
 
 httpx timeouts bound each socket operation, not the exchange: a server that trickles
 one byte at a time (headers included) keeps every read short and the call alive
-forever. This network backend gives every connect, read and write only what is left of
-the caller's deadline, and fails the first operation that starts after it has passed.
-The deadline lives in a context variable, so one pooled client serves calls with
-different deadlines on different threads, and deadlines nest: an outer one (a
+forever. These transports are httpcore connection pools built with a network backend
+that gives every connect, read and write only what is left of the caller's deadline
+(``ConnectionPool(network_backend=...)``, httpcore's public API), wrapped as httpx
+transports. The deadline lives in a context variable, so one pool serves calls with
+different deadlines on different threads or tasks, and deadlines nest: an outer one (a
 ``RetryingRuntime``'s) caps every inner one (each attempt's).
+
+Two framing rules live here because only the socket layer sees them: a connection that
+delivered bytes past the end of a response, or a body on a status that has none, is
+never reused (those bytes would become the next call's response); a connection the
+server closed mid-response is a network error (worth a retry), never a protocol error.
 
 A transport's pooled connections belong to the process that opened them: after
 ``os.fork()`` the child starts with an empty pool (parent and child would otherwise
@@ -19,18 +25,24 @@ import contextlib
 import contextvars
 import os
 import socket
+import ssl
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import h11
 import httpcore
 import httpx
 
-from templiqx_core import Unsupported
-
-__all__ = ["DeadlineTransport", "deadline", "poison_connection"]
+__all__ = [
+    "AsyncDeadlineTransport",
+    "ConnectionCutShort",
+    "DeadlineTransport",
+    "ResponseOverrun",
+    "deadline",
+]
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "templiqx_langfuse_deadline", default=None
@@ -65,15 +77,81 @@ def _budget(timeout: float | None, error: type[Exception]) -> float | None:
     return remaining if timeout is None else min(timeout, remaining)
 
 
+# Statuses that never carry a body (RFC 9110), and interim ones: bytes after their
+# headers would be read by the next call on the connection as its own response.
+_NO_BODY = frozenset({204, 304})
+
+
+class _Wire:
+    """What one connection's socket delivered for the exchange in progress.
+
+    Shared by the sync and async streams: the bytes read since the request was written
+    (dropped once the response is checked), whether the server closed, and whether the
+    connection must never be reused.
+    """
+
+    __slots__ = ("_chunks", "_reading", "eof", "poisoned")
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._reading = False
+        self.eof = False
+        self.poisoned = False
+
+    def sending(self) -> None:
+        if self._reading:  # a new request on a kept-alive connection
+            self._chunks.clear()
+            self._reading = False
+        _EXCHANGE_WIRE.set(self)
+
+    def received(self, data: bytes) -> None:
+        self._reading = True
+        if data:
+            self._chunks.append(data)
+        else:
+            self.eof = True
+
+    def overran(self) -> bool:
+        """Whether bytes were read past the end of the response just completed.
+
+        httpcore keeps such bytes in its h11 state, which no public API exposes, so the
+        exchange is parsed again with h11's own public API and its ``trailing_data``
+        asked. The recorded bytes are released either way.
+        """
+        data, self._chunks = b"".join(self._chunks), []
+        parser = h11.Connection(h11.CLIENT)
+        parser.send(h11.Request(method="POST", target="/", headers=[("host", "-")]))
+        parser.send(h11.EndOfMessage())
+        try:
+            parser.receive_data(data)
+            while True:
+                event = parser.next_event()
+                if event is h11.NEED_DATA or isinstance(event, h11.EndOfMessage):
+                    break
+        except h11.ProtocolError:
+            return False  # httpcore parsed it; a disagreement is not an overrun
+        return bool(parser.trailing_data[0])
+
+
+#: The wire of the connection the current call last wrote to (set by the stream, read
+#: by the transport to tell a connection cut short from a response that is not HTTP).
+_EXCHANGE_WIRE: contextvars.ContextVar[_Wire | None] = contextvars.ContextVar(
+    "templiqx_langfuse_exchange_wire", default=None
+)
+
+
 class _DeadlineStream(httpcore.NetworkStream):
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
-        self.poisoned = False
+        self.wire = _Wire()
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _budget(timeout, httpcore.ReadTimeout))
+        data = self._inner.read(max_bytes, _budget(timeout, httpcore.ReadTimeout))
+        self.wire.received(data)
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.wire.sending()
         self._inner.write(buffer, _budget(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
@@ -87,7 +165,10 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._inner.close()
 
     def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         budget = _budget(timeout, httpcore.ConnectTimeout)
         return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, budget))
@@ -95,29 +176,47 @@ class _DeadlineStream(httpcore.NetworkStream):
     def get_extra_info(self, info: str) -> Any:
         # The pool asks an idle connection whether it is readable before reusing it
         # (readable = the server spoke out of turn); a poisoned one always says yes.
-        if info == "is_readable" and self.poisoned:
+        if info == "is_readable" and self.wire.poisoned:
             return True
         return self._inner.get_extra_info(info)
 
 
-def poison_connection(extensions: Any) -> bool:
-    """Make sure the connection a response came on is closed, never reused.
+class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self.wire = _Wire()
 
-    For responses whose framing leaves stray bytes behind (a 204/304 with a body, bytes
-    after the end of a response): reused, the connection would hand those bytes to the
-    next call as its response. False when the response did not come through a
-    ``DeadlineTransport`` socket (e.g. a cassette replay): there is nothing to reuse.
-    """
-    stream = extensions.get("network_stream") if isinstance(extensions, dict) else None
-    if isinstance(stream, _DeadlineStream):
-        stream.poisoned = True
-        return True
-    return False
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = await self._inner.read(max_bytes, _budget(timeout, httpcore.ReadTimeout))
+        self.wire.received(data)
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.wire.sending()
+        await self._inner.write(buffer, _budget(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        budget = _budget(timeout, httpcore.ConnectTimeout)
+        inner = await self._inner.start_tls(ssl_context, server_hostname, budget)
+        return _AsyncDeadlineStream(inner)
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self.wire.poisoned:
+            return True
+        return self._inner.get_extra_info(info)
 
 
 class _DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self._inner = inner
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
 
     def connect_tcp(
         self,
@@ -141,48 +240,276 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-_LIVE: weakref.WeakSet[DeadlineTransport] = weakref.WeakSet()
+class _AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        budget = _budget(timeout, httpcore.ConnectTimeout)
+        stream = await self._inner.connect_tcp(host, port, budget, local_address, socket_options)
+        return _AsyncDeadlineStream(stream)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        budget = _budget(timeout, httpcore.ConnectTimeout)
+        stream = await self._inner.connect_unix_socket(path, budget, socket_options)
+        return _AsyncDeadlineStream(stream)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
 
 
-class DeadlineTransport(httpx.HTTPTransport):
-    """httpx's own transport, with the deadline-aware network backend underneath.
+class ConnectionCutShort(httpx.ReadError):
+    """The server closed the connection before the response was complete."""
 
-    Takes ``httpx.HTTPTransport``'s arguments (``verify``, ``proxy``, ``limits``...). A
-    host that passes its own ``http_client`` builds it on this transport, so the
-    round-trip deadline and the fork reset hold for it too.
+
+class ResponseOverrun(httpx.RemoteProtocolError):
+    """Bytes followed the end of a response on its connection."""
+
+
+# httpcore's exceptions as httpx's, by type, most specific first. Written out because
+# httpx's own table is private; a transport must raise httpx's exceptions.
+_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
+    """httpx's exception for what httpcore raised (anything else is returned as is).
+
+    A protocol error after the server closed the socket is a connection cut short (a
+    network error, worth a retry); one raised on bytes that did arrive is a server not
+    speaking HTTP/1.1.
     """
+    if isinstance(error, httpcore.RemoteProtocolError) and wire is not None and wire.eof:
+        return ConnectionCutShort("the server closed the connection mid-response")
+    for core, mapped in _HTTPX_ERRORS:
+        if isinstance(error, core):
+            return mapped(str(error))
+    return error
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._kwargs = kwargs
-        self._wrap_backend()
+
+def _core_request(request: httpx.Request, stream: Any) -> httpcore.Request:
+    url = request.url
+    return httpcore.Request(
+        method=request.method,
+        url=httpcore.URL(
+            scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+        ),
+        headers=request.headers.raw,
+        content=stream,
+        extensions=request.extensions,
+    )
+
+
+def _wire_of(response: httpcore.Response) -> _Wire | None:
+    stream = response.extensions.get("network_stream")
+    wire = getattr(stream, "wire", None)
+    return wire if isinstance(wire, _Wire) else None
+
+
+def _checked_head(response: httpcore.Response) -> _Wire | None:
+    wire = _wire_of(response)
+    if wire is not None and (response.status in _NO_BODY or response.status < 200):
+        wire.poisoned = True
+    return wire
+
+
+def _pool_options(
+    verify: ssl.SSLContext | str | bool,
+    cert: Any,
+    limits: httpx.Limits,
+    proxy: str | httpx.Proxy | None,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """httpcore pool arguments from httpx transport arguments (public APIs of both)."""
+    ssl_context = httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False)
+    core_proxy = None
+    if proxy is not None:
+        proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
+        core_proxy = httpcore.Proxy(
+            url=httpcore.URL(
+                scheme=proxy.url.raw_scheme,
+                host=proxy.url.raw_host,
+                port=proxy.url.port,
+                target=proxy.url.raw_path,
+            ),
+            auth=proxy.raw_auth,
+            headers=proxy.headers.raw,
+            ssl_context=proxy.ssl_context,
+        )
+    return {
+        "ssl_context": ssl_context,
+        "proxy": core_proxy,
+        "max_connections": limits.max_connections,
+        "max_keepalive_connections": limits.max_keepalive_connections,
+        "keepalive_expiry": limits.keepalive_expiry,
+        **options,
+    }
+
+
+_Pool = TypeVar("_Pool", httpcore.ConnectionPool, httpcore.AsyncConnectionPool)
+
+
+class _Bounded(Generic[_Pool]):
+    """Construction shared by both transports: httpx's arguments, a fresh pool on demand."""
+
+    def __init__(
+        self,
+        *,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        limits: httpx.Limits | None = None,
+        proxy: str | httpx.Proxy | None = None,
+        local_address: str | None = None,
+        uds: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> None:
+        options: dict[str, Any] = {"local_address": local_address, "uds": uds}
+        if socket_options is not None:
+            options["socket_options"] = list(socket_options)
+        self._options = _pool_options(
+            verify, cert, limits or httpx.Limits(max_connections=100), proxy, options
+        )
+        self.pool: _Pool = self._new_pool()
         _LIVE.add(self)
 
-    def _wrap_backend(self) -> None:
-        # httpx exposes no network_backend argument; its httpcore pool (a proxy pool
-        # too) keeps the backend it connects with here. tests/reliability proves the
-        # deadline holds end to end; should a new httpx/httpcore move it, construction
-        # fails loudly, never silently without a deadline.
-        pool = getattr(self, "_pool", None)
-        backend = getattr(pool, "_network_backend", None)
-        if not isinstance(pool, httpcore.ConnectionPool) or not isinstance(
-            backend, httpcore.NetworkBackend
-        ):
-            raise Unsupported(
-                f"httpx {httpx.__version__} / httpcore {httpcore.__version__} no longer expose "
-                "the connection pool's network backend: the round-trip deadline cannot be "
-                "enforced (templiqx-langfuse supports httpx<1)"
-            )
-        pool._network_backend = _DeadlineBackend(backend)
+    def _new_pool(self) -> _Pool:
+        raise NotImplementedError
 
     def _reset_after_fork(self) -> None:
-        """A fresh pool; the parent's connections are dropped, never closed or used.
+        """A fresh pool; the parent's connections are dropped, never closed or used
+        (closing would shut down sockets the parent still reads)."""
+        self.pool = self._new_pool()
 
-        Closing them here would be harmless for the parent's sockets (the child only
-        closes its copy of each descriptor) but is not needed: they are unreferenced.
-        """
-        super().__init__(**self._kwargs)
-        self._wrap_backend()
+
+class DeadlineTransport(_Bounded[httpcore.ConnectionPool], httpx.BaseTransport):
+    """An httpx transport whose round trips end by the caller's deadline.
+
+    Takes ``httpx.HTTPTransport``'s connection arguments (``verify``, ``cert``,
+    ``limits``, ``proxy``...). A host lends one to a runtime (``transport=``) to set
+    TLS, a proxy or pool limits; the round-trip deadline and the fork reset hold for it.
+    """
+
+    def _new_pool(self) -> httpcore.ConnectionPool:
+        return httpcore.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        token = _EXCHANGE_WIRE.set(None)
+        try:
+            response = self.pool.handle_request(_core_request(request, request.stream))
+        except Exception as error:
+            raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
+        finally:
+            _EXCHANGE_WIRE.reset(token)
+        wire = _checked_head(response)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response, wire),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class _ResponseStream(httpx.SyncByteStream):
+    def __init__(self, response: httpcore.Response, wire: _Wire | None) -> None:
+        self._response = response
+        self._wire = wire
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._response.iter_stream()
+        except Exception as error:
+            raise _as_httpx(error, self._wire) from None
+        _check_end(self._wire)
+
+    def close(self) -> None:
+        self._response.close()
+
+
+class AsyncDeadlineTransport(_Bounded[httpcore.AsyncConnectionPool], httpx.AsyncBaseTransport):
+    """``DeadlineTransport`` for ``httpx.AsyncClient``: same arguments, same guarantees.
+
+    A pool belongs to the event loop that first used it (its sockets do); a runtime
+    keeps one per loop.
+    """
+
+    def _new_pool(self) -> httpcore.AsyncConnectionPool:
+        return httpcore.AsyncConnectionPool(
+            network_backend=_AsyncDeadlineBackend(), **self._options
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        token = _EXCHANGE_WIRE.set(None)
+        try:
+            response = await self.pool.handle_async_request(_core_request(request, request.stream))
+        except Exception as error:
+            raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
+        finally:
+            _EXCHANGE_WIRE.reset(token)
+        wire = _checked_head(response)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_AsyncResponseStream(response, wire),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+class _AsyncResponseStream(httpx.AsyncByteStream):
+    def __init__(self, response: httpcore.Response, wire: _Wire | None) -> None:
+        self._response = response
+        self._wire = wire
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_stream():
+                yield chunk
+        except Exception as error:
+            raise _as_httpx(error, self._wire) from None
+        _check_end(self._wire)
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+def _check_end(wire: _Wire | None) -> None:
+    """After the last body byte, before the connection goes back to the pool."""
+    if wire is not None and wire.overran():
+        wire.poisoned = True
+        raise ResponseOverrun("bytes follow the end of the response")
+
+
+_LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:

@@ -2,31 +2,39 @@
 
 The Langfuse adapter and every host adapter beside it (the streaming one, another
 provider's) need the same pieces built the same way: a redactor that knows every
-secret of both configurations, a client that honours the round-trip deadline (a host's
-own checked, never half-trusted), the redacting log filter, the endpoint URL and
-headers, and the Langfuse tracing. One of them built slightly differently breaks a
-guarantee silently (a key missing from the redactor, a client on another transport, a
-filter left installed), so they are built here once, and released here once.
+secret of both configurations, clients that honour the round-trip deadline (sync, and
+one per event loop for async calls; on a host's bounded transports if it lends them),
+the redacting log filter, the endpoint URL and headers, and the Langfuse tracing. One of
+them built slightly differently breaks a guarantee silently (a key missing from the
+redactor, a client on another transport, a filter left installed), so they are built
+here once, and released here once.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
+import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 
+from templiqx_core import InvalidData
 from templiqx_core.adapters import RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
+from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor
 from ._tracing import GenerationRecord, Tracing
-from ._transport import build_client, check_host_client
+from ._transport import build_async_client, build_client, client_limits, default_ssl_context
 from ._wire import RequestBody, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
+    import asyncio
+
     from langfuse import Langfuse
     from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -38,28 +46,147 @@ class WiringOptions(TypedDict, total=False):
     ``**options: Unpack[WiringOptions]`` and hands them to ``HostWiring.build`` unchanged,
     so every adapter accepts the same ones, typed, and a new one reaches them all."""
 
-    http_client: httpx.Client | None
+    transport: DeadlineTransport | None
+    async_transport: AsyncDeadlineTransport | None
+    ssl_context: ssl.SSLContext | None
     langfuse_client: Langfuse | None
     span_exporter: SpanExporter | None
+
+
+class Clients:
+    """The wiring's HTTP clients: one for sync calls, one per event loop for async ones.
+
+    Built on bounded transports (a host's, if it lent them, else the adapter's own from
+    the model configuration: pool size, proxy, one TLS context). An async pool belongs to
+    the event loop whose sockets it holds, so each loop gets its client on first use there.
+    Each client reaches its transport through ``httpx.MockTransport`` (httpx's public
+    transport-from-a-function), which vcrpy patches: a host's cassettes record and replay
+    these calls as any other httpx call's.
+    """
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        transport: DeadlineTransport | None = None,
+        async_transport: AsyncDeadlineTransport | None = None,
+    ) -> None:
+        _check_lent(transport, DeadlineTransport)
+        _check_lent(async_transport, AsyncDeadlineTransport)
+        self._options: dict[str, Any] = {
+            "verify": ssl_context or default_ssl_context(),
+            "limits": client_limits(model.max_connections),
+            "proxy": model.proxy,
+        }
+        self._lent_async = async_transport
+        self._owned: list[DeadlineTransport] = (
+            [] if transport else [DeadlineTransport(**self._options)]
+        )
+        self.sync = build_client(httpx.MockTransport((transport or self._owned[0]).handle_request))
+        self._async: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncDeadlineTransport]
+        ] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def for_loop(self) -> httpx.AsyncClient:
+        """The running event loop's client (built on first use there)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        entry = self._async.get(loop)
+        if entry is None:
+            with self._lock:
+                entry = self._async.get(loop)
+                if entry is None:
+                    transport = self._lent_async or AsyncDeadlineTransport(**self._options)
+                    client = build_async_client(httpx.MockTransport(transport.handle_async_request))
+                    entry = self._async[loop] = (client, transport)
+        return entry[0]
+
+    def _take(self) -> list[tuple[asyncio.AbstractEventLoop, AsyncDeadlineTransport]]:
+        with self._lock:
+            owned = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
+            self._async.clear()
+        return owned
+
+    async def aclose(self) -> None:
+        """Close everything; the running loop's pool is awaited, others' are scheduled."""
+        import asyncio
+
+        here = asyncio.get_running_loop()
+        for loop, transport in self._take():
+            if loop is here:
+                await transport.aclose()
+            else:
+                _close_elsewhere(loop, transport)
+        self._close_sync()
+
+    def close(self) -> None:
+        """Close everything from sync code: an async pool is closed on its own loop (a
+        task there if it runs, nothing if it is closed: its sockets went with it)."""
+        for loop, transport in self._take():
+            _close_elsewhere(loop, transport)
+        self._close_sync()
+
+    def _close_sync(self) -> None:
+        self.sync.close()  # later calls fail fast; a lent transport stays open
+        for transport in self._owned:
+            transport.close()
+
+
+def _check_lent(lent: object, kind: type) -> None:
+    if lent is not None and not isinstance(lent, kind):
+        raise InvalidData(
+            f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
+            "transports cannot enforce the round-trip deadline"
+        )
+
+
+_CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they finish
+
+
+def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTransport) -> None:
+    import asyncio
+
+    if loop.is_closed() or not loop.is_running():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        task = loop.create_task(transport.aclose())
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+    else:
+        future = asyncio.run_coroutine_threadsafe(transport.aclose(), loop)
+        _CLOSING.add(future)
+        future.add_done_callback(_CLOSING.discard)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
     """The shared wiring of a host adapter: build it in ``__init__``, ``close`` it in
-    ``release``; the adapter keeps only its own wire handling (``produce_output``).
+    ``release``; the adapter keeps only its own wire handling (``produce_output`` and
+    ``aproduce_output``).
 
-    Thread-safe as its parts are: one wiring (and its pooled client) serves all calls.
+    Thread-safe as its parts are: one wiring (and its pools) serves all calls.
     """
 
     model: ModelConfig
     langfuse: LangfuseConfig
     redactor: Redactor
-    http: httpx.Client
+    clients: Clients
     url: httpx.URL
     headers: dict[str, str]
     tracing: Tracing
-    owns_http: bool
     log_filter: RedactingLogFilter
+
+    @property
+    def http(self) -> httpx.Client:
+        """The client of sync calls."""
+        return self.clients.sync
 
     @classmethod
     def build(
@@ -69,23 +196,23 @@ class HostWiring:
         *,
         accept: str = "application/json",
         path: str = "/chat/completions",
-        http_client: httpx.Client | None = None,
+        transport: DeadlineTransport | None = None,
+        async_transport: AsyncDeadlineTransport | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         langfuse_client: Langfuse | None = None,
         span_exporter: SpanExporter | None = None,
     ) -> HostWiring:
         """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``.
 
-        ``http_client`` (a host's, on ``DeadlineTransport``) is used and left open by
-        ``close``; without one, the adapter's own client is built. If building fails
-        midway, whatever was already installed or opened is released again.
+        A lent ``transport``/``async_transport`` is used and left open by ``close``;
+        without one the adapter builds its own (``ssl_context``: httpx's verifying one
+        unless given). If building fails midway, whatever was already installed or
+        opened is released again.
         """
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), config.public_key, config.secret_key])
-        owns_http = http_client is None
-        http = (
-            build_client(proxy=model.proxy)
-            if http_client is None
-            else check_host_client(http_client)
+        clients = Clients(
+            model, ssl_context=ssl_context, transport=transport, async_transport=async_transport
         )
         log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
         log_filter.install()
@@ -95,14 +222,13 @@ class HostWiring:
             )
         except BaseException:
             log_filter.uninstall()
-            if owns_http:
-                http.close()
+            clients.close()
             raise
         return cls(
             model=model,
             langfuse=config,
             redactor=redactor,
-            http=http,
+            clients=clients,
             url=httpx.URL(f"{model.base_url}{path}"),  # parsed once, not per call
             headers={
                 "authorization": f"Bearer {model.api_key}",
@@ -110,7 +236,6 @@ class HostWiring:
                 "accept": accept,
             },
             tracing=tracing,
-            owns_http=owns_http,
             log_filter=log_filter,
         )
 
@@ -118,8 +243,8 @@ class HostWiring:
     def configs_from_env(
         env: Mapping[str, str] | None = None,
     ) -> tuple[ModelConfig, LangfuseConfig]:
-        """Both configurations from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` (SPEC §5.1),
-        for an adapter's ``from_env``: ``cls(*HostWiring.configs_from_env(env), **kwargs)``."""
+        """Both configurations from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, for an
+        adapter's ``from_env``: ``cls(*HostWiring.configs_from_env(env), **kwargs)``."""
         environ = os.environ if env is None else env
         return ModelConfig.from_env(environ), LangfuseConfig.from_env(environ)
 
@@ -139,11 +264,21 @@ class HostWiring:
         return body, record
 
     def close(self) -> None:
-        """Release pooled connections (an adapter-built client only), flush the
+        """Release the adapter's pools (a lent transport stays open), flush the
         adapter-owned Langfuse export (bounded), then drop the log filter."""
         try:
-            if self.owns_http:
-                self.http.close()
+            self.clients.close()
             self.tracing.close()
+        finally:
+            self.log_filter.uninstall()
+
+    async def aclose(self) -> None:
+        """``close`` from the event loop: pools awaited, the export flush (a bounded join)
+        in a worker thread so the loop never blocks."""
+        import asyncio
+
+        try:
+            await self.clients.aclose()
+            await asyncio.to_thread(self.tracing.close)
         finally:
             self.log_filter.uninstall()

@@ -12,6 +12,7 @@ from typing import Any, Unpack
 
 from templiqx_core import (
     AdapterDescriptor,
+    ExecutionReceipt,
     ExecutionRequest,
     RuntimeAdapter,
     RuntimeFailureError,
@@ -20,8 +21,8 @@ from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._host import HostWiring, WiringOptions
-from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
-from ._transport import post_bounded
+from ._tracing import PROMPT_CAPABILITY, TracedReceipt, TraceRef, collect_traces
+from ._transport import HttpResponse, apost_bounded, post_bounded
 from ._version import __version__
 from ._wire import WireFailure, failure_for_status, parse_completion
 
@@ -34,8 +35,10 @@ CAPABILITIES = ("structured_output", PROMPT_CAPABILITY)
 class LangfuseTracedRuntime(RuntimeAdapter):
     """Executes compiled interactions against an OpenAI-compatible endpoint, traced.
 
-    Thread-safe: one instance (and its pooled ``httpx.Client``) serves concurrent calls.
-    Close it (or use it as a context manager) to release connections and flush traces.
+    Thread-safe and loop-safe: one instance serves concurrent calls from threads
+    (``execute``) and tasks (``aexecute``, natively async: one pool per event loop).
+    Close it (``close``/``aclose``, or a context manager) to release connections and
+    flush traces.
     """
 
     def __init__(
@@ -55,7 +58,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseTracedRuntime:
-        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables (SPEC §5.1)."""
+        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables ."""
         return cls(*HostWiring.configs_from_env(env), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
@@ -73,10 +76,14 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         """
         with collect_traces() as found:
             receipt = self.execute(request)
-        ref = found[-1] if found else None
-        if ref is None:
-            return TracedReceipt(receipt, None, None, None)
-        return TracedReceipt(receipt, ref.trace_id, ref.observation_id, ref.url)
+        return _traced(receipt, found)
+
+    async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
+        """``execute_traced`` for async hosts (the trace of this task's call, whatever
+        else runs concurrently)."""
+        with collect_traces() as found:
+            receipt = await self.aexecute(request)
+        return _traced(receipt, found)
 
     def last_trace_url(self) -> str | None:
         """URL of the trace of the last execution started (one-shot tools such as the CLI)."""
@@ -86,27 +93,63 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;
         the generation is finished by the port's outcome, whatever it is."""
-        body, record = self._wiring.begin(call)
-        call.on_finish(record.finish)
+        content = self._begin(call)
+        wiring = self._wiring
         try:
             response = post_bounded(
-                self._wiring.http,
-                self._wiring.url,
-                content=body.content,
-                headers=self._wiring.headers,
+                wiring.http,
+                wiring.url,
+                content=content,
+                headers=wiring.headers,
                 timeout_s=self.model.timeout_s,
             )
-            failure = failure_for_status(response.status, response.headers, response.body)
-            if failure is not None:
-                raise failure
-            completion = parse_completion(response.body)
+            return _produced(response)
         except WireFailure as wire:
             raise self._failure(wire) from None
-        return Produced(completion.output, completion)
+
+    async def aproduce_output(self, call: RuntimeCall) -> Produced:
+        """``produce_output`` on the event loop: the same round trip on the loop's client."""
+        content = self._begin(call)
+        wiring = self._wiring
+        try:
+            response = await apost_bounded(
+                wiring.clients.for_loop(),
+                wiring.url,
+                content=content,
+                headers=wiring.headers,
+                timeout_s=self.model.timeout_s,
+            )
+            return _produced(response)
+        except WireFailure as wire:
+            raise self._failure(wire) from None
+
+    def _begin(self, call: RuntimeCall) -> bytes:
+        body, record = self._wiring.begin(call)
+        call.on_finish(record.finish)
+        return body.content
 
     def _failure(self, wire: WireFailure) -> RuntimeFailureError:
         return wire.to_error(self._descriptor, self.redactor)
 
     def release(self) -> None:
-        """Release pooled connections and flush the adapter-owned Langfuse client (bounded)."""
+        """Release pooled connections and flush the adapter-owned export (bounded)."""
         self._wiring.close()
+
+    async def arelease(self) -> None:
+        await self._wiring.aclose()
+
+
+def _produced(response: HttpResponse) -> Produced:
+    """The output of a whole response, or the failure its status names."""
+    failure = failure_for_status(response.status, response.headers, response.body)
+    if failure is not None:
+        raise failure
+    completion = parse_completion(response.body)
+    return Produced(completion.output, completion)
+
+
+def _traced(receipt: ExecutionReceipt, found: list[TraceRef]) -> TracedReceipt:
+    ref = found[-1] if found else None
+    if ref is None:
+        return TracedReceipt(receipt, None, None, None)
+    return TracedReceipt(receipt, ref.trace_id, ref.observation_id, ref.url)

@@ -1,8 +1,9 @@
-"""The thin socket layer: one bounded POST over a pooled ``httpx.Client``, read whole or
-incrementally (streaming adapters).
+"""The thin socket layers: one bounded POST over a pooled ``httpx.Client`` or
+``httpx.AsyncClient``, read whole or incrementally (streaming adapters).
 
 Everything that can go wrong on the wire is translated here, in one place, into a
-``WireFailure``; parsing and mapping of what came back live in ``wire``.
+``WireFailure``; parsing and mapping of what came back live in ``wire``. The sync and
+async layers share every check and differ only in how bytes move.
 
 The body is read raw and decoded here, not by httpx: httpx decodes any stack of
 encodings a server names (``gzip, gzip, gzip``) and bounds nothing until a decoded
@@ -14,29 +15,32 @@ after each: peak memory stays within the cap plus one step.
 
 from __future__ import annotations
 
+import functools
+import ssl
 import time
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
-from templiqx_core import InvalidData, RuntimeFailureCode
+from templiqx_core import RuntimeFailureCode
 
-from ._deadline import DeadlineTransport, deadline, poison_connection
+from ._deadline import ConnectionCutShort, ResponseOverrun, deadline
 from ._wire import MAX_RESPONSE_BYTES, WireFailure
-
-if TYPE_CHECKING:
-    import ssl
 
 __all__ = [
     "ACCEPT_ENCODING",
     "BoundedStream",
     "HttpResponse",
+    "aopen_bounded",
+    "apost_bounded",
+    "build_async_client",
     "build_client",
-    "check_host_client",
+    "client_limits",
+    "default_ssl_context",
     "open_bounded",
     "post_bounded",
 ]
@@ -44,12 +48,6 @@ __all__ = [
 ACCEPT_ENCODING = "gzip"
 """What the adapter asks for; ``deflate`` is tolerated from servers that ignore it."""
 _STEP = 64 * 1024
-# Statuses that never carry a body (RFC 9110): bytes after their headers would be read
-# by the next call on the connection as its own response.
-_NO_BODY = frozenset({204, 304})
-# h11's words for a connection cut short (a transport failure, worth a retry); every
-# other protocol error is a server speaking something that is not HTTP/1.1.
-_CUT_SHORT = ("peer closed connection", "server disconnected")
 
 
 @dataclass(frozen=True)
@@ -144,24 +142,12 @@ class _Decoder:
             raise _invalid("compressed response body is truncated")
 
 
-def _trailing_bytes(response: httpx.Response) -> bool:
-    """Whether bytes followed the end of the response on its connection.
-
-    They can only be a second, unrequested response. httpcore keeps them in the h11
-    state of the connection, which no public API exposes; when the chain is not there
-    (another transport, a cassette) there is no pooled connection to protect either.
-    """
-    node: Any = response.stream
-    # httpx's bound stream → its transport stream → httpcore's pool stream → the HTTP/1.1
-    # connection's stream → the connection → its h11 state.
-    for name in ("_stream", "_httpcore_stream", "_stream", "_connection", "_h11_state"):
-        node = getattr(node, name, None)
-    trailing = getattr(node, "trailing_data", None)
-    return bool(trailing and trailing[0])
-
-
 class BoundedStream:
-    """An open response whose body is read within the call's deadline and size bound."""
+    """An open response whose body is read within the call's deadline and size bound.
+
+    ``iter_bytes`` and ``aiter_bytes`` differ only in how raw bytes arrive: decoding,
+    the size bound and the deadline checks are the same code.
+    """
 
     def __init__(
         self,
@@ -178,56 +164,124 @@ class BoundedStream:
         self._at = at
         self._late = late
         self._decoder = _Decoder(coding, max_bytes)
-        self._trailing = False
 
     @property
     def bytes_read(self) -> int:
         """Decoded body bytes handed out so far."""
         return self._decoder.decoded
 
-    def _raw(self) -> Iterator[bytes]:
+    def _in_memory(self) -> bytes | None:
+        """The body of a response built from bytes already in memory (a cassette replay):
+        nothing left to bound on the wire, and httpx has decoded it; the size still counts."""
         response = self._response
-        if response.is_stream_consumed or response.is_closed:
-            # A response built from bytes already in memory (a cassette replay): nothing
-            # left to bound on the wire; the decoded size is still checked.
-            self._decoder = _Decoder(None, self._decoder.max_bytes)
-            yield response.content
-            return
-        # The raw stream itself, not ``iter_raw()``: iter_raw closes the response as soon
-        # as the body ends, handing the connection back to the pool, where another thread
-        # may already be reading its own response on it. Trailing bytes must be looked for
-        # while the connection is still this call's.
-        try:
-            yield from response.stream  # type: ignore[misc]
-            self._trailing = _trailing_bytes(response)
-        finally:
-            response.close()
+        if not (response.is_stream_consumed or response.is_closed):
+            return None
+        self._decoder = _Decoder(None, self._decoder.max_bytes)
+        return response.content
 
-    def iter_bytes(self) -> Iterator[bytes]:
-        """Decoded body chunks as they arrive; past ``max_bytes`` or the deadline it stops.
-
-        The deadline is checked after every read and every decoding step, so neither a
-        trickling server nor a slow decode outlives it.
-        """
-        for chunk in self._raw():
-            for piece in self._decoder.feed(chunk):
-                if time.monotonic() > self._at:
-                    raise self._late
-                yield piece
+    def _decoded(self, chunk: bytes) -> Iterator[bytes]:
+        """Decoded pieces of one raw chunk; the deadline is checked after every read and
+        every decoding step, so neither a trickling server nor a slow decode outlives it."""
+        for piece in self._decoder.feed(chunk):
             if time.monotonic() > self._at:
                 raise self._late
+            yield piece
+        if time.monotonic() > self._at:
+            raise self._late
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """Decoded body chunks as they arrive; past ``max_bytes`` or the deadline it stops."""
+        whole = self._in_memory()
+        for chunk in self._response.iter_raw() if whole is None else (whole,):
+            yield from self._decoded(chunk)
         self._decoder.finish()
-        if self._trailing:
-            poison_connection(self._response.extensions)
-            raise _invalid("bytes follow the end of the response")
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """``iter_bytes`` for a response of an ``httpx.AsyncClient``."""
+        whole = self._in_memory()
+        if whole is not None:
+            for piece in self._decoded(whole):
+                yield piece
+        else:
+            async for chunk in self._response.aiter_raw():
+                for piece in self._decoded(chunk):
+                    yield piece
+        self._decoder.finish()
+
+    def body(self) -> HttpResponse:
+        return HttpResponse(self.status, self.headers, b"".join(self.iter_bytes()))
+
+    async def abody(self) -> HttpResponse:
+        return HttpResponse(
+            self.status, self.headers, b"".join([p async for p in self.aiter_bytes()])
+        )
 
 
-def _protocol_failure(error: httpx.RemoteProtocolError) -> WireFailure:
-    if str(error).lower().startswith(_CUT_SHORT):
+def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireFailure:
+    """The one mapping of httpx's exceptions (and the bounded transports') to failures."""
+    if isinstance(error, httpx.PoolTimeout):
+        return WireFailure(
+            RuntimeFailureCode.TIMEOUT,
+            "no connection became free before the deadline (max_connections calls in flight)",
+        )
+    if isinstance(error, httpx.TimeoutException):
+        return late
+    if isinstance(error, ConnectionCutShort):
         return WireFailure(
             RuntimeFailureCode.UNAVAILABLE, "model gateway closed the connection mid-response"
         )
-    return _invalid("response is not valid HTTP/1.1")
+    if isinstance(error, ResponseOverrun):
+        return _invalid("bytes follow the end of the response")
+    if isinstance(error, httpx.RemoteProtocolError):
+        return _invalid("response is not valid HTTP/1.1")
+    if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
+        if time.monotonic() > at:  # a socket shut by the deadline's last read
+            return late
+        return WireFailure(
+            RuntimeFailureCode.UNAVAILABLE, f"model gateway unreachable ({type(error).__name__})"
+        )
+    if isinstance(error, httpx.DecodingError):
+        return _invalid("response body could not be decoded")
+    return WireFailure(
+        RuntimeFailureCode.UNAVAILABLE, f"model call failed ({type(error).__name__})"
+    )
+
+
+@contextmanager
+def _round_trip(timeout_s: float) -> Iterator[tuple[float, WireFailure]]:
+    """The deadline of one round trip, and every wire error inside it as a ``WireFailure``."""
+    started = time.monotonic()
+    with deadline(timeout_s) as at:
+        late = _timeout(timeout_s, capped=at < started + timeout_s)
+        try:
+            yield at, late
+        except httpx.HTTPError as error:
+            raise _wire_failure(error, late, at) from None
+
+
+def _stream_args(
+    url: httpx.URL | str, content: bytes, headers: dict[str, str], at: float
+) -> dict[str, Any]:
+    return {
+        "method": "POST",
+        "url": url,
+        "content": content,
+        "headers": {**headers, "accept-encoding": ACCEPT_ENCODING},
+        # Every phase (pool wait included) gets what is left of the deadline.
+        "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
+    }
+
+
+def _bounded(
+    response: httpx.Response, at: float, late: WireFailure, max_bytes: int
+) -> BoundedStream:
+    """Checks on the response head, before any body byte is read."""
+    coding = _content_coding(response.headers)
+    declared = response.headers.get("content-length")
+    limit = max_bytes if coding is None else 2 * max_bytes
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(max_bytes)
+    return BoundedStream(response, at=at, late=late, max_bytes=max_bytes, coding=coding)
 
 
 @contextmanager
@@ -242,48 +296,35 @@ def open_bounded(
 ) -> Iterator[BoundedStream]:
     """POST and hold the response open: the seam streaming adapters read incrementally.
 
-    The deadline covers the whole round trip, decoding included: with a
-    ``DeadlineTransport`` underneath, every socket operation gets only what is left of
-    it (or of an enclosing caller's deadline, whichever ends first); the body loop
-    checks it between reads and decoding steps. The body is abandoned past
-    ``max_bytes`` (decoded), whatever ``Content-Length`` says. Every wire error raised
-    inside the block becomes a ``WireFailure``; leaving the block (normally, on a
-    failure, or because the caller cancelled) releases the connection.
+    The deadline covers the whole round trip, decoding included: with a bounded
+    transport underneath, every socket operation (and the wait for a pooled connection)
+    gets only what is left of it, or of an enclosing caller's deadline, whichever ends
+    first; the body loop checks it between reads and decoding steps. The body is
+    abandoned past ``max_bytes`` (decoded), whatever ``Content-Length`` says. Every wire
+    error raised inside the block becomes a ``WireFailure``; leaving the block (normally,
+    on a failure, or because the caller cancelled) releases the connection.
     """
-    started = time.monotonic()
-    with deadline(timeout_s) as at:
-        late = _timeout(timeout_s, capped=at < started + timeout_s)
-        try:
-            with client.stream(
-                "POST",
-                url,
-                content=content,
-                headers={**headers, "accept-encoding": ACCEPT_ENCODING},
-                timeout=httpx.Timeout(max(at - time.monotonic(), 0.001)),
-            ) as resp:
-                if resp.status_code in _NO_BODY or resp.status_code < 200:
-                    poison_connection(resp.extensions)
-                coding = _content_coding(resp.headers)
-                declared = resp.headers.get("content-length")
-                limit = max_bytes if coding is None else 2 * max_bytes
-                if declared is not None and declared.isdigit() and int(declared) > limit:
-                    raise _too_large(max_bytes)
-                yield BoundedStream(resp, at=at, late=late, max_bytes=max_bytes, coding=coding)
-        except httpx.TimeoutException:
-            raise late from None
-        except httpx.RemoteProtocolError as error:
-            raise _protocol_failure(error) from None
-        except (httpx.NetworkError, httpx.ProxyError) as error:
-            raise WireFailure(
-                RuntimeFailureCode.UNAVAILABLE,
-                f"model gateway unreachable ({type(error).__name__})",
-            ) from None
-        except httpx.DecodingError:
-            raise _invalid("response body could not be decoded") from None
-        except httpx.HTTPError as error:
-            raise WireFailure(
-                RuntimeFailureCode.UNAVAILABLE, f"model call failed ({type(error).__name__})"
-            ) from None
+    with (
+        _round_trip(timeout_s) as (at, late),
+        client.stream(**_stream_args(url, content, headers, at)) as response,
+    ):
+        yield _bounded(response, at, late, max_bytes)
+
+
+@asynccontextmanager
+async def aopen_bounded(
+    client: httpx.AsyncClient,
+    url: httpx.URL | str,
+    *,
+    content: bytes,
+    headers: dict[str, str],
+    timeout_s: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> AsyncIterator[BoundedStream]:
+    """``open_bounded`` on an ``httpx.AsyncClient``; cancelling the task closes the stream."""
+    with _round_trip(timeout_s) as (at, late):
+        async with client.stream(**_stream_args(url, content, headers, at)) as response:
+            yield _bounded(response, at, late, max_bytes)
 
 
 def post_bounded(
@@ -299,45 +340,48 @@ def post_bounded(
     with open_bounded(
         client, url, content=content, headers=headers, timeout_s=timeout_s, max_bytes=max_bytes
     ) as stream:
-        body = bytearray()
-        for piece in stream.iter_bytes():
-            body += piece
-        return HttpResponse(stream.status, stream.headers, bytes(body))
+        return stream.body()
 
 
-def build_client(
-    *, proxy: str | None = None, ssl_context: ssl.SSLContext | None = None
-) -> httpx.Client:
-    """The runtime's own pooled client: deadline-aware sockets, no redirects.
+async def apost_bounded(
+    client: httpx.AsyncClient,
+    url: httpx.URL | str,
+    *,
+    content: bytes,
+    headers: dict[str, str],
+    timeout_s: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> HttpResponse:
+    """``post_bounded`` on an ``httpx.AsyncClient``."""
+    async with aopen_bounded(
+        client, url, content=content, headers=headers, timeout_s=timeout_s, max_bytes=max_bytes
+    ) as stream:
+        return await stream.abody()
 
-    Proxies are used only when configured explicitly: ``HTTP(S)_PROXY``/``ALL_PROXY``
-    are not read (a proxy sees where every call goes, and over plain ``http://`` the
-    key itself). ``ssl_context``: httpx's verifying default unless given.
-    """
-    tls: dict[str, Any] = {} if ssl_context is None else {"verify": ssl_context}
-    return httpx.Client(
-        transport=DeadlineTransport(
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
-            proxy=proxy,
-            **tls,
-        ),
-        follow_redirects=False,
-        trust_env=False,
+
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    """httpx's verifying TLS context, loaded once per process: loading the CA store costs
+    ~30 ms, and one context serves every transport (sync, and one per event loop)."""
+    return httpx.create_ssl_context()
+
+
+def client_limits(max_connections: int) -> httpx.Limits:
+    """Pool limits for ``max_connections`` calls in flight (keep-alive as AsyncOpenAI's)."""
+    return httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=min(max_connections, 100)
     )
 
 
-def check_host_client(client: httpx.Client) -> httpx.Client:
-    """Refuse a host's client whose sockets would not honour the round-trip deadline.
+def build_client(transport: httpx.BaseTransport) -> httpx.Client:
+    """A client around ``transport``: no redirects, no environment (proxies are explicit).
 
-    httpx bounds each socket operation, not the exchange; only ``DeadlineTransport``
-    enforces the total (and resets its pool after ``fork``). A client on any other
-    transport would silently lose both, so it is refused rather than half-trusted.
+    ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read: a proxy sees where every call goes,
+    and over plain ``http://`` the key itself.
     """
-    transports = [client._transport, *client._mounts.values()]
-    if not all(t is None or isinstance(t, DeadlineTransport) for t in transports):
-        raise InvalidData(
-            "http_client must be built on templiqx_langfuse.building_blocks.DeadlineTransport "
-            "(httpx.Client(transport=DeadlineTransport(...), trust_env=False)): "
-            "other transports cannot enforce the round-trip deadline"
-        )
-    return client
+    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
+
+
+def build_async_client(transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
+    """``build_client`` for async calls."""
+    return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)

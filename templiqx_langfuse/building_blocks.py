@@ -2,17 +2,18 @@
 
 A host adapter that talks to an OpenAI-compatible endpoint in another way (streaming, say)
 reuses these instead of copying them, so it keeps the same request bytes, the same bounded
-transport (one deadline for the whole round trip, a size bound on the body), the same
+transport, sync and async (one deadline for the whole round trip, a size bound on the
+body), the same
 failure mapping, the same secret rules and the same Langfuse generations as the Langfuse
 adapter. ``HostWiring`` builds (and releases) the shared ones; the adapter keeps only its
 own wire handling.
 """
 
-from ._deadline import DeadlineTransport
+from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._host import HostWiring, WiringOptions
 from ._redaction import REDACTED, RedactingLogFilter, Redactor
 from ._tracing import GenerationRecord, Tracing
-from ._transport import BoundedStream, build_client, check_host_client, open_bounded
+from ._transport import BoundedStream, aopen_bounded, open_bounded
 from ._wire import (
     MAX_RESPONSE_BYTES,
     Completion,
@@ -27,6 +28,7 @@ from ._wire import (
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "REDACTED",
+    "AsyncDeadlineTransport",
     "BoundedStream",
     "Completion",
     "DeadlineTransport",
@@ -38,9 +40,8 @@ __all__ = [
     "Tracing",
     "WireFailure",
     "WiringOptions",
-    "build_client",
+    "aopen_bounded",
     "build_request_body",
-    "check_host_client",
     "failure_for_status",
     "open_bounded",
     "parse_completion",

@@ -185,6 +185,8 @@ PINNED: dict[str, list[str]] = {
     ],
     "templiqx_langfuse": [
         "ADAPTER_ID",
+        "AsyncDeadlineTransport",
+        "DeadlineTransport",
         "LangfuseConfig",
         "LangfuseTracedRuntime",
         "ModelConfig",
@@ -200,6 +202,7 @@ PINNED: dict[str, list[str]] = {
         "trace_attributes",
     ],
     "templiqx_langfuse.building_blocks": [
+        "AsyncDeadlineTransport",
         "BoundedStream",
         "Completion",
         "DeadlineTransport",
@@ -213,9 +216,8 @@ PINNED: dict[str, list[str]] = {
         "Tracing",
         "WireFailure",
         "WiringOptions",
-        "build_client",
+        "aopen_bounded",
         "build_request_body",
-        "check_host_client",
         "failure_for_status",
         "open_bounded",
         "parse_completion",

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 import yaml
 from vcr.errors import CannotOverwriteExistingCassetteException
@@ -30,8 +29,7 @@ from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
-from .._transport import build_client
-from .cassettes import ActiveCassette, open_cassette, record_mode_of
+from .cassettes import ActiveCassette, CassetteMiss, open_cassette, record_mode_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -75,12 +73,12 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
     return base, str(model)
 
 
-def _replay_client() -> httpx.Client:
-    """The model client while a cassette only replays: vcrpy answers every request and the
-    offline guard blocks sockets, so it never connects, and loading the CA store (~20 ms of
-    the CLI's ~0.4 s ``--replay`` run) would buy nothing. Its TLS context trusts no
-    certificate: a connection, were one ever attempted, would fail closed."""
-    return build_client(ssl_context=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+def _trust_nothing() -> ssl.SSLContext:
+    """The TLS context while a cassette only replays: vcrpy answers every request and the
+    offline guard blocks sockets, so nothing connects, and loading the CA store (~20 ms of
+    the CLI's ~0.4 s ``--replay`` run) would buy nothing. It trusts no certificate: a
+    connection, were one ever attempted, would fail closed."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _caused_by_miss(error: BaseException) -> bool:
@@ -123,16 +121,35 @@ class ReplayingRuntime(WrappingRuntime):
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
-        if self.active is None:
-            return self.runtime.execute(request)
-        misses = len(self.active.misses)
+        misses = self._misses()
         try:
             return self.runtime.execute(request)
         except Exception as error:
-            # The runtime maps the unexpected into a failure; a replay miss stays the cause.
-            if len(self.active.misses) > misses or _caused_by_miss(error):
-                raise self.active.miss_error(misses, brief=self.brief_misses) from None
-            raise
+            miss = self._miss(error, misses)
+            if miss is None:
+                raise
+            raise miss from None
+
+    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self._ensure_open()
+        misses = self._misses()
+        try:
+            return await self.runtime.aexecute(request)
+        except Exception as error:
+            miss = self._miss(error, misses)
+            if miss is None:
+                raise
+            raise miss from None
+
+    def _misses(self) -> int:
+        return 0 if self.active is None else len(self.active.misses)
+
+    def _miss(self, error: Exception, before: int) -> CassetteMiss | None:
+        """The runtime maps the unexpected into a failure; a replay miss stays the cause."""
+        active = self.active
+        if active is None or not (len(active.misses) > before or _caused_by_miss(error)):
+            return None
+        return active.miss_error(before, brief=self.brief_misses)
 
     def last_trace_url(self) -> str | None:
         return self.runtime.last_trace_url()
@@ -141,6 +158,12 @@ class ReplayingRuntime(WrappingRuntime):
         """Close the runtime (flushing its traces), then put the cassette away (saving it)."""
         try:
             self.runtime.close()
+        finally:
+            self._stack.close()
+
+    async def arelease(self) -> None:
+        try:
+            await self.runtime.aclose()
         finally:
             self._stack.close()
 
@@ -193,15 +216,15 @@ def replaying_runtime(
             )
             base_url, model_name = recorded_endpoint(path)
             model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
-            http_client: httpx.Client | None = stack.enter_context(_replay_client())
+            ssl_context: ssl.SSLContext | None = _trust_nothing()
         else:
             model = ModelConfig.from_env(environ)
             active = stack.enter_context(
                 open_cassette(path, record_mode=mode, secrets=[*keys, model.api_key], env=environ)
             )
-            http_client = None  # it may record: the runtime's own, verifying client
+            ssl_context = None  # it may record: httpx's verifying context
         runtime = LangfuseTracedRuntime(
-            model, langfuse, span_exporter=span_exporter, http_client=http_client
+            model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context
         )
     except BaseException:
         stack.close()

@@ -6,12 +6,9 @@ import gc
 import logging
 from typing import Any
 
-import httpx
 import pytest
 
-from templiqx_core import Unsupported
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse._deadline import DeadlineTransport
 from templiqx_langfuse._redaction import _SHARED, HTTP_LOGGERS, RedactingLogFilter
 from tests.conftest import MODEL_KEY
 
@@ -55,17 +52,3 @@ def test_close_removes_the_runtimes_redactor(caplog: pytest.LogCaptureFixture) -
     runtime = build()
     runtime.close()
     assert runtime._wiring.log_filter not in _SHARED.members()
-
-
-def test_a_missing_httpx_hook_fails_construction_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = httpx.HTTPTransport.__init__
-
-    def without_backend(self: httpx.HTTPTransport, **kwargs: Any) -> None:
-        original(self, **kwargs)
-        del self._pool._network_backend  # what a future httpcore might do
-
-    monkeypatch.setattr(httpx.HTTPTransport, "__init__", without_backend)
-    with pytest.raises(Unsupported, match="deadline cannot be enforced"):
-        DeadlineTransport()
-    with pytest.raises(Unsupported, match="deadline cannot be enforced"):
-        build()

@@ -31,12 +31,12 @@ from templiqx_core.adapters import Produced, RuntimeCall
 from templiqx_langfuse import REDACTED, LangfuseConfig, ModelConfig
 from templiqx_langfuse._redaction import _SHARED
 from templiqx_langfuse.building_blocks import (
+    AsyncDeadlineTransport,
     DeadlineTransport,
     HostWiring,
     Tracing,
     WireFailure,
     WiringOptions,
-    build_client,
     failure_for_status,
     open_bounded,
     parse_completion,
@@ -148,7 +148,6 @@ def test_the_wirings_client_bounds_the_whole_round_trip(
     model_server.set_responder(lambda request: Reply(200, {}, b"{}", trickle_headers_s=0.1))
     host = TinyHost(model(model_server, timeout_s=0.5))
     hosts.append(host)
-    assert isinstance(host.wiring.http._transport, DeadlineTransport)
     started = time.monotonic()
     with pytest.raises(RuntimeFailureError) as raised:
         host.execute(greeting_request)
@@ -184,51 +183,62 @@ def test_the_keys_stay_out_of_logs_and_the_generation(
     assert f"{REDACTED} {REDACTED}" in exported
 
 
-def test_close_releases_what_the_wiring_built_and_leaves_a_hosts_client_open(
+def test_close_releases_what_the_wiring_built_and_leaves_a_hosts_transport_open(
     model_server: LoopbackModelServer, greeting_request: ExecutionRequest
 ) -> None:
     owned = TinyHost(model(model_server))
-    host_client = httpx.Client(transport=DeadlineTransport(), trust_env=False)
-    lent = TinyHost(model(model_server), http_client=host_client)
-    assert lent.wiring.http is host_client
+    host_transport = DeadlineTransport()
+    lent = TinyHost(model(model_server), transport=host_transport)
     assert {owned.wiring.log_filter, lent.wiring.log_filter} <= set(_SHARED.members())
     owned.execute(greeting_request)
     lent.execute(greeting_request)
     owned.close()
     lent.close()
     assert owned.wiring.http.is_closed
-    assert not host_client.is_closed
     assert not {owned.wiring.log_filter, lent.wiring.log_filter} & set(_SHARED.members())
-    host_client.close()
+    # The host's transport still serves the host.
+    with httpx.Client(transport=host_transport) as host_client:
+        assert host_client.post(f"{model_server.base_url}/chat/completions", json={}).is_success
+    host_transport.close()
 
 
-def test_a_hosts_client_on_another_transport_is_refused_before_anything_is_installed(
-    model_server: LoopbackModelServer,
+@pytest.mark.parametrize(
+    "lent",
+    [
+        {"transport": httpx.HTTPTransport()},
+        {"async_transport": httpx.AsyncHTTPTransport()},
+        {"transport": AsyncDeadlineTransport()},
+    ],
+    ids=["httpx sync transport", "httpx async transport", "async transport for sync"],
+)
+def test_a_transport_that_cannot_keep_the_deadline_is_refused_before_anything_is_installed(
+    model_server: LoopbackModelServer, lent: dict[str, Any]
 ) -> None:
     before = _SHARED.members()
-    with httpx.Client() as plain, pytest.raises(InvalidData):
-        TinyHost(model(model_server), http_client=plain)
+    with pytest.raises(InvalidData, match="must be a templiqx_langfuse"):
+        TinyHost(model(model_server), **lent)
     assert _SHARED.members() == before
 
 
 def test_a_build_that_fails_midway_releases_what_it_had_opened(
     model_server: LoopbackModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built: list[httpx.Client] = []
+    closed: list[bool] = []
 
-    def recording_build_client(**kw: Any) -> httpx.Client:
-        built.append(build_client(**kw))
-        return built[-1]
+    class Recording(DeadlineTransport):
+        def close(self) -> None:
+            closed.append(True)
+            super().close()
 
     def failing_tracing(*args: object, **kw: object) -> object:
         raise OSError("exporter unavailable")
 
-    monkeypatch.setattr("templiqx_langfuse._host.build_client", recording_build_client)
+    monkeypatch.setattr("templiqx_langfuse._host.DeadlineTransport", Recording)
     monkeypatch.setattr(Tracing, "build", failing_tracing)
     before = _SHARED.members()
     with pytest.raises(OSError, match="exporter unavailable") as raised:
         TinyHost(model(model_server))
-    assert [client.is_closed for client in built] == [True]
+    assert closed == [True]
     # Uninstalled, not merely collected: the held traceback still references the filter.
     assert raised.traceback
     assert _SHARED.members() == before

@@ -13,7 +13,6 @@ import os
 import warnings
 from collections.abc import Callable
 
-import httpx
 import pytest
 
 from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
@@ -79,12 +78,8 @@ def test_child_gets_fresh_connections_and_each_side_its_own_answer(
     client: str, make_runtime: RuntimeFactory
 ) -> None:
     with raw_server(echo) as server:
-        http = (
-            None
-            if client == "owned"
-            else httpx.Client(transport=DeadlineTransport(), trust_env=False)
-        )
-        runtime = make_runtime(base_url=server.base_url, tracing=False, http_client=http)
+        lent = None if client == "owned" else DeadlineTransport()
+        runtime = make_runtime(base_url=server.base_url, tracing=False, transport=lent)
         first = runtime.execute(request_for("Parent")).output
         assert first == {"greeting": "Hello Parent for Blinqx"}
         parent_port = server.requests[0].client_port
@@ -98,5 +93,5 @@ def test_child_gets_fresh_connections_and_each_side_its_own_answer(
         ports = {r.json()["messages"][-1]["content"]: r.client_port for r in server.requests}
         assert ports["Hello Child for Blinqx"] != parent_port  # its own connection
         assert ports["Hello Parent2 for Blinqx"] == parent_port  # the parent keeps its pool
-        if http is not None:
-            http.close()
+        if lent is not None:
+            lent.close()

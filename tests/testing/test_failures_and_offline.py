@@ -165,7 +165,7 @@ def test_langfuse_traffic_is_neither_recorded_nor_a_miss(tmp_path: Path) -> None
 
 
 def _model_tls_context(runtime: LangfuseTracedRuntime) -> ssl.SSLContext:
-    context = runtime._wiring.http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    context = runtime._wiring.clients._options["verify"]
     assert isinstance(context, ssl.SSLContext)
     return context
 
