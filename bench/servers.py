@@ -2,7 +2,7 @@
 a Langfuse OTLP sink. Plain asyncio protocols with prebuilt responses: the point is to
 cost the client as little as possible, so the clients' overheads are what gets measured.
 
-    python bench/servers.py model PORT_FILE
+    python bench/servers.py model PORT_FILE [--delay SECONDS]
     python bench/servers.py sink PORT_FILE [--hang]
 """
 
@@ -120,8 +120,41 @@ class SinkState:
         return http_response(b"", "application/x-protobuf")
 
 
-async def main(kind: str, port_file: Path, hang: bool) -> None:
+class DelayedProtocol(HttpProtocol):
+    """Answers each request after ``delay`` seconds (a slow upstream), without blocking."""
+
+    delay = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = bytes(self.buffer[:end]).decode("latin-1").lower()
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name == "content-length":
+                    length = int(value.strip())
+            if len(self.buffer) < end + 4 + length:
+                return
+            del self.buffer[: end + 4 + length]
+            loop.call_later(self.delay, self._reply)
+
+    def _reply(self) -> None:
+        if not self.transport.is_closing():  # type: ignore[attr-defined]
+            self.transport.write(MODEL_REPLY)  # type: ignore[attr-defined]
+
+
+async def main(kind: str, port_file: Path, hang: bool, delay: float = 0.0) -> None:
     loop = asyncio.get_running_loop()
+    if kind == "model" and delay > 0:
+        DelayedProtocol.delay = delay
+        server = await loop.create_server(
+            lambda: DelayedProtocol(None), "127.0.0.1", 0, backlog=4096
+        )
+        port_file.write_text(str(server.sockets[0].getsockname()[1]))
+        async with server:
+            await server.serve_forever()
     if kind == "model":
         handler = lambda head, body, encoding: MODEL_REPLY  # noqa: E731
     else:
@@ -133,7 +166,7 @@ async def main(kind: str, port_file: Path, hang: bool) -> None:
                 return state.handle(head, body, encoding) if head.startswith("GET") else None
 
             handler = hanging
-    server = await loop.create_server(lambda: HttpProtocol(handler), "127.0.0.1", 0, backlog=256)
+    server = await loop.create_server(lambda: HttpProtocol(handler), "127.0.0.1", 0, backlog=4096)
     port = server.sockets[0].getsockname()[1]
     port_file.write_text(str(port))
     async with server:
@@ -141,4 +174,5 @@ async def main(kind: str, port_file: Path, hang: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), "--hang" in sys.argv))
+    delay = float(sys.argv[sys.argv.index("--delay") + 1]) if "--delay" in sys.argv else 0.0
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), "--hang" in sys.argv, delay))

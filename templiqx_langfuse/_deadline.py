@@ -2,10 +2,11 @@
 
 httpx timeouts bound each socket operation, not the exchange: a server that trickles
 one byte at a time (headers included) keeps every read short and the call alive
-forever. These transports are httpcore connection pools built with a network backend
-that gives every connect, read and write only what is left of the caller's deadline
-(``ConnectionPool(network_backend=...)``, httpcore's public API), wrapped as httpx
-transports. The deadline lives in a context variable, so one pool serves calls with
+forever. These transports are httpcore2 connection pools (the pools AsyncOpenAI runs on:
+httpcore 1's assign connections in time quadratic in the calls in flight) built with a
+network backend that gives every connect, read and write only what is left of the
+caller's deadline (``ConnectionPool(network_backend=...)``, public API), wrapped as
+httpx transports. The deadline lives in a context variable, so one pool serves calls with
 different deadlines on different threads or tasks, and deadlines nest: an outer one (a
 ``RetryingRuntime``'s) caps every inner one (each attempt's).
 
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 import h11
-import httpcore
+import httpcore2
 import httpx
 
 __all__ = [
@@ -114,7 +115,7 @@ class _Wire:
     def overran(self) -> bool:
         """Whether bytes were read past the end of the response just completed.
 
-        httpcore keeps such bytes in its h11 state, which no public API exposes, so the
+        httpcore2 keeps such bytes in its h11 state, which no public API exposes, so the
         exchange is parsed again with h11's own public API and its ``trailing_data``
         asked. The recorded bytes are released either way.
         """
@@ -129,7 +130,7 @@ class _Wire:
                 if event is h11.NEED_DATA or isinstance(event, h11.EndOfMessage):
                     break
         except h11.ProtocolError:
-            return False  # httpcore parsed it; a disagreement is not an overrun
+            return False  # httpcore2 parsed it; a disagreement is not an overrun
         return bool(parser.trailing_data[0])
 
 
@@ -140,19 +141,19 @@ _EXCHANGE_WIRE: contextvars.ContextVar[_Wire | None] = contextvars.ContextVar(
 )
 
 
-class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
+class _DeadlineStream(httpcore2.NetworkStream):
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
         self._inner = inner
         self.wire = _Wire()
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = self._inner.read(max_bytes, _budget(timeout, httpcore.ReadTimeout))
+        data = self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout))
         self.wire.received(data)
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.wire.sending()
-        self._inner.write(buffer, _budget(timeout, httpcore.WriteTimeout))
+        self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
         # Closing a descriptor does not wake a thread blocked reading it; shutting the
@@ -169,8 +170,8 @@ class _DeadlineStream(httpcore.NetworkStream):
         ssl_context: ssl.SSLContext,
         server_hostname: str | None = None,
         timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        budget = _budget(timeout, httpcore.ConnectTimeout)
+    ) -> httpcore2.NetworkStream:
+        budget = _budget(timeout, httpcore2.ConnectTimeout)
         return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, budget))
 
     def get_extra_info(self, info: str) -> Any:
@@ -181,19 +182,19 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+class _AsyncDeadlineStream(httpcore2.AsyncNetworkStream):
+    def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         self.wire = _Wire()
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = await self._inner.read(max_bytes, _budget(timeout, httpcore.ReadTimeout))
+        data = await self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout))
         self.wire.received(data)
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.wire.sending()
-        await self._inner.write(buffer, _budget(timeout, httpcore.WriteTimeout))
+        await self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -203,8 +204,8 @@ class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
         ssl_context: ssl.SSLContext,
         server_hostname: str | None = None,
         timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        budget = _budget(timeout, httpcore.ConnectTimeout)
+    ) -> httpcore2.AsyncNetworkStream:
+        budget = _budget(timeout, httpcore2.ConnectTimeout)
         inner = await self._inner.start_tls(ssl_context, server_hostname, budget)
         return _AsyncDeadlineStream(inner)
 
@@ -214,9 +215,9 @@ class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _DeadlineBackend(httpcore.NetworkBackend):
+class _DeadlineBackend(httpcore2.NetworkBackend):
     def __init__(self) -> None:
-        self._inner = httpcore.SyncBackend()
+        self._inner = httpcore2.SyncBackend()
 
     def connect_tcp(
         self,
@@ -225,24 +226,24 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        budget = _budget(timeout, httpcore.ConnectTimeout)
+    ) -> httpcore2.NetworkStream:
+        budget = _budget(timeout, httpcore2.ConnectTimeout)
         stream = self._inner.connect_tcp(host, port, budget, local_address, socket_options)
         return _DeadlineStream(stream)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
-        budget = _budget(timeout, httpcore.ConnectTimeout)
+    ) -> httpcore2.NetworkStream:
+        budget = _budget(timeout, httpcore2.ConnectTimeout)
         return _DeadlineStream(self._inner.connect_unix_socket(path, budget, socket_options))
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-class _AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
+class _AsyncDeadlineBackend(httpcore2.AsyncNetworkBackend):
     def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
+        self._inner = httpcore2.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -251,15 +252,15 @@ class _AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        budget = _budget(timeout, httpcore.ConnectTimeout)
+    ) -> httpcore2.AsyncNetworkStream:
+        budget = _budget(timeout, httpcore2.ConnectTimeout)
         stream = await self._inner.connect_tcp(host, port, budget, local_address, socket_options)
         return _AsyncDeadlineStream(stream)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        budget = _budget(timeout, httpcore.ConnectTimeout)
+    ) -> httpcore2.AsyncNetworkStream:
+        budget = _budget(timeout, httpcore2.ConnectTimeout)
         stream = await self._inner.connect_unix_socket(path, budget, socket_options)
         return _AsyncDeadlineStream(stream)
 
@@ -275,34 +276,34 @@ class ResponseOverrun(httpx.RemoteProtocolError):
     """Bytes followed the end of a response on its connection."""
 
 
-# httpcore's exceptions as httpx's, by type, most specific first. Written out because
+# httpcore2's exceptions as httpx's, by type, most specific first. Written out because
 # httpx's own table is private; a transport must raise httpx's exceptions.
 _HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
+    (httpcore2.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore2.ReadTimeout, httpx.ReadTimeout),
+    (httpcore2.WriteTimeout, httpx.WriteTimeout),
+    (httpcore2.PoolTimeout, httpx.PoolTimeout),
+    (httpcore2.TimeoutException, httpx.TimeoutException),
+    (httpcore2.ConnectError, httpx.ConnectError),
+    (httpcore2.ReadError, httpx.ReadError),
+    (httpcore2.WriteError, httpx.WriteError),
+    (httpcore2.NetworkError, httpx.NetworkError),
+    (httpcore2.ProxyError, httpx.ProxyError),
+    (httpcore2.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore2.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore2.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore2.ProtocolError, httpx.ProtocolError),
 )
 
 
 def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
-    """httpx's exception for what httpcore raised (anything else is returned as is).
+    """httpx's exception for what httpcore2 raised (anything else is returned as is).
 
     A protocol error after the server closed the socket is a connection cut short (a
     network error, worth a retry); one raised on bytes that did arrive is a server not
     speaking HTTP/1.1.
     """
-    if isinstance(error, httpcore.RemoteProtocolError) and wire is not None and wire.eof:
+    if isinstance(error, httpcore2.RemoteProtocolError) and wire is not None and wire.eof:
         return ConnectionCutShort("the server closed the connection mid-response")
     for core, mapped in _HTTPX_ERRORS:
         if isinstance(error, core):
@@ -310,11 +311,11 @@ def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
     return error
 
 
-def _core_request(request: httpx.Request, stream: Any) -> httpcore.Request:
+def _core_request(request: httpx.Request, stream: Any) -> httpcore2.Request:
     url = request.url
-    return httpcore.Request(
+    return httpcore2.Request(
         method=request.method,
-        url=httpcore.URL(
+        url=httpcore2.URL(
             scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
         ),
         headers=request.headers.raw,
@@ -323,13 +324,13 @@ def _core_request(request: httpx.Request, stream: Any) -> httpcore.Request:
     )
 
 
-def _wire_of(response: httpcore.Response) -> _Wire | None:
+def _wire_of(response: httpcore2.Response) -> _Wire | None:
     stream = response.extensions.get("network_stream")
     wire = getattr(stream, "wire", None)
     return wire if isinstance(wire, _Wire) else None
 
 
-def _checked_head(response: httpcore.Response) -> _Wire | None:
+def _checked_head(response: httpcore2.Response) -> _Wire | None:
     wire = _wire_of(response)
     if wire is not None and (response.status in _NO_BODY or response.status < 200):
         wire.poisoned = True
@@ -343,13 +344,13 @@ def _pool_options(
     proxy: str | httpx.Proxy | None,
     options: dict[str, Any],
 ) -> dict[str, Any]:
-    """httpcore pool arguments from httpx transport arguments (public APIs of both)."""
+    """httpcore2 pool arguments from httpx transport arguments (public APIs of both)."""
     ssl_context = httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False)
     core_proxy = None
     if proxy is not None:
         proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
-        core_proxy = httpcore.Proxy(
-            url=httpcore.URL(
+        core_proxy = httpcore2.Proxy(
+            url=httpcore2.URL(
                 scheme=proxy.url.raw_scheme,
                 host=proxy.url.raw_host,
                 port=proxy.url.port,
@@ -369,7 +370,7 @@ def _pool_options(
     }
 
 
-_Pool = TypeVar("_Pool", httpcore.ConnectionPool, httpcore.AsyncConnectionPool)
+_Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool)
 
 
 class _Bounded(Generic[_Pool]):
@@ -404,7 +405,7 @@ class _Bounded(Generic[_Pool]):
         self.pool = self._new_pool()
 
 
-class DeadlineTransport(_Bounded[httpcore.ConnectionPool], httpx.BaseTransport):
+class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
     """An httpx transport whose round trips end by the caller's deadline.
 
     Takes ``httpx.HTTPTransport``'s connection arguments (``verify``, ``cert``,
@@ -412,8 +413,8 @@ class DeadlineTransport(_Bounded[httpcore.ConnectionPool], httpx.BaseTransport):
     TLS, a proxy or pool limits; the round-trip deadline and the fork reset hold for it.
     """
 
-    def _new_pool(self) -> httpcore.ConnectionPool:
-        return httpcore.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
+    def _new_pool(self) -> httpcore2.ConnectionPool:
+        return httpcore2.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
@@ -437,7 +438,7 @@ class DeadlineTransport(_Bounded[httpcore.ConnectionPool], httpx.BaseTransport):
 
 
 class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, response: httpcore.Response, wire: _Wire | None) -> None:
+    def __init__(self, response: httpcore2.Response, wire: _Wire | None) -> None:
         self._response = response
         self._wire = wire
 
@@ -452,15 +453,15 @@ class _ResponseStream(httpx.SyncByteStream):
         self._response.close()
 
 
-class AsyncDeadlineTransport(_Bounded[httpcore.AsyncConnectionPool], httpx.AsyncBaseTransport):
+class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
     """``DeadlineTransport`` for ``httpx.AsyncClient``: same arguments, same guarantees.
 
     A pool belongs to the event loop that first used it (its sockets do); a runtime
     keeps one per loop.
     """
 
-    def _new_pool(self) -> httpcore.AsyncConnectionPool:
-        return httpcore.AsyncConnectionPool(
+    def _new_pool(self) -> httpcore2.AsyncConnectionPool:
+        return httpcore2.AsyncConnectionPool(
             network_backend=_AsyncDeadlineBackend(), **self._options
         )
 
@@ -486,7 +487,7 @@ class AsyncDeadlineTransport(_Bounded[httpcore.AsyncConnectionPool], httpx.Async
 
 
 class _AsyncResponseStream(httpx.AsyncByteStream):
-    def __init__(self, response: httpcore.Response, wire: _Wire | None) -> None:
+    def __init__(self, response: httpcore2.Response, wire: _Wire | None) -> None:
         self._response = response
         self._wire = wire
 

@@ -115,6 +115,10 @@ HTTP_LOGGERS = (
     "httpcore.http11",
     "httpcore.http2",
     "httpcore.proxy",
+    "httpcore2.connection",
+    "httpcore2.http11",
+    "httpcore2.http2",
+    "httpcore2.proxy",
 )
 
 

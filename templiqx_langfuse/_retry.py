@@ -1,4 +1,4 @@
-"""Opt-in retries around any ``RuntimeAdapter`` (SPEC §5.7), built on tenacity.
+"""Opt-in retries around any ``RuntimeAdapter``, sync or async, built on tenacity.
 
 Only retryable codes (timeout, rate-limited, unavailable) are retried. A server's
 ``retry_after_ms`` is honoured (capped at ``max_wait_s``); otherwise the wait is
@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tenacity import (
+    AsyncRetrying,
     RetryCallState,
     RetryError,
     Retrying,
@@ -62,6 +64,7 @@ class RetryingRuntime(WrappingRuntime):
         max_wait_s: float = 30.0,
         deadline_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         if attempts < 1:
             raise InvalidData("attempts must be at least 1")
@@ -72,6 +75,7 @@ class RetryingRuntime(WrappingRuntime):
         self.max_wait_s = max_wait_s
         self.deadline_s = deadline_s
         self._sleep = sleep
+        self._asleep = asleep  # ``asyncio.sleep`` unless given
         self._backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -80,35 +84,59 @@ class RetryingRuntime(WrappingRuntime):
             return min(error.failure.retry_after_ms / 1000.0, self.max_wait_s)
         return float(self._backoff(state))
 
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        self._ensure_open()
+    def _policy(self) -> dict[str, Any]:
         stop: stop_base = stop_after_attempt(self.attempts)
         if self.deadline_s is not None:
             stop = stop | stop_before_delay(self.deadline_s)
-        retrying = Retrying(
-            stop=stop,
-            wait=self._wait,
-            retry=retry_if_exception(_retryable),
-            sleep=self._sleep,
-            reraise=False,
-        )
-        budget = (
+        return {
+            "stop": stop,
+            "wait": self._wait,
+            "retry": retry_if_exception(_retryable),
+            "reraise": False,
+        }
+
+    def _budget(self) -> contextlib.AbstractContextManager[object]:
+        return (
             deadline(self.deadline_s) if self.deadline_s is not None else contextlib.nullcontext()
         )
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self._ensure_open()
+        retrying = Retrying(sleep=self._sleep, **self._policy())
         try:
-            with budget:
+            with self._budget():
                 result: ExecutionReceipt = retrying(self.inner.execute, request)
         except RetryError as exhausted:
-            last = exhausted.last_attempt.exception()
-            assert isinstance(last, RuntimeFailureError)
-            tries = exhausted.last_attempt.attempt_number
-            failure = RuntimeFailure.for_adapter(
-                self.descriptor(),
-                RuntimeFailureCode.RETRY_EXHAUSTED,
-                f"gave up after {tries} attempt(s); last failure {last.code}: "
-                f"{last.failure.detail}",
-                retry_after_ms=last.failure.retry_after_ms,
-                scenario_id=last.failure.scenario_id,
-            )
-            raise RuntimeFailureError(failure) from None
+            raise self._exhausted(exhausted) from None
         return result
+
+    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        """``execute`` for async hosts: waits are ``asyncio.sleep``, attempts the inner
+        runtime's ``aexecute``; the same hints, deadline and outcome."""
+        self._ensure_open()
+        retrying = AsyncRetrying(sleep=self._asleep or _asyncio_sleep, **self._policy())
+        try:
+            with self._budget():
+                result: ExecutionReceipt = await retrying(self.inner.aexecute, request)
+        except RetryError as exhausted:
+            raise self._exhausted(exhausted) from None
+        return result
+
+    def _exhausted(self, exhausted: RetryError) -> RuntimeFailureError:
+        last = exhausted.last_attempt.exception()
+        assert isinstance(last, RuntimeFailureError)
+        tries = exhausted.last_attempt.attempt_number
+        failure = RuntimeFailure.for_adapter(
+            self.descriptor(),
+            RuntimeFailureCode.RETRY_EXHAUSTED,
+            f"gave up after {tries} attempt(s); last failure {last.code}: {last.failure.detail}",
+            retry_after_ms=last.failure.retry_after_ms,
+            scenario_id=last.failure.scenario_id,
+        )
+        return RuntimeFailureError(failure)
+
+
+async def _asyncio_sleep(seconds: float) -> None:
+    import asyncio  # only async hosts get here
+
+    await asyncio.sleep(seconds)

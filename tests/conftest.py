@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import socket
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import (
     CompiledInteraction,
+    ExecutionReceipt,
     ExecutionRequest,
     PortError,
     RenderRequest,
@@ -96,13 +98,51 @@ def exporter() -> InMemorySpanExporter:
 
 RuntimeFactory = Callable[..., LangfuseTracedRuntime]
 
+#: How a suite's calls are made: a sync host's ``execute``, or an async host's ``aexecute``.
+IO_MODES = ["sync", "async"]
+#: A suite runs every test both ways with ``pytestmark = BOTH_IO``.
+BOTH_IO = pytest.mark.parametrize("io", IO_MODES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def io(request: pytest.FixtureRequest) -> str:
+    """``sync`` unless the suite is parametrised with ``BOTH_IO``."""
+    return str(getattr(request, "param", "sync"))
+
+
+@pytest.fixture
+def event_loop_runner() -> Iterator[asyncio.Runner]:
+    """One event loop for the test's async calls (so its runtime keeps one pool)."""
+    with asyncio.Runner() as runner:
+        yield runner
+
+
+class AsyncHostRuntime(LangfuseTracedRuntime):
+    """The runtime as an async host drives it: every ``execute`` and ``execute_streaming``
+    of a suite runs ``aexecute``/``aexecute_streaming`` on the test's event loop, so one
+    suite checks both socket layers (the async path shares everything but its I/O)."""
+
+    runner: asyncio.Runner
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        return self.runner.run(self.aexecute(request))
+
+    def execute_streaming(self, request: ExecutionRequest, sink: Any) -> ExecutionReceipt:
+        return self.runner.run(self.aexecute_streaming(request, sink))
+
 
 @pytest.fixture
 def make_runtime(
-    model_server: LoopbackModelServer, exporter: InMemorySpanExporter
+    model_server: LoopbackModelServer,
+    exporter: InMemorySpanExporter,
+    io: str,
+    request: pytest.FixtureRequest,
 ) -> Iterator[RuntimeFactory]:
-    """Runtimes against the loopback server, traced into ``exporter``; closed at teardown."""
+    """Runtimes against the loopback server, traced into ``exporter``; closed at teardown.
+    Under ``BOTH_IO`` the async variant drives each call through ``aexecute``."""
     made: list[LangfuseTracedRuntime] = []
+    runner = request.getfixturevalue("event_loop_runner") if io == "async" else None
+    kind = LangfuseTracedRuntime if runner is None else AsyncHostRuntime
 
     def build(
         *, timeout_s: float = 5.0, tracing: bool = True, base_url: str | None = None, **kw: object
@@ -121,7 +161,7 @@ def make_runtime(
             if tracing
             else LangfuseConfig()
         )
-        runtime = LangfuseTracedRuntime(
+        runtime = kind(
             ModelConfig(
                 base_url=base_url or model_server.base_url,
                 api_key=MODEL_KEY,
@@ -133,6 +173,8 @@ def make_runtime(
             span_exporter=kw.pop("span_exporter", exporter),  # type: ignore[arg-type]
             **kw,  # type: ignore[arg-type]
         )
+        if isinstance(runtime, AsyncHostRuntime):
+            runtime.runner = runner  # type: ignore[assignment]
         made.append(runtime)
         return runtime
 

@@ -17,7 +17,10 @@ from templiqx_langfuse.testing.server import (
     ServerRequest,
     chat_completion,
 )
-from tests.conftest import MODEL_KEY, SECRET_KEY, RuntimeFactory
+from tests.conftest import BOTH_IO, MODEL_KEY, SECRET_KEY, RuntimeFactory
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
 
 
 def secrets_of(runtime: LangfuseTracedRuntime) -> list[str]:

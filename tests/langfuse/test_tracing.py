@@ -58,7 +58,11 @@ from templiqx_langfuse.testing.server import (
     json_reply,
     serve,
 )
-from tests.conftest import MODEL_KEY, REPO_ROOT, RuntimeFactory, closed_port
+from tests.conftest import BOTH_IO, MODEL_KEY, REPO_ROOT, RuntimeFactory, closed_port
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
+
 
 SUCCESS_METADATA = {
     META_CONTRACT_ID,

@@ -19,7 +19,11 @@ from templiqx_langfuse.testing.server import (
     chat_completion,
     json_reply,
 )
-from tests.conftest import MODEL_KEY, RuntimeFactory, closed_port
+from tests.conftest import BOTH_IO, MODEL_KEY, RuntimeFactory, closed_port
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
+
 
 PROVIDER_TEXT = "provider-says-something-private"
 

@@ -11,7 +11,11 @@ from templiqx_core import ExecutionRequest, RuntimeFailureError
 from templiqx_langfuse import RetryingRuntime
 from templiqx_langfuse.building_blocks import DeadlineTransport
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
-from tests.conftest import GREETING, MODEL_KEY, RuntimeFactory, closed_port
+from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory, closed_port
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
+
 
 SLACK_S = 0.75  # generous: 2 shared cores
 ERROR_BODY_FIELD = b'{"error": {"message": "busy"}}'

@@ -28,11 +28,11 @@ from templiqx_core.adapters import Produced, RuntimeCall
 from templiqx_langfuse import LangfuseConfig, ModelConfig
 from templiqx_langfuse.building_blocks import (
     MAX_RESPONSE_BYTES,
-    BoundedStream,
     Completion,
     HostWiring,
     WireFailure,
     WiringOptions,
+    aopen_bounded,
     failure_for_status,
     open_bounded,
     parse_completion,
@@ -83,14 +83,10 @@ class StreamingHostRuntime(RuntimeAdapter):
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
 
-    def produce_output(self, call: RuntimeCall) -> Produced:
-        """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
-
-        The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
-        emits the one terminal event and maps anything unexpected.
-        """
-        wiring = self._wiring
-        body, record = wiring.begin(call)
+    def _prepare(self, call: RuntimeCall) -> tuple[bytes, Emit]:
+        """The streaming request bytes, and the emitter that also notes the first token
+        (the generation's ``completion_start_time``, on success and failure alike)."""
+        body, record = self._wiring.begin(call)
         first_token: list[datetime] = []
 
         def emit(event: DeltaEvent | ToolCallDeltaEvent) -> None:
@@ -106,16 +102,59 @@ class StreamingHostRuntime(RuntimeAdapter):
         payload = orjson.loads(body.content)
         payload["stream"] = True
         payload["stream_options"] = {"include_usage": True}
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS), emit
+
+    def produce_output(self, call: RuntimeCall) -> Produced:
+        """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
+
+        The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
+        emits the one terminal event and maps anything unexpected.
+        """
+        content, emit = self._prepare(call)
+        wiring = self._wiring
         try:
             with open_bounded(
                 wiring.http,
                 wiring.url,
-                content=orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
+                content=content,
                 headers=wiring.headers,
                 timeout_s=wiring.model.timeout_s,
                 max_bytes=self.max_response_bytes,
             ) as stream:
-                completion = _read(stream, emit)
+                reader = _Reader(stream.status, stream.headers, emit)
+                if reader.whole:
+                    completion = reader.whole_body(stream.body().body)
+                else:
+                    for chunk in stream.iter_bytes():
+                        if reader.feed(chunk):
+                            break
+                    completion = reader.completion()
+        except WireFailure as wire:
+            raise wire.to_error(self._descriptor, wiring.redactor) from None
+        return Produced(completion.output, completion)
+
+    async def aproduce_output(self, call: RuntimeCall) -> Produced:
+        """``produce_output`` on the event loop: deltas as the async stream delivers them;
+        cancelling the awaiting task stops reading and closes the stream."""
+        content, emit = self._prepare(call)
+        wiring = self._wiring
+        try:
+            async with aopen_bounded(
+                wiring.clients.for_loop(),
+                wiring.url,
+                content=content,
+                headers=wiring.headers,
+                timeout_s=wiring.model.timeout_s,
+                max_bytes=self.max_response_bytes,
+            ) as stream:
+                reader = _Reader(stream.status, stream.headers, emit)
+                if reader.whole:
+                    completion = reader.whole_body((await stream.abody()).body)
+                else:
+                    async for chunk in stream.aiter_bytes():
+                        if reader.feed(chunk):
+                            break
+                    completion = reader.completion()
         except WireFailure as wire:
             raise wire.to_error(self._descriptor, wiring.redactor) from None
         return Produced(completion.output, completion)
@@ -124,22 +163,36 @@ class StreamingHostRuntime(RuntimeAdapter):
         """Release pooled connections, flush the adapter-owned Langfuse client (bounded)."""
         self._wiring.close()
 
+    async def arelease(self) -> None:
+        await self._wiring.aclose()
 
-def _read(stream: BoundedStream, emit: Emit) -> Completion:
-    """Read the response as it arrives; return the completion or raise ``WireFailure``."""
-    if not 200 <= stream.status < 300:
-        failure = failure_for_status(stream.status, stream.headers, b"".join(stream.iter_bytes()))
-        assert failure is not None
-        raise failure
-    media = stream.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media == "application/json":
-        return _whole_body(b"".join(stream.iter_bytes()), emit)
-    parser, folder, done = SSEParser(), ChunkFolder(), False
-    for chunk in stream.iter_bytes():
-        for event in parser.feed(chunk):
+
+class _Reader:
+    """The response as it arrives, fed chunk by chunk (sans-IO: the sync and async paths
+    differ only in how they get the chunks): deltas out through ``emit``, then the
+    completion the non-streaming rules give for the assembled message."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], emit: Emit) -> None:
+        self._status = status
+        self._emit = emit
+        media = headers.get("content-type", "").partition(";")[0].strip().lower()
+        #: An error status, or a gateway that ignored ``stream: true``: read it whole.
+        self.whole = not 200 <= status < 300 or media == "application/json"
+        self._headers = headers
+        self._parser, self._folder, self._done = SSEParser(), ChunkFolder(), False
+
+    def whole_body(self, body: bytes) -> Completion:
+        failure = failure_for_status(self._status, self._headers, body)
+        if failure is not None:
+            raise failure
+        return _whole_body(body, self._emit)
+
+    def feed(self, chunk: bytes) -> bool:
+        """Fold one chunk; True once the stream said it is done (``[DONE]``)."""
+        for event in self._parser.feed(chunk):
             if event.data == _DONE:
-                done = True
-                break
+                self._done = True
+                return True
             try:
                 data = orjson.loads(event.data)
             except orjson.JSONDecodeError:
@@ -148,27 +201,29 @@ def _read(stream: BoundedStream, emit: Emit) -> Completion:
                 ) from None
             if event.event == "error" and not (isinstance(data, dict) and "error" in data):
                 raise stream_error(data)
-            for out in folder.fold(data):
-                emit(out)
-        if done:
-            break
-    if not done and folder.finish_reason is None:
-        raise WireFailure(
-            RuntimeFailureCode.UNAVAILABLE,
-            "model stream ended before it finished (no finish_reason, no [DONE])",
-        )
-    for out in folder.finish():  # tool calls held back while another one streamed
-        emit(out)
-    completion = {
-        "id": folder.response_id,
-        "model": folder.model,
-        "choices": [
-            {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        ],
-        "usage": folder.usage,
-    }
-    # The non-streaming rules, applied to the assembled message: same outcome as execute.
-    return parse_completion(orjson.dumps(completion))
+            for out in self._folder.fold(data):
+                self._emit(out)
+        return False
+
+    def completion(self) -> Completion:
+        folder = self._folder
+        if not self._done and folder.finish_reason is None:
+            raise WireFailure(
+                RuntimeFailureCode.UNAVAILABLE,
+                "model stream ended before it finished (no finish_reason, no [DONE])",
+            )
+        for out in folder.finish():  # tool calls held back while another one streamed
+            self._emit(out)
+        completion = {
+            "id": folder.response_id,
+            "model": folder.model,
+            "choices": [
+                {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
+            ],
+            "usage": folder.usage,
+        }
+        # The non-streaming rules, applied to the assembled message: same outcome as execute.
+        return parse_completion(orjson.dumps(completion))
 
 
 def _whole_body(body: bytes, emit: Emit) -> Completion:
