@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import json
 import socket
@@ -125,10 +126,13 @@ class AsyncHostRuntime(LangfuseTracedRuntime):
     runner: asyncio.Runner
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        return self.runner.run(self.aexecute(request))
+        # In the caller's context, as a task started where it is would see it (deadlines).
+        return self.runner.run(self.aexecute(request), context=contextvars.copy_context())
 
     def execute_streaming(self, request: ExecutionRequest, sink: Any) -> ExecutionReceipt:
-        return self.runner.run(self.aexecute_streaming(request, sink))
+        return self.runner.run(
+            self.aexecute_streaming(request, sink), context=contextvars.copy_context()
+        )
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ receiver) and names the rule of the server's OTel mapping (``OtelIngestionProces
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -341,6 +342,14 @@ def test_each_execution_is_its_own_trace(
     assert len(trace_ids) == 3
 
 
+_HOST_KEYS = itertools.count()
+
+
+def unique_key(public_key: str) -> str:
+    """The SDK keeps one client per public key for the whole process: each test its own."""
+    return f"{public_key}-{next(_HOST_KEYS)}"
+
+
 def host_client(public_key: str) -> tuple[Langfuse, InMemorySpanExporter, TracerProvider]:
     host_exporter = InMemorySpanExporter()
     host_provider = TracerProvider()
@@ -358,7 +367,7 @@ def test_nested_under_a_host_langfuse_observation(
     make_runtime: RuntimeFactory,
     greeting_request: ExecutionRequest,
 ) -> None:
-    host, host_exporter, host_provider = host_client("pk-lf-host-nested")
+    host, host_exporter, host_provider = host_client(unique_key("pk-lf-host-nested"))
     runtime = make_runtime(langfuse_client=host)
     with host.start_as_current_observation(name="host-request", as_type="span"):
         runtime.execute(greeting_request)
@@ -386,7 +395,7 @@ def test_explicit_trace_attributes_reach_a_host_trace(
     make_runtime: RuntimeFactory,
     greeting_request: ExecutionRequest,
 ) -> None:
-    host, host_exporter, host_provider = host_client("pk-lf-host-update")
+    host, host_exporter, host_provider = host_client(unique_key("pk-lf-host-update"))
     runtime = make_runtime(langfuse_client=host)
     with host.start_as_current_observation(name="host-request", as_type="span"):
         with trace_attributes(session_id="sess-9", user_id="user-3", tags=["crm"]):
@@ -613,9 +622,10 @@ def test_a_host_client_with_the_same_public_key_keeps_its_pipeline_to_itself(
     # The SDK keeps one client per public key and hands it to any later Langfuse(...)
     # with that key. The adapter's own path builds no Langfuse client, so a host's client
     # with the same key neither captures its generations nor gets flushed by close().
-    host, host_exporter, host_provider = host_client("pk-lf-shared")
+    shared = unique_key("pk-lf-shared")
+    host, host_exporter, host_provider = host_client(shared)
     before = otel_trace.get_tracer_provider()
-    runtime = make_runtime(public_key="pk-lf-shared")
+    runtime = make_runtime(public_key=shared)
     runtime.execute(greeting_request)
     runtime.close()
     assert otel_trace.get_tracer_provider() is before  # never the global provider
