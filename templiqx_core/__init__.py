@@ -30,6 +30,7 @@ if _TYPE_CHECKING:
     )
     from ._canonical import canonical_json, fingerprint, fingerprint_bytes
     from ._compiler import CompileResult, Contract, compile_contract
+    from ._compiler.check import CONTRACT_SCHEMA_PATH
     from ._contracts import (
         API_VERSION,
         AdapterDescriptor,
@@ -88,6 +89,7 @@ _WHERE: dict[str, str] = {
     "CompileResult": "._compiler",
     "Contract": "._compiler",
     "compile_contract": "._compiler",
+    "CONTRACT_SCHEMA_PATH": "._compiler.check",
     "API_VERSION": "._contracts",
     "AdapterDescriptor": "._contracts",
     "CompiledInteraction": "._contracts",
@@ -153,6 +155,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "API_VERSION",
+    "CONTRACT_SCHEMA_PATH",
     "AdapterDescriptor",
     "CompileResult",
     "CompiledInteraction",

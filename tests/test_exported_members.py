@@ -30,6 +30,7 @@ PINNED: dict[str, list[str]] = {
     "templiqx_core": [
         "API_VERSION",
         "AdapterDescriptor",
+        "CONTRACT_SCHEMA_PATH",
         "CompileResult",
         "CompiledInteraction",
         "CompiledMessage",
