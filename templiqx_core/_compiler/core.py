@@ -77,6 +77,9 @@ def value_schema_diagnostics(
     if more:
         message = f"{prefix}: {more_failures(more)}"
         found.append(diagnostic(codes.VALUE_SCHEMA, message, f"/{section}{prefix}"))
+    if not found:  # the validator said no without naming a rule
+        message = f"{section}.{name} does not match its declared schema"
+        found.append(diagnostic(codes.VALUE_SCHEMA, message, f"/{section}{prefix}"))
     return found
 
 
@@ -159,17 +162,17 @@ def _gate_capabilities(
             )
             continue
         try:
-            valid = compile_schema(spec["schema"], what=f"extension {key} schema").is_valid(
-                spec["value"]
-            )
+            validator = compile_schema(spec["schema"], what=f"extension {key} schema")
         except InvalidData as error:
             diagnostics.append(diagnostic(codes.EXTENSION_SCHEMA, str(error), f"{pointer}/schema"))
             continue
-        if not valid:
+        if not validator.is_valid(spec["value"]):
+            failures, _ = schema_failures(validator, spec["schema"], spec["value"])
+            rules = "; ".join(failure.message() for failure in failures) or "see its schema"
             diagnostics.append(
                 diagnostic(
                     codes.EXTENSION_SCHEMA,
-                    f"extension {key!r} value does not match its schema",
+                    f"extension {key!r} value does not match its schema: {rules}",
                     f"{pointer}/value",
                 )
             )

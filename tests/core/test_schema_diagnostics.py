@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from templiqx_core import (
     Contract,
@@ -192,3 +194,111 @@ def test_no_diagnostic_quotes_the_failing_value_or_an_undeclared_key() -> None:
         ("TQX_OUTPUT_SCHEMA", "/name: not of type integer (got string)", "/output/name"),
         ("TQX_OUTPUT_SCHEMA", "/name: not one of the enum [1]", "/output/name"),
     ]
+
+
+def test_a_component_argument_off_its_parameter_schema_names_the_rule() -> None:
+    spec = Contract.model_validate(
+        {
+            **contract().model_dump(by_alias=True),
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "kind": "component",
+                            "name": "sig",
+                            "with": {"who": {"kind": "literal", "value": SECRET}},
+                        }
+                    ],
+                }
+            ],
+            "components": {
+                "sig": {
+                    "parameters": {"who": {"schema": {"type": "string", "maxLength": 3}}},
+                    "content": [{"kind": "text", "value": "x"}],
+                }
+            },
+        }
+    )
+    result = compile_contract(spec, RenderRequest(), [])
+    assert lines(result.diagnostics) == [
+        (
+            "TQX_COMPONENT_ARGUMENT_TYPE",
+            "argument 'who' does not match the parameter's schema: /: longer than maxLength 3",
+            "/messages/0/content/0/with/who",
+        )
+    ]
+
+
+def test_an_extension_value_off_its_schema_names_the_rule() -> None:
+    spec = Contract.model_validate(
+        {
+            **contract().model_dump(by_alias=True),
+            "extensions": {
+                "openai.reasoning_effort": {
+                    "capability": "reasoning",
+                    "schema": {"enum": ["low", "high"]},
+                    "value": "max",
+                }
+            },
+        }
+    )
+    result = compile_contract(spec, RenderRequest(), ["reasoning"])
+    assert lines(result.diagnostics) == [
+        (
+            "TQX_EXTENSION_SCHEMA",
+            "extension 'openai.reasoning_effort' value does not match its schema: "
+            '/: not one of the enum ["low", "high"]',
+            "/extensions/openai.reasoning_effort/value",
+        )
+    ]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(min_size=8, max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(min_size=8, max_size=20), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "required": ["id", "tags"],
+    "additionalProperties": {"type": "integer"},
+    "properties": {
+        "id": {"type": "string", "pattern": "^T-", "maxLength": 5},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 1},
+        "when": {"type": "string", "format": "date"},
+    },
+}
+
+
+def _strings(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set(value).union(*(_strings(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_strings(v) for v in value))
+    return set()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["id", "tags", "when"]) | st.text(min_size=8, max_size=20), JSON_VALUES
+    )
+)
+def test_no_output_diagnostic_ever_quotes_a_string_of_the_output(output: dict[str, Any]) -> None:
+    envelope = execute_contract(
+        contract(output_schema=OUTPUT_SCHEMA),
+        RenderRequest(),
+        runtime=ScriptedRuntime([ScriptedSuccess()]),
+        capabilities=[],
+        fixture_output=output,
+    )
+    texts = [f"{d.message} {d.json_pointer}" for d in envelope.diagnostics]
+    declared = {"id", "tags", "when"}
+    assert not [(s, t) for s in _strings(output) - declared for t in texts if s in t]
+    assert len(envelope.diagnostics) <= MAX_FAILURES + 2
