@@ -95,13 +95,20 @@ def declared_names(schema: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-def _pointer(path: list[str | int], names: frozenset[str]) -> str:
+def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str:
+    """The pointer along ``path`` in ``instance``: an array index as is, an object key
+    only if declared. The instance decides which a segment is (the validator reports a
+    key that looks like a number as a number)."""
     parts = []
+    node = instance
     for segment in path:
-        if isinstance(segment, int) or segment in names:
-            parts.append(_escape(str(segment)))
-        else:
-            parts.append("*")
+        if isinstance(node, list) and isinstance(segment, int):
+            parts.append(str(segment))
+            node = node[segment] if 0 <= segment < len(node) else None
+            continue
+        key = str(segment)
+        parts.append(_escape(key) if key in names else "*")
+        node = node.get(key) if isinstance(node, dict) else None
     return "".join("/" + part for part in parts)
 
 
@@ -228,9 +235,11 @@ def _keyword(error: Any) -> str:
 
 def _value_at(instance: Any, path: list[str | int]) -> Any:
     for segment in path:
-        try:
-            instance = instance[segment]
-        except (KeyError, IndexError, TypeError):
+        if isinstance(instance, list) and isinstance(segment, int):
+            instance = instance[segment] if 0 <= segment < len(instance) else None
+        elif isinstance(instance, dict):
+            instance = instance.get(str(segment))
+        else:
             return None
     return instance
 
@@ -244,8 +253,9 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
             missing = details.get("property")
             if isinstance(missing, str):
                 path.append(missing)
-        rule = _rule(keyword, details, _type_of(_value_at(instance, list(error.instance_path))))
-        yield SchemaFailure(_pointer(path, names), rule, keyword)
+        failing = _value_at(instance, list(error.instance_path))
+        rule = _rule(keyword, details, _type_of(failing))
+        yield SchemaFailure(_pointer(path, names, instance), rule, keyword)
 
 
 def schema_failures(
