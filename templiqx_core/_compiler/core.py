@@ -260,8 +260,9 @@ def _in_eval(item: dict[str, Any], index: int, eval_id: str) -> dict[str, Any]:
 
 def check_plain(contract: Mapping[str, Any], *, file: str | None = None) -> list[dict[str, Any]]:
     """Everything wrong with a validated contract that needs no request: its schemas,
-    references, filters, components and extensions (against its declared capabilities),
-    then each eval fixture: its inputs and context compiled, its ``fake_output`` against
+    references, conditions, ``for_each`` collections, components and extensions (against
+    its declared capabilities); then each eval fixture, which also reaches what only
+    values reveal (filters): its inputs and context compiled, its ``fake_output`` against
     ``output_schema``. Diagnostics point into the contract (``/evals/0/inputs/subject``)."""
     targets = declared_capabilities(contract)
     static = compile_plain(contract, {}, {}, targets, static=True).diagnostics
