@@ -21,9 +21,16 @@ from typing import Any as _Any
 
 if _TYPE_CHECKING:
     from . import codes
-    from ._application import EvalResult, compile_envelope, execute_contract, run_evals
+    from ._application import (
+        EvalResult,
+        check_envelope,
+        compile_envelope,
+        execute_contract,
+        run_evals,
+    )
     from ._canonical import canonical_json, fingerprint, fingerprint_bytes
     from ._compiler import CompileResult, Contract, compile_contract
+    from ._compiler.check import CONTRACT_SCHEMA_PATH
     from ._contracts import (
         API_VERSION,
         AdapterDescriptor,
@@ -49,6 +56,8 @@ if _TYPE_CHECKING:
         InvalidPath,
         IoFailure,
         NotFound,
+        OutputSchemaError,
+        OutputTypeError,
         PortError,
         RuntimeClosed,
         Unsupported,
@@ -64,11 +73,13 @@ if _TYPE_CHECKING:
         failure_receipt_fingerprint,
         success_receipt_fingerprint,
     )
+    from ._typed import check_output_model, output_as, output_schema_for
     from ._version import __version__
 
 _WHERE: dict[str, str] = {
     "codes": ".codes",
     "EvalResult": "._application",
+    "check_envelope": "._application",
     "compile_envelope": "._application",
     "execute_contract": "._application",
     "run_evals": "._application",
@@ -78,6 +89,7 @@ _WHERE: dict[str, str] = {
     "CompileResult": "._compiler",
     "Contract": "._compiler",
     "compile_contract": "._compiler",
+    "CONTRACT_SCHEMA_PATH": "._compiler.check",
     "API_VERSION": "._contracts",
     "AdapterDescriptor": "._contracts",
     "CompiledInteraction": "._contracts",
@@ -100,6 +112,8 @@ _WHERE: dict[str, str] = {
     "InvalidPath": "._errors",
     "IoFailure": "._errors",
     "NotFound": "._errors",
+    "OutputSchemaError": "._errors",
+    "OutputTypeError": "._errors",
     "PortError": "._errors",
     "RuntimeClosed": "._errors",
     "Unsupported": "._errors",
@@ -118,6 +132,9 @@ _WHERE: dict[str, str] = {
     "ScriptedSuccess": "._scripted",
     "failure_receipt_fingerprint": "._scripted",
     "success_receipt_fingerprint": "._scripted",
+    "check_output_model": "._typed",
+    "output_as": "._typed",
+    "output_schema_for": "._typed",
     "__version__": "._version",
 }
 
@@ -138,6 +155,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "API_VERSION",
+    "CONTRACT_SCHEMA_PATH",
     "AdapterDescriptor",
     "CompileResult",
     "CompiledInteraction",
@@ -157,6 +175,8 @@ __all__ = [
     "IoFailure",
     "NotFound",
     "OperationEnvelope",
+    "OutputSchemaError",
+    "OutputTypeError",
     "PortError",
     "RenderRequest",
     "Role",
@@ -176,6 +196,8 @@ __all__ = [
     "Unsupported",
     "__version__",
     "canonical_json",
+    "check_envelope",
+    "check_output_model",
     "codes",
     "compile_contract",
     "compile_envelope",
@@ -185,6 +207,8 @@ __all__ = [
     "fingerprint_bytes",
     "load_inventory",
     "load_scenario",
+    "output_as",
+    "output_schema_for",
     "parse_stream_event",
     "run_evals",
     "success_receipt_fingerprint",

@@ -26,6 +26,7 @@ from ._contracts import (
 )
 from ._errors import PortError
 from ._failures import to_diagnostic
+from ._receipts import output_schema_diagnostics
 
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
@@ -34,12 +35,14 @@ __all__ = [
     "OUTPUT_SCHEMA_CODE",
     "RUNTIME_CAPABILITY_CODE",
     "EvalResult",
+    "check_envelope",
     "compile_envelope",
     "eval_envelope",
     "execute_contract",
     "run_evals",
 ]
 
+CHECK_OPERATION = "check_contract"
 COMPILE_OPERATION = "compile_contract"
 EXECUTE_OPERATION = "execute_contract"
 TEST_OPERATION = "test_package"
@@ -61,6 +64,41 @@ def compile_envelope(
     envelope = _envelope(COMPILE_OPERATION, result.interaction, [])
     return envelope.model_copy(
         update={"fingerprints": {"compiled_interaction": fingerprint(result.interaction.to_json())}}
+    )
+
+
+def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
+    """Check a contract file without a request: the document, its schemas, references,
+    components and extensions, and each eval fixture (inputs and context compiled,
+    ``fake_output`` against ``output_schema``). Ok: ``{contract_id, contract_version,
+    evals}`` (the number of fixtures checked)."""
+    from ._compiler.check import read_checked_contract
+    from ._compiler.core import check_plain
+
+    plain = read_checked_contract(contract)
+    if plain is None:
+        parsed, diagnostics = read_contract(contract)
+        if parsed is None:
+            return _envelope(CHECK_OPERATION, None, diagnostics)
+        plain = parsed.model_dump(by_alias=True)
+    found = [_diagnostic(item) for item in check_plain(plain, file=str(contract))]
+    if found:
+        return _envelope(CHECK_OPERATION, None, found)
+    summary = {
+        "contract_id": plain["id"],
+        "contract_version": plain["version"],
+        "evals": len(plain.get("evals", [])),
+    }
+    return _envelope(CHECK_OPERATION, summary, [])
+
+
+def _diagnostic(item: dict[str, Any]) -> Diagnostic:
+    return Diagnostic(
+        code=item["code"],
+        severity=item["severity"],
+        message=item["message"],
+        file=item.get("file"),
+        json_pointer=item.get("json_pointer"),
     )
 
 
@@ -99,7 +137,9 @@ def execute_contract(
     missing runtime capability (``TQX_RUNTIME_CAPABILITY_UNSUPPORTED``) returns before the
     runtime runs; a ``PortError`` from the runtime becomes its one diagnostic (no receipt,
     no fingerprints, no stream events); a success carries fingerprints ``request`` and
-    ``output``, ``TQX_OUTPUT_SCHEMA`` when the output is schema-invalid, and the stream
+    ``output``, ``TQX_OUTPUT_SCHEMA`` when the output is schema-invalid (the reference's
+    one diagnostic at ``/output``, then one per failed rule naming the value and the
+    keyword: a deliberate addition), and the stream
     events when ``stream``. Each event also reaches ``on_event`` as it happens; an exception
     raised there propagates (that is how a host cancels).
     """
@@ -134,14 +174,7 @@ def execute_contract(
         return _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
     diagnostics = []
     if not receipt.output_schema_valid:
-        diagnostics.append(
-            Diagnostic(
-                code=OUTPUT_SCHEMA_CODE,
-                severity="error",
-                message="runtime output does not satisfy the contract schema",
-                json_pointer="/output",
-            )
-        )
+        diagnostics = output_schema_diagnostics(interaction.output_schema, receipt.output)
     fingerprints = {
         "request": receipt.request_fingerprint,
         "output": receipt.output_fingerprint,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 if TYPE_CHECKING:
+    from ._compiler import EvalCase
     from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
     from ._runtimes import RuntimeOptions
     from ._scenarios import Scenario
@@ -69,7 +70,8 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
         "--eval",
         dest="eval_id",
         metavar="ID",
-        help="take inputs and context from the contract's eval fixture ID",
+        help="take inputs and context from the contract's eval fixture ID (and, on the "
+        "scripted runtime, its fake_output as the output)",
     )
     parser.add_argument(
         "--capability",
@@ -105,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     execute.add_argument(
         "--runtime",
         help="runtime entry point: scripted, langfuse, or a host's own (required unless "
-        "--fixture-output or --scenario selects the scripted runtime)",
+        "--fixture-output, --scenario or --eval selects the scripted runtime)",
     )
     execute.add_argument(
         "--stream",
@@ -131,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="JSON/YAML output the scripted runtime returns",
     )
+
+    check = command(
+        "check",
+        "check a contract without inputs: schemas, references, components, extensions "
+        "and its eval fixtures (inputs, context, fake_output)",
+    )
+    check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
 
     evals = command("eval", "run a contract's eval fixtures on the scripted runtime")
     evals.add_argument("contract", type=Path)
@@ -177,21 +186,27 @@ def _read_document(path: Path, what: str) -> Any:
         raise CommandError(f"{what}: {error}") from None
 
 
+def _eval_case(args: argparse.Namespace) -> EvalCase:
+    """The contract's eval fixture ``--eval ID``: its inputs, context and fake output."""
+    from ._compiler import read_contract
+
+    contract, diagnostics = read_contract(args.contract)
+    if contract is None:
+        raise CommandError(_diagnostic_line(diagnostics[0]))
+    case = next((c for c in contract.evals if c.id == args.eval_id), None)
+    if case is None:
+        known = ", ".join(c.id for c in contract.evals) or "none"
+        raise CommandError(f"--eval: contract has no eval {args.eval_id!r} (has: {known})")
+    return case
+
+
 def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
     from ._contracts import RenderRequest
     from ._errors import InvalidData
     from ._loading import validate_model
 
     if args.eval_id is not None:
-        from ._compiler import read_contract
-
-        contract, diagnostics = read_contract(args.contract)
-        if contract is None:
-            raise CommandError(_diagnostic_line(diagnostics[0]))
-        case = next((c for c in contract.evals if c.id == args.eval_id), None)
-        if case is None:
-            known = ", ".join(c.id for c in contract.evals) or "none"
-            raise CommandError(f"--eval: contract has no eval {args.eval_id!r} (has: {known})")
+        case = _eval_case(args)
         return RenderRequest(inputs=case.inputs, context=case.context)
     if args.request is not None:
         data = _read_document(args.request, "--request")
@@ -366,6 +381,12 @@ def _compile_with_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     return _emit(envelope, out, err, compact=args.json)
 
 
+def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._application import check_envelope
+
+    return _emit(check_envelope(args.contract), out, err, compact=args.json)
+
+
 def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ._application import eval_envelope
 
@@ -376,7 +397,7 @@ def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _runtime_name(args: argparse.Namespace) -> str:
     if args.runtime is not None:
         return str(args.runtime)
-    if args.fixture_output is not None or args.scenario is not None:
+    if args.fixture_output is not None or args.scenario is not None or args.eval_id is not None:
         return "scripted"
     from ._runtimes import available_runtimes
 
@@ -402,6 +423,8 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     request = _render_request(args, scenario)
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output")
+    elif args.eval_id is not None:
+        fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:
         fixture = None if scenario is None else scenario.expected_output
 
@@ -472,6 +495,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _compile(args, out, err)
         if args.command == "eval":
             return _eval(args, out, err)
+        if args.command == "check":
+            return _check(args, out, err)
         return _execute(args, out, err)
 
 

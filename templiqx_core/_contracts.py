@@ -61,6 +61,8 @@ Severity = Literal["error", "warning", "info"]
 
 _U32_MAX: Final = 2**32 - 1
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
 
 def _holds_model(value: Any) -> bool:
     if isinstance(value, BaseModel):
@@ -195,6 +197,17 @@ class ExecutionReceipt(WireModel):
     output_fingerprint: str
     output: JsonValue
     output_schema_valid: bool
+
+    def output_as(self, model: type[ModelT], *, schema: Any = None) -> ModelT:
+        """The output as the host's pydantic ``model`` (the wire value is unchanged).
+
+        Schema-invalid output raises ``OutputSchemaError`` (``TQX_OUTPUT_SCHEMA``; given
+        the contract's ``schema``, naming each failed rule); output the model refuses
+        raises ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) naming each field.
+        """
+        from ._typed import output_as
+
+        return output_as(self, model, schema=schema)
 
 
 class DeltaEvent(WireModel):

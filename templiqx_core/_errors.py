@@ -8,6 +8,8 @@
     ├── IoFailure           TQX_IO
     ├── InvalidData         TQX_DATA_INVALID
     ├── RuntimeClosed       TQX_RUNTIME_CLOSED
+    ├── OutputSchemaError   TQX_OUTPUT_SCHEMA   (a receipt's output, asked for as a model)
+    ├── OutputTypeError     TQX_OUTPUT_TYPE     (the output, or a schema, against a model)
     └── RuntimeFailureError TQX_RUNTIME_* / TQX_HOST_RETRY_EXHAUSTED  (templiqx_core._failures)
 
 Hosts branch on ``.code``, never on message text: messages are for people.
@@ -23,6 +25,8 @@ __all__ = [
     "InvalidPath",
     "IoFailure",
     "NotFound",
+    "OutputSchemaError",
+    "OutputTypeError",
     "PortError",
     "RuntimeClosed",
     "Unsupported",
@@ -70,3 +74,16 @@ class RuntimeClosed(PortError):
     """The runtime was used after (or while) ``close()`` ran."""
 
     code = codes.RUNTIME_CLOSED
+
+
+class OutputSchemaError(PortError):
+    """The output was asked for as a model but does not satisfy the contract's schema."""
+
+    code = codes.OUTPUT_SCHEMA
+
+
+class OutputTypeError(PortError):
+    """The output does not validate as the requested model, or a contract's
+    ``output_schema`` disagrees with the model it should mirror."""
+
+    code = codes.OUTPUT_TYPE

@@ -6,11 +6,23 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError
 
+from . import codes
 from ._canonical import NotJson, fingerprint
-from ._contracts import AdapterDescriptor, CompiledInteraction, ExecutionReceipt
+from ._contracts import AdapterDescriptor, CompiledInteraction, Diagnostic, ExecutionReceipt
+from ._errors import InvalidData
 from ._schema import SchemaValidator, compile_schema
+from ._schema_errors import more_failures, schema_failures
 
-__all__ = ["build_receipt", "request_fingerprint"]
+__all__ = [
+    "OUTPUT_SCHEMA_SUMMARY",
+    "build_receipt",
+    "output_schema_diagnostics",
+    "output_schema_messages",
+    "request_fingerprint",
+]
+
+OUTPUT_SCHEMA_SUMMARY = "runtime output does not satisfy the contract schema"
+"""The reference application's one message for a schema-invalid output, at ``/output``."""
 
 
 def request_fingerprint(interaction: CompiledInteraction) -> str:
@@ -53,3 +65,45 @@ def build_receipt(
         output=output,
         output_schema_valid=valid,
     )
+
+
+def _output_failures(schema: Any, output: Any) -> list[tuple[str, str]]:
+    """(pointer in the output, message) for each failed rule, bounded; the message names
+    the value relative to the output (``/priority: not one of the enum [1, 2, 3]``)."""
+    try:
+        validator = compile_schema(schema)
+        failures, more = schema_failures(validator, schema, output)
+    except (InvalidData, ValueError):  # an invalid schema or a value that is not JSON
+        return []
+    found = [(failure.pointer, failure.message()) for failure in failures]
+    if more:
+        found.append(("", f"/: {more_failures(more)}"))
+    return found
+
+
+def output_schema_messages(schema: Any, output: Any) -> list[str]:
+    """Why ``output`` fails ``schema``, one line per failed rule (none if it passes)."""
+    return [message for _, message in _output_failures(schema, output)]
+
+
+def output_schema_diagnostics(schema: Any, output: Any) -> list[Diagnostic]:
+    """The ``TQX_OUTPUT_SCHEMA`` diagnostics of a schema-invalid output: the reference's
+    summary at ``/output``, then one per failed rule at the failing value's pointer."""
+    diagnostics = [
+        Diagnostic(
+            code=codes.OUTPUT_SCHEMA,
+            severity="error",
+            message=OUTPUT_SCHEMA_SUMMARY,
+            json_pointer="/output",
+        )
+    ]
+    for pointer, message in _output_failures(schema, output):
+        diagnostics.append(
+            Diagnostic(
+                code=codes.OUTPUT_SCHEMA,
+                severity="error",
+                message=message,
+                json_pointer=f"/output{pointer}",
+            )
+        )
+    return diagnostics

@@ -28,6 +28,7 @@ import orjson
 from .._loading import compose_and_load
 
 __all__ = [
+    "CONTRACT_SCHEMA_PATH",
     "MAX_DEPTH",
     "SCHEMA_FILE",
     "checked_contract",
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 SCHEMA_FILE: Final = Path(__file__).with_name("contract.schema.json")
+CONTRACT_SCHEMA_PATH: Final = SCHEMA_FILE
+"""The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
 MAX_DEPTH: Final = 64
 """Deeper documents go to pydantic, whose recursion limit (about 250 levels) JSON Schema
 validation does not share."""

@@ -17,10 +17,18 @@ from .. import codes
 from .._canonical import NotJson, canonical_json
 from .._errors import InvalidData
 from .._schema import compile_schema
+from .._schema_errors import more_failures, schema_failures
 from .._version import REFERENCE_VERSION
 from .render import MISSING, Binding, Renderer, diagnostic
 
-__all__ = ["COMPILER_ID", "PlainResult", "compile_plain", "declared_capabilities"]
+__all__ = [
+    "COMPILER_ID",
+    "PlainResult",
+    "check_plain",
+    "compile_plain",
+    "declared_capabilities",
+    "value_schema_diagnostics",
+]
 
 # Names the compilation semantics (the reference compiler's), not this distribution's
 # version: an interaction compiled here is byte-identical to the reference's, id included.
@@ -48,6 +56,31 @@ def _not_json(value: Any, what: str, pointer: str) -> dict[str, Any]:
         message = f"{what} holds {error.reason} at {error.pointer or '/'} (not JSON)"
         return diagnostic(codes.DATA_INVALID, message, pointer + error.pointer)
     raise AssertionError(f"{pointer}: a JSON value the schema validator refused")
+
+
+def value_schema_diagnostics(
+    validator: Any, schema: Any, value: Any, section: str, name: str
+) -> list[dict[str, Any]]:
+    """One ``TQX_VALUE_SCHEMA`` per failed rule of an input or context value: the message
+    names the failing value relative to the section (``/subject: shorter than minLength
+    1``), the pointer locates it in the request (``/inputs/subject``)."""
+    failures, more = schema_failures(validator, schema, value)
+    prefix = f"/{name}"  # as the section's other pointers
+    found = [
+        diagnostic(
+            codes.VALUE_SCHEMA,
+            failure.message(prefix),
+            f"/{section}{prefix}{failure.pointer}",
+        )
+        for failure in failures
+    ]
+    if more:
+        message = f"{prefix}: {more_failures(more)}"
+        found.append(diagnostic(codes.VALUE_SCHEMA, message, f"/{section}{prefix}"))
+    if not found:  # the validator said no without naming a rule
+        message = f"{section}.{name} does not match its declared schema"
+        found.append(diagnostic(codes.VALUE_SCHEMA, message, f"/{section}{prefix}"))
+    return found
 
 
 def _bind_values(
@@ -78,8 +111,9 @@ def _bind_values(
                 diagnostics.append(_not_json(values[name], f"{section}.{name}", pointer))
                 continue
             if not valid:
-                message = f"{section}.{name} does not match its declared schema"
-                diagnostics.append(diagnostic(codes.VALUE_SCHEMA, message, pointer))
+                diagnostics += value_schema_diagnostics(
+                    validator, spec["schema"], values[name], section, name
+                )
     for name in sorted(values):
         if section == "context" and name.startswith("_templiqx_"):
             continue
@@ -128,17 +162,17 @@ def _gate_capabilities(
             )
             continue
         try:
-            valid = compile_schema(spec["schema"], what=f"extension {key} schema").is_valid(
-                spec["value"]
-            )
+            validator = compile_schema(spec["schema"], what=f"extension {key} schema")
         except InvalidData as error:
             diagnostics.append(diagnostic(codes.EXTENSION_SCHEMA, str(error), f"{pointer}/schema"))
             continue
-        if not valid:
+        if not validator.is_valid(spec["value"]):
+            failures, _ = schema_failures(validator, spec["schema"], spec["value"])
+            rules = "; ".join(failure.message() for failure in failures) or "see its schema"
             diagnostics.append(
                 diagnostic(
                     codes.EXTENSION_SCHEMA,
-                    f"extension {key!r} value does not match its schema",
+                    f"extension {key!r} value does not match its schema: {rules}",
                     f"{pointer}/value",
                 )
             )
@@ -155,8 +189,13 @@ def compile_plain(
     target_capabilities: Iterable[str],
     *,
     file: str | None = None,
+    static: bool = False,
 ) -> PlainResult:
-    """Compile a validated contract for one request's values; ``file`` marks diagnostics."""
+    """Compile a validated contract for one request's values; ``file`` marks diagnostics.
+
+    ``static``: no request at all (``check``): missing required values are not errors and
+    the messages are checked against the declared schemas only, rendering nothing.
+    """
     targets = set(target_capabilities)
     diagnostics = []
     output_schema = contract["output_schema"]
@@ -170,8 +209,10 @@ def compile_plain(
     diagnostics += found
     required, extensions, found = _gate_capabilities(contract, targets)
     diagnostics += found
+    if static:
+        diagnostics = [d for d in diagnostics if d["code"] != codes.VALUE_REQUIRED]
 
-    values_ok = not diagnostics
+    values_ok = not diagnostics and not static
     scope = {
         "inputs": Binding(bound_inputs["schema"], bound_inputs["value"] if values_ok else MISSING),
         "context": Binding(
@@ -192,7 +233,7 @@ def compile_plain(
     if file is not None:
         for item in diagnostics:
             item["file"] = item.get("file") or file
-    if diagnostics:
+    if diagnostics or static:
         return PlainResult(None, diagnostics)
     interaction = {
         "compiler": COMPILER_ID,
@@ -206,3 +247,49 @@ def compile_plain(
         "extensions": extensions,
     }
     return PlainResult(interaction, [])
+
+
+def _in_eval(item: dict[str, Any], index: int, eval_id: str) -> dict[str, Any]:
+    """A request-relative diagnostic located in the eval fixture that produced it."""
+    pointer = item.get("json_pointer") or ""
+    if pointer.startswith(("/inputs", "/context")):
+        item["json_pointer"] = f"/evals/{index}{pointer}"
+    item["message"] = f"eval {eval_id!r}: {item['message']}"
+    return item
+
+
+def check_plain(contract: Mapping[str, Any], *, file: str | None = None) -> list[dict[str, Any]]:
+    """Everything wrong with a validated contract that needs no request: its schemas,
+    references, conditions, ``for_each`` collections, components and extensions (against
+    its declared capabilities); then each eval fixture, which also reaches what only
+    values reveal (filters): its inputs and context compiled, its ``fake_output`` against
+    ``output_schema``. Diagnostics point into the contract (``/evals/0/inputs/subject``)."""
+    targets = declared_capabilities(contract)
+    static = compile_plain(contract, {}, {}, targets, static=True).diagnostics
+    diagnostics = list(static)
+    seen = {canonical_json(d) for d in static}
+    output_schema = contract["output_schema"]
+    for index, case in enumerate(contract.get("evals", [])):
+        result = compile_plain(contract, case.get("inputs", {}), case.get("context", {}), targets)
+        for item in result.diagnostics:
+            if canonical_json(item) not in seen:  # the contract's own, already reported
+                diagnostics.append(_in_eval(item, index, case["id"]))
+        try:
+            validator = compile_schema(output_schema)
+            valid = validator.is_valid(case["fake_output"])
+        except (InvalidData, ValueError):
+            continue  # an invalid output_schema is reported above; not JSON by the loader
+        if valid:
+            continue
+        failures, more = schema_failures(validator, output_schema, case["fake_output"])
+        pointer = f"/evals/{index}/fake_output"
+        for failure in failures:
+            item = diagnostic(codes.OUTPUT_SCHEMA, failure.message(), pointer + failure.pointer)
+            diagnostics.append(_in_eval(item, index, case["id"]))
+        if more:
+            item = diagnostic(codes.OUTPUT_SCHEMA, f"/: {more_failures(more)}", pointer)
+            diagnostics.append(_in_eval(item, index, case["id"]))
+    if file is not None:
+        for item in diagnostics:
+            item["file"] = item.get("file") or file
+    return diagnostics

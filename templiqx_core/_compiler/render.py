@@ -20,6 +20,7 @@ from .. import codes
 from .._canonical import canonical_json
 from .._errors import InvalidData
 from .._schema import SchemaValidator, compile_schema
+from .._schema_errors import schema_failures
 
 __all__ = ["MISSING", "Binding", "Node", "Renderer", "diagnostic"]
 
@@ -398,9 +399,12 @@ class Renderer:
                 continue
             value = args[name].value
             if value is not MISSING and validator is not None and not validator.is_valid(value):
+                failures, _ = schema_failures(validator, schema, value)
+                rules = "; ".join(failure.message() for failure in failures)
                 self.error(
                     codes.COMPONENT_ARGUMENT_TYPE,
-                    f"argument {name!r} does not match the parameter's schema",
+                    f"argument {name!r} does not match the parameter's schema"
+                    + (f": {rules}" if rules else ""),
                     f"{pointer}/with/{name}",
                 )
             bound[name] = Binding(schema, value)

@@ -108,7 +108,8 @@ def test_schema_invalid_output_is_not_ok_but_keeps_the_receipt(greeting_contract
         greeting_contract, ScriptedRuntime([ScriptedSuccess()]), fixture_output={"nope": 1}
     )
     assert not envelope.ok
-    assert [d.code for d in envelope.diagnostics] == ["TQX_OUTPUT_SCHEMA"]
+    assert {d.code for d in envelope.diagnostics} == {"TQX_OUTPUT_SCHEMA"}
+    assert envelope.diagnostics[0].message == "runtime output does not satisfy the contract schema"
     assert envelope.result is not None
     assert envelope.result.output_schema_valid is False
 
