@@ -207,13 +207,13 @@ def main() -> None:
     )
     print(
         "| client | wall s | CPU µs/call | loop lag p99 ms | lag max ms | KiB/call in flight "
-        "| wall × | CPU × | spans |"
+        "| wall x | CPU x | spans |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, m in medians.items():
         wall_x = m["wall_s"] / floor["wall_s"] if floor else float("nan")
         cpu_x = m["cpu_us_per_call"] / floor["cpu_us_per_call"] if floor else float("nan")
-        spans = f"{int(m['spans'])}/{int(m['expected_spans'])}" if m["expected_spans"] else "–"
+        spans = f"{int(m['spans'])}/{int(m['expected_spans'])}" if m["expected_spans"] else "-"
         print(
             f"| {name} | {m['wall_s']:.2f} | {m['cpu_us_per_call']:.0f} | {m['lag_p99_ms']:.1f} "
             f"| {m['lag_max_ms']:.1f} | {m['kib_per_call_in_flight']:.1f} | {wall_x:.2f} "
