@@ -12,7 +12,6 @@ from typing import Any, Unpack
 
 from templiqx_core import (
     AdapterDescriptor,
-    ExecutionReceipt,
     ExecutionRequest,
     RuntimeAdapter,
     RuntimeFailureError,
@@ -21,7 +20,7 @@ from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._host import HostWiring, WiringOptions
-from ._tracing import PROMPT_CAPABILITY, TracedReceipt, TraceRef, collect_traces
+from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
 from ._transport import HttpResponse, apost_bounded, post_bounded
 from ._version import __version__
 from ._wire import WireFailure, failure_for_status, parse_completion
@@ -76,14 +75,14 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         """
         with collect_traces() as found:
             receipt = self.execute(request)
-        return _traced(receipt, found)
+        return TracedReceipt.of(receipt, found)
 
     async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         """``execute_traced`` for async hosts (the trace of this task's call, whatever
         else runs concurrently)."""
         with collect_traces() as found:
             receipt = await self.aexecute(request)
-        return _traced(receipt, found)
+        return TracedReceipt.of(receipt, found)
 
     def last_trace_url(self) -> str | None:
         """URL of the trace of the last execution started (one-shot tools such as the CLI)."""
@@ -146,10 +145,3 @@ def _produced(response: HttpResponse) -> Produced:
         raise failure
     completion = parse_completion(response.body)
     return Produced(completion.output, completion)
-
-
-def _traced(receipt: ExecutionReceipt, found: list[TraceRef]) -> TracedReceipt:
-    ref = found[-1] if found else None
-    if ref is None:
-        return TracedReceipt(receipt, None, None, None)
-    return TracedReceipt(receipt, ref.trace_id, ref.observation_id, ref.url)

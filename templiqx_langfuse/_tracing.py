@@ -138,6 +138,14 @@ class TracedReceipt:
     observation_id: str | None
     trace_url: str | None
 
+    @classmethod
+    def of(cls, receipt: ExecutionReceipt, found: Sequence[TraceRef]) -> TracedReceipt:
+        """The receipt with the last trace ``collect_traces`` found for it (if any)."""
+        ref = found[-1] if found else None
+        if ref is None:
+            return cls(receipt, None, None, None)
+        return cls(receipt, ref.trace_id, ref.observation_id, ref.url)
+
 
 _COLLECTORS: contextvars.ContextVar[tuple[list[TraceRef], ...]] = contextvars.ContextVar(
     "templiqx_langfuse_trace_collectors", default=()

@@ -386,12 +386,14 @@ def open_cassette(
     record_mode: str | RecordMode = "none",
     secrets: Iterable[str | None] = (),
     env: Mapping[str, str] | None = None,
+    ignore_hosts: Iterable[str] = (),
 ) -> Iterator[ActiveCassette]:
     """Use ``path`` with pytest-recording's record-mode semantics; offline while replaying.
 
     ``rewrite`` deletes the cassette and records it afresh (as pytest-recording does);
     ``none`` needs the file. While the cassette only replays, nothing but loopback can
-    connect, so a forgotten re-record cannot reach a provider.
+    connect, so a forgotten re-record cannot reach a provider. ``ignore_hosts`` (vcrpy's):
+    calls to them pass through, never recorded (an ASGI app under test, say).
     """
     path = Path(path)
     mode = record_mode_of(record_mode)
@@ -405,6 +407,7 @@ def open_cassette(
     if path.is_file():
         _check_cassette(path)
     config = cassette_config(secrets=secrets, env=env)
+    config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
     with ExitStack() as stack:
         try:
             cassette = stack.enter_context(

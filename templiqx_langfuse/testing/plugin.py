@@ -93,6 +93,7 @@ class _Recording:
     disabled: bool  # --disable-recording: no cassette, real calls
     record_mode: str  # the cassette's
     network_open: bool  # its --block-network / block_network mark does not apply
+    ignore_hosts: tuple[str, ...]  # vcr_config's: calls the cassette neither records nor answers
 
 
 def _recording(request: pytest.FixtureRequest) -> _Recording:
@@ -115,6 +116,7 @@ def _recording(request: pytest.FixtureRequest) -> _Recording:
         disabled=bool(request.getfixturevalue("disable_recording")),
         record_mode=record_mode_of(configured if "record_mode" in merged else flag),
         network_open=record_mode_of(flag if explicit else configured) != "none",
+        ignore_hosts=tuple(str(host) for host in merged.get("ignore_hosts", ())),
     )
 
 
@@ -172,6 +174,7 @@ def templiqx_cassette(
                     path or _default_path(request),
                     record_mode=recording.record_mode,
                     secrets=secrets,
+                    ignore_hosts=recording.ignore_hosts,
                 )
             )
             opened.append(active)
@@ -213,6 +216,7 @@ def templiqx_replay_runtime(
                 secrets=secrets,
                 langfuse=langfuse,
                 span_exporter=langfuse_span_exporter,
+                ignore_hosts=recording.ignore_hosts,
             )
         made.append(runtime)
         if runtime.active is not None:

@@ -29,6 +29,7 @@ from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
+from .._tracing import TracedReceipt, collect_traces
 from .cassettes import ActiveCassette, CassetteMiss, open_cassette, record_mode_of
 
 if TYPE_CHECKING:
@@ -151,6 +152,20 @@ class ReplayingRuntime(WrappingRuntime):
             return None
         return active.miss_error(before, brief=self.brief_misses)
 
+    def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
+        """``LangfuseTracedRuntime.execute_traced``, answered by the cassette."""
+        with collect_traces() as found:
+            receipt = self.execute(request)
+        return TracedReceipt.of(receipt, found)
+
+    async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
+        with collect_traces() as found:
+            receipt = await self.aexecute(request)
+        return TracedReceipt.of(receipt, found)
+
+    def trace_url(self, trace_id: str) -> str | None:
+        return self.runtime.trace_url(trace_id)
+
     def last_trace_url(self) -> str | None:
         return self.runtime.last_trace_url()
 
@@ -194,13 +209,15 @@ def replaying_runtime(
     langfuse: LangfuseConfig | None = None,
     span_exporter: SpanExporter | None = None,
     brief_misses: bool = False,
+    ignore_hosts: Iterable[str] = (),
 ) -> ReplayingRuntime:
     """Build the runtime for ``cassette``; the CLI and the pytest plugin both call this.
 
     Langfuse follows ``langfuse`` or the environment (it is never recorded; while the
     cassette replays only a loopback Langfuse is reachable). Every configured key is
     scrubbed from what gets recorded, along with ``secrets``. ``brief_misses``: a miss
-    is described on one line, without the body diff.
+    is described on one line, without the body diff. ``ignore_hosts``: vcrpy's, for calls
+    the cassette must neither record nor answer (an ASGI app under test).
     """
     path = Path(cassette)
     environ = os.environ if env is None else env
@@ -212,7 +229,9 @@ def replaying_runtime(
     try:
         if replay_only:
             active = stack.enter_context(
-                open_cassette(path, record_mode=mode, secrets=keys, env=environ)
+                open_cassette(
+                    path, record_mode=mode, secrets=keys, env=environ, ignore_hosts=ignore_hosts
+                )
             )
             base_url, model_name = recorded_endpoint(path)
             model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
@@ -220,7 +239,13 @@ def replaying_runtime(
         else:
             model = ModelConfig.from_env(environ)
             active = stack.enter_context(
-                open_cassette(path, record_mode=mode, secrets=[*keys, model.api_key], env=environ)
+                open_cassette(
+                    path,
+                    record_mode=mode,
+                    secrets=[*keys, model.api_key],
+                    env=environ,
+                    ignore_hosts=ignore_hosts,
+                )
             )
             ssl_context = None  # it may record: httpx's verifying context
         runtime = LangfuseTracedRuntime(

@@ -25,14 +25,26 @@ HOST_KEY = "sk-host-SECRET-9f8e7d6c5b4a"
 NAMES = ("Ryan", "Vee", "Zed")
 
 
-_BLOCK = re.compile(r"^(<!-- snippet: schematic[^\n]*\n)?```python\n(.*?)^```", re.M | re.S)
+_BLOCK = re.compile(
+    r"^(<!-- snippet: (schematic|file) ?([^ \n]*)[^\n]*\n)?```python\n(.*?)^```", re.M | re.S
+)
 
 
 def python_blocks(path: Path, *, schematic: bool = False) -> list[str]:
     """The fenced ```python blocks of a Markdown file, in order: runnable ones, or those
     marked ``<!-- snippet: schematic … -->`` (a template whose names are the reader's)."""
     text = path.read_text(encoding="utf-8")
-    return [code for marker, code in _BLOCK.findall(text) if bool(marker) == schematic]
+    return [
+        code
+        for marker, kind, _, code in _BLOCK.findall(text)
+        if kind != "file" and bool(marker) == schematic
+    ]
+
+
+def file_blocks(path: Path) -> dict[str, str]:
+    """Blocks marked ``<!-- snippet: file PATH -->``: a repository file shown verbatim."""
+    text = path.read_text(encoding="utf-8")
+    return {name: code for _, kind, name, code in _BLOCK.findall(text) if kind == "file"}
 
 
 def readme_block(containing: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 from templiqx_langfuse.testing.otlp import otlp_receiver
 from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import REPO_ROOT
-from tests.testing.conftest import python_blocks, readme_block
+from tests.testing.conftest import file_blocks, python_blocks, readme_block
 
 RUNNER = """
 import json, sys, traceback
@@ -98,9 +98,14 @@ def test_every_file_a_snippet_names_is_in_the_repository(readme: str) -> None:
 
 
 def test_readme_pytest_blocks_are_the_host_project() -> None:
-    """Pytest blocks are executed by ``test_record_modes`` (as a host's conftest and test)."""
+    """Pytest blocks are executed by ``test_record_modes`` and ``test_async_recipe`` (as a
+    host's conftest and tests)."""
     pytest_blocks = [b for b in python_blocks(REPO_ROOT / "README.md") if is_pytest_block(b)]
-    assert pytest_blocks == [readme_block("def test_greeting("), readme_block("def vcr_config(")]
+    assert pytest_blocks == [
+        readme_block("def test_greeting("),
+        readme_block("def vcr_config("),
+        readme_block("async def test_greet_endpoint("),
+    ]
 
 
 def test_cassettes_readme_blocks_run() -> None:
@@ -114,8 +119,16 @@ def test_cassettes_readme_blocks_run() -> None:
 @pytest.mark.parametrize("readme", ["README.md", "cassettes/README.md"])
 def test_extraction_sees_every_python_fence(readme: str) -> None:
     path = REPO_ROOT / readme
-    seen = python_blocks(path) + python_blocks(path, schematic=True)
+    seen = [*python_blocks(path), *python_blocks(path, schematic=True), *file_blocks(path)]
     assert len(seen) == path.read_text().count("```python\n")
+
+
+def test_file_blocks_are_the_files_they_show() -> None:
+    """The README's FastAPI service is the example file (run by test_fastapi_example)."""
+    shown = file_blocks(REPO_ROOT / "README.md")
+    assert "examples/fastapi_app/app.py" in shown
+    for name, code in shown.items():
+        assert code == (REPO_ROOT / name).read_text(encoding="utf-8"), name
 
 
 def test_schematic_blocks_compile_and_their_imports_resolve() -> None:
