@@ -1,7 +1,9 @@
 """A conformance kit hosts run against their own ``RuntimeAdapter`` (SPEC §3, §8.3).
 
 Each check raises ``ConformanceError`` (an ``AssertionError``, so pytest reports it as a
-test failure) naming the invariant that broke. ``check_adapter`` runs them all; each is
+test failure) naming the invariant that broke. ``check_adapter`` runs them all
+(``check_streaming_adapter`` the streaming ones, ``check_async_adapter`` those of
+``aexecute``/``aexecute_streaming``); each is
 also callable on its own, and ``CONFORMANCE_CHECKS`` names them for parametrized tests::
 
     @pytest.mark.parametrize("check", sorted(CONFORMANCE_CHECKS))
@@ -11,6 +13,14 @@ also callable on its own, and ``CONFORMANCE_CHECKS`` names them for parametrized
 
 from __future__ import annotations
 
+from ._async_checks import (
+    ASYNC_CHECKS,
+    check_async_adapter,
+    check_async_cancellation,
+    check_async_concurrent_use,
+    check_async_failure_projection,
+    check_async_parity,
+)
 from ._conformance import (
     CONFORMANCE_CHECKS,
     ConformanceError,
@@ -40,6 +50,7 @@ from ._streaming_checks import (
 )
 
 __all__ = [
+    "ASYNC_CHECKS",
     "CONFORMANCE_CHECKS",
     "STREAMING_CHECKS",
     "AssembledToolCall",
@@ -48,6 +59,11 @@ __all__ = [
     "StreamRun",
     "assemble_tool_calls",
     "check_adapter",
+    "check_async_adapter",
+    "check_async_cancellation",
+    "check_async_concurrent_use",
+    "check_async_failure_projection",
+    "check_async_parity",
     "check_cancellation",
     "check_concurrent_use",
     "check_delta_order",

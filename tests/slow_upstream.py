@@ -25,6 +25,7 @@ class Upstream:
     max_in_flight: int = 0
     calls: int = 0
     connections: int = 0
+    closed: int = 0  # connections the client closed
     #: "echo": answer with the request's last message (tells callers' answers apart).
     echo: bool = True
     bodies: list[bytes] = field(default_factory=list)
@@ -40,6 +41,9 @@ class _Protocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.upstream.connections += 1
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.upstream.closed += 1
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data

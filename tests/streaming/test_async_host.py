@@ -1,0 +1,159 @@
+"""The streaming host over async SSE: deltas on the event loop as they arrive, the async
+conformance checks passed, and each async check catching a deliberately broken adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from templiqx_core import (
+    AdapterDescriptor,
+    DeltaEvent,
+    ExecutionRequest,
+    RuntimeAdapter,
+    ScriptedRuntime,
+    ScriptedSuccess,
+    StreamEvent,
+)
+from templiqx_core.adapters import RuntimeCall
+from templiqx_core.conformance import (
+    ConformanceError,
+    check_async_adapter,
+    check_async_cancellation,
+    check_async_parity,
+)
+from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
+from tests.streaming.conftest import HostFactory, text_stream
+from tests.streaming.test_host_conformance import (
+    PARTS,
+    SLOW,
+    TEXT,
+    Routes,
+    released,
+    reply_for,
+)
+
+
+@pytest.fixture
+def routes(stream_server: LoopbackModelServer) -> Routes:
+    return Routes(stream_server)
+
+
+def test_deltas_reach_an_async_sink_as_they_arrive(
+    routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
+) -> None:
+    """Pieces 50 ms apart: each delta is handed over before the next piece is sent."""
+    request = routes.request(
+        plain_request, "paced", reply_for(text_stream(PARTS), pause_s=0.05, piece=9)
+    )
+    host = make_host()
+    arrivals: list[tuple[float, StreamEvent]] = []
+
+    async def run() -> Any:
+        loop = asyncio.get_running_loop()
+        return await host.aexecute_streaming(
+            request, lambda event: arrivals.append((loop.time(), event))
+        )
+
+    receipt = asyncio.run(run())
+    deltas = [(at, e) for at, e in arrivals if isinstance(e, DeltaEvent)]
+    assert "".join(e.text for _, e in deltas) == TEXT
+    assert deltas[-1][0] - deltas[0][0] > 0.1  # spread over the stream, not at its end
+    assert receipt.output == {"greeting": "Hello Ryan"}
+    assert receipt == host.execute(request)
+
+
+def test_the_streaming_host_passes_the_async_checks(
+    routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
+) -> None:
+    report = check_async_adapter(
+        make_host(),
+        routes.request(plain_request, "ok", reply_for(text_stream(PARTS), piece=7)),
+        failing_request=routes.request(plain_request, "503", Reply(503)),
+        cancel_request=routes.request(
+            plain_request, "slow", reply_for(SLOW, pause_s=0.05, piece=len(SLOW) // 100)
+        ),
+        connection_released=released(routes.server),
+        tasks=20,
+    )
+    assert report.passed == [
+        "async_parity",
+        "async_concurrent_use",
+        "async_failure_projection",
+        "async_cancellation",
+    ]
+
+
+def test_cancelling_a_stream_stops_reading_at_once(
+    routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
+) -> None:
+    """The slow stream would take seconds; cancelled at its first delta, the task ends
+    within a read and the server sees the connection closed."""
+    slow = routes.request(
+        plain_request, "slow", reply_for(SLOW, pause_s=0.05, piece=len(SLOW) // 100)
+    )
+    started = time.monotonic()
+    check_async_cancellation(
+        make_host(), slow, connection_released=released(routes.server), within_s=0.5
+    )
+    assert time.monotonic() - started < 2.0
+
+
+class Diverges(RuntimeAdapter):
+    """Answers differently on the event loop: ``async_parity`` must catch it."""
+
+    def __init__(self) -> None:
+        self.inner = ScriptedRuntime([ScriptedSuccess(output={"greeting": "sync"})])
+
+    def descriptor(self) -> AdapterDescriptor:
+        return self.inner.descriptor()
+
+    def produce_output(self, call: RuntimeCall) -> Any:
+        return {"greeting": "sync"}
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        return {"greeting": "async"}
+
+
+class IgnoresCancel(RuntimeAdapter):
+    """Keeps streaming after its task was cancelled: ``async_cancellation`` must catch it."""
+
+    def descriptor(self) -> AdapterDescriptor:
+        return AdapterDescriptor(id="ignores-cancel", version="0", capabilities=[])
+
+    def produce_output(self, call: RuntimeCall) -> Any:
+        raise NotImplementedError
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        for _ in range(20):
+            call.emit(DeltaEvent(text="x"))
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue  # swallowed: the stream goes on
+        return {"greeting": "x"}
+
+
+def test_async_parity_catches_an_adapter_that_answers_differently_on_the_loop(
+    plain_request: ExecutionRequest,
+) -> None:
+    with pytest.raises(ConformanceError, match="aexecute"):
+        check_async_parity(Diverges(), plain_request)
+
+
+def test_async_cancellation_catches_an_adapter_that_ignores_the_cancel(
+    plain_request: ExecutionRequest,
+) -> None:
+    with pytest.raises(ConformanceError, match="cancel"):
+        check_async_cancellation(IgnoresCancel(), plain_request, connection_released=lambda: True)
+
+
+def test_a_sync_only_adapter_passes_the_async_checks_in_a_worker_thread(
+    plain_request: ExecutionRequest,
+) -> None:
+    adapter = ScriptedRuntime([ScriptedSuccess(output={"greeting": "hi"})])
+    report = check_async_adapter(adapter, plain_request)
+    assert report.passed == ["async_parity", "async_concurrent_use"]
