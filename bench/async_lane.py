@@ -1,6 +1,6 @@
 """The async lane: N concurrent calls from one event loop against a slow loopback upstream.
 
-    python bench/async_lane.py [--calls N] [--delay S] [--rounds R] [--only NAME ...]
+    python bench/async_lane.py [--calls N] [--delay S] [--rate R] [--rounds R] [--only NAME ...]
 
 Each client runs in its own process (``python bench/async_lane.py --client NAME ...``)
 against one delayed model server and one Langfuse OTLP sink (``servers.py``). Reported
@@ -8,6 +8,10 @@ per client (median of the rounds): wall time of the burst, CPU per call (every t
 of the process, export included, through ``close``), event-loop lag (how late a 5 ms
 ticker woke: p99 and worst), peak memory per call in flight, and the spans the sink
 received. Ratios are to ``AsyncOpenAI`` in the same run. Exits non-zero when a client errs.
+
+``--rate R`` starts the calls at R per second instead of all at once: a burst measures
+how the loop copes with N completions arriving together (its lag is their CPU time,
+whatever the client), a steady rate how much a client holds the loop in normal service.
 """
 
 from __future__ import annotations
@@ -116,7 +120,9 @@ def _rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-async def _client_main(name: str, model_url: str, sink_url: str, calls: int) -> dict[str, Any]:
+async def _client_main(
+    name: str, model_url: str, sink_url: str, calls: int, rate: float = 0.0
+) -> dict[str, Any]:
     call, close, spans_per_call = CLIENTS[name](model_url, sink_url, calls)
     await asyncio.gather(*(call() for _ in range(20)))  # warm-up: imports, first connections
     baseline_mb = _rss_mb()
@@ -134,7 +140,16 @@ async def _client_main(name: str, model_url: str, sink_url: str, calls: int) -> 
     sampling = asyncio.create_task(sampler())
     cpu_started = time.process_time()
     started = time.perf_counter()
-    results = await asyncio.gather(*(call() for _ in range(calls)), return_exceptions=True)
+    if rate > 0:
+        started_calls = []
+        for i in range(calls):
+            started_calls.append(asyncio.ensure_future(call()))
+            delay = started + (i + 1) / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        results = await asyncio.gather(*started_calls, return_exceptions=True)
+    else:
+        results = await asyncio.gather(*(call() for _ in range(calls)), return_exceptions=True)
     wall = time.perf_counter() - started
     await close()
     cpu = time.process_time() - cpu_started
@@ -156,9 +171,9 @@ async def _client_main(name: str, model_url: str, sink_url: str, calls: int) -> 
     }
 
 
-def run_client(name: str, model: str, sink: str, calls: int) -> dict[str, Any]:
+def run_client(name: str, model: str, sink: str, calls: int, rate: float) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, __file__, "--client", name, f"{model}/v1", sink, str(calls)],
+        [sys.executable, __file__, "--client", name, f"{model}/v1", sink, str(calls), str(rate)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -171,13 +186,14 @@ def run_client(name: str, model: str, sink: str, calls: int) -> dict[str, Any]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        name, model, sink, calls = sys.argv[2:6]
-        print(json.dumps(asyncio.run(_client_main(name, model, sink, int(calls)))))
+        name, model, sink, calls, rate = sys.argv[2:7]
+        print(json.dumps(asyncio.run(_client_main(name, model, sink, int(calls), float(rate)))))
         sys.stdout.flush()
         os._exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--delay", type=float, default=0.3)
+    parser.add_argument("--rate", type=float, default=0.0, help="calls per second (0: burst)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--only", nargs="*", default=ORDER)
     args = parser.parse_args()
@@ -186,7 +202,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name in args.only:
                 sink_reset(sink)
-                result = run_client(name, model, sink, args.calls)
+                result = run_client(name, model, sink, args.calls, args.rate)
                 time.sleep(0.5)  # let the sink count the last export
                 result["spans"] = sink_count(sink)
                 if result["error_count"]:
@@ -201,8 +217,9 @@ def main() -> None:
         for name, runs in rows.items()
     }
     floor = medians.get("async-openai")
+    pace = f"at {args.rate:g}/s" if args.rate > 0 else "all at once"
     print(
-        f"{args.calls} concurrent calls, {args.delay:g} s upstream, median of {args.rounds}"
+        f"{args.calls} calls {pace}, {args.delay:g} s upstream, median of {args.rounds}"
         " round(s); ratios to AsyncOpenAI"
     )
     print(
