@@ -91,10 +91,11 @@ class _Wire:
     connection must never be reused.
     """
 
-    __slots__ = ("_chunks", "_reading", "eof", "poisoned")
+    __slots__ = ("_chunks", "_reading", "_size", "eof", "poisoned")
 
     def __init__(self) -> None:
         self._chunks: list[bytes] = []
+        self._size = 0
         self._reading = False
         self.eof = False
         self.poisoned = False
@@ -102,6 +103,7 @@ class _Wire:
     def sending(self) -> None:
         if self._reading:  # a new request on a kept-alive connection
             self._chunks.clear()
+            self._size = 0
             self._reading = False
         _EXCHANGE_WIRE.set(self)
 
@@ -109,22 +111,38 @@ class _Wire:
         self._reading = True
         if data:
             self._chunks.append(data)
+            self._size += len(data)
         else:
             self.eof = True
 
-    def overran(self) -> bool:
+    def overran(self, method: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
         """Whether bytes were read past the end of the response just completed.
 
-        httpcore2 keeps such bytes in its h11 state, which no public API exposes, so the
-        exchange is parsed again with h11's own public API and its ``trailing_data``
-        asked. The recorded bytes are released either way.
+        httpcore2 keeps such bytes in its h11 state, which no public API exposes. The
+        common case is settled by arithmetic: a final response whose header block ends
+        at its first blank line, framed by ``Content-Length``, ends exactly there plus the
+        length. Anything else (chunked, interim responses, odd line endings) is parsed
+        again with h11's own public API and its ``trailing_data`` asked. The recorded
+        bytes are released either way.
         """
-        data, self._chunks = b"".join(self._chunks), []
+        chunks, size = self._chunks, self._size
+        self._chunks, self._size = [], 0
+        length = _content_length(headers)
+        first = chunks[0] if chunks else b""
+        end = first.find(b"\r\n\r\n")
+        if (
+            length is not None
+            and end > 0
+            and first[9:10] != b"1"  # not an interim (1xx) response first
+            and first.find(b"\n\n", 0, end) < 0
+            and first.find(b"\n\r\n", 0, end) < 0
+        ):
+            return size > end + 4 + length
         parser = h11.Connection(h11.CLIENT)
-        parser.send(h11.Request(method="POST", target="/", headers=[("host", "-")]))
+        parser.send(h11.Request(method=method, target="/", headers=[("host", "-")]))
         parser.send(h11.EndOfMessage())
         try:
-            parser.receive_data(data)
+            parser.receive_data(b"".join(chunks))
             while True:
                 event = parser.next_event()
                 if event is h11.NEED_DATA or isinstance(event, h11.EndOfMessage):
@@ -132,6 +150,20 @@ class _Wire:
         except h11.ProtocolError:
             return False  # httpcore2 parsed it; a disagreement is not an overrun
         return bool(parser.trailing_data[0])
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The one ``Content-Length`` of a response without ``Transfer-Encoding``, else None."""
+    length: int | None = None
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"transfer-encoding":
+            return None
+        if lowered == b"content-length":
+            if length is not None or not value.strip().isdigit():
+                return None
+            length = int(value)
+    return length
 
 
 #: The wire of the connection the current call last wrote to (set by the stream, read
@@ -331,6 +363,7 @@ def _wire_of(response: httpcore2.Response) -> _Wire | None:
 
 
 def _checked_head(response: httpcore2.Response) -> _Wire | None:
+    """The response's wire (for the end check); a no-body status's connection is poisoned."""
     wire = _wire_of(response)
     if wire is not None and (response.status in _NO_BODY or response.status < 200):
         wire.poisoned = True
@@ -429,7 +462,7 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_ResponseStream(response, wire),
+            stream=_ResponseStream(response, wire, request.method.encode()),
             extensions=response.extensions,
         )
 
@@ -438,16 +471,17 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
 
 class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, response: httpcore2.Response, wire: _Wire | None) -> None:
+    def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
         self._response = response
         self._wire = wire
+        self._method = method
 
     def __iter__(self) -> Iterator[bytes]:
         try:
             yield from self._response.iter_stream()
         except Exception as error:
             raise _as_httpx(error, self._wire) from None
-        _check_end(self._wire)
+        _check_end(self._wire, self._method, self._response.headers)
 
     def close(self) -> None:
         self._response.close()
@@ -478,7 +512,7 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_AsyncResponseStream(response, wire),
+            stream=_AsyncResponseStream(response, wire, request.method.encode()),
             extensions=response.extensions,
         )
 
@@ -487,9 +521,10 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
 
 
 class _AsyncResponseStream(httpx.AsyncByteStream):
-    def __init__(self, response: httpcore2.Response, wire: _Wire | None) -> None:
+    def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
         self._response = response
         self._wire = wire
+        self._method = method
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -497,15 +532,15 @@ class _AsyncResponseStream(httpx.AsyncByteStream):
                 yield chunk
         except Exception as error:
             raise _as_httpx(error, self._wire) from None
-        _check_end(self._wire)
+        _check_end(self._wire, self._method, self._response.headers)
 
     async def aclose(self) -> None:
         await self._response.aclose()
 
 
-def _check_end(wire: _Wire | None) -> None:
+def _check_end(wire: _Wire | None, method: bytes, headers: list[tuple[bytes, bytes]]) -> None:
     """After the last body byte, before the connection goes back to the pool."""
-    if wire is not None and wire.overran():
+    if wire is not None and wire.overran(method, headers):
         wire.poisoned = True
         raise ResponseOverrun("bytes follow the end of the response")
 
