@@ -118,8 +118,8 @@ def event_loop_runner() -> Iterator[asyncio.Runner]:
         yield runner
 
 
-class AsyncHostRuntime(LangfuseTracedRuntime):
-    """The runtime as an async host drives it: every ``execute`` and ``execute_streaming``
+class AsyncDriven:
+    """A runtime as an async host drives it: every ``execute`` and ``execute_streaming``
     of a suite runs ``aexecute``/``aexecute_streaming`` on the test's event loop, so one
     suite checks both socket layers (the async path shares everything but its I/O)."""
 
@@ -127,12 +127,17 @@ class AsyncHostRuntime(LangfuseTracedRuntime):
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         # In the caller's context, as a task started where it is would see it (deadlines).
-        return self.runner.run(self.aexecute(request), context=contextvars.copy_context())
+        coro = self.aexecute(request)  # type: ignore[attr-defined]
+        return self.runner.run(coro, context=contextvars.copy_context())  # type: ignore[no-any-return]
 
     def execute_streaming(self, request: ExecutionRequest, sink: Any) -> ExecutionReceipt:
-        return self.runner.run(
-            self.aexecute_streaming(request, sink), context=contextvars.copy_context()
-        )
+        coro = self.aexecute_streaming(request, sink)  # type: ignore[attr-defined]
+        return self.runner.run(coro, context=contextvars.copy_context())  # type: ignore[no-any-return]
+
+
+def async_driven(kind: type[Any], runner: asyncio.Runner) -> type[Any]:
+    """``kind`` whose sync calls run its async path on ``runner``'s loop."""
+    return type(f"AsyncDriven{kind.__name__}", (AsyncDriven, kind), {"runner": runner})
 
 
 @pytest.fixture
@@ -145,8 +150,9 @@ def make_runtime(
     """Runtimes against the loopback server, traced into ``exporter``; closed at teardown.
     Under ``BOTH_IO`` the async variant drives each call through ``aexecute``."""
     made: list[LangfuseTracedRuntime] = []
-    runner = request.getfixturevalue("event_loop_runner") if io == "async" else None
-    kind = LangfuseTracedRuntime if runner is None else AsyncHostRuntime
+    kind: type[LangfuseTracedRuntime] = LangfuseTracedRuntime
+    if io == "async":
+        kind = async_driven(kind, request.getfixturevalue("event_loop_runner"))
 
     def build(
         *, timeout_s: float = 5.0, tracing: bool = True, base_url: str | None = None, **kw: object
@@ -177,8 +183,6 @@ def make_runtime(
             span_exporter=kw.pop("span_exporter", exporter),  # type: ignore[arg-type]
             **kw,  # type: ignore[arg-type]
         )
-        if isinstance(runtime, AsyncHostRuntime):
-            runtime.runner = runner  # type: ignore[assignment]
         made.append(runtime)
         return runtime
 

@@ -14,6 +14,7 @@ from templiqx_core import CompiledInteraction, ExecutionRequest
 from templiqx_langfuse import ModelConfig
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import StreamingHostRuntime
+from tests.conftest import async_driven
 
 MODEL_KEY = "sk-stream-SECRET-0123456789"
 SSE = {"content-type": "text/event-stream"}
@@ -90,8 +91,12 @@ HostFactory = Callable[..., StreamingHostRuntime]
 
 
 @pytest.fixture
-def make_host(stream_server: LoopbackModelServer) -> Iterator[HostFactory]:
+def make_host(
+    stream_server: LoopbackModelServer, io: str, request: pytest.FixtureRequest
+) -> Iterator[HostFactory]:
+    """Hosts against the stream server; under ``BOTH_IO`` driven through the async path."""
     made: list[StreamingHostRuntime] = []
+    runner = request.getfixturevalue("event_loop_runner") if io == "async" else None
 
     def build(
         *,
@@ -100,7 +105,8 @@ def make_host(stream_server: LoopbackModelServer) -> Iterator[HostFactory]:
         base_url: str | None = None,
         **kwargs: Any,
     ) -> StreamingHostRuntime:
-        runtime = cls(
+        kind = cls if runner is None else async_driven(cls, runner)
+        runtime = kind(
             ModelConfig(
                 base_url=base_url or stream_server.base_url,
                 api_key=MODEL_KEY,

@@ -27,8 +27,11 @@ from templiqx_core.conformance import (
     run_stream,
 )
 from templiqx_langfuse.testing.server import LoopbackModelServer
-from tests.conftest import CORPUS
+from tests.conftest import BOTH_IO, CORPUS
 from tests.streaming.conftest import HostFactory, split_at_random, streamed
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
 
 STREAMS = CORPUS / "provider-streams"
 LITELLM = CORPUS / "gateway-litellm" / "stream"

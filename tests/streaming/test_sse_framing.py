@@ -17,7 +17,11 @@ from templiqx_core import ExecutionRequest
 from templiqx_core.conformance import check_delta_order, run_stream
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import ServerSentEvent, SSEParser
+from tests.conftest import BOTH_IO
 from tests.streaming.conftest import HostFactory, chunk, streamed
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
 
 
 def parse(body: bytes, *, bytewise: bool = False) -> list[ServerSentEvent]:

@@ -16,7 +16,11 @@ from templiqx_core.conformance import (
     run_stream,
 )
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
+from tests.conftest import BOTH_IO
 from tests.streaming.conftest import MODEL_KEY, HostFactory, chunk, sse, streamed, text_stream
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
 
 PARTS = ['{"greeting": ', '"Hel', "lo Ry", 'an"}']
 HEAD = sse(*[chunk(p) for p in PARTS[:2]], done=False)  # two deltas, then trouble

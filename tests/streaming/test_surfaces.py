@@ -18,9 +18,12 @@ import anyio
 
 from templiqx_core import parse_stream_event
 from templiqx_langfuse.testing.server import LoopbackModelServer
-from tests.conftest import REPO_ROOT
+from tests.conftest import BOTH_IO, REPO_ROOT
 from tests.mcp.test_mcp_server import CONTEXT, CONTRACT, INPUTS, clean_env, session, structured
 from tests.streaming.conftest import streamed, text_stream
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
 
 TEMPLIQX = str(Path(sys.executable).with_name("templiqx"))
 REPLAY = ["--runtime", "openai-stream", "--replay", "cassettes/greeting-stream-litellm.yaml"]

@@ -16,8 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from templiqx_core import ExecutionRequest, RuntimeFailureError, StreamEvent
 from templiqx_langfuse import LangfuseConfig
 from templiqx_langfuse.testing.server import LoopbackModelServer
-from tests.conftest import PUBLIC_KEY, SECRET_KEY
+from tests.conftest import BOTH_IO, PUBLIC_KEY, SECRET_KEY
 from tests.streaming.conftest import MODEL_KEY, HostFactory, chunk, sse, streamed
+
+#: Every test here runs as a sync host and as an async host would call.
+pytestmark = BOTH_IO
 
 PARTS = ['{"greeting": ', '"Hello Ry', 'an"}']
 USAGE = {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
