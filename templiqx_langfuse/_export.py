@@ -508,6 +508,7 @@ class ExportPipeline:
         self._wake = threading.Event()
         self._stopping = threading.Event()  # cuts a pause between retries short
         self._stop = False
+        self._closing: threading.Thread | None = None  # the worker a close is flushing
         self._deadline = float("inf")
         self._worker: threading.Thread | None = None
         self._http: _Poster | None = None
@@ -560,6 +561,9 @@ class ExportPipeline:
     # -- the worker: batch, encode, send ----------------------------------------------
 
     def _run(self) -> None:
+        # A process signal sent to this thread would wait for the main thread to run Python
+        # code again (it may block for good, as an idle Pool worker does): leave them to it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         while True:
             quiet = not self._wake.wait(self._interval)  # the interval passed: flush all
             self._wake.clear()
@@ -680,10 +684,8 @@ class ExportPipeline:
     def _begin_close(self) -> None:
         with self._lock:
             if self._closed:
-                self._closing = None
                 return
             self._closed = True
-            _LIVE.discard(self)
             self._closing = self._worker if self._pid == os.getpid() else None
             self._deadline = time.monotonic() + self.config.flush_timeout_s
         if self._closing is not None:
@@ -692,7 +694,9 @@ class ExportPipeline:
             self._wake.set()
 
     def _end_close(self) -> None:
-        worker, self._closing = getattr(self, "_closing", None), None
+        """Wait for the flush, within the deadline. Safe to re-enter: a SIGTERM handler
+        interrupting a flush on the main thread waits here for that same flush to end."""
+        worker = self._closing
         if worker is not None:
             worker.join(max(0.0, self._deadline - time.monotonic()))
             if worker.is_alive() and self._http is not None:
@@ -710,6 +714,7 @@ class ExportPipeline:
                 self._span_exporter.force_flush(int(self.config.flush_timeout_s * 1000))
             except Exception:  # a host exporter's flush failure is not the caller's
                 logger.warning("Langfuse span exporter flush failed", exc_info=False)
+        _LIVE.discard(self)  # only now: a SIGTERM meanwhile still waits for this flush
 
     def _at_exit(self) -> None:
         """A process that never called close(): send what is queued, bounded."""

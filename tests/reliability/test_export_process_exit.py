@@ -12,6 +12,7 @@ import textwrap
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,54 @@ def test_without_opting_in_sigterm_keeps_pythons_default(receiver: LoopbackOtlpR
     code, _, _ = run_until_sigterm(receiver, "off")
     assert code == -signal.SIGTERM
     assert receiver.span_names() == []  # what the option is for
+
+
+POOL_SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing, sys
+    from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
+    from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+    from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
+
+    RUNTIME = REQUEST = None
+
+    def one(_):
+        return RUNTIME.execute(REQUEST).output_schema_valid
+
+    if __name__ == "__main__":
+        langfuse_url, contract = sys.argv[1], sys.argv[2]
+        reply = json_reply(chat_completion({"greeting": "Hello Ryan"}))
+        with serve(lambda request: reply) as model:
+            RUNTIME = LangfuseTracedRuntime(
+                ModelConfig(base_url=model.base_url, api_key="sk-model-0123", model="m"),
+                LangfuseConfig(
+                    public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
+                    flush_interval_s=30, flush_on_sigterm=True,
+                ),
+            )
+            compiled = compile_contract(
+                contract,
+                RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
+                ["structured_output"],
+            )
+            REQUEST = ExecutionRequest(interaction=compiled.interaction)
+            with multiprocessing.get_context("fork").Pool(2) as pool:  # exits by terminate()
+                print(all(pool.map(one, range(6))), flush=True)
+            RUNTIME.close()
+    """
+)
+
+
+def test_pool_workers_stopped_by_terminate_flush_with_flush_on_sigterm(
+    receiver: LoopbackOtlpReceiver, tmp_path: Path
+) -> None:
+    script = tmp_path / "pool_job.py"  # a file: Pool pickles its task by module and name
+    script.write_text(POOL_SCRIPT, "utf-8")
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    done = subprocess.run(
+        [sys.executable, str(script), receiver.base_url, contract],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+    assert receiver.span_names() == ["greeting"] * 6  # without the option: 0 of 6
