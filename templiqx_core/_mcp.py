@@ -24,6 +24,7 @@ async task turns into progress notifications, so no thread waits on stdout. At m
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import threading
@@ -82,9 +83,11 @@ async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) ->
         token = anyio.lowlevel.current_token()
         outcome: list[tuple[bool, Any]] = []
 
+        context = contextvars.copy_context()  # as anyio's threads see the caller's
+
         def target() -> None:
             try:
-                outcome.append((True, work()))
+                outcome.append((True, context.run(work)))
             except BaseException as error:  # handed to the awaiting task as is
                 outcome.append((False, error))
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits

@@ -563,7 +563,8 @@ class ExportPipeline:
     def _run(self) -> None:
         # A process signal sent to this thread would wait for the main thread to run Python
         # code again (it may block for good, as an idle Pool worker does): leave them to it.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        if hasattr(signal, "pthread_sigmask"):  # POSIX only
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         while True:
             quiet = not self._wake.wait(self._interval)  # the interval passed: flush all
             self._wake.clear()
@@ -694,8 +695,7 @@ class ExportPipeline:
             self._wake.set()
 
     def _end_close(self) -> None:
-        """Wait for the flush, within the deadline. Safe to re-enter: a SIGTERM handler
-        interrupting a flush on the main thread waits here for that same flush to end."""
+        """Wait for the flush, within the deadline (a second caller waits for the same)."""
         worker = self._closing
         if worker is not None:
             worker.join(max(0.0, self._deadline - time.monotonic()))
@@ -714,7 +714,7 @@ class ExportPipeline:
                 self._span_exporter.force_flush(int(self.config.flush_timeout_s * 1000))
             except Exception:  # a host exporter's flush failure is not the caller's
                 logger.warning("Langfuse span exporter flush failed", exc_info=False)
-        _LIVE.discard(self)  # only now: a SIGTERM meanwhile still waits for this flush
+        _LIVE.discard(self)
 
     def _at_exit(self) -> None:
         """A process that never called close(): send what is queued, bounded."""
@@ -725,6 +725,8 @@ class ExportPipeline:
 
 _LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()
 _previous_sigterm: Any = None
+_sigterm_flushing = False  # a flush for SIGTERM is under way on its own thread
+_sigterm_flushed = False  # done: the next SIGTERM goes where it would have gone
 
 
 def _install_sigterm_flush() -> None:
@@ -748,16 +750,54 @@ def _install_sigterm_flush() -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """Flush every live pipeline (their deadlines run side by side), then do what the
-    previous handler would have done: call it, ignore the signal, or die of it."""
-    pipelines = list(_LIVE)
-    for pipeline in pipelines:
-        pipeline._begin_close()
-    for pipeline in pipelines:
-        pipeline._end_close()
+    """Hand the flush to a thread and return at once; once it is done, that thread sends
+    SIGTERM to the main thread again and this handler does what the previous one would
+    have done: call it, ignore the signal, or die of it.
+
+    Flushing here, on the interrupted main thread, could wait for a lock the interrupted
+    code holds (an ``Event`` it was setting, a thread it was joining — a ``Pool`` worker
+    flushing its own exit is one), and wait out the whole deadline for nothing.
+    """
+    global _sigterm_flushing
+    if _sigterm_flushed or not _LIVE:
+        _chain_sigterm(signum, frame)
+    elif not _sigterm_flushing:  # a second SIGTERM meanwhile: the flush is under way
+        _sigterm_flushing = True
+        threading.Thread(target=_flush_for_sigterm, name="templiqx-langfuse-sigterm").start()
+
+
+def _flush_for_sigterm() -> None:
+    """Flush every live pipeline (their deadlines run side by side), then signal again."""
+    global _sigterm_flushed
+    if hasattr(signal, "pthread_sigmask"):  # the repeat must reach the main thread
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        pipelines = list(_LIVE)
+        for pipeline in pipelines:
+            pipeline._begin_close()
+        for pipeline in pipelines:
+            pipeline._end_close()
+    finally:
+        _sigterm_flushed = True
+        main = threading.main_thread().ident
+        if main is not None:
+            signal.pthread_kill(main, signal.SIGTERM)
+
+
+def _chain_sigterm(signum: int, frame: FrameType | None) -> None:
     previous = _previous_sigterm
     if callable(previous):
         previous(signum, frame)
     elif previous != signal.SIG_IGN:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _forget_sigterm_flush() -> None:
+    """A forked child has no flush under way, whatever its parent was doing."""
+    global _sigterm_flushing, _sigterm_flushed
+    _sigterm_flushing = _sigterm_flushed = False
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forget_sigterm_flush)
