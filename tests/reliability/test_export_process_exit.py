@@ -19,7 +19,9 @@ import pytest
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import LangfuseTracedRuntime
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, otlp_receiver
+from templiqx_langfuse.testing.server import Reply
 from tests.conftest import REPO_ROOT, RuntimeFactory
+from tests.reliability import test_export_losses as losses
 
 _RUNTIME: LangfuseTracedRuntime | None = None  # what forked children inherit
 _REQUEST: ExecutionRequest | None = None
@@ -84,7 +86,7 @@ SCRIPT = textwrap.dedent(
             ModelConfig(base_url=model.base_url, api_key="sk-model-0123", model="m"),
             LangfuseConfig(
                 public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
-                flush_interval_s=60, flush_at=2048, flush_on_sigterm=(mode != "off"),
+                flush_interval_s=60, flush_at=2048, flush_on_sigterm=mode in ("on", "host-handler"),
             ),
         )
         compiled = compile_contract(
@@ -95,6 +97,8 @@ SCRIPT = textwrap.dedent(
         for _ in range(25):
             runtime.execute(ExecutionRequest(interaction=compiled.interaction))
         print("ready", flush=True)
+        if mode == "exit":
+            sys.exit(0)  # no close(): the exit hook flushes
         for _ in range(600):  # bounded: a minute at most
             time.sleep(0.1)
     """
@@ -193,3 +197,16 @@ def test_pool_workers_stopped_by_terminate_flush_with_flush_on_sigterm(
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "True"
     assert receiver.span_names() == ["greeting"] * 6  # without the option: 0 of 6
+
+
+def test_exit_without_close_right_after_a_failed_send_still_delivers() -> None:
+    """The exit hook's flush retries at once: one 503 at exit loses nothing."""
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    with losses.receiver(losses.first_only(Reply(status=503))) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, server.base_url, "exit", contract],
+            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert server.span_names() == ["greeting"] * 25
+        assert [r.path for r in server.requests].count(losses.TRACES) == 2

@@ -10,13 +10,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 import yaml
 
 from templiqx_core import RenderRequest, codes, compile_contract
 from templiqx_core.adapters import compile_schema
 from tests.conftest import REFERENCE
+from tests.mcp.test_mcp_server import CONTEXT, session
 
 #: Before: 4 000 characters took 13 ms, 8 000 took 51 ms, 64 000 took 3.4 s (quadratic).
 QUADRATIC = r"(?=\w*c)\w"
@@ -87,3 +90,22 @@ def test_a_pattern_in_the_subset_validates_in_time_linear_in_the_value() -> None
         timings.append(time.perf_counter() - started)
     assert timings[-1] < 0.5, timings
     assert validator.is_valid("a" * 1_000_000 + "c")
+
+
+def test_an_agent_over_mcp_gets_the_same_refusal(tmp_path: Path) -> None:
+    contract = contract_with(tmp_path, input_pattern=QUADRATIC, output_pattern=None)
+
+    async def scenario() -> Any:
+        roots = {"TEMPLIQX_MCP_ROOTS": str(tmp_path)}
+        async with session("--runtime", "scripted", env=roots) as client:
+            with anyio.fail_after(30):
+                return await client.call_tool(
+                    "compile_contract",
+                    {"contract": str(contract), "inputs": {"name": VALUE}, "context": CONTEXT},
+                )
+
+    result = anyio.run(scenario)
+    envelope = result.structured_content
+    assert envelope["ok"] is False
+    found = [(d["code"], d.get("json_pointer")) for d in envelope["diagnostics"]]
+    assert (codes.VALUE_SCHEMA, "/inputs/name") in found, found
