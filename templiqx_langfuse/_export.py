@@ -493,7 +493,7 @@ class ExportPipeline:
         self.dropped_full = 0
         self._interval = config.flush_interval_s
         self._flush_at = config.flush_at
-        self._lock = threading.RLock()  # re-entered by a SIGTERM flush on the same thread
+        self._lock = threading.Lock()
         self._closed = False
         self._finalizer: Any = None
         if config.flush_on_sigterm:
