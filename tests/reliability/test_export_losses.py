@@ -17,13 +17,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from langfuse import LangfuseOtelSpanAttributes as A
 
-from templiqx_core import InvalidData, codes
-from templiqx_langfuse import LangfuseConfig
+from templiqx_core import ExecutionRequest, InvalidData, codes
+from templiqx_langfuse import LangfuseConfig, trace_attributes
 from templiqx_langfuse._export import ExportPipeline, FinishedGeneration, RetryPolicy
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest
-from tests.conftest import PUBLIC_KEY, SECRET_KEY, closed_port
+from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
 
 TRACES = "/api/public/otel/v1/traces"
 FAST = RetryPolicy(attempts=4, first_backoff_s=0.05, max_backoff_s=0.2, budget_s=5.0)
@@ -239,3 +240,18 @@ def test_the_export_thread_never_outlives_close_against_a_hanging_langfuse() -> 
     assert took < 1.0 + 0.5, f"close() took {took:.2f} s"
     assert not alive, "the export thread is still running after close()"
     assert export.spans.dropped == 20
+
+
+def test_a_user_id_that_cannot_be_encoded_costs_only_itself_end_to_end(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    with receiver(lambda request: None) as server:
+        runtime = make_runtime(langfuse_base_url=server.base_url, span_exporter=None)
+        for _ in range(5):
+            runtime.execute(greeting_request)
+        with trace_attributes(user_id="user-\ud800"):
+            runtime.execute(greeting_request)
+        runtime.close()
+        users = [attributes_of(span).get(A.TRACE_USER_ID) for span in server.spans]
+    assert len(users) == 6  # before: the whole batch failed to encode, 0 arrived
+    assert "user-?" in users
