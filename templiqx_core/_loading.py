@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
+from . import codes
 from ._canonical import MAX_DEPTH  # one nesting bound for every document and value
 from ._errors import InvalidData, NotFound
 
@@ -18,8 +19,10 @@ if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI sta
 
 __all__ = [
     "MAX_ALIAS_EXPANSION",
+    "MAX_ALIAS_EXPANSION_BYTES",
     "MAX_DEPTH",
     "UniqueKeyLoader",
+    "YamlDocumentError",
     "compose_and_load",
     "describe_validation_error",
     "load_document",
@@ -73,19 +76,27 @@ UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 #: Nodes that aliases may add on top of the document's own: enough for any sane reuse of an
 #: anchor, far below a "billion laughs" document (a few hundred bytes expanding to 10^9 nodes).
 MAX_ALIAS_EXPANSION = 100_000
+#: Characters of scalars that aliases may add on top of the document's own length. Nodes
+#: alone are not the cost: a 100 KB document reusing one 50 KB string 90 000 times is few
+#: nodes and 4.5 GB once anything serializes it (canonical JSON, fingerprints, rendering).
+MAX_ALIAS_EXPANSION_BYTES = 16 * 1024 * 1024
 
 
-def _check_alias_expansion(root: yaml.Node) -> None:
-    """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes,
-    or whose containers nest deeper than ``MAX_DEPTH`` (canonical JSON's bound; libyaml
-    stops at 1000 and would leave 513..999 levels to a recursive consumer).
+def _check_alias_expansion(root: yaml.Node, own_size: int = 0) -> None:
+    """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes or
+    past ``own_size + MAX_ALIAS_EXPANSION_BYTES`` characters of scalars, or whose
+    containers nest deeper than ``MAX_DEPTH`` (canonical JSON's bound; libyaml stops at
+    1000 and would leave 513..999 levels to a recursive consumer).
 
     The composer shares one node per anchor, so the graph stays small; the expansion happens
     later, in whoever walks the data (canonical JSON, fingerprints, rendering). Sizes are
     memoised per node, so this is linear in the graph; iterative, so depth is no concern; an
-    alias cycle (``&a [*a]``) is refused too.
+    alias cycle (``&a [*a]``) is refused too. Without aliases a document's scalars are no
+    longer than its text, so only what aliases add can pass the byte budget.
     """
+    byte_budget = own_size + MAX_ALIAS_EXPANSION_BYTES
     sizes: dict[int, int] = {}
+    weights: dict[int, int] = {}  # expanded characters of scalars (one per node besides)
     depths: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -96,6 +107,11 @@ def _check_alias_expansion(root: yaml.Node) -> None:
             open_nodes.discard(key)
             children = _children(node)
             sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            weights[key] = (
+                1 + len(node.value)
+                if isinstance(node, yaml.ScalarNode)
+                else 1 + sum(weights[id(child)] for child in children)
+            )
             depths[key] = max((depths[id(child)] for child in children), default=0) + (
                 not isinstance(node, yaml.ScalarNode)
             )
@@ -104,6 +120,12 @@ def _check_alias_expansion(root: yaml.Node) -> None:
                 raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
             if sizes[key] > MAX_ALIAS_EXPANSION + len(sizes):
                 problem = "aliases expand past the limit (anchors reused too often)"
+                raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+            if weights[key] > byte_budget:
+                problem = (
+                    f"aliases expand past {MAX_ALIAS_EXPANSION_BYTES // 2**20} MiB of text "
+                    "beyond the document's own size (anchors of long values reused too often)"
+                )
                 raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
             continue
         if key in sizes:
@@ -127,17 +149,33 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
     """Parse YAML once: the node tree (for error locations) and the data built from it.
 
-    Alias expansion is bounded before anything is constructed (``yaml.YAMLError``).
+    Alias expansion (nodes and characters) is bounded before anything is constructed
+    (``yaml.YAMLError``, located at the node that passes the bound).
     """
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
         if node is not None:
-            _check_alias_expansion(node)
+            _check_alias_expansion(node, len(text))
         data = loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
     return node, data
+
+
+class YamlDocumentError(InvalidData):
+    """A YAML document that cannot be loaded: ``TQX_PARSE_YAML``, as for a contract, and
+    still an ``InvalidData`` for whoever catches that."""
+
+    code = codes.PARSE_YAML
+
+    @classmethod
+    def of(cls, name: str, error: yaml.YAMLError, what: str = "invalid YAML") -> YamlDocumentError:
+        """The error for ``name``, located at the line and column PyYAML names."""
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        return cls(f"{codes.PARSE_YAML} {name}: {what}{where}: {problem}")
 
 
 class _TooManyDigits(Exception):
@@ -177,10 +215,7 @@ def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
     except RecursionError:
         raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise InvalidData(f"{name}: invalid YAML{where}: {problem}") from None
+        raise YamlDocumentError.of(name, error) from None
 
 
 def load_document(path: str | Path) -> Any:

@@ -12,20 +12,29 @@ with ``TQX_PATH_INVALID`` before the file is opened. Every tool error, the SDK's
 (unknown tool, arguments off the schema, a crash) included, is a result whose text starts
 with its ``TQX_*`` code and whose structured content is ``{"error": {code, message}}``;
 a request the SDK cannot even parse is answered too, as JSON-RPC 2.0 says (``_mcp_stdio``).
+
+Load never stalls the transport: tool work runs on threads of the server's own (bounded
+by ``TOOL_THREADS``), never on anyio's shared default limiter, which the stdio reader and
+writer need; a streaming call's thread hands its events to a per-call buffer that an
+async task turns into progress notifications, so no thread waits on stdout. At most
+``MAX_TOOL_CALLS`` calls run at once; one more is refused at once with
+``TQX_RUNTIME_RATE_LIMITED``. When stdin closes the server exits, whatever is in flight.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.from_thread
-import anyio.to_thread
+import anyio.lowlevel
 from pydantic import Field, ValidationError
 
 try:
@@ -48,11 +57,49 @@ from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
 from ._version import __version__
 
-__all__ = ["ENV_MCP_ROOTS", "build_server", "serve"]
+__all__ = ["ENV_MCP_ROOTS", "MAX_TOOL_CALLS", "TOOL_THREADS", "build_server", "serve"]
 
 ENV_MCP_ROOTS = "TEMPLIQX_MCP_ROOTS"
 """Directories besides the working directory whose files the tools may read."""
 logger = logging.getLogger("templiqx.mcp")
+#: Tool calls in flight at once; one more is refused with ``TQX_RUNTIME_RATE_LIMITED``.
+MAX_TOOL_CALLS = 64
+#: Threads doing tool work at once; further calls wait for one without holding anything.
+TOOL_THREADS = 16
+#: Stream events a call's thread may get ahead of its progress notifications.
+PROGRESS_BUFFER = 64
+T = TypeVar("T")
+
+
+async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) -> T:
+    """``work()`` on a daemon thread, holding one of ``slots`` while it runs.
+
+    Written here rather than ``anyio.to_thread.run_sync``: anyio's worker threads are not
+    daemons, so a call stuck in I/O when stdin closes would keep the process alive. A
+    cancelled caller stops waiting; the thread finishes (or dies with the process) alone.
+    """
+    async with slots:
+        done = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        outcome: list[tuple[bool, Any]] = []
+
+        context = contextvars.copy_context()  # as anyio's threads see the caller's
+
+        def target() -> None:
+            try:
+                outcome.append((True, context.run(work)))
+            except BaseException as error:  # handed to the awaiting task as is
+                outcome.append((False, error))
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        threading.Thread(target=target, name="templiqx-mcp-tool", daemon=True).start()
+        await done.wait()
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    result: T = value
+    return result
 
 
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
@@ -102,10 +149,31 @@ def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | N
 
 
 class _Server(MCPServer):
-    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code."""
+    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code, with at most
+    ``MAX_TOOL_CALLS`` calls in flight."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.tool_slots = anyio.CapacityLimiter(TOOL_THREADS)
+        self._in_flight = 0  # only touched on the event loop's thread
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        if self._in_flight >= MAX_TOOL_CALLS:
+            return _error_result(
+                codes.RUNTIME_RATE_LIMITED,
+                f"the server is running {MAX_TOOL_CALLS} tool calls, its limit; "
+                "retry once one has finished",
+            )
+        self._in_flight += 1
+        try:
+            return await self._call_tool(name, arguments, context)
+        finally:
+            self._in_flight -= 1
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
     ) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
@@ -120,7 +188,7 @@ class _Server(MCPServer):
                 return _error_result(
                     codes.DATA_INVALID, f"arguments of {name} do not match its schema: {fields}"
                 )
-            if self._tool_manager.get_tool(name) is None:
+            if name not in {tool.name for tool in await self.list_tools()}:
                 return _error_result(codes.NOT_FOUND, f"no tool named {name!r}")
             if isinstance(error, UnexpectedToolError):
                 logger.error("tool %r crashed", name, exc_info=error.__cause__)
@@ -271,7 +339,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
     )
 
     @server.tool()
-    def compile_contract(
+    async def compile_contract(
         contract: Contract,
         inputs: Inputs = None,
         context: RenderContext = None,
@@ -283,9 +351,13 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         """
         path = _contract_path(contract, roots)
         request = _render_request(inputs, context)
-        try:
+
+        def run() -> OperationEnvelope[Any]:
             caps = _targets(path, capabilities)
-            envelope = compile_envelope(path, request, capabilities=caps)
+            return compile_envelope(path, request, capabilities=caps)
+
+        try:
+            envelope = await _on_own_thread(run, server.tool_slots)
         except PortError as error:
             raise _Refusal.of(error) from None
         return _envelope_result(envelope)
@@ -309,15 +381,21 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         """
         path = _contract_path(contract, roots)
         request = _render_request(inputs, context)
+        token = anyio.lowlevel.current_token()
+        events_in, events_out = anyio.create_memory_object_stream[str](PROGRESS_BUFFER)
+
+        def forward(event: StreamEvent) -> None:
+            # Waits only while this call's buffer is full, never on stdout itself.
+            anyio.from_thread.run(events_in.send, event.model_dump_json(), token=token)
+
+        async def report() -> None:
+            async with events_out:
+                emitted = 0
+                async for message in events_out:
+                    emitted += 1
+                    await ctx.report_progress(emitted, None, message)
 
         def run() -> OperationEnvelope[Any]:
-            emitted = 0
-
-            def forward(event: StreamEvent) -> None:
-                nonlocal emitted
-                emitted += 1
-                anyio.from_thread.run(ctx.report_progress, emitted, None, event.model_dump_json())
-
             caps = _targets(path, capabilities)
             with runtimes.acquire() as runtime:
                 return execute_contract(
@@ -330,10 +408,17 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
                     on_event=forward if stream else None,
                 )
 
-        try:
-            envelope = await anyio.to_thread.run_sync(run)
-        except PortError as error:
-            raise _Refusal.of(error) from None
+        refused: PortError | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(report)  # every event is sent before the result
+            try:
+                envelope = await _on_own_thread(run, server.tool_slots)
+            except PortError as error:  # caught here: a task group would wrap it
+                refused = error
+            finally:
+                events_in.close()
+        if refused is not None:
+            raise _Refusal.of(refused) from None
         return _envelope_result(envelope)
 
     return server, runtimes

@@ -5,6 +5,12 @@ across threads: jsonschema-rs validators are immutable and safe to share. Only a
 schema (an interaction's ``output_schema``) is also remembered by identity: a plain dict
 may change in place, so it is looked up by content every time. Remote ``$ref``
 retrieval is refused so that validating never touches the network.
+
+Patterns (``pattern``, ``patternProperties``) run on the Rust ``regex`` engine, whose
+matching time is linear in the string: the default backtracking engine lets a lookaround
+take time quadratic in it (seconds for a reply well under the size limit). Its syntax is
+the safe subset — no lookaround, no backreferences —, so a pattern outside it is refused
+when the schema is compiled, not met while a value is validated.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from ._frozen import is_frozen, thaw
 __all__ = ["SchemaValidator", "compile_schema"]
 
 _CACHE_SIZE = 512
+#: Linear-time matching; the default size limits bound each compiled pattern's memory.
+_LINEAR = jsonschema_rs.RegexOptions()
+_SUBSET = "patterns may not use lookaround or backreferences, which cannot match in linear time"
 
 
 class SchemaValidator(Protocol):
@@ -78,10 +87,12 @@ def _build(schema: Any, *, what: str) -> SchemaValidator:
         raise InvalidData(f"{what} is not a valid Draft 2020-12 JSON Schema")
     try:
         validator: SchemaValidator = jsonschema_rs.Draft202012Validator(
-            schema, validate_formats=True, retriever=_no_remote_refs
+            schema, validate_formats=True, retriever=_no_remote_refs, pattern_options=_LINEAR
         )
     except (jsonschema_rs.ValidationError, ValueError) as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if first_line.endswith('is not a "regex"'):
+            first_line += f" ({_SUBSET})"
         raise InvalidData(f"{what} cannot be compiled: {first_line}") from None
     return validator
 

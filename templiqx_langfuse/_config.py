@@ -134,6 +134,21 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _sendable(value: object, field_name: str) -> None:
+    """Refuse a string no export can carry: every trace would fail to encode, for the
+    process's whole life (a lone surrogate has no UTF-8 form). ``None`` is unset."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidData(f"{field_name} must be a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidData(
+            f"{field_name} must be Unicode text that can be sent (it has a lone surrogate)"
+        ) from None
+
+
 def _non_empty(value: str | None, field_name: str) -> str:
     if value is None or not value.strip():
         raise InvalidData(f"{field_name} must not be empty")
@@ -256,6 +271,10 @@ class LangfuseConfig:
     #: False: trace nothing and send nothing to Langfuse, keys or not (an offline replay).
     #: The keys are still known, so they stay redacted from logs and cassettes.
     tracing: bool = True
+    #: True: on SIGTERM, flush what is queued (within ``flush_timeout_s``), then hand the
+    #: signal to the handler installed before (by default: the process ends of it). Takes
+    #: effect when the runtime is built on the main thread, as Python's signal API needs.
+    flush_on_sigterm: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", validate_url(self.base_url, "langfuse base_url"))
@@ -280,6 +299,15 @@ class LangfuseConfig:
             raise InvalidData("langfuse flush_at must be in [1, 2048], flush_interval_s in (0, 60]")
         if self.schema_score_name is not None and not self.schema_score_name.strip():
             raise InvalidData("langfuse schema_score_name must be a non-empty name or None")
+        for name in ("environment", "release", "session_id", "user_id", "schema_score_name"):
+            _sendable(getattr(self, name), f"langfuse {name}")
+        if isinstance(self.tags, str) or not all(isinstance(t, str) for t in self.tags):
+            raise InvalidData("langfuse tags must be a sequence of strings")
+        for tag in self.tags:
+            _sendable(tag, "langfuse tags")
+        for name in ("tracing", "flush_on_sigterm"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidData(f"langfuse {name} must be true or false")
 
     @property
     def enabled(self) -> bool:

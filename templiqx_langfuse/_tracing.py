@@ -247,7 +247,11 @@ class GenerationRecord:
         for name in ("status_message", "model"):
             if isinstance(update.get(name), str):
                 update[name] = redactor.text(update[name])
-        trace = {k: redactor.text(v) if isinstance(v, str) else v for k, v in self._trace.items()}
+        # Tags are a list of strings: redacted item by item, as every string that leaves.
+        trace = {
+            k: redactor.value(v) if isinstance(v, (str, list, tuple)) else v
+            for k, v in self._trace.items()
+        }
         try:
             # Input, output and metadata are serialized and redacted in one pass each.
             handle.finish(trace, update, redactor.json_text)

@@ -30,7 +30,7 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
-from templiqx_core._loading import compose_and_load
+from templiqx_core._loading import YamlDocumentError, compose_and_load
 
 from .._config import (
     ENV_LANGFUSE_PUBLIC_KEY,
@@ -357,9 +357,8 @@ def _check_cassette(path: Path) -> None:
         raise InvalidData(f"{path}: cassette cannot be read ({type(error).__name__})") from None
     except RecursionError:
         raise InvalidData(f"{path}: cassette nested too deeply to parse") from None
-    except yaml.YAMLError as error:
-        problem = getattr(error, "problem", None) or "malformed YAML"
-        raise InvalidData(f"{path}: cassette is not valid YAML: {problem}") from None
+    except yaml.YAMLError as error:  # aliases past the byte budget included, located
+        raise YamlDocumentError.of(str(path), error, "cassette is not valid YAML") from None
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
         raise InvalidData(f"{path}: not a cassette (no interactions list)")

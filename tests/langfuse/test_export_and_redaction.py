@@ -1,51 +1,20 @@
-"""The export path's circuit breaker and the redactor, as units."""
+"""The export path's retry pauses and the redactor, as units."""
 
 from __future__ import annotations
 
 import base64
-import logging
-from collections.abc import Sequence
-
-import pytest
 
 from templiqx_langfuse import Redactor
-from templiqx_langfuse._export import CircuitBreaker
+from templiqx_langfuse._export import RetryPolicy
 
 
-class Flaky:
-    def __init__(self, results: list[bool | Exception]) -> None:
-        self.results = results
-        self.calls = 0
-
-    def __call__(self, batch: Sequence[int]) -> bool:
-        self.calls += 1
-        result = self.results.pop(0)
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-
-def test_breaker_drops_quietly_during_cool_down_then_probes(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    clock = [100.0]
-    monkeypatch.setattr("templiqx_langfuse._export.time.monotonic", lambda: clock[0])
-    inner = Flaky([False, ConnectionError("down"), True])
-    breaker = CircuitBreaker(inner, cool_down_s=30)
-    batch = [1, 2, 3]
-    with caplog.at_level(logging.WARNING, logger="templiqx_langfuse"):
-        assert breaker(batch) is False  # real failure: opens
-        for _ in range(100):
-            assert breaker(batch) is False  # dropped, no I/O
-        assert inner.calls == 1
-        clock[0] += 31
-        assert breaker(batch) is False  # probe raises: reopens
-        clock[0] += 31
-        assert breaker(batch) is True  # probe succeeds: closed
-    assert inner.calls == 3
-    assert breaker.dropped == 3 + 300 + 3
-    assert breaker.exported == 3
-    assert len([r for r in caplog.records if "export of traces failed" in r.getMessage()]) == 1
+def test_retry_pauses_double_with_jitter_up_to_the_ceiling_or_follow_retry_after() -> None:
+    policy = RetryPolicy(first_backoff_s=0.5, max_backoff_s=8.0)
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (5, 8.0), (9, 8.0)]:
+        pauses = [policy.pause(attempt, None) for _ in range(50)]
+        assert all(ceiling / 2 <= p <= ceiling for p in pauses), (attempt, pauses)
+    assert policy.pause(1, 3.0) == 3.0  # the server's Retry-After, when within bounds
+    assert policy.pause(1, 3600.0) <= 0.5  # not an hour: the policy's own pause
 
 
 def test_redactor_replaces_secrets_and_their_basic_auth_form() -> None:

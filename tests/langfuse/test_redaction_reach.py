@@ -1,0 +1,46 @@
+"""Every string that leaves for Langfuse passes the redactor: trace tags included, on the
+adapter-owned export path as on a host's span exporter; and how short a key may be."""
+
+from __future__ import annotations
+
+import gzip
+
+from langfuse import LangfuseOtelSpanAttributes as A
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from templiqx_core import ExecutionRequest
+from templiqx_langfuse import Redactor, trace_attributes
+from templiqx_langfuse.testing.otlp import attributes_of, otlp_receiver
+from tests.conftest import MODEL_KEY, RuntimeFactory
+
+
+def test_a_secret_in_trace_tags_is_redacted_on_a_host_exporter(
+    make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
+    greeting_request: ExecutionRequest,
+) -> None:
+    runtime = make_runtime()
+    with trace_attributes(tags=["nightly", f"key={MODEL_KEY}"]):
+        runtime.execute(greeting_request)
+    runtime.close()
+    (span,) = exporter.get_finished_spans()
+    assert list((span.attributes or {})[A.TRACE_TAGS]) == ["nightly", "key=[REDACTED]"]
+
+
+def test_a_secret_in_trace_tags_is_redacted_on_the_wire(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        with trace_attributes(tags=[MODEL_KEY, "crm"]):
+            runtime.execute(greeting_request)
+        runtime.close()
+        (span,) = receiver.spans
+        raw = b"".join(gzip.decompress(request.body) for request in receiver.requests)
+    assert attributes_of(span)[A.TRACE_TAGS] == ["[REDACTED]", "crm"]
+    assert MODEL_KEY.encode() not in raw
+
+
+def test_keys_of_four_characters_are_redacted_shorter_ones_are_not() -> None:
+    redactor = Redactor(["abcd", "xyz"])
+    assert redactor.text("abcd xyz") == "[REDACTED] xyz"  # the README says so

@@ -1,0 +1,257 @@
+"""The export path loses only what it must, against a loopback Langfuse that misbehaves.
+
+Each test drives a real ``ExportPipeline`` over real sockets: a stand-in that answers
+503/429 or resets once, refuses bodies over a size with 413, streams an endless body or
+hangs. Pauses between retries are shortened (``RetryPolicy``) so the tests stay fast.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from langfuse import LangfuseOtelSpanAttributes as A
+
+from templiqx_core import ExecutionRequest, InvalidData, codes
+from templiqx_langfuse import LangfuseConfig, trace_attributes
+from templiqx_langfuse._export import ExportPipeline, FinishedGeneration, RetryPolicy
+from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
+from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest
+from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
+
+TRACES = "/api/public/otel/v1/traces"
+FAST = RetryPolicy(attempts=4, first_backoff_s=0.05, max_backoff_s=0.2, budget_s=5.0)
+Before = Callable[[ServerRequest], Reply | None]
+
+
+class MisbehavingReceiver(LoopbackOtlpReceiver):
+    """The OTLP stand-in, with ``before`` deciding first (``None``: answer normally)."""
+
+    def __init__(self, before: Before) -> None:
+        super().__init__("ok")
+        self.before = before
+
+    def _respond(self, request: ServerRequest) -> Reply:
+        return self.before(request) or super()._respond(request)
+
+
+@contextmanager
+def receiver(before: Before) -> Iterator[MisbehavingReceiver]:
+    server = MisbehavingReceiver(before)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pipeline(
+    base_url: str, *, retry: RetryPolicy = FAST, flush_timeout_s: float = 5.0
+) -> ExportPipeline:
+    config = LangfuseConfig(
+        public_key=PUBLIC_KEY,
+        secret_key=SECRET_KEY,
+        base_url=base_url,
+        flush_timeout_s=flush_timeout_s,
+    )
+    return ExportPipeline(config, span_exporter=None, retry=retry)
+
+
+def generation(n: int, **attributes: Any) -> FinishedGeneration:
+    return FinishedGeneration(0xABC, n, None, f"gen-{n}", 1, 2, {"n": str(n), **attributes})
+
+
+def score(n: int) -> dict[str, Any]:
+    return {"id": f"s{n}", "traceId": f"{0xABC:032x}", "observationId": f"{n:016x}", "name": "v"}
+
+
+def submit(export: ExportPipeline, count: int, **attributes: Any) -> None:
+    for n in range(1, count + 1):
+        export.submit(generation(n, **attributes))
+        export.submit_score(score(n))
+
+
+def first_only(reply: Reply, path: str = TRACES) -> Before:
+    """Misbehave with ``reply`` on the first request to ``path``, then answer normally."""
+    seen = threading.Event()
+
+    def before(request: ServerRequest) -> Reply | None:
+        if request.path == path and not seen.is_set():
+            seen.set()
+            return reply
+        return None
+
+    return before
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [Reply(status=503), Reply(status=429, headers={"retry-after": "0"}), Reply(status=502)],
+    ids=["503", "429-retry-after", "502"],
+)
+def test_one_failed_send_is_retried_and_every_generation_arrives(failure: Reply) -> None:
+    with receiver(first_only(failure)) as server:
+        export = pipeline(server.base_url)
+        submit(export, 100)
+        export.close()
+        assert len(server.span_names()) == 100
+        assert len(server.scores) == 100
+        assert export.spans.dropped == 0
+        assert [r.path for r in server.requests].count(TRACES) == 2  # the failure, the retry
+
+
+def test_a_refused_connection_is_retried_until_langfuse_is_back() -> None:
+    port = closed_port()
+    patient = RetryPolicy(attempts=6, first_backoff_s=0.2, max_backoff_s=0.4, budget_s=5.0)
+    export = pipeline(f"http://127.0.0.1:{port}", retry=patient)
+    submit(export, 30)
+    time.sleep(0.35)  # the first attempt was refused: nothing listened
+    server = MisbehavingReceiver(lambda request: None)
+    server._server = LoopbackModelServer(server._respond, port)
+    server.start()
+    try:
+        export.close()
+        assert len(server.span_names()) == 30
+        assert export.spans.dropped == 0
+    finally:
+        server.stop()
+
+
+def test_close_right_after_a_failure_makes_one_real_attempt() -> None:
+    """The retry pause is cut short by close(): what is queued gets its attempt at once."""
+    slow = RetryPolicy(attempts=5, first_backoff_s=30.0, max_backoff_s=30.0, budget_s=120.0)
+    with receiver(first_only(Reply(status=503))) as server:
+        export = pipeline(server.base_url, retry=slow, flush_timeout_s=2.0)
+        submit(export, 100)
+        for _ in range(200):  # until the first (refused) send happened
+            if server.requests:
+                break
+            time.sleep(0.01)
+        started = time.monotonic()
+        export.close()
+        took = time.monotonic() - started
+    assert len(server.span_names()) == 100
+    assert took < 2.0, f"close() took {took:.2f} s"
+
+
+def test_retries_are_bounded_then_that_batch_alone_is_dropped() -> None:
+    with receiver(lambda request: Reply(status=503)) as server:
+        export = pipeline(server.base_url, retry=FAST)
+        submit(export, 10)
+        export.close()
+        assert [r.path for r in server.requests].count(TRACES) == FAST.attempts
+        assert export.spans.dropped == 10
+
+
+def too_large_over(limit: int) -> Before:
+    """A Langfuse ingress that refuses trace bodies over ``limit`` bytes with 413."""
+
+    def before(request: ServerRequest) -> Reply | None:
+        if request.path == TRACES and len(gzip.decompress(request.body)) > limit:
+            return Reply(status=413, body=b"Request Entity Too Large")
+        return None
+
+    return before
+
+
+def test_an_oversized_generation_is_dropped_alone_with_its_score(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with receiver(too_large_over(256 * 1024)) as server:
+        export = pipeline(server.base_url)
+        submit(export, 40)
+        export.submit(generation(41, output="x" * 300_000))  # alone over the limit
+        export.submit_score(score(41))
+        submit(export, 40)  # ids 1..40 again: a second batch behind it
+        with caplog.at_level(logging.WARNING, logger="templiqx_langfuse"):
+            export.close()
+        names = server.span_names()
+        observed = {s["observationId"] for s in server.scores}
+    assert len(names) == 80
+    assert "gen-41" not in names
+    assert f"{41:016x}" not in observed, "a score points at an observation never sent"
+    assert len(server.scores) == 80
+    assert export.spans.dropped == 1
+    assert export.scores.dropped == 1
+    lines = [r.getMessage() for r in caplog.records if "413" in r.getMessage()]
+    assert len(lines) == 1, lines
+
+
+def test_a_value_that_cannot_be_encoded_is_sanitised_in_its_item_alone() -> None:
+    with receiver(lambda request: None) as server:
+        export = pipeline(server.base_url)
+        submit(export, 9)
+        export.submit(generation(10, user="ab\ud800cd"))  # a lone surrogate
+        export.close()
+        spans = {span.name: attributes_of(span) for span in server.spans}
+    assert len(spans) == 10
+    assert spans["gen-10"]["user"] == "ab?cd"
+
+
+@pytest.mark.parametrize("field", ["release", "session_id", "user_id", "tags"])
+def test_configuration_that_could_never_be_sent_is_refused_at_construction(field: str) -> None:
+    value: Any = ("ok", "x\udc00") if field == "tags" else "x\udc00"
+    with pytest.raises(InvalidData) as caught:
+        LangfuseConfig(public_key=PUBLIC_KEY, secret_key=SECRET_KEY, **{field: value})
+    assert caught.value.code == codes.DATA_INVALID
+    assert field in str(caught.value)
+
+
+ENDLESS = 4096  # pieces of 64 KiB: a 256 MiB body, if anyone read it
+
+
+def test_an_endless_response_body_costs_no_memory_and_close_is_bounded() -> None:
+    piece = b"x" * 65536
+    endless = Reply(status=200, pieces=(piece,) * ENDLESS)
+    with receiver(lambda request: endless) as server:
+        export = pipeline(server.base_url, flush_timeout_s=2.0)
+        tracemalloc.start()
+        try:
+            submit(export, 50)
+            started = time.monotonic()
+            export.close()
+            took = time.monotonic() - started
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        sent = server._server.bytes_sent
+    assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB while reading the answer"
+    assert sent < len(piece) * ENDLESS // 4, f"the server got to send {sent} bytes"
+    assert took < 3.0
+    assert export.spans.dropped == 0  # the 200 counts: the body is not needed
+
+
+def test_the_export_thread_never_outlives_close_against_a_hanging_langfuse() -> None:
+    with receiver(lambda request: Reply(hang_s=30.0)) as server:
+        export = pipeline(server.base_url, flush_timeout_s=1.0)
+        submit(export, 20)
+        time.sleep(0.3)  # the first send is in flight, hanging
+        started = time.monotonic()
+        export.close()
+        took = time.monotonic() - started
+        alive = [t for t in threading.enumerate() if t is export._worker and t.is_alive()]
+    assert took < 1.0 + 0.5, f"close() took {took:.2f} s"
+    assert not alive, "the export thread is still running after close()"
+    assert export.spans.dropped == 20
+
+
+def test_a_user_id_that_cannot_be_encoded_costs_only_itself_end_to_end(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    with receiver(lambda request: None) as server:
+        runtime = make_runtime(langfuse_base_url=server.base_url, span_exporter=None)
+        for _ in range(5):
+            runtime.execute(greeting_request)
+        with trace_attributes(user_id="user-\ud800"):
+            runtime.execute(greeting_request)
+        runtime.close()
+        users = [attributes_of(span).get(A.TRACE_USER_ID) for span in server.spans]
+    assert len(users) == 6  # before: the whole batch failed to encode, 0 arrived
+    assert "user-?" in users

@@ -1,0 +1,212 @@
+"""What a process queued reaches Langfuse however the process ends: a fork-started
+``multiprocessing`` child (``Process`` and ``Pool``) leaving through ``os._exit``, and a
+real SIGTERM sent to a real interpreter."""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from templiqx_core import ExecutionRequest
+from templiqx_langfuse import LangfuseTracedRuntime
+from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, otlp_receiver
+from templiqx_langfuse.testing.server import Reply
+from tests.conftest import REPO_ROOT, RuntimeFactory
+from tests.reliability import test_export_losses as losses
+
+_RUNTIME: LangfuseTracedRuntime | None = None  # what forked children inherit
+_REQUEST: ExecutionRequest | None = None
+
+
+def execute_once(_: int = 0) -> bool:
+    """Runs in a forked child: one traced execution, nothing flushed by hand."""
+    assert _RUNTIME is not None
+    assert _REQUEST is not None
+    return bool(_RUNTIME.execute(_REQUEST).output_schema_valid)
+
+
+@pytest.fixture
+def receiver() -> Iterator[LoopbackOtlpReceiver]:
+    with otlp_receiver("ok") as running:
+        yield running
+
+
+def test_fork_started_process_and_pool_children_flush_before_they_exit(
+    receiver: LoopbackOtlpReceiver,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+) -> None:
+    global _RUNTIME, _REQUEST
+    _RUNTIME = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+    _REQUEST = greeting_request
+    fork = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        children = [fork.Process(target=execute_once) for _ in range(5)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(timeout=30)
+        pool = fork.Pool(3)
+        try:
+            assert all(pool.map(execute_once, range(6)))
+        finally:
+            pool.close()  # workers leave after their last task, through their finalizers
+            pool.join()
+    assert [child.exitcode for child in children] == [0] * 5
+    assert receiver.span_names() == ["greeting"] * 11
+    assert len(receiver.scores) == 11
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import signal, sys, time
+    from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
+    from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+    from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
+
+    langfuse_url, mode, contract = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "host-handler":
+        def host(signum, frame):
+            print("host handler ran", flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, host)
+    reply = json_reply(chat_completion({"greeting": "Hello Ryan"}))
+    with serve(lambda request: reply) as model:
+        runtime = LangfuseTracedRuntime(
+            ModelConfig(base_url=model.base_url, api_key="sk-model-0123", model="m"),
+            LangfuseConfig(
+                public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
+                flush_interval_s=60, flush_at=2048, flush_on_sigterm=mode in ("on", "host-handler"),
+            ),
+        )
+        compiled = compile_contract(
+            contract,
+            RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
+            ["structured_output"],
+        )
+        for _ in range(25):
+            runtime.execute(ExecutionRequest(interaction=compiled.interaction))
+        print("ready", flush=True)
+        if mode == "exit":
+            sys.exit(0)  # no close(): the exit hook flushes
+        for _ in range(600):  # bounded: a minute at most
+            time.sleep(0.1)
+    """
+)
+
+
+def run_until_sigterm(receiver: LoopbackOtlpReceiver, mode: str) -> tuple[int, str, float]:
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    with subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, receiver.base_url, mode, contract],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    ) as process:
+        assert process.stdout is not None
+        try:
+            assert process.stdout.readline().strip() == "ready"
+            sent = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=20)
+            took = time.monotonic() - sent
+        finally:
+            process.kill()
+        return code, process.stdout.read(), took
+
+
+def test_sigterm_flushes_what_is_queued_then_the_signal_ends_the_process(
+    receiver: LoopbackOtlpReceiver,
+) -> None:
+    code, _, took = run_until_sigterm(receiver, "on")
+    assert code == -signal.SIGTERM  # the default action, as before: killed by the signal
+    assert receiver.span_names() == ["greeting"] * 25
+    assert len(receiver.scores) == 25
+    assert took < 5.0
+
+
+def test_sigterm_flush_chains_to_the_hosts_own_handler(receiver: LoopbackOtlpReceiver) -> None:
+    code, output, _ = run_until_sigterm(receiver, "host-handler")
+    assert code == 3
+    assert "host handler ran" in output
+    assert receiver.span_names() == ["greeting"] * 25
+
+
+def test_without_opting_in_sigterm_keeps_pythons_default(receiver: LoopbackOtlpReceiver) -> None:
+    code, _, _ = run_until_sigterm(receiver, "off")
+    assert code == -signal.SIGTERM
+    assert receiver.span_names() == []  # what the option is for
+
+
+POOL_SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing, sys
+    from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
+    from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+    from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
+
+    RUNTIME = REQUEST = None
+
+    def one(_):
+        return RUNTIME.execute(REQUEST).output_schema_valid
+
+    if __name__ == "__main__":
+        langfuse_url, contract = sys.argv[1], sys.argv[2]
+        reply = json_reply(chat_completion({"greeting": "Hello Ryan"}))
+        with serve(lambda request: reply) as model:
+            RUNTIME = LangfuseTracedRuntime(
+                ModelConfig(base_url=model.base_url, api_key="sk-model-0123", model="m"),
+                LangfuseConfig(
+                    public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
+                    flush_interval_s=30, flush_on_sigterm=True,
+                ),
+            )
+            compiled = compile_contract(
+                contract,
+                RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
+                ["structured_output"],
+            )
+            REQUEST = ExecutionRequest(interaction=compiled.interaction)
+            with multiprocessing.get_context("fork").Pool(2) as pool:  # exits by terminate()
+                print(all(pool.map(one, range(6))), flush=True)
+            RUNTIME.close()
+    """
+)
+
+
+def test_pool_workers_stopped_by_terminate_flush_with_flush_on_sigterm(
+    receiver: LoopbackOtlpReceiver, tmp_path: Path
+) -> None:
+    script = tmp_path / "pool_job.py"  # a file: Pool pickles its task by module and name
+    script.write_text(POOL_SCRIPT, "utf-8")
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    done = subprocess.run(
+        [sys.executable, str(script), receiver.base_url, contract],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+    assert receiver.span_names() == ["greeting"] * 6  # without the option: 0 of 6
+
+
+def test_exit_without_close_right_after_a_failed_send_still_delivers() -> None:
+    """The exit hook's flush retries at once: one 503 at exit loses nothing."""
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    with losses.receiver(losses.first_only(Reply(status=503))) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, server.base_url, "exit", contract],
+            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert server.span_names() == ["greeting"] * 25
+        assert [r.path for r in server.requests].count(losses.TRACES) == 2
