@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,6 +33,7 @@ from templiqx_core.conformance import (
     check_async_parity,
 )
 from templiqx_langfuse import (
+    AsyncDeadlineTransport,
     LangfuseConfig,
     LangfuseTracedRuntime,
     ModelConfig,
@@ -198,32 +200,57 @@ def test_cancelling_the_task_stops_the_call_and_the_runtime_stays_usable(
 def test_beyond_max_connections_calls_wait_for_a_connection_within_their_deadline(
     upstream: Upstream, greeting_request: ExecutionRequest
 ) -> None:
-    """Two connections, calls of 0.3 s: they queue, two at a time. Patient calls all
-    succeed; with a 0.75 s deadline the last ones run out of time waiting for a
-    connection, and their failure says so (a timeout, like any other past the deadline)."""
+    """Two connections, six calls of 0.3 s: they queue, two at a time, and all succeed."""
 
-    async def run(timeout_s: float, calls: int) -> list[object]:
-        async with runtime_for(
-            upstream.base_url, timeout_s=timeout_s, max_connections=2
-        ) as runtime:
+    async def run() -> list[object]:
+        async with runtime_for(upstream.base_url, max_connections=2) as runtime:
             return await asyncio.gather(
-                *(runtime.aexecute(greeting_request) for _ in range(calls)),
-                return_exceptions=True,
+                *(runtime.aexecute(greeting_request) for _ in range(6)), return_exceptions=True
             )
 
     started = time.monotonic()
-    patient = asyncio.run(run(10.0, 6))
+    patient = asyncio.run(run())
     assert time.monotonic() - started >= 0.85  # three rounds of two
     assert all(not isinstance(r, BaseException) for r in patient)
     assert upstream.max_in_flight == 2
 
-    hurried = asyncio.run(run(0.75, 8))
-    failures = [r for r in hurried if isinstance(r, RuntimeFailureError)]
-    assert len(failures) + sum(not isinstance(r, BaseException) for r in hurried) == 8
-    assert {f.code for f in failures} == {"TQX_RUNTIME_TIMEOUT"}
-    waited = [f for f in failures if "no connection became free" in f.failure.detail]
-    assert len(waited) >= 2  # the fourth round could never start in time
-    assert len(failures) <= 6  # the first round always fits
+
+def test_waiting_for_a_connection_counts_against_the_deadline(
+    greeting_request: ExecutionRequest,
+) -> None:
+    """Both connections of a pool held by calls to a hanging upstream: a call with a 0.5 s
+    deadline waits for one, and fails when its deadline passes, saying what it waited for."""
+
+    async def run() -> tuple[RuntimeFailureError, float]:
+        with slow_upstream(30.0) as hanging:
+            pool = AsyncDeadlineTransport(limits=httpx.Limits(max_connections=2))
+            holder = LangfuseTracedRuntime(
+                ModelConfig(base_url=hanging.base_url, api_key=MODEL_KEY, model="m", timeout_s=10),
+                async_transport=pool,
+            )
+            hurried = LangfuseTracedRuntime(
+                ModelConfig(base_url=hanging.base_url, api_key=MODEL_KEY, model="m", timeout_s=0.5),
+                async_transport=pool,
+            )
+            holding = [asyncio.create_task(holder.aexecute(greeting_request)) for _ in range(2)]
+            while hanging.in_flight < 2:
+                await asyncio.sleep(0.01)
+            started = time.monotonic()
+            with pytest.raises(RuntimeFailureError) as raised:
+                await hurried.aexecute(greeting_request)
+            elapsed = time.monotonic() - started
+            for task in holding:
+                task.cancel()
+            await asyncio.gather(*holding, return_exceptions=True)
+            await hurried.aclose()
+            await holder.aclose()
+            await pool.aclose()
+            return raised.value, elapsed
+
+    error, elapsed = asyncio.run(run())
+    assert error.code == "TQX_RUNTIME_TIMEOUT"
+    assert "no connection became free" in error.failure.detail
+    assert 0.4 < elapsed < 1.5
 
 
 def test_three_hundred_threads_on_one_sync_runtime_get_no_errors(
