@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -77,6 +78,9 @@ class Produced:
     #: A validity the adapter declares instead of the schema's verdict: scripted fakes
     #: report what their script says, as the reference mock does.
     output_schema_valid: bool | None = None
+    #: The monotonic instant the call had to end by. Validating the output is part of the
+    #: call: a receipt finished after it is refused as ``TQX_RUNTIME_TIMEOUT``.
+    deadline_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -433,9 +437,10 @@ class RuntimeAdapter(ABC):
         """The receipt from what the hook returned, built in this one place."""
         descriptor = call.adapter
         declared: bool | None = None
+        deadline_at: float | None = None
         if isinstance(produced, Produced):
             output, details = produced.output, produced.details
-            declared = produced.output_schema_valid
+            declared, deadline_at = produced.output_schema_valid, produced.deadline_at
         else:
             output, details = produced, None
         try:
@@ -457,6 +462,14 @@ class RuntimeAdapter(ABC):
             )
             call._fail(invalid, invalid.code, invalid.failure.detail)
             raise invalid from error
+        if deadline_at is not None and time.monotonic() > deadline_at:
+            late = _runtime_failure(
+                descriptor,
+                RuntimeFailureCode.TIMEOUT,
+                "validating the model output took the call past its deadline",
+            )
+            call._fail(late, late.code, late.failure.detail)
+            raise late
         if declared is not None and declared != receipt.output_schema_valid:
             receipt = receipt.model_copy(update={"output_schema_valid": declared})
         call._succeed(receipt, details)

@@ -43,6 +43,7 @@ __all__ = [
     "DeadlineTransport",
     "ResponseOverrun",
     "deadline",
+    "deadline_at",
 ]
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -66,6 +67,13 @@ def deadline(seconds: float) -> Iterator[float]:
         yield at
     finally:
         _DEADLINE.reset(token)
+
+
+def deadline_at(seconds: float) -> float:
+    """The instant a call of ``seconds`` must end by, under any enclosing deadline."""
+    at = time.monotonic() + seconds
+    outer = _DEADLINE.get()
+    return at if outer is None else min(at, outer)
 
 
 def _budget(timeout: float | None, error: type[Exception]) -> float | None:

@@ -19,6 +19,7 @@ from templiqx_core import (
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
+from ._deadline import deadline_at
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
 from ._transport import HttpResponse, apost_bounded, post_bounded
@@ -92,7 +93,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;
         the generation is finished by the port's outcome, whatever it is."""
-        content = self._begin(call)
+        content, at = self._begin(call)
         wiring = self._wiring
         try:
             response = post_bounded(
@@ -102,13 +103,13 @@ class LangfuseTracedRuntime(RuntimeAdapter):
                 headers=wiring.headers,
                 timeout_s=self.model.timeout_s,
             )
-            return _produced(response)
+            return _produced(response, at)
         except WireFailure as wire:
             raise self._failure(wire) from None
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop: the same round trip on the loop's client."""
-        content = self._begin(call)
+        content, at = self._begin(call)
         wiring = self._wiring
         try:
             response = await apost_bounded(
@@ -118,14 +119,16 @@ class LangfuseTracedRuntime(RuntimeAdapter):
                 headers=wiring.headers,
                 timeout_s=self.model.timeout_s,
             )
-            return _produced(response)
+            return _produced(response, at)
         except WireFailure as wire:
             raise self._failure(wire) from None
 
-    def _begin(self, call: RuntimeCall) -> bytes:
+    def _begin(self, call: RuntimeCall) -> tuple[bytes, float]:
+        """The request bytes, and the instant the call (validation included) must end by."""
+        at = deadline_at(self.model.timeout_s)
         body, record = self._wiring.begin(call)
         call.on_finish(record.finish)
-        return body.content
+        return body.content, at
 
     def _failure(self, wire: WireFailure) -> RuntimeFailureError:
         return wire.to_error(self._descriptor, self.redactor)
@@ -138,10 +141,10 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
-def _produced(response: HttpResponse) -> Produced:
+def _produced(response: HttpResponse, at: float) -> Produced:
     """The output of a whole response, or the failure its status names."""
     failure = failure_for_status(response.status, response.headers, response.body)
     if failure is not None:
         raise failure
     completion = parse_completion(response.body)
-    return Produced(completion.output, completion)
+    return Produced(completion.output, completion, deadline_at=at)

@@ -9,7 +9,7 @@ adapter. ``HostWiring`` builds (and releases) the shared ones; the adapter keeps
 own wire handling.
 """
 
-from ._deadline import AsyncDeadlineTransport, DeadlineTransport
+from ._deadline import AsyncDeadlineTransport, DeadlineTransport, deadline_at
 from ._host import HostWiring, WiringOptions
 from ._redaction import REDACTED, RedactingLogFilter, Redactor
 from ._tracing import GenerationRecord, Tracing
@@ -42,6 +42,7 @@ __all__ = [
     "WiringOptions",
     "aopen_bounded",
     "build_request_body",
+    "deadline_at",
     "failure_for_status",
     "open_bounded",
     "parse_completion",

@@ -232,6 +232,7 @@ PINNED: dict[str, list[str]] = {
         "WiringOptions",
         "aopen_bounded",
         "build_request_body",
+        "deadline_at",
         "failure_for_status",
         "open_bounded",
         "parse_completion",

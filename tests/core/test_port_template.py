@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -360,3 +361,29 @@ def test_cancelling_aexecute_streaming_stops_the_stream_at_the_next_delta(
     asyncio.run(main())  # returns once the worker thread has finished
     assert [e.kind for e in events] == ["Delta"]
     assert [o.code for o in adapter.outcomes] == [codes.RUNTIME_INTERRUPTED]
+
+
+@pytest.mark.parametrize("io", ["sync", "async"])
+def test_an_output_validated_past_the_calls_deadline_is_a_timeout(
+    io: str, bli61_request: ExecutionRequest
+) -> None:
+    """Validating the output is part of the call: finished past the deadline the adapter
+    declared, the receipt is refused as a timeout, and observers see that outcome."""
+    output = ScriptedRuntime([ScriptedSuccess()]).execute(bli61_request).output
+    late = Misbehaving(lambda call: Produced(output, deadline_at=time.monotonic() - 0.001))
+    in_time = Misbehaving(lambda call: Produced(output, deadline_at=time.monotonic() + 60))
+    events: list[StreamEvent] = []
+
+    def run(adapter: Misbehaving) -> ExecutionReceipt:
+        if io == "sync":
+            return adapter.execute_streaming(bli61_request, events.append)
+        return asyncio.run(adapter.aexecute_streaming(bli61_request, events.append))
+
+    assert run(in_time).output == output
+    events.clear()
+    with pytest.raises(RuntimeFailureError) as raised:
+        run(late)
+    assert raised.value.code == "TQX_RUNTIME_TIMEOUT"
+    assert "validating the model output" in raised.value.failure.detail
+    assert [type(e) for e in events] == [FailedEvent]
+    assert [o.code for o in late.outcomes] == ["TQX_RUNTIME_TIMEOUT"]

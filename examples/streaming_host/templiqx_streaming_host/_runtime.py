@@ -33,6 +33,7 @@ from templiqx_langfuse.building_blocks import (
     WireFailure,
     WiringOptions,
     aopen_bounded,
+    deadline_at,
     failure_for_status,
     open_bounded,
     parse_completion,
@@ -104,6 +105,9 @@ class StreamingHostRuntime(RuntimeAdapter):
         payload["stream_options"] = {"include_usage": True}
         return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS), emit
 
+    def _deadline(self) -> float:
+        return deadline_at(self._wiring.model.timeout_s)
+
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
 
@@ -111,7 +115,7 @@ class StreamingHostRuntime(RuntimeAdapter):
         emits the one terminal event and maps anything unexpected.
         """
         content, emit = self._prepare(call)
-        wiring = self._wiring
+        wiring, at = self._wiring, self._deadline()
         try:
             with open_bounded(
                 wiring.http,
@@ -131,13 +135,13 @@ class StreamingHostRuntime(RuntimeAdapter):
                     completion = reader.completion()
         except WireFailure as wire:
             raise wire.to_error(self._descriptor, wiring.redactor) from None
-        return Produced(completion.output, completion)
+        return Produced(completion.output, completion, deadline_at=at)
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop: deltas as the async stream delivers them;
         cancelling the awaiting task stops reading and closes the stream."""
         content, emit = self._prepare(call)
-        wiring = self._wiring
+        wiring, at = self._wiring, self._deadline()
         try:
             async with aopen_bounded(
                 wiring.clients.for_loop(),
@@ -157,7 +161,7 @@ class StreamingHostRuntime(RuntimeAdapter):
                     completion = reader.completion()
         except WireFailure as wire:
             raise wire.to_error(self._descriptor, wiring.redactor) from None
-        return Produced(completion.output, completion)
+        return Produced(completion.output, completion, deadline_at=at)
 
     def release(self) -> None:
         """Release pooled connections, flush the adapter-owned Langfuse client (bounded)."""
