@@ -370,12 +370,24 @@ def _wire_of(response: httpcore2.Response) -> _Wire | None:
     return wire if isinstance(wire, _Wire) else None
 
 
-def _checked_head(response: httpcore2.Response) -> _Wire | None:
-    """The response's wire (for the end check); a no-body status's connection is poisoned."""
+def _end_check(request: httpx.Request, response: httpcore2.Response) -> tuple[_Wire | None, bytes]:
+    """What the body stream checks at its end: the response's wire and the method. A
+    no-body status's connection is poisoned at once."""
     wire = _wire_of(response)
     if wire is not None and (response.status in _NO_BODY or response.status < 200):
         wire.poisoned = True
-    return wire
+    return wire, request.method.encode()
+
+
+def _httpx_response(
+    response: httpcore2.Response, stream: httpx.SyncByteStream | httpx.AsyncByteStream
+) -> httpx.Response:
+    return httpx.Response(
+        status_code=response.status,
+        headers=response.headers,
+        stream=stream,
+        extensions=response.extensions,
+    )
 
 
 def _pool_options(
@@ -466,13 +478,7 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
             raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
         finally:
             _EXCHANGE_WIRE.reset(token)
-        wire = _checked_head(response)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ResponseStream(response, wire, request.method.encode()),
-            extensions=response.extensions,
-        )
+        return _httpx_response(response, _ResponseStream(response, *_end_check(request, response)))
 
     def close(self) -> None:
         self.pool.close()
@@ -516,13 +522,8 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
             raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
         finally:
             _EXCHANGE_WIRE.reset(token)
-        wire = _checked_head(response)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_AsyncResponseStream(response, wire, request.method.encode()),
-            extensions=response.extensions,
-        )
+        stream = _AsyncResponseStream(response, *_end_check(request, response))
+        return _httpx_response(response, stream)
 
     async def aclose(self) -> None:
         await self.pool.aclose()
