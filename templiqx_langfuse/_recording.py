@@ -195,8 +195,11 @@ class _OwnedGeneration(Generation):
 class Recorder:
     """Opens generations for one ``Tracing``: on its export path, or through a host's client."""
 
-    def __init__(self, config: LangfuseConfig) -> None:
+    def __init__(self, config: LangfuseConfig, redact: Callable[[str], str]) -> None:
         self.config = config
+        # What a generation opens with comes from the contract and the configuration,
+        # not the provider, but leaves the process all the same: redacted like the rest.
+        self._redact = redact
         rate = config.sample_rate
         # The SDK's sampler (TraceIdRatioBased): keep a trace when the low 64 bits of its
         # id fall under the bound, so every span and score of a trace agrees.
@@ -270,15 +273,16 @@ class Recorder:
         # What the SDK writes when it opens a generation (observation type, version,
         # model, environment, release, and ``is_app_root`` for the first span of a trace
         # that reaches Langfuse).
+        redact = self._redact
         attributes: dict[str, Any] = {
             A.OBSERVATION_TYPE: "generation",
-            A.VERSION: interaction.contract_version,
-            A.OBSERVATION_MODEL: model,
+            A.VERSION: redact(interaction.contract_version),
+            A.OBSERVATION_MODEL: redact(model),
         }
         if self.config.environment is not None:
-            attributes[A.ENVIRONMENT] = self.config.environment
+            attributes[A.ENVIRONMENT] = redact(self.config.environment)
         if self.config.release is not None:
-            attributes[A.RELEASE] = self.config.release
+            attributes[A.RELEASE] = redact(self.config.release)
         if A.TRACE_NAME in trace:
             attributes[A.IS_APP_ROOT] = True
         handle = _OwnedGeneration(
@@ -286,7 +290,7 @@ class Recorder:
             trace_id=trace_id,
             span_id=span_id,
             parent_span_id=parent_span_id,
-            name=interaction.contract_id,
+            name=redact(interaction.contract_id),
             attributes=attributes,
         )
         trace_hex = f"{trace_id:032x}"
@@ -299,10 +303,10 @@ class Recorder:
         # made current only long enough to get hold of it: the round trip runs outside,
         # and the generation is ended explicitly.
         with client.start_as_current_observation(
-            name=interaction.contract_id,
+            name=self._redact(interaction.contract_id),
             as_type="generation",
-            model=model,
-            version=interaction.contract_version,
+            model=self._redact(model),
+            version=self._redact(interaction.contract_version),
             end_on_exit=False,
         ) as generation:
             span = otel_trace.get_current_span()

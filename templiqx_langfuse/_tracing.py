@@ -321,7 +321,7 @@ class Tracing:
     def _load_recorder(self) -> Recorder:
         from ._recording import Recorder
 
-        return Recorder(self.config)
+        return Recorder(self.config, self.redactor.text)
 
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():

@@ -44,3 +44,24 @@ def test_a_secret_in_trace_tags_is_redacted_on_the_wire(
 def test_keys_of_four_characters_are_redacted_shorter_ones_are_not() -> None:
     redactor = Redactor(["abcd", "xyz"])
     assert redactor.text("abcd xyz") == "[REDACTED] xyz"  # the README says so
+
+
+def test_what_a_generation_opens_with_is_redacted_too(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    """Contract id and version, the model asked for, the release: they come from the
+    contract and the configuration, and still never carry a key to Langfuse."""
+    interaction = greeting_request.interaction.model_copy(
+        update={"contract_id": f"c-{MODEL_KEY}", "contract_version": f"v-{MODEL_KEY}"}
+    )
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        runtime.execute(ExecutionRequest(interaction=interaction))
+        runtime.close()
+        (span,) = receiver.spans
+        raw = b"".join(gzip.decompress(request.body) for request in receiver.requests)
+    attributes = attributes_of(span)
+    assert span.name == "c-[REDACTED]"
+    assert attributes[A.VERSION] == "v-[REDACTED]"
+    assert attributes[A.TRACE_NAME] == "c-[REDACTED]"
+    assert MODEL_KEY.encode() not in raw
