@@ -8,8 +8,9 @@ a log line.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import httpx
@@ -22,10 +23,17 @@ __all__ = [
     "DEFAULT_MODEL_BASE_URL",
     "DEFAULT_TIMEOUT_S",
     "ENV_LANGFUSE_BASE_URL",
+    "ENV_LANGFUSE_FLUSH_AT",
+    "ENV_LANGFUSE_FLUSH_INTERVAL",
     "ENV_LANGFUSE_HOST",
     "ENV_LANGFUSE_PROJECT_ID",
     "ENV_LANGFUSE_PUBLIC_KEY",
+    "ENV_LANGFUSE_RELEASE",
+    "ENV_LANGFUSE_SAMPLE_RATE",
     "ENV_LANGFUSE_SECRET_KEY",
+    "ENV_LANGFUSE_TIMEOUT",
+    "ENV_LANGFUSE_TRACING_ENABLED",
+    "ENV_LANGFUSE_TRACING_ENVIRONMENT",
     "ENV_MODEL",
     "ENV_MODEL_API_KEY",
     "ENV_MODEL_BASE_URL",
@@ -57,6 +65,20 @@ ENV_LANGFUSE_SECRET_KEY = "LANGFUSE_SECRET_KEY"  # noqa: S105 - a variable name,
 ENV_LANGFUSE_BASE_URL = "LANGFUSE_BASE_URL"
 """Langfuse base URL. Falls back to ``LANGFUSE_HOST``, then Langfuse Cloud."""
 ENV_LANGFUSE_HOST = "LANGFUSE_HOST"
+# The langfuse SDK's own variables (``langfuse._client.environment_variables``), read with
+# its meaning: a host configures both through one environment.
+ENV_LANGFUSE_TRACING_ENABLED = "LANGFUSE_TRACING_ENABLED"
+"""``false`` (any case) switches tracing off, keys or not; anything else leaves it on."""
+ENV_LANGFUSE_SAMPLE_RATE = "LANGFUSE_SAMPLE_RATE"
+"""Share of traces sent, in [0, 1] (default 1)."""
+ENV_LANGFUSE_TRACING_ENVIRONMENT = "LANGFUSE_TRACING_ENVIRONMENT"
+ENV_LANGFUSE_RELEASE = "LANGFUSE_RELEASE"
+ENV_LANGFUSE_FLUSH_AT = "LANGFUSE_FLUSH_AT"
+"""Generations per export batch."""
+ENV_LANGFUSE_FLUSH_INTERVAL = "LANGFUSE_FLUSH_INTERVAL"
+"""Seconds between exports of a partial batch."""
+ENV_LANGFUSE_TIMEOUT = "LANGFUSE_TIMEOUT"
+"""Seconds one request to Langfuse may take (default 5, as the SDK's)."""
 ENV_LANGFUSE_PROJECT_ID = "LANGFUSE_PROJECT_ID"
 """Langfuse project id: only used to build trace URLs locally (the CLI prints them)."""
 
@@ -71,6 +93,7 @@ _ENVIRONMENT = re.compile(r"^(?!langfuse)[a-z0-9_-]+$")
 
 # Seconds as ASCII decimal text: float() would also take "١٢", "1_0", "inf" and "nan".
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 # What an HTTP header value can carry verbatim (keys travel in Authorization headers).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+", re.ASCII)
 
@@ -271,6 +294,12 @@ class LangfuseConfig:
     #: False: trace nothing and send nothing to Langfuse, keys or not (an offline replay).
     #: The keys are still known, so they stay redacted from logs and cassettes.
     tracing: bool = True
+    #: Seconds one request to Langfuse may take (``LANGFUSE_TIMEOUT``).
+    timeout_s: float = 5.0
+    #: The SDK's ``mask`` (``mask(data=...) -> masked``): applied to each generation's
+    #: input, output and metadata before anything leaves the process. A mask that
+    #: raises drops that field (logged once), never the call.
+    mask: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
     #: True: on SIGTERM, flush what is queued (within ``flush_timeout_s``), then hand the
     #: signal to the handler installed before (by default: the process ends of it). Takes
     #: effect when the runtime is built on the main thread, as Python's signal API needs.
@@ -293,6 +322,10 @@ class LangfuseConfig:
             raise InvalidData("langfuse project_id must be 1-128 ASCII letters, digits, - or _")
         if self.sample_rate is not None and not 0.0 <= self.sample_rate <= 1.0:
             raise InvalidData("langfuse sample_rate must be within [0, 1]")
+        if not 0 < self.timeout_s <= 300:
+            raise InvalidData("langfuse timeout_s must be within (0, 300]")
+        if self.mask is not None and not callable(self.mask):
+            raise InvalidData("langfuse mask must be a function mask(*, data) -> masked data")
         if not 0 < self.flush_timeout_s <= 300:
             raise InvalidData("langfuse flush_timeout_s must be within (0, 300]")
         if not 1 <= self.flush_at <= 2048 or not 0 < self.flush_interval_s <= 60:
@@ -314,15 +347,35 @@ class LangfuseConfig:
         return bool(self.tracing and self.public_key and self.secret_key)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> LangfuseConfig:
-        return cls(
-            public_key=env.get(ENV_LANGFUSE_PUBLIC_KEY) or None,
-            secret_key=env.get(ENV_LANGFUSE_SECRET_KEY) or None,
-            base_url=env.get(ENV_LANGFUSE_BASE_URL)
+    def from_env(cls, env: Mapping[str, str], **overrides: Any) -> LangfuseConfig:
+        """From the langfuse SDK's variables, with its meaning; ``overrides`` (arguments)
+        take precedence over the environment, which takes precedence over defaults."""
+        read: dict[str, Any] = {
+            "public_key": env.get(ENV_LANGFUSE_PUBLIC_KEY) or None,
+            "secret_key": env.get(ENV_LANGFUSE_SECRET_KEY) or None,
+            "base_url": env.get(ENV_LANGFUSE_BASE_URL)
             or env.get(ENV_LANGFUSE_HOST)
             or DEFAULT_LANGFUSE_BASE_URL,
-            project_id=env.get(ENV_LANGFUSE_PROJECT_ID) or None,
-        )
+            "project_id": env.get(ENV_LANGFUSE_PROJECT_ID) or None,
+            "environment": env.get(ENV_LANGFUSE_TRACING_ENVIRONMENT) or None,
+            "release": env.get(ENV_LANGFUSE_RELEASE) or None,
+        }
+        if env.get(ENV_LANGFUSE_TRACING_ENABLED, "").strip().lower() == "false":
+            read["tracing"] = False
+        for variable, name, kind in (
+            (ENV_LANGFUSE_SAMPLE_RATE, "sample_rate", float),
+            (ENV_LANGFUSE_FLUSH_AT, "flush_at", int),
+            (ENV_LANGFUSE_FLUSH_INTERVAL, "flush_interval_s", float),
+            (ENV_LANGFUSE_TIMEOUT, "timeout_s", float),
+        ):
+            text = env.get(variable, "").strip()
+            if not text:
+                continue
+            pattern = _SECONDS if kind is float else _DIGITS
+            if not pattern.fullmatch(text):
+                raise InvalidData(f"{variable} must be a number (ASCII digits)")
+            read[name] = kind(text)
+        return cls(**{**read, **overrides})
 
     def trace_url(self, trace_id: str) -> str | None:
         if self.project_id is None:

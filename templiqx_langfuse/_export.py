@@ -80,7 +80,6 @@ logger = logging.getLogger("templiqx_langfuse")
 
 OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
 INGESTION_PATH = "/api/public/ingestion"
-EXPORT_TIMEOUT_S = 3.0  # one request, connect to last byte
 MAX_QUEUE = 10_000  # generations (and scores) waiting; beyond this they are dropped, counted
 MAX_BATCH = 512
 #: What is read of a Langfuse response (its body is never used): more closes the socket.
@@ -626,7 +625,7 @@ class ExportPipeline:
         left = self._deadline - time.monotonic()
         if left <= 0.01:
             return None
-        return min(EXPORT_TIMEOUT_S, left)
+        return min(self.config.timeout_s, left)  # one request, connect to last byte
 
     def _deliver(self, path: str, body: bytes, items: Sequence[Any]) -> str:
         """Post ``body`` until it is accepted, refused for its size, refused for good, or

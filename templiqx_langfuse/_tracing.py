@@ -247,6 +247,11 @@ class GenerationRecord:
         for name in ("status_message", "model"):
             if isinstance(update.get(name), str):
                 update[name] = redactor.text(update[name])
+        if self._tracing.config.mask is not None:
+            for name in ("output", "metadata"):  # the input was masked when serialized
+                if name in update:
+                    update[name] = self._tracing.masked(name, update[name])
+            update = {k: v for k, v in update.items() if v is not None}
         # Tags are a list of strings: redacted item by item, as every string that leaves.
         trace = {
             k: redactor.value(v) if isinstance(v, (str, list, tuple)) else v
@@ -379,19 +384,33 @@ class Tracing:
             prompt=prompt_link(interaction.extensions),
         )
 
-    def _input_json(self, interaction: CompiledInteraction) -> JsonText:
+    def _input_json(self, interaction: CompiledInteraction) -> JsonText | None:
         """The messages as redacted JSON, once per interaction: interactions are frozen and
-        usually executed many times, and the messages are the largest attribute."""
+        usually executed many times, and the messages are the largest attribute. With a
+        mask, every call's are masked afresh (a mask need not be pure)."""
         hit = self._inputs.get(id(interaction))
         if hit is not None and hit[0] is interaction:
             return hit[1]
-        messages = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        messages: Any = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        if self.config.mask is not None:
+            messages = self.masked("input", messages)
+            return None if messages is None else JsonText(self.redactor.json_text(messages))
         text = JsonText(self.redactor.json_text(messages))
         with self._inputs_lock:
             self._inputs[id(interaction)] = (interaction, text)
             if len(self._inputs) > _INPUT_CACHE_SIZE:
                 self._inputs.popitem(last=False)
         return text
+
+    def masked(self, field: str, data: Any) -> Any:
+        """``data`` through the configured mask; None (the field is dropped) if it raises."""
+        mask = self.config.mask
+        assert mask is not None
+        try:
+            return mask(data=data)
+        except Exception as error:  # a host's mask must never fail the call
+            self.report_error(f"masking a generation's {field}", error)
+            return None
 
     def score_schema_validity(self, ref: TraceRef, valid: bool) -> None:
         """A BOOLEAN score on the generation; queued, sent off the call path."""

@@ -159,7 +159,7 @@ def make_runtime(
     ) -> LangfuseTracedRuntime:
         # A fresh public key per runtime: the SDK shares one resource manager per key.
         suffix = next(_keys)
-        extra = {k: kw.pop(k) for k in ("project_id", "schema_score_name") if k in kw}
+        extra = {k: kw.pop(k) for k in ("project_id", "schema_score_name", "mask") if k in kw}
         langfuse = (
             LangfuseConfig(
                 public_key=str(kw.pop("public_key", f"{PUBLIC_KEY}-{suffix}")),
