@@ -73,11 +73,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ._config import LangfuseConfig
+from ._version import __version__
 
 __all__ = ["Channel", "ExportPipeline", "FinishedGeneration", "RetryPolicy"]
 
 logger = logging.getLogger("templiqx_langfuse")
 
+DISTRIBUTION = "templiqx-langfuse"
 OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
 INGESTION_PATH = "/api/public/ingestion"
 MAX_QUEUE = 10_000  # generations (and scores) waiting; beyond this they are dropped, counted
@@ -466,8 +468,10 @@ class ExportPipeline:
         token = f"{config.public_key}:{config.secret_key}".encode()
         self._headers = {
             "authorization": "Basic " + base64.b64encode(token).decode("ascii"),
-            "x-langfuse-sdk-name": "python",
-            "x-langfuse-sdk-version": SDK_VERSION,
+            # Who sends this (the server attributes ingestion by it): this package, not
+            # the langfuse SDK whose span scope the server's mapping keys on.
+            "x-langfuse-sdk-name": DISTRIBUTION,
+            "x-langfuse-sdk-version": __version__,
             "x-langfuse-public-key": str(config.public_key),
             "x-langfuse-ingestion-version": "4",
             "content-encoding": "gzip",

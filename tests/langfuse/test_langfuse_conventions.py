@@ -11,6 +11,7 @@ from langfuse import LangfuseOtelSpanAttributes as A
 from langfuse._client import environment_variables as sdk_env  # the SDK's list, as documented
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import templiqx_langfuse
 from templiqx_core import ExecutionRequest, InvalidData
 from templiqx_langfuse import LangfuseConfig
 from templiqx_langfuse import _config as config_module
@@ -143,3 +144,18 @@ def test_a_mask_that_raises_drops_the_field_never_the_call(
 def test_a_mask_that_is_not_callable_is_refused() -> None:
     with pytest.raises(InvalidData, match="mask"):
         LangfuseConfig(mask="redact-emails")  # type: ignore[arg-type]
+
+
+def test_the_export_says_who_sends_it(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    """This package by name and version (the server attributes ingestion by them), with
+    the ingestion version the server's OTel endpoint requires; not the langfuse SDK."""
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+        runtime.execute(greeting_request)
+        runtime.close()
+        (request, *_) = receiver.requests
+    assert request.headers["x-langfuse-sdk-name"] == "templiqx-langfuse"
+    assert request.headers["x-langfuse-sdk-version"] == templiqx_langfuse.__version__
+    assert request.headers["x-langfuse-ingestion-version"] == "4"
