@@ -7,6 +7,7 @@ a log line.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -154,6 +155,9 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
     found = {userinfo, unquote(userinfo)} if userinfo else set()
     if parts.password:
         found |= {parts.password, unquote(parts.password)}
+    # The Proxy-Authorization value itself (Basic base64 of user:password), which a
+    # proxy's 407 or the HTTP loggers may show: redacted like the credentials in it.
+    found |= {base64.b64encode(text.encode()).decode("ascii") for text in set(found) if ":" in text}
     return tuple(sorted(found))
 
 

@@ -37,6 +37,8 @@ import h11
 import httpcore2
 import httpx
 
+from templiqx_core import InvalidData
+
 __all__ = [
     "AsyncDeadlineTransport",
     "ConnectionCutShort",
@@ -456,6 +458,7 @@ class _Bounded(Generic[_Pool]):
         """A fresh pool; the parent's connections are dropped, never closed or used
         (closing would shut down sockets the parent still reads)."""
         self.pool = self._new_pool()
+        self._served = None
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
@@ -508,13 +511,34 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
     keeps one per loop.
     """
 
+    _served: Any = None  # the event loop the pool's sockets belong to
+
     def _new_pool(self) -> httpcore2.AsyncConnectionPool:
         return httpcore2.AsyncConnectionPool(
             network_backend=_AsyncDeadlineBackend(), **self._options
         )
 
+    def _bind(self) -> None:
+        """Serve the running loop: the first one, or a new one once that has closed (its
+        connections are dropped with it); another live loop's call is refused."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        bound = self._served
+        if bound is loop:
+            return
+        if isinstance(bound, asyncio.AbstractEventLoop) and not bound.is_closed():
+            raise InvalidData(
+                "this AsyncDeadlineTransport serves another event loop: its pooled "
+                "sockets belong to that loop (lend one per loop, or none)"
+            )
+        if bound is not None:
+            self.pool = self._new_pool()  # the closed loop's connections go with it
+        self._served = loop
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)
+        self._bind()
         token = _EXCHANGE_WIRE.set(None)
         try:
             response = await self.pool.handle_async_request(_core_request(request, request.stream))

@@ -15,9 +15,8 @@ from __future__ import annotations
 import os
 import ssl
 import threading
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
@@ -84,9 +83,12 @@ class Clients:
             [] if transport else [DeadlineTransport(**self._options)]
         )
         self.sync = build_client(httpx.MockTransport((transport or self._owned[0]).handle_request))
-        self._async: weakref.WeakKeyDictionary[
+        # Not weak: a pool references its loop, so an entry would never go by itself.
+        # Entries of closed loops are dropped whenever a new loop comes (their sockets
+        # are closed as the loop and its transports are collected).
+        self._async: dict[
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncDeadlineTransport]
-        ] = weakref.WeakKeyDictionary()
+        ] = {}
         self._lock = threading.Lock()
 
     def for_loop(self) -> httpx.AsyncClient:
@@ -97,6 +99,8 @@ class Clients:
         entry = self._async.get(loop)
         if entry is None:
             with self._lock:
+                for closed in [other for other in self._async if other.is_closed()]:
+                    del self._async[closed]
                 entry = self._async.get(loop)
                 if entry is None:
                     transport = self._lent_async or AsyncDeadlineTransport(**self._options)
@@ -179,7 +183,9 @@ class HostWiring:
     redactor: Redactor
     clients: Clients
     url: httpx.URL
-    headers: dict[str, str]
+    #: Out of ``repr``: it carries the key, and tracebacks rendered with their locals
+    #: (``pytest -l``, error trackers) print every local's repr.
+    headers: dict[str, str] = field(repr=False)
     tracing: Tracing
     log_filter: RedactingLogFilter
 

@@ -242,3 +242,20 @@ def test_proxy_credentials_are_secrets_and_hidden_from_repr() -> None:
         ).proxy
         == "http://proxy:3128"
     )
+
+
+def test_the_proxy_authorization_value_is_a_secret_too() -> None:
+    """A proxy's 407, or httpx's and httpcore2's loggers, may show the very header sent:
+    ``Basic base64(user:password)`` is redacted like the credentials in it."""
+    import base64
+
+    from templiqx_langfuse import Redactor
+
+    config = ModelConfig(
+        base_url="https://h/v1", api_key=KEY, model="m", proxy="http://user:PROXYPASS99@proxy:3128"
+    )
+    header = "Basic " + base64.b64encode(b"user:PROXYPASS99").decode()
+    assert "PROXYPASS99" not in Redactor(config.secrets()).text(f"407 {header}")
+    assert base64.b64encode(b"user:PROXYPASS99").decode() not in Redactor(config.secrets()).text(
+        header
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 from collections.abc import Callable
 
 import pytest
@@ -107,3 +108,20 @@ def test_redaction_marker_replaces_secrets_in_spans(
     runtime.close()
     (span,) = exporter.get_finished_spans()
     assert "[REDACTED]" in json.dumps(dict(span.attributes or {}))
+
+
+def test_a_traceback_rendered_with_its_locals_never_shows_the_key(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """``pytest -l``, rich tracebacks and error trackers print every frame's locals: the
+    wiring in the adapter's frame carries the authorization header, kept out of its repr."""
+    model_server.set_responder(lambda request: Reply(503, {}, b"{}"))
+    runtime = make_runtime(tracing=False)
+    with pytest.raises(RuntimeFailureError) as raised:
+        runtime.execute(greeting_request)
+    shown = traceback.TracebackException.from_exception(raised.value, capture_locals=True)
+    text = "".join(shown.format())
+    assert "wiring" in text or "runtime" in text  # the frames with locals are there
+    assert MODEL_KEY not in text

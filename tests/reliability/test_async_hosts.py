@@ -9,6 +9,7 @@ sharing one runtime across hundreds of threads get no spurious errors.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -401,3 +402,54 @@ def test_the_langfuse_runtime_passes_the_async_conformance_checks(
         )
         for each in (runtime, failing, cancelled):
             each.close()
+
+
+def test_a_runtime_outliving_its_event_loops_keeps_no_sockets_of_theirs(
+    upstream: Upstream, greeting_request: ExecutionRequest
+) -> None:
+    """``asyncio.run(runtime.aexecute(...))`` per job: each closed loop's pool is dropped
+    when the next loop comes, so its socket closes (it used to stay open until close())."""
+    upstream.delay_s = 0.0
+    runtime = runtime_for(upstream.base_url)
+    for _ in range(30):
+        asyncio.run(runtime.aexecute(greeting_request))
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while upstream.connections - upstream.closed > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert upstream.connections - upstream.closed <= 2  # the last loop's, at most
+    runtime.close()
+
+
+def test_a_lent_async_transport_serves_one_live_event_loop(
+    upstream: Upstream, greeting_request: ExecutionRequest
+) -> None:
+    upstream.delay_s = 0.0
+    lent = AsyncDeadlineTransport()
+    runtime = LangfuseTracedRuntime(
+        ModelConfig(base_url=upstream.base_url, api_key=MODEL_KEY, model="m"),
+        async_transport=lent,
+    )
+    for _ in range(3):  # one loop after another: the pool follows the live one
+        assert asyncio.run(runtime.aexecute(greeting_request)).output
+    started = threading.Event()
+    release = threading.Event()
+
+    async def hold_the_pool() -> None:
+        await runtime.aexecute(greeting_request)
+        started.set()
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+
+    holder = threading.Thread(target=lambda: asyncio.run(hold_the_pool()))
+    holder.start()
+    assert started.wait(10)
+    try:
+        with pytest.raises(PortError) as raised:
+            asyncio.run(runtime.aexecute(greeting_request))
+        assert raised.value.code == "TQX_DATA_INVALID"
+        assert "another event loop" in str(raised.value)
+    finally:
+        release.set()
+        holder.join(10)
+    runtime.close()
