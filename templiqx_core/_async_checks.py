@@ -1,16 +1,19 @@
 """The conformance kit's checks of the async path (``aexecute``, ``aexecute_streaming``).
 
 An async host awaits the same receipts a sync host gets: these checks hold an adapter to
-that, each on an event loop of its own (``asyncio.run``), so they run from sync tests.
-Native adapters (``aproduce_output``) and thread-backed ones pass the same checks.
-``asyncio`` is imported inside each check: a sync host's start-up never pays for it.
+that, each on an event loop of its own, run on a helper thread with a bounded wait (an
+adapter whose task ignores cancellation fails the check instead of hanging it), so they
+run from sync tests. Native adapters (``aproduce_output``) and thread-backed ones pass the
+same checks. ``asyncio`` is imported inside each check: a sync host's start-up never
+pays for it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from ._conformance import ConformanceError, ConformanceReport, receipts_equal, validate_event_order
 from ._contracts import (
@@ -24,6 +27,8 @@ from ._contracts import (
 from ._errors import PortError
 from ._ports import RuntimeAdapter
 
+_T = TypeVar("_T")
+
 __all__ = [
     "ASYNC_CHECKS",
     "check_async_adapter",
@@ -34,10 +39,48 @@ __all__ = [
 ]
 
 
+def _run(main: Callable[[], Coroutine[Any, Any, _T]], *, limit_s: float, what: str) -> _T:
+    """``asyncio.run(main())`` on a daemon thread, waited for at most ``limit_s``."""
+    import asyncio
+
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, asyncio.run(main())))
+        except BaseException as error:  # handed to the caller's thread
+            outcome.append((False, error))
+
+    worker = threading.Thread(target=target, name="templiqx-async-check", daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if worker.is_alive():
+        raise ConformanceError(
+            f"{what} did not end within {limit_s:g} s (a task that ignores cancellation, "
+            "or a call that never returns)"
+        )
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
+    """``request`` with its last message marked ``#index``: each task asks its own thing,
+    so an adapter answering one task with another's request is seen."""
+    interaction = request.interaction
+    if not interaction.messages:
+        return request
+    *head, last = interaction.messages
+    marked = last.model_copy(update={"content": f"{last.content} #{index}"})
+    return request.model_copy(
+        update={"interaction": interaction.model_copy(update={"messages": [*head, marked]})}
+    )
+
+
 def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
     """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives; the
     stream ends with exactly one terminal event, ``Complete``, carrying it."""
-    import asyncio
 
     direct = adapter.execute(request)
 
@@ -53,12 +96,11 @@ def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> No
         if not (receipts_equal(terminal.receipt, direct) and receipts_equal(streamed, direct)):
             raise ConformanceError("aexecute_streaming()'s receipt differs from execute()'s")
 
-    asyncio.run(run())
+    _run(run, limit_s=120, what="async parity")
 
 
 def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
     """A failing request awaited: one ``Failed{code}`` last, then the same ``PortError``."""
-    import asyncio
 
     async def run() -> None:
         events: list[StreamEvent] = []
@@ -81,23 +123,54 @@ def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRe
             raise ConformanceError("aexecute() on the failing request returned") from None
         raise ConformanceError("aexecute_streaming() on the failing request did not raise")
 
-    asyncio.run(run())
+    _run(run, limit_s=120, what="async failure projection")
 
 
 def check_async_concurrent_use(
-    adapter: RuntimeAdapter, request: ExecutionRequest, *, tasks: int = 50
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    tasks: int = 50,
+    max_stall_s: float = 0.25,
 ) -> None:
-    """One instance serves ``tasks`` concurrent tasks on one loop, each the same receipt."""
+    """``tasks`` concurrent tasks on one loop, each asking its own thing (``request`` with a
+    marked last message), each get the receipt ``execute`` gives for it; and no call
+    holds the loop ``max_stall_s`` or longer (a blocking call inside ``aproduce_output``).
+    """
     import asyncio
 
-    expected = adapter.execute(request)
+    requests = [_distinct(request, i) for i in range(tasks)]
+    expected = [adapter.execute(r) for r in requests]
 
-    async def run() -> list[Any]:
-        return await asyncio.gather(*(adapter.aexecute(request) for _ in range(tasks)))
+    async def run() -> tuple[list[Any], float]:
+        stalls: list[float] = []
+        done = asyncio.Event()
 
-    mismatched = sum(not receipts_equal(r, expected) for r in asyncio.run(run()))
+        async def ticker() -> None:
+            while not done.is_set():
+                started = time.monotonic()
+                await asyncio.sleep(0.005)
+                stalls.append(time.monotonic() - started - 0.005)
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        receipts = await asyncio.gather(*(adapter.aexecute(r) for r in requests))
+        done.set()
+        await tick
+        return receipts, max(stalls, default=0.0)
+
+    receipts, stall = _run(run, limit_s=120, what="async concurrent use")
+    mismatched = sum(not receipts_equal(r, e) for r, e in zip(receipts, expected, strict=True))
     if mismatched:
-        raise ConformanceError(f"{mismatched} of {tasks} concurrent async receipts differed")
+        raise ConformanceError(
+            f"{mismatched} of {tasks} concurrent async receipts differ from execute()'s "
+            "for the same request (cross-talk between tasks?)"
+        )
+    if stall >= max_stall_s:
+        raise ConformanceError(
+            f"the event loop was held for {stall:.2f} s during concurrent calls "
+            f"(allowed {max_stall_s:g} s): a blocking call on the loop?"
+        )
 
 
 def check_async_cancellation(
@@ -145,7 +218,7 @@ def check_async_cancellation(
         cancelled_at = time.monotonic()
         task.cancel()
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=within_s + 5)
+            await asyncio.wait_for(asyncio.shield(task), timeout=within_s + 2)
         except asyncio.CancelledError:
             pass
         except TimeoutError:
@@ -160,7 +233,9 @@ def check_async_cancellation(
             raise ConformanceError("cancelled, but aexecute_streaming() returned normally")
         return cancelled_at, time.monotonic(), events, seen
 
-    cancelled_at, ended, events, seen = asyncio.run(run())
+    cancelled_at, ended, events, seen = _run(
+        run, limit_s=2 * within_s + 5, what="the cancelled call"
+    )
     if ended - cancelled_at > within_s:
         raise ConformanceError(
             f"the call went on for {ended - cancelled_at:.2f} s after the cancel "

@@ -23,6 +23,7 @@ from templiqx_core.conformance import (
     ConformanceError,
     check_async_adapter,
     check_async_cancellation,
+    check_async_concurrent_use,
     check_async_parity,
 )
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
@@ -157,3 +158,74 @@ def test_a_sync_only_adapter_passes_the_async_checks_in_a_worker_thread(
     adapter = ScriptedRuntime([ScriptedSuccess(output={"greeting": "hi"})])
     report = check_async_adapter(adapter, plain_request)
     assert report.passed == ["async_parity", "async_concurrent_use"]
+
+
+class SwallowsCancel(RuntimeAdapter):
+    """Never lets its task be cancelled: the check must fail, not hang."""
+
+    def descriptor(self) -> AdapterDescriptor:
+        return AdapterDescriptor(id="swallows-cancel", version="0", capabilities=[])
+
+    def produce_output(self, call: RuntimeCall) -> Any:
+        raise NotImplementedError
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                continue
+
+
+class BlocksTheLoop(Diverges):
+    """Answers the same either way, but sleeps on the event loop's thread."""
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        time.sleep(0.3)
+        return {"greeting": "sync"}
+
+
+class CrossTalk(RuntimeAdapter):
+    """Answers each task from whichever request arrived last: shared state across tasks."""
+
+    def __init__(self) -> None:
+        self.current: ExecutionRequest | None = None
+
+    def descriptor(self) -> AdapterDescriptor:
+        return AdapterDescriptor(id="cross-talk", version="0", capabilities=[])
+
+    def produce_output(self, call: RuntimeCall) -> Any:
+        return {"greeting": call.request.interaction.messages[-1].content}
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        self.current = call.request
+        await asyncio.sleep(0.01)
+        assert self.current is not None
+        return {"greeting": self.current.interaction.messages[-1].content}
+
+
+def test_async_cancellation_fails_on_a_task_that_cannot_be_cancelled(
+    plain_request: ExecutionRequest,
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(ConformanceError, match="did not end"):
+        check_async_cancellation(
+            SwallowsCancel(),
+            plain_request,
+            connection_released=lambda: True,
+            cancel_after_s=0.1,
+            within_s=0.5,
+        )
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize(
+    ("adapter", "catches"),
+    [(BlocksTheLoop, "held"), (CrossTalk, "cross-talk")],
+    ids=["blocking call on the loop", "cross-talk between tasks"],
+)
+def test_async_concurrent_use_catches(
+    adapter: type[RuntimeAdapter], catches: str, plain_request: ExecutionRequest
+) -> None:
+    with pytest.raises(ConformanceError, match=catches):
+        check_async_concurrent_use(adapter(), plain_request, tasks=10)
