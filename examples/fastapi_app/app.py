@@ -6,7 +6,9 @@
 
 One runtime per process, opened and closed by the app's lifespan; every request awaits
 ``aexecute_traced`` on the event loop (no thread per call) and answers with the output
-and the URL of its Langfuse trace.
+and the URL of its Langfuse trace. A model call that fails is an HTTP answer named by its
+stable code (a timeout is 504, a rate limit 503 with ``Retry-After``...), never a 500
+with a traceback: the runtime raises only typed ``PortError``s.
 """
 
 from __future__ import annotations
@@ -18,9 +20,18 @@ from typing import Any
 
 import yaml
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from templiqx_core import Contract, ExecutionRequest, RenderRequest, compile_contract
+from templiqx_core import (
+    Contract,
+    ExecutionRequest,
+    PortError,
+    RenderRequest,
+    RuntimeFailureError,
+    codes,
+    compile_contract,
+)
 from templiqx_langfuse import LangfuseTracedRuntime
 
 CONTRACT = Contract.model_validate(
@@ -36,6 +47,25 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 app = FastAPI(lifespan=lifespan)
+
+#: How the model's failures reach this service's callers (anything else: 500).
+STATUS_BY_CODE = {
+    codes.RUNTIME_TIMEOUT: 504,
+    codes.RUNTIME_RATE_LIMITED: 503,
+    codes.RUNTIME_UNAVAILABLE: 502,
+    codes.RUNTIME_INVALID_RESPONSE: 502,
+    codes.DATA_INVALID: 422,
+}
+
+
+@app.exception_handler(PortError)
+async def model_call_failed(request: Request, error: PortError) -> JSONResponse:
+    headers = {}
+    if isinstance(error, RuntimeFailureError) and error.failure.retry_after_ms is not None:
+        headers["retry-after"] = str(-(-error.failure.retry_after_ms // 1000))
+    # str(error) names the code and what failed, never the provider's text or a key.
+    body = {"code": error.code, "detail": str(error)}
+    return JSONResponse(body, status_code=STATUS_BY_CODE.get(error.code, 500), headers=headers)
 
 
 class Greet(BaseModel):

@@ -48,7 +48,7 @@ def test_deltas_reach_an_async_sink_as_they_arrive(
 ) -> None:
     """Pieces 50 ms apart: each delta is handed over before the next piece is sent."""
     request = routes.request(
-        plain_request, "paced", reply_for(text_stream(PARTS), pause_s=0.05, piece=9)
+        plain_request, "paced", reply_for(text_stream(PARTS), pause_s=0.05, piece=60)
     )
     host = make_host()
     arrivals: list[tuple[float, StreamEvent]] = []

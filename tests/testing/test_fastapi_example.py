@@ -18,7 +18,9 @@ import time
 import httpx
 import pytest
 
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.testing.otlp import otlp_receiver
+from templiqx_langfuse.testing.server import Reply, serve
 from tests.conftest import MODEL_KEY, PUBLIC_KEY, REPO_ROOT, SECRET_KEY, closed_port
 from tests.slow_upstream import slow_upstream
 
@@ -102,3 +104,45 @@ def test_the_fastapi_example_serves_a_burst_concurrently_and_flushes_its_traces(
         assert len(urls) == 100
         assert all(u.startswith(f"{langfuse.base_url}/project/cm0example/traces/") for u in urls)
         assert len(langfuse.span_names()) == 100  # all flushed by the lifespan's aclose
+
+
+@pytest.mark.parametrize(
+    ("upstream_reply", "status", "code"),
+    [
+        (None, 504, "TQX_RUNTIME_TIMEOUT"),
+        (Reply(429, {"retry-after": "3"}, b"{}"), 503, "TQX_RUNTIME_RATE_LIMITED"),
+        (Reply(502, {}, b"bad gateway"), 502, "TQX_RUNTIME_UNAVAILABLE"),
+        (
+            Reply(200, {"content-type": "application/json"}, b"not json"),
+            502,
+            "TQX_RUNTIME_INVALID_RESPONSE",
+        ),
+    ],
+    ids=["hang", "rate limited", "gateway error", "not json"],
+)
+def test_a_failing_model_call_is_an_http_answer_named_by_its_code(
+    upstream_reply: Reply | None, status: int, code: str
+) -> None:
+    """The example maps the runtime's typed failures: never a 500 with a traceback."""
+    from examples.fastapi_app.app import app
+
+    def respond(request: object) -> Reply:
+        return upstream_reply or Reply(hang_s=5)
+
+    async def call(base_url: str) -> httpx.Response:
+        async with LangfuseTracedRuntime(
+            ModelConfig(base_url=base_url, api_key=MODEL_KEY, model="m", timeout_s=0.5),
+            LangfuseConfig(tracing=False),
+        ) as runtime:
+            app.state.runtime = runtime
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+                return await client.post("/greet", json={"name": "R", "organization": "A"})
+
+    with serve(respond) as server:
+        response = asyncio.run(call(server.base_url))
+    assert response.status_code == status
+    assert response.json()["code"] == code
+    assert MODEL_KEY not in response.text
+    if code == "TQX_RUNTIME_RATE_LIMITED":
+        assert response.headers["retry-after"] == "3"
