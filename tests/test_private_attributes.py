@@ -35,6 +35,18 @@ KNOWN: set[tuple[str, str]] = {
 }
 
 
+OURS = {"templiqx_core", "templiqx_langfuse", "templiqx_streaming_host", "examples"}
+
+
+def _imported_modules(node: ast.AST) -> list[str]:
+    """Absolute modules an import names (a private module of a library counts too)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    return []
+
+
 def _files() -> list[Path]:
     return sorted(path for root in PRODUCT for path in root.rglob("*.py"))
 
@@ -69,6 +81,10 @@ def private_reads() -> set[tuple[str, str]]:
     for path, tree in zip(files, trees, strict=True):
         where = path.relative_to(REPO_ROOT).as_posix()
         for node in ast.walk(tree):
+            for module in _imported_modules(node):
+                private = [part for part in module.split(".") if part.startswith("_")]
+                if private and module.split(".")[0] not in OURS | {"__future__"}:
+                    found.add((where, module))
             name: str | None = None
             if isinstance(node, ast.Attribute):
                 name = node.attr
@@ -97,6 +113,12 @@ def test_product_code_reads_no_other_librarys_private_attributes() -> None:
 
 def test_the_known_list_only_names_reads_that_still_exist() -> None:
     assert KNOWN - private_reads() == set()
+
+
+def test_the_scan_catches_an_import_of_a_private_module() -> None:
+    tree = ast.parse("from httpx._config import DEFAULT_LIMITS\nimport httpcore2._async\n")
+    modules = [m for node in ast.walk(tree) for m in _imported_modules(node)]
+    assert modules == ["httpx._config", "httpcore2._async"]
 
 
 def test_the_scan_catches_a_private_read() -> None:
