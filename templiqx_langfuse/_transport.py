@@ -237,8 +237,15 @@ def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireF
     if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
         if time.monotonic() > at:  # a socket shut by the deadline's last read
             return late
+        # Connecting (or the proxy) failed: unreachable; a read or write failed: the
+        # connection broke after the gateway was reached.
+        what = (
+            "unreachable"
+            if isinstance(error, (httpx.ConnectError, httpx.ProxyError))
+            else "connection broke mid-exchange"
+        )
         return WireFailure(
-            RuntimeFailureCode.UNAVAILABLE, f"model gateway unreachable ({type(error).__name__})"
+            RuntimeFailureCode.UNAVAILABLE, f"model gateway {what} ({type(error).__name__})"
         )
     if isinstance(error, httpx.DecodingError):
         return _invalid("response body could not be decoded")
