@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "templiqx.runtimes"
+#: Runtimes of this repository's other distributions: where to get one that is missing.
+_PROVIDED_BY = {
+    "openai-stream": "templiqx-streaming-host (README: Installing into a host project)",
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ def load_runtime(name: str, options: RuntimeOptions) -> RuntimeAdapter:
     matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not matches:
         known = ", ".join(available_runtimes()) or "none installed"
-        raise Unsupported(f"unknown runtime {name!r} (available: {known})")
+        hint = _PROVIDED_BY.get(name)
+        where = f"; {name!r} comes with {hint}" if hint else ""
+        raise Unsupported(f"unknown runtime {name!r} (available: {known}{where})")
     factory: RuntimeFactory = matches[0].load()
     return factory(options)

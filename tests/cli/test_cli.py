@@ -352,3 +352,20 @@ def test_replay_does_not_import_pytest() -> None:
         env=env,
     )
     assert result.stdout.split() == ["0", "False", "True"]
+
+
+def test_a_missing_runtime_of_this_repository_says_which_distribution_brings_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``openai-stream`` is installed here (the dev extra), so a stand-in name is missing."""
+    from templiqx_core import Unsupported, _runtimes
+    from templiqx_core._runtimes import RuntimeOptions, load_runtime
+
+    provided = _runtimes._PROVIDED_BY["openai-stream"]
+    monkeypatch.setitem(_runtimes._PROVIDED_BY, "stream-stand-in", provided)
+    with pytest.raises(Unsupported) as raised:
+        load_runtime("stream-stand-in", RuntimeOptions())
+    assert "templiqx-streaming-host" in str(raised.value)
+    with pytest.raises(Unsupported) as other:
+        load_runtime("warp-drive", RuntimeOptions())
+    assert "comes with" not in str(other.value)
