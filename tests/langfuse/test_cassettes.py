@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,9 +24,9 @@ from templiqx_core import (
 )
 from templiqx_core._compiler import read_contract
 from templiqx_langfuse.testing.cassettes import UnplayedInteractions, use_cassette
-from templiqx_langfuse.testing.replay import recorded_endpoint, replaying_runtime
+from templiqx_langfuse.testing.replay import ReplayingRuntime, recorded_endpoint, replaying_runtime
 from templiqx_langfuse.testing.server import LoopbackModelServer, chat_completion, json_reply
-from tests.conftest import REFERENCE, REPO_ROOT, RuntimeFactory
+from tests.conftest import BOTH_IO, REFERENCE, REPO_ROOT, RuntimeFactory
 
 CASSETTES = REPO_ROOT / "cassettes"
 CONTRACTS = {
@@ -53,19 +55,27 @@ def eval_request(name: str) -> tuple[ExecutionRequest, object]:
     return ExecutionRequest(interaction=result.interaction), case.fake_output
 
 
-def replay(cassette: str, name: str = "greeting") -> object:
+def run(runtime: ReplayingRuntime, request: ExecutionRequest, io: str = "sync") -> Any:
+    """``execute`` as a sync host calls it, or ``aexecute`` on an event loop."""
+    if io == "async":
+        return asyncio.run(runtime.aexecute(request))
+    return runtime.execute(request)
+
+
+def replay(cassette: str, name: str = "greeting", io: str = "sync") -> object:
     request, _ = eval_request(name)
     runtime = replaying_runtime(CASSETTES / f"{cassette}.yaml", env={})
     try:
-        return runtime.execute(request)
+        return run(runtime, request, io)
     finally:
         runtime.close()
 
 
+@BOTH_IO
 @pytest.mark.parametrize("name", sorted(CONTRACTS))
-def test_success_cassettes_replay_the_eval_output(name: str) -> None:
+def test_success_cassettes_replay_the_eval_output(name: str, io: str) -> None:
     _, expected = eval_request(name)
-    receipt = replay(f"{name}-success", name)
+    receipt = replay(f"{name}-success", name, io)
     assert receipt.output == expected  # type: ignore[attr-defined]
     assert receipt.output_fingerprint == fingerprint(expected)  # type: ignore[attr-defined]
     assert receipt.output_schema_valid is True  # type: ignore[attr-defined]
@@ -78,8 +88,9 @@ def test_bli61_cassette_gives_the_reference_fingerprint() -> None:
     )
 
 
-def test_schema_invalid_cassette() -> None:
-    assert replay("greeting-schema-invalid").output_schema_valid is False  # type: ignore[attr-defined]
+@BOTH_IO
+def test_schema_invalid_cassette(io: str) -> None:
+    assert replay("greeting-schema-invalid", io=io).output_schema_valid is False  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -90,9 +101,10 @@ def test_schema_invalid_cassette() -> None:
         ("greeting-malformed", "TQX_RUNTIME_INVALID_RESPONSE", None),
     ],
 )
-def test_failure_cassettes(cassette: str, code: str, retry: int | None) -> None:
+@BOTH_IO
+def test_failure_cassettes(cassette: str, code: str, retry: int | None, io: str) -> None:
     with pytest.raises(RuntimeFailureError) as raised:
-        replay(cassette)
+        replay(cassette, io=io)
     assert raised.value.code == code
     assert raised.value.failure.retry_after_ms == retry
 
@@ -123,24 +135,28 @@ def test_replay_is_deterministic_across_runs_and_processes() -> None:
     assert json.loads(outputs[0]) == [r.model_dump(mode="json") for r in first]  # type: ignore[attr-defined]
 
 
-def test_unmatched_request_fails_loudly_without_network(greeting: CompiledInteraction) -> None:
+@BOTH_IO
+def test_unmatched_request_fails_loudly_without_network(
+    greeting: CompiledInteraction, io: str
+) -> None:
     other = greeting.model_copy(update={"runtime_policy": {"temperature": 1}})
     runtime = replaying_runtime(CASSETTES / "greeting-success.yaml", env={})
     try:
         with pytest.raises(NotFound, match=r"greeting-success\.yaml .* no unplayed recorded") as e:
-            runtime.execute(ExecutionRequest(interaction=other))
+            run(runtime, ExecutionRequest(interaction=other), io)
         assert '+ "temperature": 1' in str(e.value)
     finally:
         runtime.close()
 
 
-def test_playback_never_repeats() -> None:
+@BOTH_IO
+def test_playback_never_repeats(io: str) -> None:
     request, _ = eval_request("greeting")
     runtime = replaying_runtime(CASSETTES / "greeting-success.yaml", env={})
     try:
-        runtime.execute(request)
+        run(runtime, request, io)
         with pytest.raises(NotFound):
-            runtime.execute(request)
+            run(runtime, request, io)
     finally:
         runtime.close()
 
