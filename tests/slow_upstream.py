@@ -31,6 +31,10 @@ class Upstream:
     bodies: list[bytes] = field(default_factory=list)
 
 
+#: Each upstream's open connections, by the upstream's id.
+_OPEN: dict[int, set[asyncio.Transport]] = {}
+
+
 class _Protocol(asyncio.Protocol):
     def __init__(self, upstream: Upstream) -> None:
         self.upstream = upstream
@@ -41,9 +45,11 @@ class _Protocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.upstream.connections += 1
+        _OPEN.setdefault(id(self.upstream), set()).add(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.upstream.closed += 1
+        _OPEN.get(id(self.upstream), set()).discard(self.transport)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -94,8 +100,15 @@ def slow_upstream(delay_s: float = 0.3) -> Iterator[Upstream]:
         upstream.base_url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
         stop = loop.create_future()
         ready.set()
-        async with server:
+        try:
             await stop
+        finally:
+            # Since 3.12 a server's wait_closed() waits for its connections: a client's
+            # idle keep-alive ones are aborted, so the server always stops.
+            server.close()
+            for transport in list(_OPEN.pop(id(upstream), ())):
+                transport.abort()
+            await asyncio.wait_for(server.wait_closed(), 5)
 
     thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
     thread.start()
