@@ -27,6 +27,26 @@ FACADES = {
 
 PINNED: dict[str, list[str]] = {
     "templiqx_langfuse.testing": [],
+    "templiqx_langfuse.evals": [
+        "CaseResult",
+        "EvalReport",
+        "LangfuseExperiment",
+        "Summary",
+        "arun_eval",
+        "assert_eval_passes",
+        "baseline_diff",
+        "contract_cases",
+        "default_run_name",
+        "experiment_for",
+        "junit_xml",
+        "load_evaluator",
+        "parse_shard",
+        "read_results",
+        "run_eval",
+        "select_shard",
+        "stable_item_id",
+        "table",
+    ],
     "templiqx_core": [
         "API_VERSION",
         "AdapterDescriptor",

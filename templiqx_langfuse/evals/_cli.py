@@ -1,0 +1,126 @@
+"""``templiqx eval CONTRACT --runtime NAME``: the command's run, its output and exit code.
+
+The core CLI parses the arguments and reaches this module only when a runtime is named
+(the scripted self-check needs none of it). Exit codes: 0 the gate passed, 2 it did not,
+1 the command itself failed (raised as a typed error the CLI prints on one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from templiqx_core import InvalidData, RuntimeAdapter
+from templiqx_core._eval_cases import load_cases
+from templiqx_core._runtimes import RuntimeOptions, load_runtime
+
+from .._retry import RetryingRuntime
+from ._report import EvalReport, baseline_diff, junit_xml, read_results, table
+from ._runner import arun_eval, experiment_for, parse_shard
+
+__all__ = ["run_command"]
+
+EXIT_OK, EXIT_GATE = 0, 2
+
+
+def _runtime(args: argparse.Namespace) -> RuntimeAdapter:
+    replay: Path | None = args.replay
+    if replay is not None and not replay.is_file():
+        raise InvalidData(f"--replay: {replay}: no such cassette file")
+    options = RuntimeOptions(replay=replay, env=dict(os.environ))
+    inner = load_runtime(args.runtime, options)
+    # A 429 waits its retry-after and tries again; only what still fails is errored.
+    return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
+
+
+def _gate_value(text: str | None) -> float | None:
+    if text is None:
+        return None
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise InvalidData("--min-pass-rate must be within [0, 1]")
+    return value
+
+
+def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run the eval the arguments describe; print the report; the exit code."""
+    if args.retry_errors and args.resume is None:
+        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
+    if args.concurrency < 1 or args.repeat < 1:
+        raise InvalidData("--concurrency and --repeat must be at least 1")
+    gate = _gate_value(args.min_pass_rate)
+    cases = None if args.cases is None else load_cases(args.cases)
+    shard = None if args.shard is None else parse_shard(args.shard)
+    resume = None if args.resume is None else list(read_results(args.resume))
+    baseline = None if args.baseline is None else list(read_results(args.baseline))
+    progress = None if args.no_progress or not err.isatty() else err
+    runtime = _runtime(args)
+    with contextlib.ExitStack() as stack:
+        stack.callback(runtime.close)
+        stream: IO[str] | None = None
+        if args.format == "json":
+            stream = out if args.output is None else stack.enter_context(_open(args.output))
+        elif args.format == "table" and args.output is not None:
+            stream = stack.enter_context(_open(args.output))
+        report = asyncio.run(
+            arun_eval(
+                args.contract,
+                runtime=runtime,
+                cases=cases,
+                capabilities=args.capability,
+                concurrency=args.concurrency,
+                repeat=args.repeat,
+                shard=shard,
+                run_name=args.run_name,
+                evaluators=args.evaluator or (),
+                output=stream,
+                resume=resume,
+                retry_errors=args.retry_errors,
+                progress=progress,
+                experiment=experiment_for(runtime, dataset=args.dataset),
+                keep_outputs=False,
+            )
+        )
+    _print_report(args, report, baseline, out, err)
+    return EXIT_OK if report.gate(gate) else EXIT_GATE
+
+
+def _open(path: Path) -> IO[str]:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as error:
+        raise InvalidData(f"--output: {path}: cannot write ({type(error).__name__})") from None
+
+
+def _print_report(
+    args: argparse.Namespace,
+    report: EvalReport,
+    baseline: list[Any] | None,
+    out: TextIO,
+    err: TextIO,
+) -> None:
+    human = out if args.format == "table" else err
+    if args.format == "table":
+        out.write(table(report) + "\n")
+    elif args.format == "junit":
+        xml = junit_xml(report)
+        if args.output is None:
+            out.write(xml)
+        else:
+            with _open(args.output) as handle:
+                handle.write(xml)
+    if baseline is not None:
+        human.write(baseline_diff(report, baseline) + "\n")
+    summary = report.summary
+    if args.format != "table":
+        err.write(
+            f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "
+            f"{summary.failed} failed, {summary.errored} errored\n"
+        )
+        if summary.run_url:
+            err.write(f"run: {summary.run_url}\n")
+    out.flush()

@@ -1,0 +1,327 @@
+"""An eval run landing in Langfuse as an experiment, through the public API (httpx).
+
+What the Langfuse server reads (``OtelIngestionProcessor.extractExperimentFields``): each
+case's generation carries ``langfuse.experiment.*`` attributes — experiment id, name (the
+run name), description, dataset id, item id, expected output, metadata — and names
+itself the item's root observation. The dataset is upserted (``POST
+/api/public/v2/datasets``) and every case becomes an item with a stable id (``POST
+/api/public/dataset-items``); each finished case is linked to the run (``POST
+/api/public/dataset-run-items``, whose response names the run on every server version),
+its evaluator scores go to its trace and generation, and the run-level scores (pass
+rate, mean per evaluator) to the dataset run, through ``POST /api/public/ingestion``.
+
+Like tracing, it fails open: an unreachable or refusing Langfuse is one warning, and the
+eval's results do not change. Nothing here blocks a case: requests leave from a queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import urllib.parse
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from langfuse import LangfuseOtelSpanAttributes as A
+
+from templiqx_core._eval_cases import EvalCaseSpec
+
+from .._config import LangfuseConfig
+from ._report import CaseResult, Summary
+
+__all__ = ["LangfuseExperiment", "score_body", "stable_item_id"]
+
+logger = logging.getLogger("templiqx_langfuse")
+
+DATASETS_PATH = "/api/public/v2/datasets"
+DATASET_ITEMS_PATH = "/api/public/dataset-items"
+DATASET_RUN_ITEMS_PATH = "/api/public/dataset-run-items"
+INGESTION_PATH = "/api/public/ingestion"
+_SCORE_BATCH = 50
+_SENDERS = 4
+
+
+def stable_item_id(dataset: str, case_id: str) -> str:
+    """The same dataset item for the same case on every run (and every shard)."""
+    digest = hashlib.sha256(f"{dataset}\0{case_id}".encode()).hexdigest()
+    return f"tqx-{digest[:32]}"
+
+
+def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: str) -> str:
+    """The server's stable experiment id for a dataset run (as Langfuse's SDK derives
+    it), so the shards of one run share it; random without a project or a dataset."""
+    if project_id is None or dataset_id is None:
+        return f"{random.getrandbits(64):016x}"
+    payload = json.dumps(
+        ["langfuse-experiment-v1", project_id, dataset_id, run_name],
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _event_id() -> str:
+    return f"{random.getrandbits(128):032x}"
+
+
+def score_body(
+    name: str,
+    value: Any,
+    *,
+    comment: str | None = None,
+    trace_id: str | None = None,
+    observation_id: str | None = None,
+    dataset_run_id: str | None = None,
+    environment: str | None = None,
+) -> dict[str, Any]:
+    """A ``ScoreBody``: BOOLEAN for a bool (0/1), NUMERIC for a number, CATEGORICAL for
+    text; attached to a trace (and observation) or to a dataset run, never both."""
+    body: dict[str, Any] = {"id": _event_id(), "name": name, "source": "API"}
+    if isinstance(value, bool):
+        body.update(value=1 if value else 0, dataType="BOOLEAN")
+    elif isinstance(value, int | float):
+        body.update(value=float(value), dataType="NUMERIC")
+    else:
+        body.update(value=str(value), dataType="CATEGORICAL")
+    if dataset_run_id is not None:
+        body["datasetRunId"] = dataset_run_id
+    else:
+        body["traceId"] = trace_id
+        if observation_id is not None:
+            body["observationId"] = observation_id
+    if comment:
+        body["comment"] = comment
+    if environment is not None:
+        body["environment"] = environment
+    return body
+
+
+class LangfuseExperiment:
+    """One eval run as a Langfuse experiment on dataset ``dataset``."""
+
+    def __init__(
+        self,
+        config: LangfuseConfig,
+        *,
+        run_name: str,
+        dataset: str,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.run_name = run_name
+        self.dataset = dataset
+        self.description = description
+        self.metadata = dict(metadata or {})
+        self.dataset_id: str | None = None
+        self.experiment_id = experiment_id_for(None, None, run_name)
+        self.dataset_run_id: str | None = None
+        self.failures = 0
+        self._transport = transport
+        self._timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
+        self._senders: list[asyncio.Task[None]] = []
+        self._scores: list[dict[str, Any]] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, cases: list[EvalCaseSpec]) -> None:
+        """Upsert the dataset and one item per case (before any case runs)."""
+        self._client = httpx.AsyncClient(
+            base_url=self.config.base_url,
+            auth=(self.config.public_key or "", self.config.secret_key or ""),
+            timeout=self._timeout_s,
+            transport=self._transport,
+        )
+        self._queue = asyncio.Queue(maxsize=1000)
+        self._senders = [asyncio.create_task(self._send_loop()) for _ in range(_SENDERS)]
+        body: dict[str, Any] = {"name": self.dataset, "metadata": {"source": "templiqx eval"}}
+        if self.description:
+            body["description"] = self.description
+        created = await self._post(DATASETS_PATH, body)
+        if isinstance(created, dict) and isinstance(created.get("id"), str):
+            self.dataset_id = created["id"]
+        self.experiment_id = experiment_id_for(
+            self.config.project_id, self.dataset_id, self.run_name
+        )
+        semaphore = asyncio.Semaphore(_SENDERS * 2)
+
+        async def item(case: EvalCaseSpec) -> None:
+            async with semaphore:
+                await self._post(DATASET_ITEMS_PATH, self._item_body(case))
+
+        await asyncio.gather(*(item(case) for case in cases))
+
+    def _item_body(self, case: EvalCaseSpec) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "datasetName": self.dataset,
+            "id": stable_item_id(self.dataset, case.id),
+            "input": {"inputs": case.inputs, "context": case.context},
+            "metadata": {"case_id": case.id, **case.metadata},
+        }
+        if case.expected_output is not None:
+            body["expectedOutput"] = case.expected_output
+        return body
+
+    def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
+        """The ``langfuse.experiment.*`` attributes of the case's generation."""
+        attributes = {
+            A.EXPERIMENT_ID: self.experiment_id,
+            A.EXPERIMENT_NAME: self.run_name,
+            A.EXPERIMENT_ITEM_ID: stable_item_id(self.dataset, case.id),
+            A.EXPERIMENT_ITEM_METADATA: json.dumps({"case_id": case.id, **case.metadata}),
+            A.EXPERIMENT_METADATA: json.dumps(
+                {"experiment_run_name": self.run_name, **self.metadata}
+            ),
+        }
+        if self.description:
+            attributes[A.EXPERIMENT_DESCRIPTION] = self.description
+        if self.dataset_id is not None:
+            attributes[A.EXPERIMENT_DATASET_ID] = self.dataset_id
+        if case.expected_output is not None:
+            attributes[A.EXPERIMENT_ITEM_EXPECTED_OUTPUT] = json.dumps(case.expected_output)
+        return attributes
+
+    async def record(self, result: CaseResult) -> None:
+        """Link the finished case to the run and queue its scores (it never waits for
+        Langfuse, only for room in the queue)."""
+        if result.trace_id is None or self._queue is None:
+            return
+        link: dict[str, Any] = {
+            "runName": self.run_name,
+            "datasetItemId": stable_item_id(self.dataset, result.id),
+            "traceId": result.trace_id,
+            "createdAt": _now(),
+            "metadata": {"case_id": result.id, "repeat": result.repeat},
+        }
+        if result.observation_id is not None:
+            link["observationId"] = result.observation_id
+        if self.description:
+            link["runDescription"] = self.description
+        await self._queue.put((DATASET_RUN_ITEMS_PATH, link))
+        for score in result.scores:
+            self._scores.append(
+                score_body(
+                    str(score["name"]),
+                    score["value"],
+                    comment=score.get("comment"),
+                    trace_id=result.trace_id,
+                    observation_id=result.observation_id,
+                    environment=self.config.environment,
+                )
+            )
+        if len(self._scores) >= _SCORE_BATCH:
+            await self._flush_scores()
+
+    async def finish(self, summary: Summary) -> str | None:
+        """Send what is queued, then the run-level scores; the run's URL if known."""
+        if self._queue is None:
+            return None
+        await self._flush_scores()
+        await self._queue.join()
+        if self.dataset_run_id is not None:
+            run_scores = [
+                score_body(
+                    "pass_rate",
+                    summary.pass_rate,
+                    comment=f"{summary.passed}/{summary.total} passed",
+                    dataset_run_id=self.dataset_run_id,
+                    environment=self.config.environment,
+                )
+            ]
+            run_scores += [
+                score_body(
+                    f"mean_{name}",
+                    mean,
+                    dataset_run_id=self.dataset_run_id,
+                    environment=self.config.environment,
+                )
+                for name, mean in summary.score_means().items()
+            ]
+            self._scores.extend(run_scores)
+            await self._flush_scores()
+            await self._queue.join()
+        return self.run_url()
+
+    def run_url(self) -> str | None:
+        project = self.config.project_id
+        if project is None:
+            return None
+        base = self.config.base_url.rstrip("/")
+        if self.dataset_id is not None and self.dataset_run_id is not None:
+            return f"{base}/project/{project}/datasets/{self.dataset_id}/runs/{self.dataset_run_id}"
+        baseline = urllib.parse.quote(self.experiment_id, safe="")
+        return f"{base}/project/{project}/experiments/results?baseline={baseline}"
+
+    async def aclose(self) -> None:
+        if self._queue is not None:
+            for _ in self._senders:
+                await self._queue.put(None)
+            await asyncio.gather(*self._senders, return_exceptions=True)
+            self._queue = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # -- sending ------------------------------------------------------------------------
+
+    async def _flush_scores(self) -> None:
+        assert self._queue is not None
+        while self._scores:
+            batch, self._scores = self._scores[:_SCORE_BATCH], self._scores[_SCORE_BATCH:]
+            events = [
+                {"id": _event_id(), "timestamp": _now(), "type": "score-create", "body": body}
+                for body in batch
+            ]
+            await self._queue.put((INGESTION_PATH, {"batch": events}))
+
+    async def _send_loop(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            job = await queue.get()
+            try:
+                if job is None:
+                    return
+                path, body = job
+                answer = await self._post(path, body)
+                if path == DATASET_RUN_ITEMS_PATH and isinstance(answer, dict):
+                    run_id = answer.get("datasetRunId")
+                    if isinstance(run_id, str) and self.dataset_run_id is None:
+                        self.dataset_run_id = run_id
+            finally:
+                queue.task_done()
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        assert self._client is not None
+        try:
+            response = await self._client.post(path, json=body)
+        except httpx.HTTPError as error:
+            return self._failed(path, type(error).__name__)
+        if response.status_code >= 400:
+            return self._failed(path, f"HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    def _failed(self, path: str, why: str) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            logger.warning(
+                "Langfuse experiment: %s failed (%s); the eval's results are unaffected",
+                path,
+                why,
+            )

@@ -1,0 +1,282 @@
+"""``templiqx eval CONTRACT --runtime NAME``: runs real calls, reports, gates, resumes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
+
+NAMES = ["Ryan", "Ada", "Grace", "Linus", "Alan", "Barbara"]
+
+
+def test_without_a_runtime_it_is_the_scripted_self_check_and_says_so(cli: Cli) -> None:
+    ran = cli("eval", GREETING)
+    assert ran.code == 0
+    assert "scripted self-check" in ran.err
+    assert "--runtime" in ran.err
+    report = json.loads(ran.out)
+    assert report["operation"] == "test_package"
+    assert report["result"]["cases"][0]["contract_id"] == "greeting"
+
+
+def test_the_contract_evals_run_against_the_model_and_pass(
+    cli: Cli, greeting_model: GreetingModel
+) -> None:
+    ran = cli("eval", GREETING, "--runtime", "langfuse")
+    assert ran.code == 0, ran.err
+    assert greeting_model.seen == ["Ryan"]
+    assert "1/1 passed" in ran.out
+    assert "greeting 0.1.0" in ran.out  # named by the contract's id
+
+
+def test_a_failing_case_fails_the_gate_and_is_named(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(cases.read_text().replace('"Hello Ada"', '"Hello Ryan"'), encoding="utf-8")
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad)
+    assert ran.code == 2
+    assert "1/2 passed, 1 failed" in ran.out
+    assert '✗ ada: got {"greeting": "Hello Ada"}' in ran.out
+    gated = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad, "--min-pass-rate", "0.5")
+    assert gated.code == 0
+    assert cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases).code == 0
+
+
+def test_json_reports_every_case_and_the_summary(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES[:3], assert_=None)
+    cases.write_text(
+        cases.read_text().replace('"assert_": null', '"assert": [{"max_tokens": 100}]')
+    )
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json")
+    assert ran.code == 0, ran.err
+    report = json.loads(ran.out)
+    assert [c["id"] for c in sorted(report["cases"], key=lambda c: c["id"])] == [
+        "ada",
+        "grace",
+        "ryan",
+    ]
+    case = report["cases"][0]
+    assert {a["name"] for a in case["assertions"]} == {"expected_output", "schema_valid", "tokens"}
+    assert case["usage"] == {"input": 20, "output": 7, "total": 27}
+    assert case["latency_ms"] > 0
+    assert case["scores"] == []
+    assert "trace_id" in case
+    summary = report["summary"]
+    assert summary["contract_id"] == "greeting"
+    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"]) == (
+        3,
+        3,
+        0,
+        0,
+    )
+    assert summary["pass_rate"] == 1.0
+    assert summary["averages"]["total_tokens"] == 27
+    assert summary["run_name"].startswith("greeting v0.1.0 ")
+
+
+def test_junit_has_a_testcase_per_case_and_repeat_and_a_failure_per_failed_one(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    cases.write_text(cases.read_text().replace('"Hello Ada"', '"Hello Ryan"'))
+    out = tmp_path / "junit.xml"
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--repeat", "2",
+        "--format", "junit", "--output", out,
+    )  # fmt: skip
+    assert ran.code == 2
+    suite = ET.parse(out).getroot().find("testsuite")
+    assert suite is not None
+    testcases = suite.findall("testcase")
+    assert sorted(t.get("name") for t in testcases) == ["ada", "ada#1", "ryan", "ryan#1"]
+    failures = [t for t in testcases if t.find("failure") is not None]
+    assert sorted(t.get("name") for t in failures) == ["ada", "ada#1"]
+    assert suite.get("failures") == "2"
+    assert len(greeting_model.seen) == 4
+
+
+def test_shards_split_the_cases_deterministically_and_completely(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    ids = []
+    for shard in ("1/3", "2/3", "3/3"):
+        ran = cli(
+            "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", shard,
+            "--format", "json",
+        )  # fmt: skip
+        ids.append(sorted(c["id"] for c in json.loads(ran.out)["cases"]))
+    assert sorted(i for shard in ids for i in shard) == sorted(n.lower() for n in NAMES)
+    again = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", "2/3",
+        "--format", "json",
+    )  # fmt: skip
+    assert sorted(c["id"] for c in json.loads(again.out)["cases"]) == ids[1]
+
+
+def test_resume_runs_only_the_cases_a_cut_short_file_did_not_finish(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    results = tmp_path / "results.json"
+    first = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--output", results, "--concurrency", "1",
+    )  # fmt: skip
+    assert first.code == 0
+    json.loads(results.read_text())  # a complete file is one JSON document
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(lines[:3]) + '\n,{"id": "trunc', encoding="utf-8")  # cut
+    greeting_model.seen.clear()
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--resume", results, "--output", results,
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert len(greeting_model.seen) == len(NAMES) - 2  # two cases were finished
+    report = json.loads(results.read_text())
+    assert report["summary"]["total"] == len(NAMES)
+    assert sorted(c["id"] for c in report["cases"]) == sorted(n.lower() for n in NAMES)
+
+
+def test_a_rate_limited_case_waits_and_passes_and_only_a_case_that_still_fails_errors(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    greeting_model.limit_once.add("Ada")
+    greeting_model.fail["Grace"] = 400
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace"])
+    results = tmp_path / "results.json"
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--output", results,
+    )  # fmt: skip
+    assert ran.code == 2
+    report = json.loads(results.read_text())
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert by_id["ada"]["passed"]
+    assert greeting_model.seen.count("Ada") == 2  # the 429, then the answer
+    assert by_id["grace"]["errored"]
+    assert by_id["grace"]["error"]["code"] == "TQX_RUNTIME_PERMANENT"
+    assert report["summary"]["errored"] == 1
+    # --retry-errors re-runs only the errored case, once it can pass.
+    del greeting_model.fail["Grace"]
+    greeting_model.seen.clear()
+    again = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--resume", results, "--retry-errors",
+    )  # fmt: skip
+    assert again.code == 0, again.err
+    assert greeting_model.seen == ["Grace"]
+    assert json.loads(again.out)["summary"]["passed"] == 3
+
+
+def test_custom_evaluators_score_every_case_and_a_false_boolean_fails_it(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--evaluator", "tests.evals.evaluators:length",
+        "--evaluator", "tests.evals.evaluators:polite",
+        "--evaluator", "tests.evals.evaluators:is_ryan",
+    )  # fmt: skip
+    assert ran.code == 2
+    report = json.loads(ran.out)
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert {s["name"]: s["value"] for s in by_id["ada"]["scores"]} == {
+        "length": 9,
+        "polite": True,
+        "is_ryan": False,
+    }
+    assert by_id["ryan"]["passed"]
+    assert not by_id["ada"]["passed"]
+    assert report["summary"]["averages"]["scores"] == {"length": 9.5, "polite": 1.0, "is_ryan": 0.5}
+
+
+def test_an_evaluator_that_raises_fails_its_case_not_the_run(
+    cli: Cli, greeting_model: GreetingModel
+) -> None:
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--format", "json",
+        "--evaluator", "tests.evals.evaluators:broken",
+    )  # fmt: skip
+    assert ran.code == 2
+    (case,) = json.loads(ran.out)["cases"]
+    assert {"name": "broken", "passed": False, "detail": "raised RuntimeError"} in case[
+        "assertions"
+    ]
+
+
+def test_baseline_diff_lists_regressions_first(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    baseline = tmp_path / "baseline.json"
+    cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--output", baseline,
+    )  # fmt: skip
+    greeting_model.fail["Ada"] = 400
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--baseline", baseline)
+    assert ran.code == 2
+    diff = ran.out[ran.out.index("Evaluation diff") :]
+    assert "pass rate 100.0% → 50.0% (1 regression(s), 0 fix(es))" in diff
+    assert diff.splitlines()[2] == "  ✔ → ✗ ada"
+
+
+def test_command_failures_exit_1_with_one_line(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    for args, message in [
+        (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
+        (("--shard", "3/2"), "shard"),
+        (("--retry-errors",), "--retry-errors"),
+        (("--evaluator", "nope"), "module:function"),
+        (("--replay", tmp_path / "none.yaml"), "no such cassette"),
+    ]:
+        ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
+        assert ran.code == 1, (args, ran.err)
+        assert ran.err.count("\n") == 1
+        assert message in ran.err
+        assert "Traceback" not in ran.err
+    unknown = cli("eval", GREETING, "--runtime", "no-such-runtime")
+    assert unknown.code == 1
+    assert "unknown runtime" in unknown.err
+
+
+def test_replay_runs_the_suite_offline_with_the_same_fingerprints(cli: Cli) -> None:
+    cassette = REPO_ROOT / "cassettes" / "greeting-success.yaml"
+    runs = [
+        cli("eval", GREETING, "--runtime", "langfuse", "--replay", cassette, "--format", "json")
+        for _ in range(2)
+    ]
+    assert [r.code for r in runs] == [0, 0], runs[0].err
+    prints = [json.loads(r.out)["cases"][0]["output_fingerprint"] for r in runs]
+    assert prints[0] == prints[1]
+
+
+def test_the_console_script_runs_an_eval_and_exits_with_the_gate(
+    greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    import os
+
+    script = Path(sys.executable).with_name("templiqx")
+    done = subprocess.run(
+        [str(script), "eval", str(GREETING), "--runtime", "langfuse", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1/1 passed" in done.stdout
