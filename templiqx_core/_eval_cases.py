@@ -35,6 +35,7 @@ __all__ = [
     "TokensCheck",
     "TypeCheck",
     "check_case",
+    "iter_cases",
     "load_cases",
     "resolve_pointer",
 ]
@@ -327,26 +328,41 @@ def _spec(data: Any, where: str) -> EvalCaseSpec:
 def load_cases(path: Path) -> list[EvalCaseSpec]:
     """Cases from a JSONL file (one object a line) or a YAML/JSON list (or ``{cases:
     [...]}``). Ids must be unique: results, resumption and Langfuse items key on them."""
-    return _unique(list(_read_cases(path)), str(path))
+    return list(iter_cases(path))
+
+
+def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
+    """``load_cases`` one case at a time (a JSONL file is never held whole): a suite of
+    any size costs the memory of one case, and may be read again for each pass."""
+    seen: set[str] = set()
+    for case in _read_cases(path):
+        if case.id in seen:
+            raise InvalidData(f"{path}: case id {case.id!r} appears twice")
+        seen.add(case.id)
+        yield case
 
 
 def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
+    if path.suffix == ".jsonl":
+        import orjson
+
+        try:
+            with path.open(encoding="utf-8") as lines:
+                for number, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        data = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        raise InvalidData(f"{path}:{number}: not a JSON object") from None
+                    yield _spec(data, f"{path}:{number}")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InvalidData(f"{path}: cannot read ({type(error).__name__})") from None
+        return
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read ({type(error).__name__})") from None
-    if path.suffix == ".jsonl":
-        import orjson
-
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                data = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise InvalidData(f"{path}:{number}: not a JSON object") from None
-            yield _spec(data, f"{path}:{number}")
-        return
     from ._loading import compose_and_load
 
     try:
@@ -359,12 +375,3 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
         raise InvalidData(f"{path}: expected a list of cases (or {{cases: [...]}})")
     for index, data in enumerate(document):
         yield _spec(data, f"{path} case {index}")
-
-
-def _unique(cases: list[EvalCaseSpec], where: str) -> list[EvalCaseSpec]:
-    seen: set[str] = set()
-    for case in cases:
-        if case.id in seen:
-            raise InvalidData(f"{where}: case id {case.id!r} appears twice")
-        seen.add(case.id)
-    return cases

@@ -38,6 +38,7 @@ PINNED: dict[str, list[str]] = {
         "contract_cases",
         "default_run_name",
         "experiment_for",
+        "in_shard",
         "junit_xml",
         "load_evaluator",
         "parse_shard",
@@ -46,6 +47,7 @@ PINNED: dict[str, list[str]] = {
         "select_shard",
         "stable_item_id",
         "table",
+        "write_junit",
     ],
     "templiqx_core": [
         "API_VERSION",

@@ -17,12 +17,14 @@ from ._report import (
     junit_xml,
     read_results,
     table,
+    write_junit,
 )
 from ._runner import (
     arun_eval,
     contract_cases,
     default_run_name,
     experiment_for,
+    in_shard,
     load_evaluator,
     parse_shard,
     run_eval,
@@ -40,6 +42,7 @@ __all__ = [
     "contract_cases",
     "default_run_name",
     "experiment_for",
+    "in_shard",
     "junit_xml",
     "load_evaluator",
     "parse_shard",
@@ -48,4 +51,5 @@ __all__ = [
     "select_shard",
     "stable_item_id",
     "table",
+    "write_junit",
 ]

@@ -11,15 +11,15 @@ import argparse
 import asyncio
 import contextlib
 import os
+import tempfile
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, TextIO
 
 from templiqx_core import InvalidData, RuntimeAdapter
-from templiqx_core._eval_cases import load_cases
 from templiqx_core._runtimes import RuntimeOptions, load_runtime
 
 from .._retry import RetryingRuntime
-from ._report import EvalReport, baseline_diff, junit_xml, read_results, table
+from ._report import Summary, baseline_diff, read_results, table, write_junit
 from ._runner import arun_eval, experiment_for, parse_shard
 
 __all__ = ["run_command"]
@@ -47,45 +47,52 @@ def _gate_value(text: str | None) -> float | None:
 
 
 def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the eval the arguments describe; print the report; the exit code."""
+    """Run the eval the arguments describe; print the report; the exit code.
+
+    The results always stream to a JSON file (``--output``, or a temporary one), and the
+    table, JUnit and the baseline diff are read back from it: the run holds only its
+    failed cases, so memory does not grow with the suite.
+    """
     if args.retry_errors and args.resume is None:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
     if args.concurrency < 1 or args.repeat < 1:
         raise InvalidData("--concurrency and --repeat must be at least 1")
     gate = _gate_value(args.min_pass_rate)
-    cases = None if args.cases is None else load_cases(args.cases)
     shard = None if args.shard is None else parse_shard(args.shard)
+    # Read before --output (possibly the same file) is opened for writing.
     resume = None if args.resume is None else list(read_results(args.resume))
-    baseline = None if args.baseline is None else list(read_results(args.baseline))
+    if args.baseline is not None:
+        list(read_results(args.baseline))  # refused now rather than after the run
     progress = None if args.no_progress or not err.isatty() else err
     runtime = _runtime(args)
     with contextlib.ExitStack() as stack:
         stack.callback(runtime.close)
-        stream: IO[str] | None = None
-        if args.format == "json":
-            stream = out if args.output is None else stack.enter_context(_open(args.output))
-        elif args.format == "table" and args.output is not None:
-            stream = stack.enter_context(_open(args.output))
-        report = asyncio.run(
-            arun_eval(
-                args.contract,
-                runtime=runtime,
-                cases=cases,
-                capabilities=args.capability,
-                concurrency=args.concurrency,
-                repeat=args.repeat,
-                shard=shard,
-                run_name=args.run_name,
-                evaluators=args.evaluator or (),
-                output=stream,
-                resume=resume,
-                retry_errors=args.retry_errors,
-                progress=progress,
-                experiment=experiment_for(runtime, dataset=args.dataset),
-                keep_outputs=False,
+        if args.output is not None and args.format != "junit":
+            results = args.output
+        else:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
+            results = Path(scratch) / "results.json"
+        with _open(results) as stream:
+            report = asyncio.run(
+                arun_eval(
+                    args.contract,
+                    runtime=runtime,
+                    cases=args.cases,
+                    capabilities=args.capability,
+                    concurrency=args.concurrency,
+                    repeat=args.repeat,
+                    shard=shard,
+                    run_name=args.run_name,
+                    evaluators=args.evaluator or (),
+                    output=stream,
+                    resume=resume,
+                    retry_errors=args.retry_errors,
+                    progress=progress,
+                    experiment=experiment_for(runtime, dataset=args.dataset),
+                    keep="failures",
+                )
             )
-        )
-    _print_report(args, report, baseline, out, err)
+        _print_report(args, report.summary, results, out, err)
     return EXIT_OK if report.gate(gate) else EXIT_GATE
 
 
@@ -97,25 +104,22 @@ def _open(path: Path) -> IO[str]:
 
 
 def _print_report(
-    args: argparse.Namespace,
-    report: EvalReport,
-    baseline: list[Any] | None,
-    out: TextIO,
-    err: TextIO,
+    args: argparse.Namespace, summary: Summary, results: Path, out: TextIO, err: TextIO
 ) -> None:
-    human = out if args.format == "table" else err
     if args.format == "table":
-        out.write(table(report) + "\n")
+        out.write(table(summary, read_results(results)) + "\n")
+    elif args.format == "json" and args.output is None:
+        out.write(results.read_text(encoding="utf-8"))
     elif args.format == "junit":
-        xml = junit_xml(report)
         if args.output is None:
-            out.write(xml)
+            write_junit(summary, read_results(results), out)
         else:
             with _open(args.output) as handle:
-                handle.write(xml)
-    if baseline is not None:
-        human.write(baseline_diff(report, baseline) + "\n")
-    summary = report.summary
+                write_junit(summary, read_results(results), handle)
+    if args.baseline is not None:
+        human = out if args.format == "table" else err
+        diff = baseline_diff(summary, read_results(results), read_results(args.baseline))
+        human.write(diff + "\n")
     if args.format != "table":
         err.write(
             f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "

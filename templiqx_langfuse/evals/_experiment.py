@@ -22,7 +22,7 @@ import json
 import logging
 import random
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -137,7 +137,7 @@ class LangfuseExperiment:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def start(self, cases: list[EvalCaseSpec]) -> None:
+    async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
         """Upsert the dataset and one item per case (before any case runs)."""
         self._client = httpx.AsyncClient(
             base_url=self.config.base_url,
@@ -156,13 +156,16 @@ class LangfuseExperiment:
         self.experiment_id = experiment_id_for(
             self.config.project_id, self.dataset_id, self.run_name
         )
-        semaphore = asyncio.Semaphore(_SENDERS * 2)
+        pending: set[asyncio.Task[None]] = set()
+        for case in cases:  # a bounded number of items in flight, however many cases
+            if len(pending) >= _SENDERS * 2:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            pending.add(asyncio.create_task(self._post_item(case)))
+        if pending:
+            await asyncio.wait(pending)
 
-        async def item(case: EvalCaseSpec) -> None:
-            async with semaphore:
-                await self._post(DATASET_ITEMS_PATH, self._item_body(case))
-
-        await asyncio.gather(*(item(case) for case in cases))
+    async def _post_item(self, case: EvalCaseSpec) -> None:
+        await self._post(DATASET_ITEMS_PATH, self._item_body(case))
 
     def _item_body(self, case: EvalCaseSpec) -> dict[str, Any]:
         body: dict[str, Any] = {

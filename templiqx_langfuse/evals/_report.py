@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -29,6 +29,7 @@ __all__ = [
     "junit_xml",
     "read_results",
     "table",
+    "write_junit",
 ]
 
 FORMAT = "templiqx.eval/v1"
@@ -228,19 +229,19 @@ class ResultsWriter:
 
 
 def read_results(path: Path) -> Iterator[CaseResult]:
-    """The finished cases of a results file, complete or cut short."""
+    """The finished cases of a results file, complete or cut short, one line at a time."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as lines:
+            if not next(lines, "").startswith(f'{{"format": "{FORMAT}"'):
+                raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
+            for line in lines:
+                text = line.removeprefix(",")
+                if not text.startswith('{"id"'):
+                    continue
+                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    yield CaseResult.from_json(orjson.loads(text))
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
-    if not lines or not lines[0].startswith(f'{{"format": "{FORMAT}"'):
-        raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
-    for line in lines[1:]:
-        text = line.removeprefix(",")
-        if not text.startswith('{"id"'):
-            continue
-        with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            yield CaseResult.from_json(orjson.loads(text))
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
@@ -267,12 +268,25 @@ def _score_text(scores: Iterable[Mapping[str, Any]]) -> str:
     return " ".join(parts)
 
 
-def table(report: EvalReport, *, limit: int = 200) -> str:
+def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
     """The results table: case, ✔/✗ per assertion, scores, latency, tokens; then the
-    averages and the run URL. Failed cases come first when rows are cut at ``limit``."""
-    cases = sorted(report.cases, key=lambda c: (c.passed, c.id, c.repeat))
-    shown = cases if len(cases) <= limit else cases[:limit]
-    repeats = any(case.repeat for case in report.cases)
+    averages and the run URL. Failed cases first; at most ``limit`` rows (read from an
+    iterable, so the cases of a large run need not be held)."""
+    failed: list[CaseResult] = []
+    passed: list[CaseResult] = []
+    hidden = 0
+    for case in cases:
+        bucket = passed if case.passed else failed
+        if len(failed) + len(passed) < limit:
+            bucket.append(case)
+        elif not case.passed and passed:
+            passed.pop()
+            failed.append(case)
+            hidden += 1
+        else:
+            hidden += 1
+    shown = sorted(failed, key=lambda c: c.key) + sorted(passed, key=lambda c: c.key)
+    repeats = any(case.repeat for case in shown)
     rows = [("case", "assertions", "scores", "latency", "tokens")]
     for case in shown:
         name = f"{case.id}#{case.repeat}" if repeats else case.id
@@ -280,20 +294,20 @@ def table(report: EvalReport, *, limit: int = 200) -> str:
             checks = f"ERROR {case.error.get('code', '')}"
         else:
             marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
-            failed = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
-            checks = f"{marks} {failed}".strip()
+            names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
+            checks = f"{marks} {names}".strip()
         tokens = case.total_tokens
         rows.append(
             (name, checks, _score_text(case.scores), _ms(case.latency_ms), str(tokens or "-"))
         )
     widths = [min(max(len(row[i]) for row in rows), 60) for i in range(5)]
-    lines = ["  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)) for row in rows]
+    lines = [
+        "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if len(cases) > len(shown):
-        lines.append(f"... {len(cases) - len(shown)} more passed case(s)")
-    summary = report.summary
-    data = summary.to_json()
-    averages = data["averages"]
+    if hidden:
+        lines.append(f"... {hidden} more case(s) in the results file")
+    averages = summary.to_json()["averages"]
     lines.append("")
     lines.append(
         f"{summary.contract_id} {summary.contract_version} · run {summary.run_name!r}: "
@@ -305,7 +319,7 @@ def table(report: EvalReport, *, limit: int = 200) -> str:
         extras.append(f"avg tokens {averages['total_tokens']:.0f}")
     extras.extend(f"avg {k} {v:.3g}" for k, v in averages["scores"].items())
     lines.append(", ".join(extras))
-    for case in report.failures()[:20]:
+    for case in sorted(failed, key=lambda c: c.key)[:20]:
         why = (
             f"{case.error['code']}: {case.error['detail']}"
             if case.error
@@ -317,62 +331,71 @@ def table(report: EvalReport, *, limit: int = 200) -> str:
     return "\n".join(lines)
 
 
-def junit_xml(report: EvalReport) -> str:
-    """One ``testcase`` per case and repetition; a ``failure`` (or ``error``) CI systems show."""
-    summary = report.summary
+def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) -> None:
+    """One ``testcase`` per case and repetition, a ``failure`` (or ``error``) per failed
+    one, as CI systems show them; written as the cases are read."""
     suite = quoteattr(summary.contract_id)
-    seconds = sum(c.latency_ms or 0.0 for c in report.cases) / 1000
-    lines = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuites name={suite} tests="{summary.total}" failures="{summary.failed}" '
-        f'errors="{summary.errored}">',
-        f'  <testsuite name={suite} tests="{summary.total}" failures="{summary.failed}" '
-        f'errors="{summary.errored}" time="{seconds:.3f}">',
-    ]
-    for case in sorted(report.cases, key=lambda c: (c.id, c.repeat)):
+    counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
+    seconds = summary.latency_sum / 1000
+    stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+    stream.write(f"<testsuites name={suite} {counts}>\n")
+    stream.write(f'  <testsuite name={suite} {counts} time="{seconds:.3f}">\n')
+    for case in cases:
         name = quoteattr(case.id if case.repeat == 0 else f"{case.id}#{case.repeat}")
         time_s = (case.latency_ms or 0.0) / 1000
         head = f'    <testcase classname={suite} name={name} time="{time_s:.3f}"'
         if case.passed:
-            lines.append(head + "/>")
+            stream.write(head + "/>\n")
             continue
-        lines.append(head + ">")
+        stream.write(head + ">\n")
         if case.errored and case.error is not None:
             message = quoteattr(f"{case.error['code']}: {case.error['detail']}")
-            lines.append(f"      <error message={message}/>")
+            stream.write(f"      <error message={message}/>\n")
         else:
             failed = [a for a in case.assertions if not a["passed"]]
             message = quoteattr("; ".join(str(a["name"]) for a in failed))
             body = escape("\n".join(f"{a['name']}: {a['detail']}" for a in failed))
-            lines.append(f"      <failure message={message}>{body}</failure>")
-        lines.append("    </testcase>")
-    lines += ["  </testsuite>", "</testsuites>"]
-    return "\n".join(lines) + "\n"
+            stream.write(f"      <failure message={message}>{body}</failure>\n")
+        stream.write("    </testcase>\n")
+    stream.write("  </testsuite>\n</testsuites>\n")
 
 
-def baseline_diff(report: EvalReport, baseline: Sequence[CaseResult]) -> str:
+def junit_xml(report: EvalReport) -> str:
+    """``write_junit`` of a report, as text."""
+    import io
+
+    buffer = io.StringIO()
+    write_junit(report.summary, report.cases, buffer)
+    return buffer.getvalue()
+
+
+def baseline_diff(
+    summary: Summary, cases: Iterable[CaseResult], baseline: Iterable[CaseResult]
+) -> str:
     """Per case and per score, this run against a baseline's: regressions first."""
-    before = {case.key: case for case in baseline}
+    base = Summary("", "", "")
+    before: dict[tuple[str, int], bool] = {}
+    for case in baseline:
+        base.add(case)
+        before[case.key] = case.passed
     regressions, fixes, new = [], [], []
-    for case in sorted(report.cases, key=lambda c: c.key):
+    for case in cases:
         old = before.get(case.key)
         label = case.id if case.repeat == 0 else f"{case.id}#{case.repeat}"
         if old is None:
-            new.append(f"  + {label}: {'✔' if case.passed else '✗'} (not in baseline)")
-        elif old.passed and not case.passed:
-            regressions.append(f"  ✔ → ✗ {label}")
-        elif case.passed and not old.passed:
-            fixes.append(f"  ✗ → ✔ {label}")
-    base = Summary("", "", "")
-    for case in baseline:
-        base.add(case)
+            new.append((case.key, f"  + {label}: {'✔' if case.passed else '✗'} (not in baseline)"))
+        elif old and not case.passed:
+            regressions.append((case.key, f"  ✔ → ✗ {label}"))
+        elif case.passed and not old:
+            fixes.append((case.key, f"  ✗ → ✔ {label}"))
     lines = ["Evaluation diff: baseline → this run"]
     lines.append(
-        f"  pass rate {base.pass_rate:.1%} → {report.summary.pass_rate:.1%} "
+        f"  pass rate {base.pass_rate:.1%} → {summary.pass_rate:.1%} "
         f"({len(regressions)} regression(s), {len(fixes)} fix(es))"
     )
-    lines += regressions + fixes + new
-    old_means, new_means = base.score_means(), report.summary.score_means()
+    for group in (regressions, fixes, new):
+        lines += [line for _, line in sorted(group)]
+    old_means, new_means = base.score_means(), summary.score_means()
     for name in sorted(set(old_means) | set(new_means)):
         old_v, new_v = old_means.get(name), new_means.get(name)
         if old_v is None or new_v is None:
@@ -382,7 +405,7 @@ def baseline_diff(report: EvalReport, baseline: Sequence[CaseResult]) -> str:
         if not math.isclose(delta, 0.0, abs_tol=1e-9):
             lines.append(f"  score {name}: {old_v:.3g} → {new_v:.3g} ({delta:+.3g})")
     old_latency = _mean(base.latency_sum, base.latency_n)
-    new_latency = _mean(report.summary.latency_sum, report.summary.latency_n)
+    new_latency = _mean(summary.latency_sum, summary.latency_n)
     lines.append(f"  avg latency {_ms(old_latency)} → {_ms(new_latency)}")
     return "\n".join(lines)
 

@@ -17,10 +17,10 @@ import importlib
 import inspect
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from templiqx_core import (
     ExecutionRequest,
@@ -31,7 +31,7 @@ from templiqx_core import (
     compile_contract,
 )
 from templiqx_core._compiler import Contract, read_contract
-from templiqx_core._eval_cases import EvalCaseSpec, Observed, check_case
+from templiqx_core._eval_cases import EvalCaseSpec, Observed, check_case, iter_cases
 
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
@@ -42,6 +42,7 @@ __all__ = [
     "arun_eval",
     "contract_cases",
     "default_run_name",
+    "in_shard",
     "load_evaluator",
     "parse_shard",
     "run_eval",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 Evaluator = Callable[..., Any]
+ExperimentFactory = Callable[[str], "LangfuseExperiment | None"]
+Keep = Literal["all", "failures"]
 
 
 def contract_cases(contract: Contract) -> list[EvalCaseSpec]:
@@ -76,15 +79,16 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def select_shard(cases: Sequence[EvalCaseSpec], shard: tuple[int, int]) -> list[EvalCaseSpec]:
-    """The cases of shard I of N, by a hash of each id: the same split on every machine,
-    and a case keeps its shard when others are added."""
+def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """Whether a case is in shard I of N, by a hash of its id: the same split on every
+    machine, and a case keeps its shard when others are added."""
     index, count = shard
-    return [
-        case
-        for case in cases
-        if int.from_bytes(hashlib.sha256(case.id.encode()).digest()[:8], "big") % count == index - 1
-    ]
+    return int.from_bytes(hashlib.sha256(case_id.encode()).digest()[:8], "big") % count == index - 1
+
+
+def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[EvalCaseSpec]:
+    """The cases of shard I of N."""
+    return [case for case in cases if in_shard(case.id, shard)]
 
 
 def load_evaluator(spec: str) -> Evaluator:
@@ -259,7 +263,7 @@ async def arun_eval(
     contract: Contract | str | Path,
     *,
     runtime: RuntimeAdapter,
-    cases: Sequence[EvalCaseSpec] | None = None,
+    cases: Iterable[EvalCaseSpec] | Path | None = None,
     capabilities: Sequence[str] | None = None,
     concurrency: int = 10,
     repeat: int = 1,
@@ -267,34 +271,30 @@ async def arun_eval(
     run_name: str | None = None,
     evaluators: Sequence[Evaluator | str] = (),
     output: IO[str] | None = None,
-    resume: Sequence[CaseResult] | Path | None = None,
+    resume: Iterable[CaseResult] | Path | None = None,
     retry_errors: bool = False,
     progress: IO[str] | None = None,
-    experiment: Callable[[str, list[EvalCaseSpec]], LangfuseExperiment | None] | None = None,
-    keep_outputs: bool | None = None,
-    on_result: Callable[[CaseResult], Awaitable[None] | None] | None = None,
+    experiment: ExperimentFactory | None = None,
+    keep: Keep = "all",
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
-    ``cases`` default to the contract's ``evals:``; ``resume`` (records or a results
-    file) skips the cases it finished (``retry_errors``: all but the errored ones);
-    ``output`` receives the results as they finish; ``experiment`` builds the Langfuse
+    ``cases`` default to the contract's ``evals:`` (a path is read again for each pass,
+    never held whole); ``resume`` (records or a results file) skips the cases it
+    finished (``retry_errors``: all but the errored ones); ``output`` receives the
+    results as they finish; ``keep`` says which records the report holds (``"failures"``
+    keeps memory flat for any number of cases); ``experiment`` builds the Langfuse
     experiment for the run name and cases (None: none). The runtime is not closed here.
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
     parsed = _resolve_contract(contract)
-    selected = list(cases) if cases is not None else contract_cases(parsed)
-    if shard is not None:
-        selected = select_shard(selected, shard)
+    source = _source(parsed, cases, shard)
+    total = sum(1 for _ in source())  # every case is valid before any call is made
     name = run_name or default_run_name(parsed)
     loaded = [load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
     targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
-    previous = list(read_results(resume) if isinstance(resume, Path) else resume or ())
-    carried = [r for r in previous if not (retry_errors and r.errored)]
-    finished = {r.key for r in carried}
     summary = Summary(parsed.id, parsed.version, name)
-    keep = output is None if keep_outputs is None else keep_outputs
     kept: list[CaseResult] = []
     writer = ResultsWriter(output) if output is not None else None
 
@@ -302,18 +302,28 @@ async def arun_eval(
         summary.add(result)
         if writer is not None:
             writer.write(result)
-        kept.append(result if keep else dataclasses.replace(result, output=None))
+        if keep == "all" or not result.passed:
+            kept.append(result if output is None else dataclasses.replace(result, output=None))
 
-    for result in carried:
-        accept(result)
-    todo = [(case, k) for k in range(repeat) for case in selected if (case.id, k) not in finished]
-    lane = experiment(name, selected) if experiment is not None else None
+    finished: set[tuple[str, int]] = set()
+    for result in read_results(resume) if isinstance(resume, Path) else resume or ():
+        if not (retry_errors and result.errored) and result.key not in finished:
+            finished.add(result.key)
+            accept(result)
+
+    def jobs_of() -> Iterator[tuple[EvalCaseSpec, int]]:
+        for k in range(repeat):
+            for case in source():
+                if (case.id, k) not in finished:
+                    yield case, k
+
+    lane = experiment(name) if experiment is not None else None
     run = _Run(parsed, runtime, targets, loaded, lane)
-    bar = _Progress(progress, len(todo), f"eval {parsed.id}")
-    jobs: Iterator[tuple[EvalCaseSpec, int]] = iter(todo)
+    bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
+    jobs = jobs_of()
     try:
         if lane is not None:
-            await lane.start(selected)
+            await lane.start(source())
 
         async def worker() -> None:
             for case, k in jobs:
@@ -322,13 +332,9 @@ async def arun_eval(
                 bar.update(result)
                 if lane is not None:
                     await lane.record(result)
-                if on_result is not None:
-                    maybe = on_result(result)
-                    if inspect.isawaitable(maybe):
-                        await maybe
 
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, len(todo)) or 0):
+            for _ in range(concurrency):
                 group.create_task(worker())
         if lane is not None:
             summary.run_url = await lane.finish(summary)
@@ -345,6 +351,27 @@ async def arun_eval(
     return EvalReport(summary, kept)
 
 
+def _source(
+    contract: Contract, cases: Iterable[EvalCaseSpec] | Path | None, shard: tuple[int, int] | None
+) -> Callable[[], Iterator[EvalCaseSpec]]:
+    """A fresh pass over the cases each call (of the shard, if one is given)."""
+    if isinstance(cases, Path):
+        path = cases
+
+        def every() -> Iterator[EvalCaseSpec]:
+            return iter_cases(path)
+
+    else:
+        held = contract_cases(contract) if cases is None else list(cases)
+
+        def every() -> Iterator[EvalCaseSpec]:
+            return iter(held)
+
+    if shard is None:
+        return every
+    return lambda: (case for case in every() if in_shard(case.id, shard))
+
+
 def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
     """``arun_eval`` for synchronous callers (its own event loop)."""
     return asyncio.run(arun_eval(contract, **options))
@@ -356,16 +383,17 @@ def stderr_if_terminal() -> IO[str] | None:
 
 def experiment_for(
     runtime: RuntimeAdapter, *, dataset: str | None = None, description: str | None = None
-) -> Callable[[str, list[EvalCaseSpec]], LangfuseExperiment | None]:
+) -> ExperimentFactory:
     """The experiment builder for ``arun_eval``: a Langfuse experiment when ``runtime``
-    (or the runtime it wraps) traces to Langfuse with keys, else none."""
+    (or the runtime it wraps) exports traces to Langfuse, else none. The dataset is
+    ``dataset``, or the contract id (the run name's first word)."""
     from .._runtime import LangfuseTracedRuntime
 
     inner: Any = runtime
     while not isinstance(inner, LangfuseTracedRuntime) and hasattr(inner, "inner"):
         inner = inner.inner
 
-    def build(run_name: str, cases: list[EvalCaseSpec]) -> LangfuseExperiment | None:
+    def build(run_name: str) -> LangfuseExperiment | None:
         if not isinstance(inner, LangfuseTracedRuntime):
             return None
         config = inner.langfuse_config
@@ -374,13 +402,8 @@ def experiment_for(
         return LangfuseExperiment(
             config,
             run_name=run_name,
-            dataset=dataset or cases_dataset(run_name, cases),
+            dataset=dataset or run_name.split(" ", 1)[0],
             description=description,
         )
 
     return build
-
-
-def cases_dataset(run_name: str, cases: list[EvalCaseSpec]) -> str:
-    """The default dataset name: the contract id (the run name's first word)."""
-    return run_name.split(" ", 1)[0]
