@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 Evaluator = Callable[..., Any]
-ExperimentFactory = Callable[[str], "LangfuseExperiment | None"]
+#: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
+ExperimentFactory = Callable[[str, str], "LangfuseExperiment | None"]
 Keep = Literal["all", "failures"]
 
 
@@ -317,7 +318,7 @@ async def arun_eval(
                 if (case.id, k) not in finished:
                     yield case, k
 
-    lane = experiment(name) if experiment is not None else None
+    lane = experiment(name, parsed.id) if experiment is not None else None
     run = _Run(parsed, runtime, targets, loaded, lane)
     bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
     jobs = jobs_of()
@@ -386,14 +387,14 @@ def experiment_for(
 ) -> ExperimentFactory:
     """The experiment builder for ``arun_eval``: a Langfuse experiment when ``runtime``
     (or the runtime it wraps) exports traces to Langfuse, else none. The dataset is
-    ``dataset``, or the contract id (the run name's first word)."""
+    ``dataset``, or the contract id."""
     from .._runtime import LangfuseTracedRuntime
 
     inner: Any = runtime
     while not isinstance(inner, LangfuseTracedRuntime) and hasattr(inner, "inner"):
         inner = inner.inner
 
-    def build(run_name: str) -> LangfuseExperiment | None:
+    def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
         if not isinstance(inner, LangfuseTracedRuntime):
             return None
         config = inner.langfuse_config
@@ -402,7 +403,7 @@ def experiment_for(
         return LangfuseExperiment(
             config,
             run_name=run_name,
-            dataset=dataset or run_name.split(" ", 1)[0],
+            dataset=dataset or contract_id,
             description=description,
         )
 
