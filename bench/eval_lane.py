@@ -94,12 +94,12 @@ def main() -> int:
         }
         langfuse = None
         if args.traced:
-            from tests.evals.fake_langfuse import FakeLangfuse
+            from tests.evals.fake_langfuse import PUBLIC_KEY, SECRET_KEY, FakeLangfuse
 
             langfuse = FakeLangfuse().start()
             env.update(
-                LANGFUSE_PUBLIC_KEY="pk-lf-bench",
-                LANGFUSE_SECRET_KEY="sk-lf-bench",
+                LANGFUSE_PUBLIC_KEY=PUBLIC_KEY,
+                LANGFUSE_SECRET_KEY=SECRET_KEY,
                 LANGFUSE_BASE_URL=langfuse.base_url,
                 LANGFUSE_PROJECT_ID="bench",
             )

@@ -134,11 +134,12 @@ class LangfuseExperiment:
         self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
         self._senders: list[asyncio.Task[None]] = []
         self._scores: list[dict[str, Any]] = []
+        self._items: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
-        """Upsert the dataset and one item per case (before any case runs)."""
+        """Upsert the dataset (before any case runs), then one item per case."""
         self._client = httpx.AsyncClient(
             base_url=self.config.base_url,
             auth=(self.config.public_key or "", self.config.secret_key or ""),
@@ -156,6 +157,10 @@ class LangfuseExperiment:
         self.experiment_id = experiment_id_for(
             self.config.project_id, self.dataset_id, self.run_name
         )
+        # Items go up while the cases run (a run item waits for them, never a case).
+        self._items = asyncio.create_task(self._post_items(cases))
+
+    async def _post_items(self, cases: Iterable[EvalCaseSpec]) -> None:
         pending: set[asyncio.Task[None]] = set()
         for case in cases:  # a bounded number of items in flight, however many cases
             if len(pending) >= _SENDERS * 2:
@@ -232,6 +237,8 @@ class LangfuseExperiment:
         """Send what is queued, then the run-level scores; the run's URL if known."""
         if self._queue is None:
             return None
+        if self._items is not None:
+            await self._items
         await self._flush_scores()
         await self._queue.join()
         if self.dataset_run_id is not None:
@@ -269,6 +276,9 @@ class LangfuseExperiment:
         return f"{base}/project/{project}/experiments/results?baseline={baseline}"
 
     async def aclose(self) -> None:
+        if self._items is not None and not self._items.done():
+            self._items.cancel()
+            await asyncio.gather(self._items, return_exceptions=True)
         if self._queue is not None:
             for _ in self._senders:
                 await self._queue.put(None)
@@ -299,6 +309,8 @@ class LangfuseExperiment:
                 if job is None:
                     return
                 path, body = job
+                if path == DATASET_RUN_ITEMS_PATH and self._items is not None:
+                    await asyncio.shield(self._items)  # the item exists before its link
                 answer = await self._post(path, body)
                 if path == DATASET_RUN_ITEMS_PATH and isinstance(answer, dict):
                     run_id = answer.get("datasetRunId")
