@@ -85,7 +85,12 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
 def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--runtime", help="runtime entry point to run the cases on (scripted, langfuse, ...)")
-    add("--replay", type=Path, metavar="CASSETTE", help="answer model calls from a cassette")
+    add(
+        "--replay",
+        type=Path,
+        metavar="CASSETTE|DIR",
+        help="answer model calls from a cassette, or a directory of them (one per case)",
+    )
     add("--cases", type=Path, metavar="FILE", help="cases from JSONL or YAML (default: evals)")
     add("--evaluator", action="append", metavar="MODULE:FUNCTION", help="custom evaluator")
     add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")

@@ -27,14 +27,37 @@ __all__ = ["run_command"]
 EXIT_OK, EXIT_GATE = 0, 2
 
 
-def _runtime(args: argparse.Namespace) -> RuntimeAdapter:
+def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
     replay: Path | None = args.replay
-    if replay is not None and not replay.is_file():
-        raise InvalidData(f"--replay: {replay}: no such cassette file")
+    if replay is not None and replay.is_dir():
+        replay = merge_cassettes(replay, scratch / "cassette.yaml")
+    elif replay is not None and not replay.is_file():
+        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
     options = RuntimeOptions(replay=replay, env=dict(os.environ))
     inner = load_runtime(args.runtime, options)
     # A 429 waits its retry-after and tries again; only what still fails is errored.
     return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
+
+
+def merge_cassettes(directory: Path, target: Path) -> Path:
+    """One cassette holding every interaction of the ``*.yaml`` cassettes in a directory
+    (one per case, say): replay matches a request by method, URI and body, so each case
+    finds its own answer, in any order and concurrently."""
+    import yaml
+
+    from templiqx_core._loading import compose_and_load
+
+    interactions: list[object] = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            data = compose_and_load(path.read_text(encoding="utf-8"))[1]
+            interactions.extend(data["interactions"])
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, LookupError, TypeError):
+            raise InvalidData(f"--replay: {path} is not a cassette") from None
+    if not interactions:
+        raise InvalidData(f"--replay: {directory} holds no cassette (*.yaml)")
+    target.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
+    return target
 
 
 def _gate_value(text: str | None) -> float | None:
@@ -64,14 +87,14 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.baseline is not None:
         list(read_results(args.baseline))  # refused now rather than after the run
     progress = None if args.no_progress or not err.isatty() else err
-    runtime = _runtime(args)
     with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+        runtime = _runtime(args, scratch)
         stack.callback(runtime.close)
         if args.output is not None and args.format != "junit":
             results = args.output
         else:
-            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
-            results = Path(scratch) / "results.json"
+            results = scratch / "results.json"
         with _open(results) as stream:
             report = asyncio.run(
                 arun_eval(

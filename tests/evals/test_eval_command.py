@@ -242,6 +242,7 @@ def test_command_failures_exit_1_with_one_line(
         (("--retry-errors",), "--retry-errors"),
         (("--evaluator", "nope"), "module:function"),
         (("--replay", tmp_path / "none.yaml"), "no such cassette"),
+        (("--replay", tmp_path), "holds no cassette"),
     ]:
         ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
         assert ran.code == 1, (args, ran.err)
@@ -280,3 +281,16 @@ def test_the_console_script_runs_an_eval_and_exits_with_the_gate(
     )
     assert done.returncode == 0, done.stderr
     assert "1/1 passed" in done.stdout
+
+
+def test_replay_takes_a_directory_of_cassettes_one_per_case(cli: Cli, tmp_path: Path) -> None:
+    import shutil
+
+    cassettes = tmp_path / "cassettes"
+    cassettes.mkdir()
+    shutil.copy(REPO_ROOT / "cassettes" / "greeting-success.yaml", cassettes / "ryan.yaml")
+    (cassettes / "README.txt").write_text("not a cassette", encoding="utf-8")
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--replay", cassettes, "--format", "json")
+    assert ran.code == 0, ran.err
+    (case,) = json.loads(ran.out)["cases"]
+    assert case["passed"]

@@ -63,3 +63,26 @@ def test_assert_eval_passes_returns_the_report_when_the_gate_passes() -> None:
     with replaying_runtime(CASSETTE) as runtime:
         report = assert_eval_passes(GREETING, runtime=runtime, min_pass_rate=1.0)
     assert report.summary.passed == 1
+
+
+def test_progress_is_one_redrawn_line_on_the_stream_it_is_given() -> None:
+    stream = io.StringIO()
+    with replaying_runtime(CASSETTE) as runtime:
+        run_eval(GREETING, runtime=runtime, progress=stream)
+    drawn = stream.getvalue()
+    assert drawn.startswith("\reval greeting [")
+    assert "] 1/1 ✗ 0 errored 0 " in drawn
+    assert drawn.endswith("\n")
+
+
+def test_the_command_draws_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    import contextlib
+
+    from templiqx_core._cli import main
+    from tests.evals.conftest import Ran
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["eval", str(GREETING), "--runtime", "langfuse", "--replay", str(CASSETTE)])
+    assert Ran(code, out.getvalue(), err.getvalue()).code == 0
+    assert "\r" not in err.getvalue()
