@@ -418,9 +418,19 @@ def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _emit(check_envelope(args.contract), out, err, compact=args.json)
 
 
+_EVAL_RUN_ONLY = (
+    "replay", "cases", "evaluator", "shard", "dataset", "run_name", "output",
+    "min_pass_rate", "baseline", "resume",
+)  # fmt: skip
+
+
 def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.runtime is not None:
         return _eval_run(args, out, err)
+    given = [name for name in _EVAL_RUN_ONLY if getattr(args, name) is not None]
+    if given or args.retry_errors or args.format != "table":
+        flag = "--" + (given[0] if given else "format").replace("_", "-")
+        raise UsageError(f"eval: {flag} runs cases against a model: add --runtime NAME")
     from ._application import eval_envelope
 
     err.write(

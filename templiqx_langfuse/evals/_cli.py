@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -95,7 +96,8 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             results = args.output
         else:
             results = scratch / "results.json"
-        with _open(results) as stream:
+        kept = results == args.output
+        with _open(results) as stream, _interrupted_note(results, err, kept=kept):
             report = asyncio.run(
                 arun_eval(
                     args.contract,
@@ -117,6 +119,18 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
         _print_report(args, report.summary, results, out, err)
     return EXIT_OK if report.gate(gate) else EXIT_GATE
+
+
+@contextlib.contextmanager
+def _interrupted_note(results: Path, err: TextIO, *, kept: bool) -> Iterator[None]:
+    """Ctrl-C: the results file holds every finished case and a partial summary."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        finished = sum(1 for _ in read_results(results))
+        err.write(f"templiqx: eval interrupted after {finished} finished case(s)")
+        err.write(f"; --resume {results} runs the rest\n" if kept else "\n")
+        raise
 
 
 def _open(path: Path) -> IO[str]:
@@ -143,6 +157,8 @@ def _print_report(
         human = out if args.format == "table" else err
         diff = baseline_diff(summary, read_results(results), read_results(args.baseline))
         human.write(diff + "\n")
+    if summary.total == 0:
+        err.write("templiqx: eval: no case ran (an empty shard, or no cases)\n")
     if args.format != "table":
         err.write(
             f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "

@@ -294,3 +294,20 @@ def test_replay_takes_a_directory_of_cassettes_one_per_case(cli: Cli, tmp_path: 
     assert ran.code == 0, ran.err
     (case,) = json.loads(ran.out)["cases"]
     assert case["passed"]
+
+
+def test_run_flags_without_a_runtime_are_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    ran = cli("eval", GREETING, "--cases", tmp_path / "cases.jsonl")
+    assert ran.code == 2
+    assert "--cases runs cases against a model: add --runtime NAME" in ran.err
+
+
+def test_an_empty_shard_passes_and_says_no_case_ran(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan"])
+    codes = []
+    for shard in ("1/2", "2/2"):
+        ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", shard)
+        codes.append((ran.code, "no case ran" in ran.err))
+    assert sorted(codes) == [(0, False), (0, True)]

@@ -86,3 +86,47 @@ def test_the_command_draws_no_progress_when_stderr_is_not_a_terminal(tmp_path: P
         code = main(["eval", str(GREETING), "--runtime", "langfuse", "--replay", str(CASSETTE)])
     assert Ran(code, out.getvalue(), err.getvalue()).code == 0
     assert "\r" not in err.getvalue()
+
+
+def test_a_cancelled_run_leaves_a_resumable_file_with_a_partial_summary(tmp_path: Path) -> None:
+    from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+    from templiqx_langfuse.evals import read_results
+    from tests.slow_upstream import slow_upstream
+
+    cases = [
+        EvalCaseSpec.model_validate(
+            {"id": f"c{i}", "inputs": {"name": f"P{i}"}, "context": {"organization": "B"}}
+        )
+        for i in range(20)
+    ]
+    results = tmp_path / "results.json"
+
+    async def run(runtime: LangfuseTracedRuntime, resume: Path | None) -> None:
+        with results.open("w", encoding="utf-8") as stream:
+            await arun_eval(
+                GREETING, runtime=runtime, cases=cases, concurrency=2, output=stream,
+                resume=None if resume is None else list(read_results(resume)),
+            )  # fmt: skip
+
+    async def cut_short(runtime: LangfuseTracedRuntime) -> None:
+        task = asyncio.create_task(run(runtime, None))
+        await asyncio.sleep(0.35)  # a few rounds of two 0.1 s calls
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with slow_upstream(0.1) as upstream:
+        model = ModelConfig(base_url=upstream.base_url, model="m", api_key="sk-x")
+        with LangfuseTracedRuntime(model, LangfuseConfig(tracing=False)) as runtime:
+            asyncio.run(cut_short(runtime))
+            document = json.loads(results.read_text())  # closed: one valid JSON document
+            assert document["summary"]["interrupted"] is True
+            finished = document["summary"]["total"]
+            assert 2 <= finished < 20
+            assert len(document["cases"]) == finished
+            calls = upstream.calls
+            resumed = tmp_path / "first.json"
+            results.rename(resumed)
+            asyncio.run(run(runtime, resumed))
+        assert upstream.calls - calls == 20 - finished
+    assert json.loads(results.read_text())["summary"]["total"] == 20
