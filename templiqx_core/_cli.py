@@ -106,6 +106,13 @@ def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
     add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
     add("--no-progress", action="store_true", help="no progress bar on stderr")
+    add(
+        "--merge",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="merge the results files of a run's shards (repeatable; no runtime needed)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -425,7 +432,7 @@ _EVAL_RUN_ONLY = (
 
 
 def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if args.runtime is not None:
+    if args.runtime is not None or args.merge is not None:
         return _eval_run(args, out, err)
     given = [name for name in _EVAL_RUN_ONLY if getattr(args, name) is not None]
     if given or args.retry_errors or args.format != "table":
@@ -445,9 +452,13 @@ def _eval_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import logging
 
     try:  # the runner lives with the traced runtime; the core never imports it eagerly
-        from templiqx_langfuse.evals._cli import run_command
+        from templiqx_langfuse.evals._cli import merge_command, run_command
     except ImportError as error:
         raise CommandError(f"eval --runtime needs templiqx-langfuse ({error})") from None
+    if args.merge is not None:
+        if args.runtime is not None:
+            raise UsageError("eval: --merge combines results files; it runs no --runtime")
+        return merge_command(args, out, err)
     logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
     return run_command(args, out, err)
 

@@ -20,10 +20,20 @@ from templiqx_core import InvalidData, RuntimeAdapter
 from templiqx_core._runtimes import RuntimeOptions, load_runtime
 
 from .._retry import RetryingRuntime
-from ._report import Summary, baseline_diff, read_results, table, write_junit
+from ._report import (
+    CaseResult,
+    EvalReport,
+    ResultsWriter,
+    Summary,
+    baseline_diff,
+    read_results,
+    read_summary,
+    table,
+    write_junit,
+)
 from ._runner import arun_eval, experiment_for, parse_shard
 
-__all__ = ["run_command"]
+__all__ = ["merge_command", "run_command"]
 
 EXIT_OK, EXIT_GATE = 0, 2
 
@@ -118,6 +128,41 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             )
         _print_report(args, report.summary, results, out, err)
+    return EXIT_OK if report.gate(gate) else EXIT_GATE
+
+
+def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """One results document from the shards' files (complete or cut short): every case
+    once (a later file's record of a case wins), the summary recomputed, the gate."""
+    from templiqx_core._compiler import read_contract
+
+    contract, diagnostics = read_contract(args.contract)
+    if contract is None:
+        raise InvalidData(f"{args.contract}: {diagnostics[0].code}: {diagnostics[0].message}")
+    gate = _gate_value(args.min_pass_rate)
+    merged: dict[tuple[str, int], CaseResult] = {}
+    run_name, run_url = None, None
+    for path in args.merge:
+        merged.update((case.key, case) for case in read_results(path))
+        found = read_summary(path) or {}
+        run_name = run_name or found.get("run_name")
+        run_url = run_url or found.get("run_url")
+    summary = Summary(contract.id, contract.version, run_name or "merged")
+    summary.run_url = run_url
+    with contextlib.ExitStack() as stack:
+        if args.output is not None and args.format != "junit":
+            results = args.output
+        else:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
+            results = Path(scratch) / "results.json"
+        with _open(results) as stream:
+            writer = ResultsWriter(stream)
+            for key in sorted(merged):
+                summary.add(merged[key])
+                writer.write(merged[key])
+            writer.close(summary)
+        _print_report(args, summary, results, out, err)
+    report = EvalReport(summary, [])
     return EXIT_OK if report.gate(gate) else EXIT_GATE
 
 

@@ -311,3 +311,30 @@ def test_an_empty_shard_passes_and_says_no_case_ran(
         ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", shard)
         codes.append((ran.code, "no case ran" in ran.err))
     assert sorted(codes) == [(0, False), (0, True)]
+
+
+def test_the_shards_results_files_merge_into_one_run(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    greeting_model.fail["Ada"] = 400
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    files = []
+    for index in (1, 2):
+        files.append(tmp_path / f"shard-{index}.json")
+        cli(
+            "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", f"{index}/2",
+            "--run-name", "ci-7", "--format", "json", "--output", files[-1],
+        )  # fmt: skip
+    merged = tmp_path / "merged.json"
+    ran = cli("eval", GREETING, "--merge", files[0], "--merge", files[1], "--output", merged)
+    assert ran.code == 2  # ada errored
+    document = json.loads(merged.read_text())
+    assert sorted(c["id"] for c in document["cases"]) == sorted(n.lower() for n in NAMES)
+    summary = document["summary"]
+    assert (summary["total"], summary["errored"], summary["run_name"]) == (6, 1, "ci-7")
+    assert "5/6 passed" in ran.out
+    gated = cli(
+        "eval", GREETING, "--merge", files[0], "--merge", files[1], "--min-pass-rate", "0.8"
+    )
+    assert gated.code == 0
+    assert cli("eval", GREETING, "--merge", files[0], "--runtime", "langfuse").code == 2
