@@ -93,6 +93,7 @@ def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
     )
     add("--cases", type=Path, metavar="FILE", help="cases from JSONL or YAML (default: evals)")
     add("--evaluator", action="append", metavar="MODULE:FUNCTION", help="custom evaluator")
+    add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
     add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
     add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
     add("--attempts", type=int, default=4, metavar="N", help="tries per call (retry policy)")
@@ -426,7 +427,7 @@ def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 _EVAL_RUN_ONLY = (
-    "replay", "cases", "evaluator", "shard", "dataset", "run_name", "output",
+    "replay", "cases", "evaluator", "judge", "shard", "dataset", "run_name", "output",
     "min_pass_rate", "baseline", "resume",
 )  # fmt: skip
 

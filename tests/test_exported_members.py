@@ -39,6 +39,7 @@ PINNED: dict[str, list[str]] = {
         "default_run_name",
         "experiment_for",
         "in_shard",
+        "judge_evaluator",
         "junit_xml",
         "load_evaluator",
         "parse_shard",

@@ -31,7 +31,7 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, experiment_for, parse_shard
+from ._runner import arun_eval, experiment_for, judge_evaluator, parse_shard
 
 __all__ = ["merge_command", "run_command"]
 
@@ -118,7 +118,10 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     repeat=args.repeat,
                     shard=shard,
                     run_name=args.run_name,
-                    evaluators=args.evaluator or (),
+                    evaluators=[
+                        *(args.evaluator or ()),
+                        *(judge_evaluator(path, runtime) for path in args.judge or ()),
+                    ],
                     output=stream,
                     resume=resume,
                     retry_errors=args.retry_errors,

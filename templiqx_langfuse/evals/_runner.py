@@ -43,6 +43,7 @@ __all__ = [
     "contract_cases",
     "default_run_name",
     "in_shard",
+    "judge_evaluator",
     "load_evaluator",
     "parse_shard",
     "run_eval",
@@ -144,9 +145,9 @@ async def _evaluate(
             items = found if isinstance(found, list | tuple) else [found]
             results = [_evaluation(item, label) for item in items]
         except Exception as error:  # a user's evaluator: its failure is the case's
-            checks.append(
-                {"name": label, "passed": False, "detail": f"raised {type(error).__name__}"}
-            )
+            why = f"{error.code}: {error}" if isinstance(error, PortError) else "raised"
+            detail = f"raised {type(error).__name__}" if why == "raised" else why
+            checks.append({"name": label, "passed": False, "detail": detail})
             continue
         for score in results:
             scores.append(score)
@@ -154,6 +155,39 @@ async def _evaluate(
                 detail = "" if score["value"] else (score["comment"] or "scored false")
                 checks.append({"name": score["name"], "passed": score["value"], "detail": detail})
     return scores, checks
+
+
+def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) -> Evaluator:
+    """An evaluator that is itself a contract, executed on ``runtime`` (traced like any
+    other call). It receives, of ``input``, ``output``, ``expected_output`` and
+    ``metadata``, the ones it declares as inputs, and answers ``{score, comment}``: a
+    boolean score is a check, a number a score, named after the judge's contract id."""
+    judge = _resolve_contract(contract)
+    declared = set(judge.inputs)
+
+    async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
+        offered = {
+            "input": input,
+            "output": output,
+            "expected_output": expected_output,
+            "metadata": metadata,
+        }
+        values = {k: v for k, v in offered.items() if k in declared and v is not None}
+        compiled = compile_contract(
+            judge, RenderRequest(inputs=values), judge.declared_capabilities
+        )
+        if compiled.interaction is None:
+            first = compiled.diagnostics[0]
+            raise InvalidData(f"judge {judge.id}: {first.code} {first.message}")
+        receipt = await runtime.aexecute(ExecutionRequest(interaction=compiled.interaction))
+        verdict = receipt.output
+        if not isinstance(verdict, dict) or "score" not in verdict:
+            raise InvalidData(f"judge {judge.id} answered without a score")
+        comment = verdict.get("comment")
+        return {"name": judge.id, "value": verdict["score"], "comment": comment}
+
+    evaluate.__name__ = judge.id
+    return evaluate
 
 
 @dataclasses.dataclass

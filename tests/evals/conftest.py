@@ -40,6 +40,12 @@ class GreetingModel:
 
     def __call__(self, request: ServerRequest) -> Reply:
         body = request.json()
+        said = body["messages"][-1]["content"]
+        if said.startswith("JUDGE"):  # a judge contract's call
+            with self.lock:
+                self.seen.append("judge")
+            verdict = {"score": "Hello Ryan" in said, "comment": "judged the greeting"}
+            return json_reply(chat_completion(verdict))
         found = _NAME.search(body["messages"][-1]["content"])
         name = found.group(1) if found else "nobody"
         with self.lock:

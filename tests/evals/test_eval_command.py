@@ -338,3 +338,24 @@ def test_the_shards_results_files_merge_into_one_run(
     )
     assert gated.code == 0
     assert cli("eval", GREETING, "--merge", files[0], "--runtime", "langfuse").code == 2
+
+
+def test_a_judge_contract_scores_each_case_through_the_same_runtime(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    judge = REPO_ROOT / "tests" / "evals" / "judge.yaml"
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--judge", judge,
+        "--format", "json", "--concurrency", "1",
+    )  # fmt: skip
+    assert ran.code == 2  # the judge finds Ada's greeting wanting
+    assert greeting_model.seen.count("judge") == 2
+    by_id = {c["id"]: c for c in json.loads(ran.out)["cases"]}
+    assert by_id["ryan"]["scores"] == [
+        {"name": "polite-judge", "value": True, "comment": "judged the greeting"}
+    ]
+    assert by_id["ryan"]["passed"]
+    assert {"name": "polite-judge", "passed": False, "detail": "judged the greeting"} in by_id[
+        "ada"
+    ]["assertions"]
