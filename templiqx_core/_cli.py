@@ -91,7 +91,12 @@ def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
         metavar="CASSETTE|DIR",
         help="answer model calls from a cassette, or a directory of them (one per case)",
     )
-    add("--cases", type=Path, metavar="FILE", help="cases from JSONL or YAML (default: evals)")
+    add(
+        "--cases",
+        type=Path,
+        metavar="FILE",
+        help="cases from JSONL or YAML, or langfuse:DATASET (default: the contract's evals)",
+    )
     add("--evaluator", action="append", metavar="MODULE:FUNCTION", help="custom evaluator")
     add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
     add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")

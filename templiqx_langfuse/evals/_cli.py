@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from templiqx_core import InvalidData, RuntimeAdapter
+from templiqx_core._eval_cases import EvalCaseSpec
 from templiqx_core._runtimes import RuntimeOptions, load_runtime
 
+from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
+from ._experiment import fetch_dataset_cases
 from ._report import (
     CaseResult,
     EvalReport,
@@ -36,6 +39,8 @@ from ._runner import arun_eval, experiment_for, judge_evaluator, parse_shard
 __all__ = ["merge_command", "run_command"]
 
 EXIT_OK, EXIT_GATE = 0, 2
+#: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
+LANGFUSE_CASES = "langfuse:"
 
 
 def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
@@ -98,6 +103,12 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.baseline is not None:
         list(read_results(args.baseline))  # refused now rather than after the run
     progress = None if args.no_progress or not err.isatty() else err
+    cases: Path | list[EvalCaseSpec] | None = args.cases
+    dataset: str | None = args.dataset
+    if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
+        name = str(args.cases).removeprefix(LANGFUSE_CASES)
+        cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
+        dataset = dataset or name  # the run lands on the dataset it read
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
         runtime = _runtime(args, scratch)
@@ -112,7 +123,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 arun_eval(
                     args.contract,
                     runtime=runtime,
-                    cases=args.cases,
+                    cases=cases,
                     capabilities=args.capability,
                     concurrency=args.concurrency,
                     repeat=args.repeat,
@@ -126,7 +137,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     resume=resume,
                     retry_errors=args.retry_errors,
                     progress=progress,
-                    experiment=experiment_for(runtime, dataset=args.dataset),
+                    experiment=experiment_for(runtime, dataset=dataset),
                     keep="failures",
                 )
             )

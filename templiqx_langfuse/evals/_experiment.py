@@ -29,12 +29,19 @@ from typing import Any
 import httpx
 from langfuse import LangfuseOtelSpanAttributes as A
 
+from templiqx_core import InvalidData
 from templiqx_core._eval_cases import EvalCaseSpec
 
 from .._config import LangfuseConfig
 from ._report import CaseResult, Summary
 
-__all__ = ["LangfuseExperiment", "score_body", "stable_item_id"]
+__all__ = [
+    "DATASET_ITEM_KEY",
+    "LangfuseExperiment",
+    "fetch_dataset_cases",
+    "score_body",
+    "stable_item_id",
+]
 
 logger = logging.getLogger("templiqx_langfuse")
 
@@ -44,12 +51,78 @@ DATASET_RUN_ITEMS_PATH = "/api/public/dataset-run-items"
 INGESTION_PATH = "/api/public/ingestion"
 _SCORE_BATCH = 50
 _SENDERS = 4
+_PAGE = 100
+#: Case metadata naming the Langfuse dataset item a case was read from.
+DATASET_ITEM_KEY = "langfuse_dataset_item_id"
 
 
 def stable_item_id(dataset: str, case_id: str) -> str:
     """The same dataset item for the same case on every run (and every shard)."""
     digest = hashlib.sha256(f"{dataset}\0{case_id}".encode()).hexdigest()
     return f"tqx-{digest[:32]}"
+
+
+def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
+    """The item a case is: the one it was read from, or its stable id in ``dataset``."""
+    known = case.metadata.get(DATASET_ITEM_KEY)
+    return known if isinstance(known, str) else stable_item_id(dataset, case.id)
+
+
+def _case_of(item: Mapping[str, Any]) -> EvalCaseSpec:
+    value, metadata = item.get("input"), item.get("metadata")
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    if not isinstance(value, dict):
+        raise InvalidData(f"Langfuse dataset item {item.get('id')}: input is not an object")
+    if set(value) <= {"inputs", "context"}:  # the shape templiqx upserts
+        inputs, context = value.get("inputs", {}), value.get("context", {})
+    else:
+        inputs, context = value, {}
+    case_id = metadata.get("case_id")
+    return EvalCaseSpec.model_validate(
+        {
+            "id": case_id if isinstance(case_id, str) and case_id else str(item["id"]),
+            "inputs": inputs,
+            "context": context,
+            "expected_output": item.get("expectedOutput"),
+            "metadata": {**metadata, DATASET_ITEM_KEY: str(item["id"])},
+        }
+    )
+
+
+def fetch_dataset_cases(
+    config: LangfuseConfig, dataset: str, *, transport: httpx.BaseTransport | None = None
+) -> list[EvalCaseSpec]:
+    """The active items of a Langfuse dataset as cases (``GET /api/public/dataset-items``,
+    page by page): ``input`` ``{inputs, context}`` (or the inputs themselves),
+    ``expectedOutput``, ``metadata`` (``case_id`` names the case, else the item id)."""
+    if not config.public_key or not config.secret_key:
+        raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
+    cases: list[EvalCaseSpec] = []
+    with httpx.Client(
+        base_url=config.base_url,
+        auth=(config.public_key, config.secret_key),
+        timeout=30.0,
+        transport=transport,
+    ) as client:
+        page, pages = 1, 1
+        while page <= pages:
+            query: dict[str, str | int] = {"datasetName": dataset, "page": page, "limit": _PAGE}
+            try:
+                response = client.get(DATASET_ITEMS_PATH, params=query)
+                data = response.json() if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError) as error:
+                raise InvalidData(
+                    f"Langfuse dataset {dataset!r}: cannot read items ({type(error).__name__})"
+                ) from None
+            if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+                status = response.status_code
+                raise InvalidData(f"Langfuse dataset {dataset!r}: HTTP {status} reading items")
+            cases += [_case_of(i) for i in data["data"] if i.get("status", "ACTIVE") == "ACTIVE"]
+            pages = int(data.get("meta", {}).get("totalPages", 1))
+            page += 1
+    if not cases:
+        raise InvalidData(f"Langfuse dataset {dataset!r} has no active items")
+    return cases
 
 
 def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: str) -> str:
@@ -163,6 +236,8 @@ class LangfuseExperiment:
     async def _post_items(self, cases: Iterable[EvalCaseSpec]) -> None:
         pending: set[asyncio.Task[None]] = set()
         for case in cases:  # a bounded number of items in flight, however many cases
+            if DATASET_ITEM_KEY in case.metadata:
+                continue  # read from the dataset: it is there
             if len(pending) >= _SENDERS * 2:
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             pending.add(asyncio.create_task(self._post_item(case)))
@@ -175,7 +250,7 @@ class LangfuseExperiment:
     def _item_body(self, case: EvalCaseSpec) -> dict[str, Any]:
         body: dict[str, Any] = {
             "datasetName": self.dataset,
-            "id": stable_item_id(self.dataset, case.id),
+            "id": item_id_of(self.dataset, case),
             "input": {"inputs": case.inputs, "context": case.context},
             "metadata": {"case_id": case.id, **case.metadata},
         }
@@ -188,7 +263,7 @@ class LangfuseExperiment:
         attributes = {
             A.EXPERIMENT_ID: self.experiment_id,
             A.EXPERIMENT_NAME: self.run_name,
-            A.EXPERIMENT_ITEM_ID: stable_item_id(self.dataset, case.id),
+            A.EXPERIMENT_ITEM_ID: item_id_of(self.dataset, case),
             A.EXPERIMENT_ITEM_METADATA: json.dumps({"case_id": case.id, **case.metadata}),
             A.EXPERIMENT_METADATA: json.dumps(
                 {"experiment_run_name": self.run_name, **self.metadata}
@@ -202,14 +277,14 @@ class LangfuseExperiment:
             attributes[A.EXPERIMENT_ITEM_EXPECTED_OUTPUT] = json.dumps(case.expected_output)
         return attributes
 
-    async def record(self, result: CaseResult) -> None:
+    async def record(self, result: CaseResult, case: EvalCaseSpec) -> None:
         """Link the finished case to the run and queue its scores (it never waits for
         Langfuse, only for room in the queue)."""
         if result.trace_id is None or self._queue is None:
             return
         link: dict[str, Any] = {
             "runName": self.run_name,
-            "datasetItemId": stable_item_id(self.dataset, result.id),
+            "datasetItemId": item_id_of(self.dataset, case),
             "traceId": result.trace_id,
             "createdAt": _now(),
             "metadata": {"case_id": result.id, "repeat": result.repeat},

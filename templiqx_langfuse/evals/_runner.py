@@ -366,7 +366,7 @@ async def arun_eval(
                 accept(result)
                 bar.update(result)
                 if lane is not None:
-                    await lane.record(result)
+                    await lane.record(result, case)
 
         async with asyncio.TaskGroup() as group:
             for _ in range(concurrency):

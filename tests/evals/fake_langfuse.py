@@ -21,6 +21,7 @@ import re
 import threading
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -213,6 +214,8 @@ class FakeLangfuse:
             return self._traces(body, json_body="json" in request.headers.get("content-type", ""))
         if self.fail_api:
             return json_reply({"message": "down"}, status=500)
+        if request.method == "GET":
+            return self._list_items(request.path)
         try:
             return self._route(request.path, json.loads(body))
         except ValidationError as error:
@@ -275,6 +278,49 @@ class FakeLangfuse:
                 successes = [{"id": event.id, "status": 201} for event in events]
                 return json_reply({"successes": successes, "errors": []}, status=207)
         return json_reply({"message": "not found"}, status=404)
+
+    def seed(self, dataset: str, item_id: str, **fields: Any) -> None:
+        """A dataset item someone else created (the UI, another tool)."""
+        with self._lock:
+            self.datasets.setdefault(dataset, {"id": f"ds-{next(self._ids)}", "name": dataset})
+            self.items[item_id] = PostDatasetItemsV1Body(datasetName=dataset, id=item_id, **fields)
+
+    def _list_items(self, target: str) -> Reply:
+        """``GET /api/public/dataset-items`` (``GetDatasetItemsV1Query``/``Response``)."""
+        parts = urlsplit(target)
+        query = dict(parse_qsl(parts.query))
+        if parts.path != "/api/public/dataset-items" or "datasetName" not in query:
+            return json_reply({"message": "not found"}, status=404)
+        page, limit = int(query.get("page", 1)), int(query.get("limit", 50))
+        if page < 1 or not 1 <= limit <= 100:
+            return json_reply({"message": "Invalid request data"}, status=400)
+        with self._lock:
+            dataset = self.datasets.get(query["datasetName"])
+            if dataset is None:
+                return json_reply({"message": "dataset not found"}, status=404)
+            found = [(k, v) for k, v in self.items.items() if v.datasetName == dataset["name"]]
+        now = "2026-01-01T00:00:00.000Z"
+        chosen = found[(page - 1) * limit : page * limit]
+        data = [
+            {
+                "datasetName": item.datasetName,
+                "id": key,
+                "status": item.status or "ACTIVE",
+                "input": item.input,
+                "expectedOutput": item.expectedOutput,
+                "metadata": item.metadata,
+                "sourceTraceId": None,
+                "sourceObservationId": None,
+                "datasetId": dataset["id"],
+                "createdAt": now,
+                "updatedAt": now,
+                "mediaReferences": [],
+            }
+            for key, item in chosen
+        ]
+        pages = -(-len(found) // limit)
+        meta = {"page": page, "limit": limit, "totalItems": len(found), "totalPages": pages}
+        return json_reply({"data": data, "meta": meta})
 
     def _traces(self, body: bytes, *, json_body: bool) -> Reply:
         export = ExportTraceServiceRequest()

@@ -136,3 +136,43 @@ def test_a_langfuse_that_refuses_costs_the_eval_nothing_but_one_warning(
     warned = [r.getMessage() for r in caplog.records if "Langfuse experiment" in r.getMessage()]
     assert len(warned) == 1
     assert "HTTP 500" in warned[0]
+
+
+def test_cases_come_from_a_langfuse_dataset_by_name_and_land_on_its_items(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    # Items made elsewhere: one in templiqx's shape, one whose input is the inputs.
+    langfuse.seed(
+        "support",
+        "item-a",
+        input={"inputs": {"name": "Ryan"}, "context": {"organization": "Blinqx"}},
+        expectedOutput={"greeting": "Hello Ryan"},
+        metadata={"case_id": "ryan"},
+    )
+    langfuse.seed(
+        "support", "item-b", input={"name": "Ada"}, expectedOutput={"greeting": "Hello Ada"}
+    )
+    langfuse.seed("support", "item-c", input={"name": "Old"}, status="ARCHIVED")
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:support",
+        "--format", "json", "--run-name", "from-dataset",
+    )  # fmt: skip
+    report = json.loads(ran.out)
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert sorted(by_id) == ["item-b", "ryan"]  # case_id names a case, else the item id
+    assert by_id["ryan"]["passed"]
+    assert not by_id["item-b"]["passed"]  # its context lacks the required organization
+    assert by_id["item-b"]["error"]["code"] == "TQX_VALUE_REQUIRED"
+    assert sorted(langfuse.items) == ["item-a", "item-b", "item-c"]  # nothing new upserted
+    (span,) = _generations(langfuse)
+    assert span["attributes"][A.EXPERIMENT_ITEM_ID] == "item-a"
+    assert span["attributes"][A.EXPERIMENT_DATASET_ID] == langfuse.datasets["support"]["id"]
+    # Linked to the run: the case that reached the model (item-b never compiled).
+    assert [link.datasetItemId for link in langfuse.run_items] == ["item-a"]
+    assert langfuse.errors == []
+
+
+def test_a_missing_langfuse_dataset_is_a_command_failure(cli: Cli, langfuse: FakeLangfuse) -> None:
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:nope")
+    assert ran.code == 1
+    assert "Langfuse dataset 'nope': HTTP 404" in ran.err
