@@ -101,12 +101,23 @@ def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
     add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
     add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
     add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
-    add("--attempts", type=int, default=4, metavar="N", help="tries per call (retry policy)")
+    add(
+        "--attempts",
+        type=int,
+        default=4,
+        metavar="N",
+        help="tries per call, retries on 429/5xx (4)",
+    )
     add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
     add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
     add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
     add("--format", choices=("table", "json", "junit"), default="table")
-    add("--output", type=Path, metavar="FILE", help="results file (json streams as cases end)")
+    add(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="the JSON results, written as cases finish (JUnit XML with --format junit)",
+    )
     add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
     add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")

@@ -79,7 +79,10 @@ def merge_cassettes(directory: Path, target: Path) -> Path:
 def _gate_value(text: str | None) -> float | None:
     if text is None:
         return None
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidData(f"--min-pass-rate {text!r} is not a number") from None
     if not 0.0 <= value <= 1.0:
         raise InvalidData("--min-pass-rate must be within [0, 1]")
     return value

@@ -239,6 +239,8 @@ def test_command_failures_exit_1_with_one_line(
     for args, message in [
         (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
         (("--shard", "3/2"), "shard"),
+        (("--min-pass-rate", "most"), "not a number"),
+        (("--min-pass-rate", "2"), "within [0, 1]"),
         (("--retry-errors",), "--retry-errors"),
         (("--evaluator", "nope"), "module:function"),
         (("--replay", tmp_path / "none.yaml"), "no such cassette"),
