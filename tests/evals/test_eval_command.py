@@ -361,3 +361,41 @@ def test_a_judge_contract_scores_each_case_through_the_same_runtime(
     assert {"name": "polite-judge", "passed": False, "detail": "judged the greeting"} in by_id[
         "ada"
     ]["assertions"]
+
+
+def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    from tests.slow_upstream import slow_upstream
+
+    cases = write_cases(tmp_path / "cases.jsonl", [f"P{i}" for i in range(40)])
+    results = tmp_path / "results.json"
+    script = Path(sys.executable).with_name("templiqx")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
+    with slow_upstream(0.2) as upstream:
+        env = {
+            **clean,
+            "TEMPLIQX_MODEL_BASE_URL": upstream.base_url,
+            "TEMPLIQX_MODEL": "loopback-model",
+            "TEMPLIQX_MODEL_API_KEY": "sk-loopback",
+        }
+        process = subprocess.Popen(
+            [str(script), "eval", str(GREETING), "--runtime", "langfuse", "--cases", str(cases),
+             "--concurrency", "2", "--output", str(results)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+            not results.exists() or results.read_text().count("\n") < 4
+        ):
+            time.sleep(0.05)  # a few cases finished
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    summary = json.loads(results.read_text())["summary"]
+    assert summary["interrupted"] is True
+    assert 3 <= summary["total"] < 40
+    assert f"interrupted after {summary['total']} finished case(s); --resume" in err
+    assert "Traceback" not in err
