@@ -110,7 +110,10 @@ def test_a_cancelled_run_leaves_a_resumable_file_with_a_partial_summary(tmp_path
 
     async def cut_short(runtime: LangfuseTracedRuntime) -> None:
         task = asyncio.create_task(run(runtime, None))
-        await asyncio.sleep(0.35)  # a few rounds of two 0.1 s calls
+        for _ in range(500):  # bounded: until two cases are written (header + 2 lines)
+            await asyncio.sleep(0.02)
+            if results.exists() and results.read_text().count("\n") >= 3:
+                break
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
