@@ -196,7 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run a contract's eval cases against a model (--runtime NAME), or, without a "
         "runtime, self-check its fixtures on the scripted runtime",
     )
-    evals.add_argument("contract", type=Path)
+    evals.add_argument(
+        "contract", type=Path, nargs="+", help="contract YAML (several with --runtime)"
+    )
     evals.add_argument(
         "--capability",
         action="append",
@@ -461,7 +463,9 @@ def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
         "--runtime NAME runs the cases against a model\n"
     )
-    envelope = eval_envelope(args.contract, capabilities=args.capability)
+    if len(args.contract) > 1:
+        raise UsageError("eval: the self-check takes one contract; --runtime NAME runs several")
+    envelope = eval_envelope(args.contract[0], capabilities=args.capability)
     return _emit(envelope, out, err, compact=args.json)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
@@ -88,8 +89,56 @@ def _gate_value(text: str | None) -> float | None:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class _Files:
+    """Where one contract's results go and come from."""
+
+    contract: Path
+    results: Path
+    output: Path | None
+    resume: Path | None
+    baseline: Path | None
+
+
+def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
+    """Each contract's files: the paths given for one contract; for several, ``--output``,
+    ``--resume`` and ``--baseline`` are directories holding ``<contract id>.json`` (the
+    JUnit file ``<contract id>.xml``)."""
+    from templiqx_core._compiler import read_contract
+
+    contracts: list[Path] = args.contract
+    several = len(contracts) > 1
+    if several and args.format == "json" and args.output is None:
+        raise InvalidData("--format json with several contracts needs --output DIR")
+    for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
+        if several and path is not None and not path.is_dir():
+            raise InvalidData(f"{flag}: with several contracts, a directory of results")
+    if several and args.output is not None:
+        args.output.mkdir(parents=True, exist_ok=True)
+    found = []
+    for index, path in enumerate(contracts):
+        parsed, diagnostics = read_contract(path)
+        if parsed is None:
+            first = diagnostics[0]
+            raise InvalidData(f"{path}: {first.code} {first.json_pointer or ''}: {first.message}")
+
+        def at(directory: Path | None, suffix: str = ".json", name: str = parsed.id) -> Path | None:
+            if directory is None or not several:
+                return directory
+            return directory / f"{name}{suffix}"
+
+        output = at(args.output, ".xml" if args.format == "junit" else ".json")
+        if output is not None and args.format != "junit":
+            results = output
+        else:
+            results = scratch / f"results-{index}.json"
+        found.append(_Files(path, results, output, at(args.resume), at(args.baseline)))
+    return found
+
+
 def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the eval the arguments describe; print the report; the exit code.
+    """Run the eval the arguments describe, contract by contract; print each report;
+    the exit code (2 when any contract's gate failed).
 
     The results always stream to a JSON file (``--output``, or a temporary one), and the
     table, JUnit and the baseline diff are read back from it: the run holds only its
@@ -101,10 +150,6 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise InvalidData("--concurrency and --repeat must be at least 1")
     gate = _gate_value(args.min_pass_rate)
     shard = None if args.shard is None else parse_shard(args.shard)
-    # Read before --output (possibly the same file) is opened for writing.
-    resume = None if args.resume is None else list(read_results(args.resume))
-    if args.baseline is not None:
-        list(read_results(args.baseline))  # refused now rather than after the run
     progress = None if args.no_progress or not err.isatty() else err
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
@@ -114,38 +159,52 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         dataset = dataset or name  # the run lands on the dataset it read
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+        plan = _files(args, scratch)
+        # Read before --output (possibly the same file) is opened for writing.
+        resumes = [None if f.resume is None else list(read_results(f.resume)) for f in plan]
+        for files in plan:
+            if files.baseline is not None:
+                list(read_results(files.baseline))  # refused now rather than after the run
         runtime = _runtime(args, scratch)
         stack.callback(runtime.close)
-        if args.output is not None and args.format != "junit":
-            results = args.output
-        else:
-            results = scratch / "results.json"
-        kept = results == args.output
-        with _open(results) as stream, _interrupted_note(results, err, kept=kept):
-            report = asyncio.run(
-                arun_eval(
-                    args.contract,
-                    runtime=runtime,
-                    cases=cases,
-                    capabilities=args.capability,
-                    concurrency=args.concurrency,
-                    repeat=args.repeat,
-                    shard=shard,
-                    run_name=args.run_name,
-                    evaluators=[
-                        *(args.evaluator or ()),
-                        *(judge_evaluator(path, runtime) for path in args.judge or ()),
-                    ],
-                    output=stream,
-                    resume=resume,
-                    retry_errors=args.retry_errors,
-                    progress=progress,
-                    experiment=experiment_for(runtime, dataset=dataset),
-                    keep="failures",
-                )
-            )
-        _print_report(args, report.summary, results, out, err)
-    return EXIT_OK if report.gate(gate) else EXIT_GATE
+        evaluators = [
+            *(args.evaluator or ()),
+            *(judge_evaluator(path, runtime) for path in args.judge or ()),
+        ]
+
+        async def run_all() -> list[Summary]:
+            summaries = []
+            for files, resume in zip(plan, resumes, strict=True):
+                kept = files.results == files.output
+                with (
+                    _open(files.results) as stream,
+                    _interrupted_note(files.results, err, kept=kept),
+                ):
+                    report = await arun_eval(
+                        files.contract,
+                        runtime=runtime,
+                        cases=cases,
+                        capabilities=args.capability,
+                        concurrency=args.concurrency,
+                        repeat=args.repeat,
+                        shard=shard,
+                        run_name=args.run_name,
+                        evaluators=evaluators,
+                        output=stream,
+                        resume=resume,
+                        retry_errors=args.retry_errors,
+                        progress=progress,
+                        experiment=experiment_for(runtime, dataset=dataset),
+                        keep="failures",
+                    )
+                summaries.append(report.summary)
+            return summaries
+
+        summaries = asyncio.run(run_all())
+        for files, summary in zip(plan, summaries, strict=True):
+            _print_report(args, files, summary, out, err)
+    gates = [EvalReport(summary, []).gate(gate) for summary in summaries]
+    return EXIT_OK if all(gates) else EXIT_GATE
 
 
 def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -153,9 +212,12 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     once (a later file's record of a case wins), the summary recomputed, the gate."""
     from templiqx_core._compiler import read_contract
 
-    contract, diagnostics = read_contract(args.contract)
+    if len(args.contract) != 1:
+        raise InvalidData("--merge combines the results of one contract")
+    (path,) = args.contract
+    contract, diagnostics = read_contract(path)
     if contract is None:
-        raise InvalidData(f"{args.contract}: {diagnostics[0].code}: {diagnostics[0].message}")
+        raise InvalidData(f"{path}: {diagnostics[0].code}: {diagnostics[0].message}")
     gate = _gate_value(args.min_pass_rate)
     merged: dict[tuple[str, int], CaseResult] = {}
     run_name, run_url = None, None
@@ -178,7 +240,8 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 summary.add(merged[key])
                 writer.write(merged[key])
             writer.close(summary)
-        _print_report(args, summary, results, out, err)
+        files = _Files(path, results, args.output, None, args.baseline)
+        _print_report(args, files, summary, out, err)
     report = EvalReport(summary, [])
     return EXIT_OK if report.gate(gate) else EXIT_GATE
 
@@ -188,7 +251,7 @@ def _interrupted_note(results: Path, err: TextIO, *, kept: bool) -> Iterator[Non
     """Ctrl-C: the results file holds every finished case and a partial summary."""
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # asyncio.run cancels on SIGINT
         finished = sum(1 for _ in read_results(results))
         err.write(f"templiqx: eval interrupted after {finished} finished case(s)")
         err.write(f"; --resume {results} runs the rest\n" if kept else "\n")
@@ -203,24 +266,25 @@ def _open(path: Path) -> IO[str]:
 
 
 def _print_report(
-    args: argparse.Namespace, summary: Summary, results: Path, out: TextIO, err: TextIO
+    args: argparse.Namespace, files: _Files, summary: Summary, out: TextIO, err: TextIO
 ) -> None:
+    results = files.results
     if args.format == "table":
         out.write(table(summary, read_results(results)) + "\n")
-    elif args.format == "json" and args.output is None:
+    elif args.format == "json" and files.output is None:
         out.write(results.read_text(encoding="utf-8"))
     elif args.format == "junit":
-        if args.output is None:
+        if files.output is None:
             write_junit(summary, read_results(results), out)
         else:
-            with _open(args.output) as handle:
+            with _open(files.output) as handle:
                 write_junit(summary, read_results(results), handle)
-    if args.baseline is not None:
+    if files.baseline is not None:
         human = out if args.format == "table" else err
-        diff = baseline_diff(summary, read_results(results), read_results(args.baseline))
+        diff = baseline_diff(summary, read_results(results), read_results(files.baseline))
         human.write(diff + "\n")
     if summary.total == 0:
-        err.write("templiqx: eval: no case ran (an empty shard, or no cases)\n")
+        err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
     if args.format != "table":
         err.write(
             f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "

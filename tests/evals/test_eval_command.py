@@ -399,3 +399,25 @@ def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path:
     assert 3 <= summary["total"] < 40
     assert f"interrupted after {summary['total']} finished case(s); --resume" in err
     assert "Traceback" not in err
+
+
+def test_several_contracts_run_in_turn_each_with_its_own_results_file(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    other = tmp_path / "greeting-b.yaml"
+    other.write_text(
+        GREETING.read_text().replace("id: greeting\n", "id: greeting-b\n"), encoding="utf-8"
+    )
+    out = tmp_path / "results"
+    ran = cli("eval", GREETING, other, "--runtime", "langfuse", "--format", "json", "--output", out)
+    assert ran.code == 0, ran.err
+    for contract_id in ("greeting", "greeting-b"):
+        document = json.loads((out / f"{contract_id}.json").read_text())
+        assert document["summary"]["contract_id"] == contract_id
+        assert document["summary"]["passed"] == 1
+    greeting_model.fail["Ryan"] = 400
+    failed = cli("eval", GREETING, other, "--runtime", "langfuse")
+    assert failed.code == 2
+    assert failed.out.count("0/1 passed") == 2
+    assert cli("eval", GREETING, other, "--runtime", "langfuse", "--format", "json").code == 1
+    assert cli("eval", GREETING, other).code == 2  # the self-check takes one contract
