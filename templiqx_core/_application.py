@@ -244,6 +244,8 @@ def eval_envelope(
     for a package holding this one contract (``TQX_TEST_FAILED`` when any fixture fails)."""
     path = Path(contract)
     results, diagnostics = run_evals(path, capabilities=capabilities)
+    parsed = None if diagnostics else read_contract(path)[0]
+    contract_id = path.stem if parsed is None else parsed.id  # the report names it by id
     if diagnostics:
         case = TestCaseResult(
             contract_id=path.stem,
@@ -256,7 +258,7 @@ def eval_envelope(
     else:
         cases = [
             TestCaseResult(
-                contract_id=path.stem,
+                contract_id=contract_id,
                 fixture_id=result.eval_id,
                 passed=result.passed,
                 diagnostics=result.envelope.diagnostics,

@@ -82,6 +82,56 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--runtime", help="runtime entry point to run the cases on (scripted, langfuse, ...)")
+    add(
+        "--replay",
+        type=Path,
+        metavar="CASSETTE|DIR",
+        help="answer model calls from a cassette, or a directory of them (one per case)",
+    )
+    add(
+        "--cases",
+        type=Path,
+        metavar="FILE",
+        help="cases from JSONL or YAML, or langfuse:DATASET (default: the contract's evals)",
+    )
+    add("--evaluator", action="append", metavar="MODULE:FUNCTION", help="custom evaluator")
+    add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
+    add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
+    add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
+    add(
+        "--attempts",
+        type=int,
+        default=4,
+        metavar="N",
+        help="tries per call, retries on 429/5xx (4)",
+    )
+    add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
+    add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
+    add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
+    add("--format", choices=("table", "json", "junit"), default="table")
+    add(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="the JSON results, written as cases finish (JUnit XML with --format junit)",
+    )
+    add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
+    add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
+    add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
+    add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
+    add("--no-progress", action="store_true", help="no progress bar on stderr")
+    add(
+        "--merge",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="merge the results files of a run's shards (repeatable; no runtime needed)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -141,8 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
 
-    evals = command("eval", "run a contract's eval fixtures on the scripted runtime")
-    evals.add_argument("contract", type=Path)
+    evals = command(
+        "eval",
+        "run a contract's eval cases against a model (--runtime NAME), or, without a "
+        "runtime, self-check its fixtures on the scripted runtime",
+    )
+    evals.add_argument(
+        "contract", type=Path, nargs="+", help="contract YAML (several with --runtime)"
+    )
     evals.add_argument(
         "--capability",
         action="append",
@@ -150,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="target capability (repeatable); default: what the contract declares",
     )
+    _add_eval_run_args(evals)
 
     fp = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
     fp.add_argument("file", type=Path)
@@ -387,11 +444,44 @@ def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _emit(check_envelope(args.contract), out, err, compact=args.json)
 
 
+_EVAL_RUN_ONLY = (
+    "replay", "cases", "evaluator", "judge", "shard", "dataset", "run_name", "output",
+    "min_pass_rate", "baseline", "resume",
+)  # fmt: skip
+
+
 def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.runtime is not None or args.merge is not None:
+        return _eval_run(args, out, err)
+    given = [name for name in _EVAL_RUN_ONLY if getattr(args, name) is not None]
+    if given or args.retry_errors or args.format != "table":
+        flag = "--" + (given[0] if given else "format").replace("_", "-")
+        raise UsageError(f"eval: {flag} runs cases against a model: add --runtime NAME")
     from ._application import eval_envelope
 
-    envelope = eval_envelope(args.contract, capabilities=args.capability)
+    err.write(
+        "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
+        "--runtime NAME runs the cases against a model\n"
+    )
+    if len(args.contract) > 1:
+        raise UsageError("eval: the self-check takes one contract; --runtime NAME runs several")
+    envelope = eval_envelope(args.contract[0], capabilities=args.capability)
     return _emit(envelope, out, err, compact=args.json)
+
+
+def _eval_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import logging
+
+    try:  # the runner lives with the traced runtime; the core never imports it eagerly
+        from templiqx_langfuse.evals._cli import merge_command, run_command
+    except ImportError as error:
+        raise CommandError(f"eval --runtime needs templiqx-langfuse ({error})") from None
+    if args.merge is not None:
+        if args.runtime is not None:
+            raise UsageError("eval: --merge combines results files; it runs no --runtime")
+        return merge_command(args, out, err)
+    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
+    return run_command(args, out, err)
 
 
 def _runtime_name(args: argparse.Namespace) -> str:

@@ -28,7 +28,7 @@ from templiqx_core import CompiledInteraction
 
 from ._config import LangfuseConfig
 from ._export import ExportPipeline, FinishedGeneration
-from ._tracing import CALL_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
+from ._tracing import CALL_ATTRIBUTES, EXPERIMENT_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
 
 __all__ = ["LANGFUSE_SCOPE", "Generation", "Recorder", "generation_attributes"]
 
@@ -285,6 +285,11 @@ class Recorder:
             attributes[A.RELEASE] = redact(self.config.release)
         if A.TRACE_NAME in trace:
             attributes[A.IS_APP_ROOT] = True
+        experiment = EXPERIMENT_ATTRIBUTES.get()
+        if experiment is not None:
+            # Server (extractExperimentFields): the item's root observation is this one.
+            attributes.update(experiment)
+            attributes[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] = f"{span_id:016x}"
         handle = _OwnedGeneration(
             pipeline,
             trace_id=trace_id,
@@ -310,6 +315,11 @@ class Recorder:
             end_on_exit=False,
         ) as generation:
             span = otel_trace.get_current_span()
+        experiment = EXPERIMENT_ATTRIBUTES.get()
+        if experiment is not None:
+            span.set_attributes(
+                {**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: generation.id}
+            )
         ref = TraceRef(
             generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
         )

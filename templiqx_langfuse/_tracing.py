@@ -45,6 +45,8 @@ __all__ = [
     "TracedReceipt",
     "Tracing",
     "collect_traces",
+    "collect_usage",
+    "experiment_attributes",
     "trace_attributes",
 ]
 
@@ -168,6 +170,40 @@ def collect_traces() -> Iterator[list[TraceRef]]:
         _COLLECTORS.reset(token)
 
 
+#: Span attributes an eval runner sets for the calls of one case (Langfuse's
+#: ``langfuse.experiment.*``); the generation also names itself the item's root observation.
+EXPERIMENT_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "templiqx_langfuse_experiment_attributes", default=None
+)
+
+
+@contextmanager
+def experiment_attributes(attributes: Mapping[str, str] | None) -> Iterator[None]:
+    """Executions started inside the block land as items of a Langfuse experiment."""
+    token = EXPERIMENT_ATTRIBUTES.set(dict(attributes) if attributes else None)
+    try:
+        yield
+    finally:
+        EXPERIMENT_ATTRIBUTES.reset(token)
+
+
+_USAGE_SINKS: contextvars.ContextVar[tuple[list[dict[str, int]], ...]] = contextvars.ContextVar(
+    "templiqx_langfuse_usage_sinks", default=()
+)
+
+
+@contextmanager
+def collect_usage() -> Iterator[list[dict[str, int]]]:
+    """Collect the token usage of every successful execution started inside the block
+    (traced or not): the receipt is a wire contract and carries none."""
+    found: list[dict[str, int]] = []
+    token = _USAGE_SINKS.set((*_USAGE_SINKS.get(), found))
+    try:
+        yield found
+    finally:
+        _USAGE_SINKS.reset(token)
+
+
 class GenerationRecord:
     """The live generation of one execution; finish it exactly once."""
 
@@ -187,6 +223,7 @@ class GenerationRecord:
         self._trace = trace or {}  # trace-level attributes (root, or explicit trace updates)
         self.ref = ref
         self._fields = fields  # input, model and its parameters, sent with the final update
+        self._usage_sinks = _USAGE_SINKS.get()  # the caller's, where the call started
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
         """End the generation with the port's outcome of the call, whatever it is.
@@ -208,6 +245,8 @@ class GenerationRecord:
     ) -> None:
         valid = receipt.output_schema_valid
         model = completion.provider_model
+        for sink in self._usage_sinks:
+            sink.append(dict(completion.usage))
         self._finish(
             output=receipt.output,
             usage_details=dict(completion.usage) or None,

@@ -45,9 +45,10 @@ CONTRACT_SCHEMA_PATH: Final = SCHEMA_FILE
 MAX_DEPTH: Final = 64
 """Deeper documents go to pydantic, whose recursion limit (about 250 levels) JSON Schema
 validation does not share."""
-# The model's strict ``int`` fields (FilterCall.decimals): JSON Schema's "integer" also
-# admits 5.0, pydantic's strict int does not. A test pins this set to the schema's.
-INTEGER_KEYS: Final = frozenset({"decimals"})
+# The model's strict ``int`` fields (FilterCall.decimals, TokensCheck.max_tokens): JSON
+# Schema's "integer" also admits 5.0, pydantic's strict int does not. A test pins this
+# set to the schema's.
+INTEGER_KEYS: Final = frozenset({"decimals", "max_tokens"})
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, JsonValue
 
 from .._contracts import Role, WireModel
+from .._eval_cases import Check
 
 __all__ = [
     "ComponentDefinition",
@@ -145,10 +146,18 @@ class ExtensionSpec(WireModel):
 
 
 class EvalCase(WireModel):
+    """A fixture (``fake_output``, the scripted runtime's answer) and what a model's
+    answer must satisfy when the case runs against one (``expected_output``, ``assert``)."""
+
+    _omit_none = frozenset({"expected_output"})
+    _omit_empty = frozenset({"assert_", "assert"})  # by name, or by alias
+
     id: str = Field(min_length=1)
     inputs: dict[str, JsonValue] = Field(default_factory=dict)
     context: dict[str, JsonValue] = Field(default_factory=dict)
     fake_output: JsonValue
+    expected_output: JsonValue = None
+    assert_: list[Check] = Field(default_factory=list, alias="assert")
 
 
 class Contract(WireModel):

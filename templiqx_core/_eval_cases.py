@@ -1,0 +1,377 @@
+"""Eval cases and their expectations, checked by pure functions.
+
+A case is what a contract's ``evals:`` entry or a ``--cases`` file line says: values to
+compile with, and what the model's answer must satisfy — an exact ``expected_output``
+and ``assert`` checks (JSON-pointer ``equals``/``contains``/``matches``/range/``type``,
+schema validity, latency and token limits). Evaluating a case never touches I/O, so the
+runner, the tests and a host's own harness agree on what passed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import ConfigDict, Field, JsonValue, model_validator
+
+from ._contracts import WireModel
+from ._errors import InvalidData
+
+__all__ = [
+    "Check",
+    "CheckResult",
+    "ContainsCheck",
+    "EqualsCheck",
+    "EvalCaseSpec",
+    "LatencyCheck",
+    "MatchesCheck",
+    "Observed",
+    "RangeCheck",
+    "SchemaValidCheck",
+    "TokensCheck",
+    "TypeCheck",
+    "check_case",
+    "iter_cases",
+    "load_cases",
+    "resolve_pointer",
+]
+
+JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "null"]
+
+
+class _PointerCheck(WireModel):
+    _omit_none = frozenset({"name"})
+
+    #: RFC 6901 JSON pointer into the output; "" is the whole output.
+    pointer: str = Field(default="", pattern=r"^(/.*)?$")
+    name: str | None = None
+
+
+class EqualsCheck(_PointerCheck):
+    equals: JsonValue
+
+
+class ContainsCheck(_PointerCheck):
+    """A substring of a string, an element of an array, or a subset of an object."""
+
+    contains: JsonValue
+
+
+class MatchesCheck(_PointerCheck):
+    matches: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _compiles(self) -> MatchesCheck:
+        try:
+            re.compile(self.matches)
+        except re.error as error:
+            raise ValueError(f"matches is not a regular expression: {error}") from None
+        return self
+
+
+class RangeCheck(_PointerCheck):
+    """A number within ``[min, max]`` (either bound may be left out, not both)."""
+
+    _omit_none = frozenset({"name", "min", "max"})
+
+    model_config = ConfigDict(
+        **_PointerCheck.model_config,
+        json_schema_extra={"anyOf": [{"required": ["min"]}, {"required": ["max"]}]},
+    )
+
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> RangeCheck:
+        if self.min is None and self.max is None:
+            raise ValueError("a range check needs min, max or both")
+        return self
+
+
+class TypeCheck(_PointerCheck):
+    type: JsonType
+
+
+class SchemaValidCheck(WireModel):
+    _omit_none = frozenset({"name"})
+
+    schema_valid: bool
+    name: str | None = None
+
+
+class LatencyCheck(WireModel):
+    _omit_none = frozenset({"name"})
+
+    max_latency_ms: float = Field(gt=0)
+    name: str | None = None
+
+
+class TokensCheck(WireModel):
+    """Total tokens the call used (the provider's usage), at most ``max_tokens``."""
+
+    _omit_none = frozenset({"name"})
+
+    max_tokens: int = Field(ge=0)
+    name: str | None = None
+
+
+# Each check has its own required key and forbids the others', so exactly one matches.
+Check = Union[
+    EqualsCheck,
+    ContainsCheck,
+    MatchesCheck,
+    RangeCheck,
+    TypeCheck,
+    SchemaValidCheck,
+    LatencyCheck,
+    TokensCheck,
+]
+
+
+class EvalCaseSpec(WireModel):
+    """One case of a ``--cases`` file (JSONL or YAML): a contract eval without the need
+    for a scripted ``fake_output``."""
+
+    _omit_none = frozenset({"expected_output", "fake_output"})
+
+    id: str = Field(min_length=1)
+    inputs: dict[str, JsonValue] = Field(default_factory=dict)
+    context: dict[str, JsonValue] = Field(default_factory=dict)
+    expected_output: JsonValue = None
+    assert_: list[Check] = Field(default_factory=list, alias="assert")
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    fake_output: JsonValue = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one execution produced, as the checks see it."""
+
+    output: Any
+    schema_valid: bool
+    latency_ms: float
+    total_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+_MISSING = object()
+
+
+def resolve_pointer(document: Any, pointer: str) -> Any:
+    """The value at an RFC 6901 pointer, or ``_MISSING`` when there is none."""
+    if pointer == "":
+        return document
+    current = document
+    for raw in pointer[1:].split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(current, dict):
+            if token not in current:
+                return _MISSING
+            current = current[token]
+        elif isinstance(current, list):
+            if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+                return _MISSING
+            index = int(token)
+            if index >= len(current):
+                return _MISSING
+            current = current[index]
+        else:
+            return _MISSING
+    return current
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _contains(haystack: Any, needle: Any) -> bool:
+    if isinstance(haystack, str):
+        return isinstance(needle, str) and needle in haystack
+    if isinstance(haystack, list):
+        return any(_same(item, needle) for item in haystack)
+    if isinstance(haystack, dict):
+        if isinstance(needle, dict):
+            return all(k in haystack and _same(haystack[k], v) for k, v in needle.items())
+        return isinstance(needle, str) and needle in haystack
+    return False
+
+
+def _same(left: Any, right: Any) -> bool:
+    """JSON equality: 1 == 1.0, but true is not 1."""
+    if _is_number(left) and _is_number(right):
+        return bool(left == right)
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_same, left, right))
+    return type(left) is type(right) and bool(left == right)
+
+
+def _short(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _pointer_check(check: _PointerCheck, output: Any) -> CheckResult:
+    where = check.pointer or "/"
+    value = resolve_pointer(output, check.pointer)
+    kind, passed, expected = "", False, ""
+    if isinstance(check, EqualsCheck):
+        kind, expected = "equals", _short(check.equals)
+        passed = value is not _MISSING and _same(value, check.equals)
+    elif isinstance(check, ContainsCheck):
+        kind, expected = "contains", _short(check.contains)
+        passed = value is not _MISSING and _contains(value, check.contains)
+    elif isinstance(check, MatchesCheck):
+        kind, expected = "matches", _short(check.matches)
+        passed = isinstance(value, str) and re.search(check.matches, value) is not None
+    elif isinstance(check, RangeCheck):
+        low = "-inf" if check.min is None else f"{check.min:g}"
+        high = "inf" if check.max is None else f"{check.max:g}"
+        kind, expected = "range", f"[{low}, {high}]"
+        passed = (
+            _is_number(value)
+            and (check.min is None or value >= check.min)
+            and (check.max is None or value <= check.max)
+        )
+    elif isinstance(check, TypeCheck):
+        kind, expected = "type", check.type
+        actual = _type_of(value)
+        passed = value is not _MISSING and (
+            actual == check.type or (check.type == "number" and actual == "integer")
+        )
+    name = check.name or f"{where} {kind}"
+    if passed:
+        return CheckResult(name, True)
+    got = "missing" if value is _MISSING else _short(value)
+    return CheckResult(name, False, f"{where}: expected {kind} {expected}, got {got}")
+
+
+def _one(check: Check, observed: Observed) -> CheckResult:
+    if isinstance(check, SchemaValidCheck):
+        name = check.name or "schema_valid"
+        passed = observed.schema_valid == check.schema_valid
+        detail = "" if passed else f"output_schema_valid is {str(observed.schema_valid).lower()}"
+        return CheckResult(name, passed, detail)
+    if isinstance(check, LatencyCheck):
+        name = check.name or "latency"
+        passed = observed.latency_ms <= check.max_latency_ms
+        detail = f"{observed.latency_ms:.0f} ms > {check.max_latency_ms:g} ms"
+        return CheckResult(name, passed, "" if passed else detail)
+    if isinstance(check, TokensCheck):
+        name = check.name or "tokens"
+        if observed.total_tokens is None:
+            return CheckResult(name, False, "the call reported no token usage")
+        passed = observed.total_tokens <= check.max_tokens
+        detail = f"{observed.total_tokens} tokens > {check.max_tokens}"
+        return CheckResult(name, passed, "" if passed else detail)
+    return _pointer_check(check, observed.output)
+
+
+def check_case(
+    checks: Sequence[Check], expected_output: Any, observed: Observed
+) -> list[CheckResult]:
+    """Every expectation of a case against what its execution produced, in order:
+    ``expected_output`` (exact, when given), then each check. Output schema validity is
+    checked too unless a ``schema_valid`` check says otherwise."""
+    results = []
+    if expected_output is not None:
+        passed = _same(observed.output, expected_output)
+        detail = "" if passed else f"got {_short(observed.output)}"
+        results.append(CheckResult("expected_output", passed, detail))
+    if not any(isinstance(check, SchemaValidCheck) for check in checks):
+        results.append(_one(SchemaValidCheck(schema_valid=True), observed))
+    results.extend(_one(check, observed) for check in checks)
+    return results
+
+
+def _spec(data: Any, where: str) -> EvalCaseSpec:
+    from ._loading import validate_model
+
+    if not isinstance(data, dict):
+        raise InvalidData(f"{where}: a case is a JSON/YAML object")
+    return validate_model(EvalCaseSpec, data, name=where)
+
+
+def load_cases(path: Path) -> list[EvalCaseSpec]:
+    """Cases from a JSONL file (one object a line) or a YAML/JSON list (or ``{cases:
+    [...]}``). Ids must be unique: results, resumption and Langfuse items key on them."""
+    return list(iter_cases(path))
+
+
+def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
+    """``load_cases`` one case at a time (a JSONL file is never held whole): a suite of
+    any size costs the memory of one case, and may be read again for each pass."""
+    seen: set[str] = set()
+    for case in _read_cases(path):
+        if case.id in seen:
+            raise InvalidData(f"{path}: case id {case.id!r} appears twice")
+        seen.add(case.id)
+        yield case
+
+
+def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
+    if path.suffix == ".jsonl":
+        import orjson
+
+        try:
+            with path.open(encoding="utf-8") as lines:
+                for number, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        data = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        raise InvalidData(f"{path}:{number}: not a JSON object") from None
+                    yield _spec(data, f"{path}:{number}")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InvalidData(f"{path}: cannot read ({type(error).__name__})") from None
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{path}: cannot read ({type(error).__name__})") from None
+    from ._loading import compose_and_load
+
+    try:
+        document = compose_and_load(text)[1]
+    except Exception as error:  # YAML errors of every kind: one typed error
+        raise InvalidData(f"{path}: not YAML ({type(error).__name__})") from None
+    if isinstance(document, Mapping) and "cases" in document:
+        document = document["cases"]
+    if not isinstance(document, list):
+        raise InvalidData(f"{path}: expected a list of cases (or {{cases: [...]}})")
+    for index, data in enumerate(document):
+        yield _spec(data, f"{path} case {index}")

@@ -1,0 +1,295 @@
+"""``templiqx eval CONTRACT --runtime NAME``: the command's run, its output and exit code.
+
+The core CLI parses the arguments and reaches this module only when a runtime is named
+(the scripted self-check needs none of it). Exit codes: 0 the gate passed, 2 it did not,
+1 the command itself failed (raised as a typed error the CLI prints on one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TextIO
+
+from templiqx_core import InvalidData, RuntimeAdapter
+from templiqx_core._eval_cases import EvalCaseSpec
+from templiqx_core._runtimes import RuntimeOptions, load_runtime
+
+from .._config import LangfuseConfig
+from .._retry import RetryingRuntime
+from ._experiment import fetch_dataset_cases
+from ._report import (
+    CaseResult,
+    EvalReport,
+    ResultsWriter,
+    Summary,
+    baseline_diff,
+    read_results,
+    read_summary,
+    table,
+    write_junit,
+)
+from ._runner import arun_eval, experiment_for, judge_evaluator, parse_shard
+
+__all__ = ["merge_command", "run_command"]
+
+EXIT_OK, EXIT_GATE = 0, 2
+#: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
+LANGFUSE_CASES = "langfuse:"
+
+
+def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
+    replay: Path | None = args.replay
+    if replay is not None and replay.is_dir():
+        replay = merge_cassettes(replay, scratch / "cassette.yaml")
+    elif replay is not None and not replay.is_file():
+        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
+    options = RuntimeOptions(replay=replay, env=dict(os.environ))
+    inner = load_runtime(args.runtime, options)
+    # A 429 waits its retry-after and tries again; only what still fails is errored.
+    return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
+
+
+def merge_cassettes(directory: Path, target: Path) -> Path:
+    """One cassette holding every interaction of the ``*.yaml`` cassettes in a directory
+    (one per case, say): replay matches a request by method, URI and body, so each case
+    finds its own answer, in any order and concurrently."""
+    import yaml
+
+    from templiqx_core._loading import compose_and_load
+
+    interactions: list[object] = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            data = compose_and_load(path.read_text(encoding="utf-8"))[1]
+            interactions.extend(data["interactions"])
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, LookupError, TypeError):
+            raise InvalidData(f"--replay: {path} is not a cassette") from None
+    if not interactions:
+        raise InvalidData(f"--replay: {directory} holds no cassette (*.yaml)")
+    target.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
+    return target
+
+
+def _gate_value(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidData(f"--min-pass-rate {text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidData("--min-pass-rate must be within [0, 1]")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Files:
+    """Where one contract's results go and come from."""
+
+    contract: Path
+    results: Path
+    output: Path | None
+    resume: Path | None
+    baseline: Path | None
+
+
+def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
+    """Each contract's files: the paths given for one contract; for several, ``--output``,
+    ``--resume`` and ``--baseline`` are directories holding ``<contract id>.json`` (the
+    JUnit file ``<contract id>.xml``)."""
+    from templiqx_core._compiler import read_contract
+
+    contracts: list[Path] = args.contract
+    several = len(contracts) > 1
+    if several and args.format == "json" and args.output is None:
+        raise InvalidData("--format json with several contracts needs --output DIR")
+    for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
+        if several and path is not None and not path.is_dir():
+            raise InvalidData(f"{flag}: with several contracts, a directory of results")
+    if several and args.output is not None:
+        args.output.mkdir(parents=True, exist_ok=True)
+    found = []
+    for index, path in enumerate(contracts):
+        parsed, diagnostics = read_contract(path)
+        if parsed is None:
+            first = diagnostics[0]
+            raise InvalidData(f"{path}: {first.code} {first.json_pointer or ''}: {first.message}")
+
+        def at(directory: Path | None, suffix: str = ".json", name: str = parsed.id) -> Path | None:
+            if directory is None or not several:
+                return directory
+            return directory / f"{name}{suffix}"
+
+        output = at(args.output, ".xml" if args.format == "junit" else ".json")
+        if output is not None and args.format != "junit":
+            results = output
+        else:
+            results = scratch / f"results-{index}.json"
+        found.append(_Files(path, results, output, at(args.resume), at(args.baseline)))
+    return found
+
+
+def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run the eval the arguments describe, contract by contract; print each report;
+    the exit code (2 when any contract's gate failed).
+
+    The results always stream to a JSON file (``--output``, or a temporary one), and the
+    table, JUnit and the baseline diff are read back from it: the run holds only its
+    failed cases, so memory does not grow with the suite.
+    """
+    if args.retry_errors and args.resume is None:
+        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
+    if args.concurrency < 1 or args.repeat < 1:
+        raise InvalidData("--concurrency and --repeat must be at least 1")
+    gate = _gate_value(args.min_pass_rate)
+    shard = None if args.shard is None else parse_shard(args.shard)
+    progress = None if args.no_progress or not err.isatty() else err
+    cases: Path | list[EvalCaseSpec] | None = args.cases
+    dataset: str | None = args.dataset
+    if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
+        name = str(args.cases).removeprefix(LANGFUSE_CASES)
+        cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
+        dataset = dataset or name  # the run lands on the dataset it read
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+        plan = _files(args, scratch)
+        # Read before --output (possibly the same file) is opened for writing.
+        resumes = [None if f.resume is None else list(read_results(f.resume)) for f in plan]
+        for files in plan:
+            if files.baseline is not None:
+                list(read_results(files.baseline))  # refused now rather than after the run
+        runtime = _runtime(args, scratch)
+        stack.callback(runtime.close)
+        evaluators = [
+            *(args.evaluator or ()),
+            *(judge_evaluator(path, runtime) for path in args.judge or ()),
+        ]
+
+        async def run_all() -> list[Summary]:
+            summaries = []
+            for files, resume in zip(plan, resumes, strict=True):
+                kept = files.results == files.output
+                with (
+                    _open(files.results) as stream,
+                    _interrupted_note(files.results, err, kept=kept),
+                ):
+                    report = await arun_eval(
+                        files.contract,
+                        runtime=runtime,
+                        cases=cases,
+                        capabilities=args.capability,
+                        concurrency=args.concurrency,
+                        repeat=args.repeat,
+                        shard=shard,
+                        run_name=args.run_name,
+                        evaluators=evaluators,
+                        output=stream,
+                        resume=resume,
+                        retry_errors=args.retry_errors,
+                        progress=progress,
+                        experiment=experiment_for(runtime, dataset=dataset),
+                        keep="failures",
+                    )
+                summaries.append(report.summary)
+            return summaries
+
+        summaries = asyncio.run(run_all())
+        for files, summary in zip(plan, summaries, strict=True):
+            _print_report(args, files, summary, out, err)
+    gates = [EvalReport(summary, []).gate(gate) for summary in summaries]
+    return EXIT_OK if all(gates) else EXIT_GATE
+
+
+def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """One results document from the shards' files (complete or cut short): every case
+    once (a later file's record of a case wins), the summary recomputed, the gate."""
+    from templiqx_core._compiler import read_contract
+
+    if len(args.contract) != 1:
+        raise InvalidData("--merge combines the results of one contract")
+    (path,) = args.contract
+    contract, diagnostics = read_contract(path)
+    if contract is None:
+        raise InvalidData(f"{path}: {diagnostics[0].code}: {diagnostics[0].message}")
+    gate = _gate_value(args.min_pass_rate)
+    merged: dict[tuple[str, int], CaseResult] = {}
+    run_name, run_url = None, None
+    for path in args.merge:
+        merged.update((case.key, case) for case in read_results(path))
+        found = read_summary(path) or {}
+        run_name = run_name or found.get("run_name")
+        run_url = run_url or found.get("run_url")
+    summary = Summary(contract.id, contract.version, run_name or "merged")
+    summary.run_url = run_url
+    with contextlib.ExitStack() as stack:
+        if args.output is not None and args.format != "junit":
+            results = args.output
+        else:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
+            results = Path(scratch) / "results.json"
+        with _open(results) as stream:
+            writer = ResultsWriter(stream)
+            for key in sorted(merged):
+                summary.add(merged[key])
+                writer.write(merged[key])
+            writer.close(summary)
+        files = _Files(path, results, args.output, None, args.baseline)
+        _print_report(args, files, summary, out, err)
+    report = EvalReport(summary, [])
+    return EXIT_OK if report.gate(gate) else EXIT_GATE
+
+
+@contextlib.contextmanager
+def _interrupted_note(results: Path, err: TextIO, *, kept: bool) -> Iterator[None]:
+    """Ctrl-C: the results file holds every finished case and a partial summary."""
+    try:
+        yield
+    except (KeyboardInterrupt, asyncio.CancelledError):  # asyncio.run cancels on SIGINT
+        finished = sum(1 for _ in read_results(results))
+        err.write(f"templiqx: eval interrupted after {finished} finished case(s)")
+        err.write(f"; --resume {results} runs the rest\n" if kept else "\n")
+        raise
+
+
+def _open(path: Path) -> IO[str]:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as error:
+        raise InvalidData(f"--output: {path}: cannot write ({type(error).__name__})") from None
+
+
+def _print_report(
+    args: argparse.Namespace, files: _Files, summary: Summary, out: TextIO, err: TextIO
+) -> None:
+    results = files.results
+    if args.format == "table":
+        out.write(table(summary, read_results(results)) + "\n")
+    elif args.format == "json" and files.output is None:
+        out.write(results.read_text(encoding="utf-8"))
+    elif args.format == "junit":
+        if files.output is None:
+            write_junit(summary, read_results(results), out)
+        else:
+            with _open(files.output) as handle:
+                write_junit(summary, read_results(results), handle)
+    if files.baseline is not None:
+        human = out if args.format == "table" else err
+        diff = baseline_diff(summary, read_results(results), read_results(files.baseline))
+        human.write(diff + "\n")
+    if summary.total == 0:
+        err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
+    if args.format != "table":
+        err.write(
+            f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "
+            f"{summary.failed} failed, {summary.errored} errored\n"
+        )
+        if summary.run_url:
+            err.write(f"run: {summary.run_url}\n")
+    out.flush()

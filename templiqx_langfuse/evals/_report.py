@@ -1,0 +1,415 @@
+"""Eval results: one record per case run, a running summary, and the report formats.
+
+Records stream to the results file as cases finish, one per line inside one JSON
+document, so a file cut short by Ctrl-C (or a crash) still yields every finished case:
+``--resume`` reads it back line by line. The summary is a handful of running sums, so
+memory does not grow with the number of cases.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from xml.sax.saxutils import escape, quoteattr
+
+import orjson
+
+from templiqx_core import InvalidData
+
+__all__ = [
+    "CaseResult",
+    "EvalReport",
+    "ResultsWriter",
+    "Summary",
+    "baseline_diff",
+    "junit_xml",
+    "read_results",
+    "table",
+    "write_junit",
+]
+
+FORMAT = "templiqx.eval/v1"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case and repetition: its checks, scores, where it landed and what it cost."""
+
+    id: str
+    repeat: int
+    passed: bool
+    errored: bool
+    assertions: tuple[dict[str, Any], ...] = ()
+    scores: tuple[dict[str, Any], ...] = ()
+    error: dict[str, str] | None = None
+    output: Any = None
+    trace_id: str | None = None
+    observation_id: str | None = None
+    latency_ms: float | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    output_fingerprint: str | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.id, self.repeat
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "repeat": self.repeat,
+            "passed": self.passed,
+            "errored": self.errored,
+            "assertions": list(self.assertions),
+            "scores": list(self.scores),
+            "error": self.error,
+            "output": self.output,
+            "trace_id": self.trace_id,
+            "observation_id": self.observation_id,
+            "latency_ms": self.latency_ms,
+            "usage": self.usage,
+            "output_fingerprint": self.output_fingerprint,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseResult:
+        return cls(
+            id=str(data["id"]),
+            repeat=int(data.get("repeat", 0)),
+            passed=bool(data["passed"]),
+            errored=bool(data.get("errored", False)),
+            assertions=tuple(data.get("assertions", ())),
+            scores=tuple(data.get("scores", ())),
+            error=data.get("error"),
+            output=data.get("output"),
+            trace_id=data.get("trace_id"),
+            observation_id=data.get("observation_id"),
+            latency_ms=data.get("latency_ms"),
+            usage=dict(data.get("usage") or {}),
+            output_fingerprint=data.get("output_fingerprint"),
+        )
+
+    @property
+    def total_tokens(self) -> int | None:
+        usage = self.usage
+        if "total" in usage:
+            return usage["total"]
+        return sum(usage.values()) if usage else None
+
+
+@dataclass
+class Summary:
+    """Running counts and sums: averages without keeping the cases."""
+
+    contract_id: str
+    contract_version: str
+    run_name: str
+    total: int = 0
+    passed: int = 0
+    errored: int = 0
+    latency_sum: float = 0.0
+    latency_n: int = 0
+    tokens_sum: int = 0
+    tokens_n: int = 0
+    score_sums: dict[str, float] = field(default_factory=dict)
+    score_counts: dict[str, int] = field(default_factory=dict)
+    run_url: str | None = None
+    interrupted: bool = False
+
+    def add(self, result: CaseResult) -> None:
+        self.total += 1
+        self.passed += result.passed
+        self.errored += result.errored
+        if result.latency_ms is not None:
+            self.latency_sum += result.latency_ms
+            self.latency_n += 1
+        tokens = result.total_tokens
+        if tokens is not None:
+            self.tokens_sum += tokens
+            self.tokens_n += 1
+        for score in result.scores:
+            value = score.get("value")
+            if isinstance(value, bool | int | float):
+                name = str(score["name"])
+                self.score_sums[name] = self.score_sums.get(name, 0.0) + float(value)
+                self.score_counts[name] = self.score_counts.get(name, 0) + 1
+
+    @property
+    def failed(self) -> int:
+        return self.total - self.passed - self.errored
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    def score_means(self) -> dict[str, float]:
+        return {name: self.score_sums[name] / n for name, n in self.score_counts.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "contract_id": self.contract_id,
+            "contract_version": self.contract_version,
+            "run_name": self.run_name,
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errored": self.errored,
+            "pass_rate": round(self.pass_rate, 6),
+            "averages": {
+                "latency_ms": _mean(self.latency_sum, self.latency_n),
+                "total_tokens": _mean(self.tokens_sum, self.tokens_n),
+                "scores": {k: round(v, 6) for k, v in self.score_means().items()},
+            },
+            "run_url": self.run_url,
+            "interrupted": self.interrupted,
+        }
+
+
+def _mean(total: float, count: int) -> float | None:
+    return round(total / count, 3) if count else None
+
+
+@dataclass
+class EvalReport:
+    """What ``run_eval`` returns: the summary and the case records (the kept ones)."""
+
+    summary: Summary
+    cases: list[CaseResult]
+
+    @property
+    def passed(self) -> bool:
+        """Every case passed (vacuously for none: a CI shard may hold no case)."""
+        return self.summary.passed == self.summary.total
+
+    def gate(self, min_pass_rate: float | None) -> bool:
+        """True when the run passes: every case, or at least ``min_pass_rate`` of them."""
+        if min_pass_rate is None or self.summary.total == 0:
+            return self.passed
+        return self.summary.pass_rate >= min_pass_rate
+
+    def failures(self) -> list[CaseResult]:
+        return [case for case in self.cases if not case.passed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "cases": [case.to_json() for case in self.cases],
+            "summary": self.summary.to_json(),
+        }
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class ResultsWriter:
+    """Writes ``{"format", "cases": [...], "summary"}`` one case per line as they finish.
+
+    The file is valid JSON once closed; until then every line after the first is one
+    finished case (a leading comma aside), which is what ``read_results`` relies on.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._count = 0
+        stream.write(f'{{"format": "{FORMAT}", "cases": [\n')
+        stream.flush()
+
+    def write(self, result: CaseResult) -> None:
+        prefix = "," if self._count else ""
+        self._stream.write(prefix + _dumps(result.to_json()) + "\n")
+        self._stream.flush()
+        self._count += 1
+
+    def close(self, summary: Summary) -> None:
+        self._stream.write('], "summary": ' + _dumps(summary.to_json()) + "}\n")
+        self._stream.flush()
+
+
+def read_results(path: Path) -> Iterator[CaseResult]:
+    """The finished cases of a results file, complete or cut short, one line at a time."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            if not next(lines, "").startswith(f'{{"format": "{FORMAT}"'):
+                raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
+            for line in lines:
+                text = line.removeprefix(",")
+                if not text.startswith('{"id"'):
+                    continue
+                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    yield CaseResult.from_json(orjson.loads(text))
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """The summary of a complete results file (None if the run was cut short)."""
+    try:
+        return orjson.loads(path.read_bytes()).get("summary")  # type: ignore[no-any-return]
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+
+
+# -- for a person ---------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+def _score_text(scores: Iterable[Mapping[str, Any]]) -> str:
+    parts = []
+    for score in scores:
+        value = score.get("value")
+        shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+        parts.append(f"{score['name']}={shown}")
+    return " ".join(parts)
+
+
+def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
+    """The results table: case, ✔/✗ per assertion, scores, latency, tokens; then the
+    averages and the run URL. Failed cases first; at most ``limit`` rows (read from an
+    iterable, so the cases of a large run need not be held)."""
+    failed: list[CaseResult] = []
+    passed: list[CaseResult] = []
+    hidden = 0
+    for case in cases:
+        bucket = passed if case.passed else failed
+        if len(failed) + len(passed) < limit:
+            bucket.append(case)
+        elif not case.passed and passed:
+            passed.pop()
+            failed.append(case)
+            hidden += 1
+        else:
+            hidden += 1
+    shown = sorted(failed, key=lambda c: c.key) + sorted(passed, key=lambda c: c.key)
+    repeats = any(case.repeat for case in shown)
+    rows = [("case", "assertions", "scores", "latency", "tokens")]
+    for case in shown:
+        name = f"{case.id}#{case.repeat}" if repeats else case.id
+        if case.errored and case.error is not None:
+            checks = f"ERROR {case.error.get('code', '')}"
+        else:
+            marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
+            names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
+            checks = f"{marks} {names}".strip()
+        tokens = case.total_tokens
+        rows.append(
+            (name, checks, _score_text(case.scores), _ms(case.latency_ms), str(tokens or "-"))
+        )
+    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(5)]
+    lines = [
+        "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if hidden:
+        lines.append(f"... {hidden} more case(s) in the results file")
+    averages = summary.to_json()["averages"]
+    lines.append("")
+    lines.append(
+        f"{summary.contract_id} {summary.contract_version} · run {summary.run_name!r}: "
+        f"{summary.passed}/{summary.total} passed, {summary.failed} failed, "
+        f"{summary.errored} errored (pass rate {summary.pass_rate:.1%})"
+    )
+    extras = [f"avg latency {_ms(averages['latency_ms'])}"]
+    if averages["total_tokens"] is not None:
+        extras.append(f"avg tokens {averages['total_tokens']:.0f}")
+    extras.extend(f"avg {k} {v:.3g}" for k, v in averages["scores"].items())
+    lines.append(", ".join(extras))
+    for case in sorted(failed, key=lambda c: c.key)[:20]:
+        why = (
+            f"{case.error['code']}: {case.error['detail']}"
+            if case.error
+            else "; ".join(a["detail"] for a in case.assertions if not a["passed"])
+        )
+        lines.append(f"✗ {case.id}: {why}")
+    if summary.run_url:
+        lines.append(f"run: {summary.run_url}")
+    return "\n".join(lines)
+
+
+def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) -> None:
+    """One ``testcase`` per case and repetition, a ``failure`` (or ``error``) per failed
+    one, as CI systems show them; written as the cases are read."""
+    suite = quoteattr(summary.contract_id)
+    counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
+    seconds = summary.latency_sum / 1000
+    stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+    stream.write(f"<testsuites name={suite} {counts}>\n")
+    stream.write(f'  <testsuite name={suite} {counts} time="{seconds:.3f}">\n')
+    for case in cases:
+        name = quoteattr(case.id if case.repeat == 0 else f"{case.id}#{case.repeat}")
+        time_s = (case.latency_ms or 0.0) / 1000
+        head = f'    <testcase classname={suite} name={name} time="{time_s:.3f}"'
+        if case.passed:
+            stream.write(head + "/>\n")
+            continue
+        stream.write(head + ">\n")
+        if case.errored and case.error is not None:
+            message = quoteattr(f"{case.error['code']}: {case.error['detail']}")
+            stream.write(f"      <error message={message}/>\n")
+        else:
+            failed = [a for a in case.assertions if not a["passed"]]
+            message = quoteattr("; ".join(str(a["name"]) for a in failed))
+            body = escape("\n".join(f"{a['name']}: {a['detail']}" for a in failed))
+            stream.write(f"      <failure message={message}>{body}</failure>\n")
+        stream.write("    </testcase>\n")
+    stream.write("  </testsuite>\n</testsuites>\n")
+
+
+def junit_xml(report: EvalReport) -> str:
+    """``write_junit`` of a report, as text."""
+    import io
+
+    buffer = io.StringIO()
+    write_junit(report.summary, report.cases, buffer)
+    return buffer.getvalue()
+
+
+def baseline_diff(
+    summary: Summary, cases: Iterable[CaseResult], baseline: Iterable[CaseResult]
+) -> str:
+    """Per case and per score, this run against a baseline's: regressions first."""
+    base = Summary("", "", "")
+    before: dict[tuple[str, int], bool] = {}
+    for case in baseline:
+        base.add(case)
+        before[case.key] = case.passed
+    regressions, fixes, new = [], [], []
+    for case in cases:
+        old = before.get(case.key)
+        label = case.id if case.repeat == 0 else f"{case.id}#{case.repeat}"
+        if old is None:
+            new.append((case.key, f"  + {label}: {'✔' if case.passed else '✗'} (not in baseline)"))
+        elif old and not case.passed:
+            regressions.append((case.key, f"  ✔ → ✗ {label}"))
+        elif case.passed and not old:
+            fixes.append((case.key, f"  ✗ → ✔ {label}"))
+    lines = ["Evaluation diff: baseline → this run"]
+    lines.append(
+        f"  pass rate {base.pass_rate:.1%} → {summary.pass_rate:.1%} "
+        f"({len(regressions)} regression(s), {len(fixes)} fix(es))"
+    )
+    for group in (regressions, fixes, new):
+        lines += [line for _, line in sorted(group)]
+    old_means, new_means = base.score_means(), summary.score_means()
+    for name in sorted(set(old_means) | set(new_means)):
+        old_v, new_v = old_means.get(name), new_means.get(name)
+        if old_v is None or new_v is None:
+            lines.append(f"  score {name}: {_num(old_v)} → {_num(new_v)}")
+            continue
+        delta = new_v - old_v
+        if not math.isclose(delta, 0.0, abs_tol=1e-9):
+            lines.append(f"  score {name}: {old_v:.3g} → {new_v:.3g} ({delta:+.3g})")
+    old_latency = _mean(base.latency_sum, base.latency_n)
+    new_latency = _mean(summary.latency_sum, summary.latency_n)
+    lines.append(f"  avg latency {_ms(old_latency)} → {_ms(new_latency)}")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

@@ -1,0 +1,444 @@
+"""Running eval cases against a real runtime, concurrently, on the native async path.
+
+``concurrency`` workers pull from one iterator of (case, repeat), so at most that many
+calls are in flight and nothing is built per case ahead of time; each finished case is
+checked (pure functions), scored by the custom evaluators, written to the results file
+and forgotten but for a compact record. Rate limits are the retry policy's job
+(``RetryingRuntime`` honours retry-after): a case that still fails counts as errored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from templiqx_core import (
+    ExecutionRequest,
+    InvalidData,
+    PortError,
+    RenderRequest,
+    RuntimeAdapter,
+    compile_contract,
+)
+from templiqx_core._compiler import Contract, read_contract
+from templiqx_core._eval_cases import EvalCaseSpec, Observed, check_case, iter_cases
+
+from .._tracing import collect_traces, collect_usage, experiment_attributes
+from ._experiment import LangfuseExperiment
+from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_results
+
+__all__ = [
+    "Evaluator",
+    "arun_eval",
+    "contract_cases",
+    "default_run_name",
+    "in_shard",
+    "judge_evaluator",
+    "load_evaluator",
+    "parse_shard",
+    "run_eval",
+    "select_shard",
+]
+
+Evaluator = Callable[..., Any]
+#: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
+ExperimentFactory = Callable[[str, str], "LangfuseExperiment | None"]
+Keep = Literal["all", "failures"]
+
+
+def contract_cases(contract: Contract) -> list[EvalCaseSpec]:
+    """A contract's ``evals:`` entries as cases."""
+    return [
+        EvalCaseSpec.model_validate(case.model_dump(by_alias=True, mode="json"))
+        for case in contract.evals
+    ]
+
+
+def default_run_name(contract: Contract, now: datetime | None = None) -> str:
+    """Unique per run: the contract, its version and the time to the second."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{contract.id} v{contract.version} {stamp}"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (1-based) as ``(I, N)``."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise InvalidData(f"shard {text!r} is not I/N (e.g. 1/4)") from None
+    if not 1 <= index <= count:
+        raise InvalidData(f"shard {text!r}: I must be within 1..N")
+    return index, count
+
+
+def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """Whether a case is in shard I of N, by a hash of its id: the same split on every
+    machine, and a case keeps its shard when others are added."""
+    index, count = shard
+    return int.from_bytes(hashlib.sha256(case_id.encode()).digest()[:8], "big") % count == index - 1
+
+
+def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[EvalCaseSpec]:
+    """The cases of shard I of N."""
+    return [case for case in cases if in_shard(case.id, shard)]
+
+
+def load_evaluator(spec: str) -> Evaluator:
+    """``module:function``, called as Langfuse calls evaluators: ``(input=, output=,
+    expected_output=, metadata=)`` returning ``{name, value, comment}`` (or a list, or an
+    object with those attributes); a coroutine function is awaited."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidData(f"evaluator {spec!r} is not module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise InvalidData(f"evaluator {spec!r}: cannot import {module_name} ({error})") from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise InvalidData(f"evaluator {spec!r}: {attribute} is not a function of {module_name}")
+    return function  # type: ignore[no-any-return]
+
+
+def _evaluation(value: Any, fallback: str) -> dict[str, Any]:
+    def get(key: str) -> Any:
+        return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+
+    score = get("value")
+    if not isinstance(score, bool | int | float | str):
+        raise InvalidData(f"evaluator {fallback} returned no usable value")
+    comment = get("comment")
+    return {
+        "name": str(get("name") or fallback),
+        "value": score,
+        "comment": None if comment is None else str(comment),
+    }
+
+
+async def _evaluate(
+    evaluators: Sequence[Evaluator], case: EvalCaseSpec, output: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Scores and the checks they imply (a BOOLEAN score of false fails the case)."""
+    scores: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    for evaluator in evaluators:
+        label = getattr(evaluator, "__name__", "evaluator")
+        try:
+            found = evaluator(
+                input={"inputs": case.inputs, "context": case.context},
+                output=output,
+                expected_output=case.expected_output,
+                metadata=case.metadata,
+            )
+            if inspect.isawaitable(found):
+                found = await found
+            items = found if isinstance(found, list | tuple) else [found]
+            results = [_evaluation(item, label) for item in items]
+        except Exception as error:  # a user's evaluator: its failure is the case's
+            why = f"{error.code}: {error}" if isinstance(error, PortError) else "raised"
+            detail = f"raised {type(error).__name__}" if why == "raised" else why
+            checks.append({"name": label, "passed": False, "detail": detail})
+            continue
+        for score in results:
+            scores.append(score)
+            if isinstance(score["value"], bool):
+                detail = "" if score["value"] else (score["comment"] or "scored false")
+                checks.append({"name": score["name"], "passed": score["value"], "detail": detail})
+    return scores, checks
+
+
+def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) -> Evaluator:
+    """An evaluator that is itself a contract, executed on ``runtime`` (traced like any
+    other call). It receives, of ``input``, ``output``, ``expected_output`` and
+    ``metadata``, the ones it declares as inputs, and answers ``{score, comment}``: a
+    boolean score is a check, a number a score, named after the judge's contract id."""
+    judge = _resolve_contract(contract)
+    declared = set(judge.inputs)
+
+    async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
+        offered = {
+            "input": input,
+            "output": output,
+            "expected_output": expected_output,
+            "metadata": metadata,
+        }
+        values = {k: v for k, v in offered.items() if k in declared and v is not None}
+        compiled = compile_contract(
+            judge, RenderRequest(inputs=values), judge.declared_capabilities
+        )
+        if compiled.interaction is None:
+            first = compiled.diagnostics[0]
+            raise InvalidData(f"judge {judge.id}: {first.code} {first.message}")
+        receipt = await runtime.aexecute(ExecutionRequest(interaction=compiled.interaction))
+        verdict = receipt.output
+        if not isinstance(verdict, dict) or "score" not in verdict:
+            raise InvalidData(f"judge {judge.id} answered without a score")
+        comment = verdict.get("comment")
+        return {"name": judge.id, "value": verdict["score"], "comment": comment}
+
+    evaluate.__name__ = judge.id
+    return evaluate
+
+
+@dataclasses.dataclass
+class _Run:
+    contract: Contract
+    runtime: RuntimeAdapter
+    capabilities: list[str]
+    evaluators: Sequence[Evaluator]
+    experiment: LangfuseExperiment | None
+
+    async def one(self, case: EvalCaseSpec, repeat: int) -> CaseResult:
+        compiled = compile_contract(
+            self.contract,
+            RenderRequest(inputs=case.inputs, context=case.context),
+            self.capabilities,
+        )
+        if compiled.interaction is None:
+            first = compiled.diagnostics[0]
+            error = {"code": first.code, "detail": f"{first.json_pointer or ''} {first.message}"}
+            return CaseResult(case.id, repeat, passed=False, errored=True, error=error)
+        request = ExecutionRequest(
+            interaction=compiled.interaction, fixture_output=case.fake_output
+        )
+        attributes = self.experiment.attributes(case) if self.experiment else None
+        started = time.perf_counter()
+        with experiment_attributes(attributes), collect_traces() as refs, collect_usage() as used:
+            try:
+                receipt = await self.runtime.aexecute(request)
+            except PortError as failure:
+                latency = (time.perf_counter() - started) * 1000
+                ref = refs[-1] if refs else None
+                return CaseResult(
+                    case.id,
+                    repeat,
+                    passed=False,
+                    errored=True,
+                    error={"code": failure.code, "detail": str(failure)},
+                    trace_id=None if ref is None else ref.trace_id,
+                    observation_id=None if ref is None else ref.observation_id,
+                    latency_ms=round(latency, 3),
+                )
+        latency = (time.perf_counter() - started) * 1000
+        usage = used[-1] if used else {}
+        total = usage.get("total")
+        observed = Observed(receipt.output, receipt.output_schema_valid, latency, total)
+        checks = [r.to_json() for r in check_case(case.assert_, case.expected_output, observed)]
+        scores, evaluated = await _evaluate(self.evaluators, case, receipt.output)
+        checks += evaluated
+        ref = refs[-1] if refs else None
+        return CaseResult(
+            case.id,
+            repeat,
+            passed=all(check["passed"] for check in checks),
+            errored=False,
+            assertions=tuple(checks),
+            scores=tuple(scores),
+            output=receipt.output,
+            trace_id=None if ref is None else ref.trace_id,
+            observation_id=None if ref is None else ref.observation_id,
+            latency_ms=round(latency, 3),
+            usage=usage,
+            output_fingerprint=receipt.output_fingerprint,
+        )
+
+
+class _Progress:
+    """One stderr line, redrawn at most ten times a second (a terminal only)."""
+
+    def __init__(self, stream: IO[str] | None, total: int, label: str) -> None:
+        self.stream, self.total, self.label = stream, total, label
+        self.done = self.failed = self.errored = 0
+        self._drawn = 0.0
+        self._started = time.perf_counter()
+
+    def update(self, result: CaseResult) -> None:
+        self.done += 1
+        self.failed += not result.passed and not result.errored
+        self.errored += result.errored
+        now = time.perf_counter()
+        if self.stream is not None and (now - self._drawn >= 0.1 or self.done == self.total):
+            self._drawn = now
+            width = 24
+            filled = width * self.done // max(self.total, 1)
+            self.stream.write(
+                f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done}/{self.total} ✗ {self.failed} errored {self.errored} "
+                f"{now - self._started:.1f}s"
+            )
+            self.stream.flush()
+
+    def end(self) -> None:
+        if self.stream is not None and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _resolve_contract(contract: Contract | str | Path) -> Contract:
+    if isinstance(contract, Contract):
+        return contract
+    parsed, diagnostics = read_contract(contract)
+    if parsed is None:
+        first = diagnostics[0]
+        raise InvalidData(f"{contract}: {first.code} {first.json_pointer or ''}: {first.message}")
+    return parsed
+
+
+async def arun_eval(
+    contract: Contract | str | Path,
+    *,
+    runtime: RuntimeAdapter,
+    cases: Iterable[EvalCaseSpec] | Path | None = None,
+    capabilities: Sequence[str] | None = None,
+    concurrency: int = 10,
+    repeat: int = 1,
+    shard: tuple[int, int] | None = None,
+    run_name: str | None = None,
+    evaluators: Sequence[Evaluator | str] = (),
+    output: IO[str] | None = None,
+    resume: Iterable[CaseResult] | Path | None = None,
+    retry_errors: bool = False,
+    progress: IO[str] | None = None,
+    experiment: ExperimentFactory | None = None,
+    keep: Keep = "all",
+) -> EvalReport:
+    """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
+
+    ``cases`` default to the contract's ``evals:`` (a path is read again for each pass,
+    never held whole); ``resume`` (records or a results file) skips the cases it
+    finished (``retry_errors``: all but the errored ones); ``output`` receives the
+    results as they finish; ``keep`` says which records the report holds (``"failures"``
+    keeps memory flat for any number of cases); ``experiment`` builds the Langfuse
+    experiment for the run name and cases (None: none). The runtime is not closed here.
+    """
+    if concurrency < 1 or repeat < 1:
+        raise InvalidData("concurrency and repeat must be at least 1")
+    parsed = _resolve_contract(contract)
+    source = _source(parsed, cases, shard)
+    total = sum(1 for _ in source())  # every case is valid before any call is made
+    name = run_name or default_run_name(parsed)
+    loaded = [load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
+    targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
+    summary = Summary(parsed.id, parsed.version, name)
+    kept: list[CaseResult] = []
+    writer = ResultsWriter(output) if output is not None else None
+
+    def accept(result: CaseResult) -> None:
+        summary.add(result)
+        if writer is not None:
+            writer.write(result)
+        if keep == "all" or not result.passed:
+            kept.append(result if output is None else dataclasses.replace(result, output=None))
+
+    finished: set[tuple[str, int]] = set()
+    for result in read_results(resume) if isinstance(resume, Path) else resume or ():
+        if not (retry_errors and result.errored) and result.key not in finished:
+            finished.add(result.key)
+            accept(result)
+
+    def jobs_of() -> Iterator[tuple[EvalCaseSpec, int]]:
+        for k in range(repeat):
+            for case in source():
+                if (case.id, k) not in finished:
+                    yield case, k
+
+    lane = experiment(name, parsed.id) if experiment is not None else None
+    run = _Run(parsed, runtime, targets, loaded, lane)
+    bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
+    jobs = jobs_of()
+    try:
+        if lane is not None:
+            await lane.start(source())
+
+        async def worker() -> None:
+            for case, k in jobs:
+                result = await run.one(case, k)
+                accept(result)
+                bar.update(result)
+                if lane is not None:
+                    await lane.record(result, case)
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(concurrency):
+                group.create_task(worker())
+        if lane is not None:
+            summary.run_url = await lane.finish(summary)
+    except BaseException:
+        summary.interrupted = True
+        raise
+    finally:
+        bar.end()
+        if lane is not None:
+            with contextlib.suppress(Exception):
+                await lane.aclose()
+        if writer is not None:
+            writer.close(summary)
+    return EvalReport(summary, kept)
+
+
+def _source(
+    contract: Contract, cases: Iterable[EvalCaseSpec] | Path | None, shard: tuple[int, int] | None
+) -> Callable[[], Iterator[EvalCaseSpec]]:
+    """A fresh pass over the cases each call (of the shard, if one is given)."""
+    if isinstance(cases, Path):
+        path = cases
+
+        def every() -> Iterator[EvalCaseSpec]:
+            return iter_cases(path)
+
+    else:
+        held = contract_cases(contract) if cases is None else list(cases)
+
+        def every() -> Iterator[EvalCaseSpec]:
+            return iter(held)
+
+    if shard is None:
+        return every
+    return lambda: (case for case in every() if in_shard(case.id, shard))
+
+
+def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
+    """``arun_eval`` for synchronous callers (its own event loop)."""
+    return asyncio.run(arun_eval(contract, **options))
+
+
+def stderr_if_terminal() -> IO[str] | None:
+    return sys.stderr if sys.stderr.isatty() else None
+
+
+def experiment_for(
+    runtime: RuntimeAdapter, *, dataset: str | None = None, description: str | None = None
+) -> ExperimentFactory:
+    """The experiment builder for ``arun_eval``: a Langfuse experiment when ``runtime``
+    (or the runtime it wraps) exports traces to Langfuse, else none. The dataset is
+    ``dataset``, or the contract id."""
+    from .._runtime import LangfuseTracedRuntime
+
+    inner: Any = runtime
+    while not isinstance(inner, LangfuseTracedRuntime) and hasattr(inner, "inner"):
+        inner = inner.inner
+
+    def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
+        if not isinstance(inner, LangfuseTracedRuntime):
+            return None
+        config = inner.langfuse_config
+        if not (config.enabled and inner.tracing.pipeline is not None):
+            return None
+        return LangfuseExperiment(
+            config,
+            run_name=run_name,
+            dataset=dataset or contract_id,
+            description=description,
+        )
+
+    return build

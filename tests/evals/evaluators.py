@@ -1,0 +1,26 @@
+"""Custom evaluators with Langfuse's evaluator signature, for the eval tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def length(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> dict[str, Any]:
+    return {"name": "length", "value": len(output["greeting"]), "comment": "characters"}
+
+
+async def polite(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
+    class Evaluation:  # an object with name/value/comment, as Langfuse's Evaluation
+        name = "polite"
+        value = output["greeting"].startswith("Hello")
+        comment = None
+
+    return [Evaluation()]
+
+
+def is_ryan(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> dict[str, Any]:
+    return {"name": "is_ryan", "value": input["inputs"]["name"] == "Ryan"}
+
+
+def broken(**_: Any) -> Any:
+    raise RuntimeError("evaluator bug")

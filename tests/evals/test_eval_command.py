@@ -1,0 +1,423 @@
+"""``templiqx eval CONTRACT --runtime NAME``: runs real calls, reports, gates, resumes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
+
+NAMES = ["Ryan", "Ada", "Grace", "Linus", "Alan", "Barbara"]
+
+
+def test_without_a_runtime_it_is_the_scripted_self_check_and_says_so(cli: Cli) -> None:
+    ran = cli("eval", GREETING)
+    assert ran.code == 0
+    assert "scripted self-check" in ran.err
+    assert "--runtime" in ran.err
+    report = json.loads(ran.out)
+    assert report["operation"] == "test_package"
+    assert report["result"]["cases"][0]["contract_id"] == "greeting"
+
+
+def test_the_contract_evals_run_against_the_model_and_pass(
+    cli: Cli, greeting_model: GreetingModel
+) -> None:
+    ran = cli("eval", GREETING, "--runtime", "langfuse")
+    assert ran.code == 0, ran.err
+    assert greeting_model.seen == ["Ryan"]
+    assert "1/1 passed" in ran.out
+    assert "greeting 0.1.0" in ran.out  # named by the contract's id
+
+
+def test_a_failing_case_fails_the_gate_and_is_named(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(cases.read_text().replace('"Hello Ada"', '"Hello Ryan"'), encoding="utf-8")
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad)
+    assert ran.code == 2
+    assert "1/2 passed, 1 failed" in ran.out
+    assert '✗ ada: got {"greeting": "Hello Ada"}' in ran.out
+    gated = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad, "--min-pass-rate", "0.5")
+    assert gated.code == 0
+    assert cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases).code == 0
+
+
+def test_json_reports_every_case_and_the_summary(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES[:3], assert_=None)
+    cases.write_text(
+        cases.read_text().replace('"assert_": null', '"assert": [{"max_tokens": 100}]')
+    )
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json")
+    assert ran.code == 0, ran.err
+    report = json.loads(ran.out)
+    assert [c["id"] for c in sorted(report["cases"], key=lambda c: c["id"])] == [
+        "ada",
+        "grace",
+        "ryan",
+    ]
+    case = report["cases"][0]
+    assert {a["name"] for a in case["assertions"]} == {"expected_output", "schema_valid", "tokens"}
+    assert case["usage"] == {"input": 20, "output": 7, "total": 27}
+    assert case["latency_ms"] > 0
+    assert case["scores"] == []
+    assert "trace_id" in case
+    summary = report["summary"]
+    assert summary["contract_id"] == "greeting"
+    assert (summary["total"], summary["passed"], summary["failed"], summary["errored"]) == (
+        3,
+        3,
+        0,
+        0,
+    )
+    assert summary["pass_rate"] == 1.0
+    assert summary["averages"]["total_tokens"] == 27
+    assert summary["run_name"].startswith("greeting v0.1.0 ")
+
+
+def test_junit_has_a_testcase_per_case_and_repeat_and_a_failure_per_failed_one(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    cases.write_text(cases.read_text().replace('"Hello Ada"', '"Hello Ryan"'))
+    out = tmp_path / "junit.xml"
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--repeat", "2",
+        "--format", "junit", "--output", out,
+    )  # fmt: skip
+    assert ran.code == 2
+    suite = ET.parse(out).getroot().find("testsuite")
+    assert suite is not None
+    testcases = suite.findall("testcase")
+    assert sorted(t.get("name") for t in testcases) == ["ada", "ada#1", "ryan", "ryan#1"]
+    failures = [t for t in testcases if t.find("failure") is not None]
+    assert sorted(t.get("name") for t in failures) == ["ada", "ada#1"]
+    assert suite.get("failures") == "2"
+    assert len(greeting_model.seen) == 4
+
+
+def test_shards_split_the_cases_deterministically_and_completely(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    ids = []
+    for shard in ("1/3", "2/3", "3/3"):
+        ran = cli(
+            "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", shard,
+            "--format", "json",
+        )  # fmt: skip
+        ids.append(sorted(c["id"] for c in json.loads(ran.out)["cases"]))
+    assert sorted(i for shard in ids for i in shard) == sorted(n.lower() for n in NAMES)
+    again = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", "2/3",
+        "--format", "json",
+    )  # fmt: skip
+    assert sorted(c["id"] for c in json.loads(again.out)["cases"]) == ids[1]
+
+
+def test_resume_runs_only_the_cases_a_cut_short_file_did_not_finish(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    results = tmp_path / "results.json"
+    first = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--output", results, "--concurrency", "1",
+    )  # fmt: skip
+    assert first.code == 0
+    json.loads(results.read_text())  # a complete file is one JSON document
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(lines[:3]) + '\n,{"id": "trunc', encoding="utf-8")  # cut
+    greeting_model.seen.clear()
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--resume", results, "--output", results,
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert len(greeting_model.seen) == len(NAMES) - 2  # two cases were finished
+    report = json.loads(results.read_text())
+    assert report["summary"]["total"] == len(NAMES)
+    assert sorted(c["id"] for c in report["cases"]) == sorted(n.lower() for n in NAMES)
+
+
+def test_a_rate_limited_case_waits_and_passes_and_only_a_case_that_still_fails_errors(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    greeting_model.limit_once.add("Ada")
+    greeting_model.fail["Grace"] = 400
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace"])
+    results = tmp_path / "results.json"
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--output", results,
+    )  # fmt: skip
+    assert ran.code == 2
+    report = json.loads(results.read_text())
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert by_id["ada"]["passed"]
+    assert greeting_model.seen.count("Ada") == 2  # the 429, then the answer
+    assert by_id["grace"]["errored"]
+    assert by_id["grace"]["error"]["code"] == "TQX_RUNTIME_PERMANENT"
+    assert report["summary"]["errored"] == 1
+    # --retry-errors re-runs only the errored case, once it can pass.
+    del greeting_model.fail["Grace"]
+    greeting_model.seen.clear()
+    again = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--resume", results, "--retry-errors",
+    )  # fmt: skip
+    assert again.code == 0, again.err
+    assert greeting_model.seen == ["Grace"]
+    assert json.loads(again.out)["summary"]["passed"] == 3
+
+
+def test_custom_evaluators_score_every_case_and_a_false_boolean_fails_it(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--evaluator", "tests.evals.evaluators:length",
+        "--evaluator", "tests.evals.evaluators:polite",
+        "--evaluator", "tests.evals.evaluators:is_ryan",
+    )  # fmt: skip
+    assert ran.code == 2
+    report = json.loads(ran.out)
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert {s["name"]: s["value"] for s in by_id["ada"]["scores"]} == {
+        "length": 9,
+        "polite": True,
+        "is_ryan": False,
+    }
+    assert by_id["ryan"]["passed"]
+    assert not by_id["ada"]["passed"]
+    assert report["summary"]["averages"]["scores"] == {"length": 9.5, "polite": 1.0, "is_ryan": 0.5}
+
+
+def test_an_evaluator_that_raises_fails_its_case_not_the_run(
+    cli: Cli, greeting_model: GreetingModel
+) -> None:
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--format", "json",
+        "--evaluator", "tests.evals.evaluators:broken",
+    )  # fmt: skip
+    assert ran.code == 2
+    (case,) = json.loads(ran.out)["cases"]
+    assert {"name": "broken", "passed": False, "detail": "raised RuntimeError"} in case[
+        "assertions"
+    ]
+
+
+def test_baseline_diff_lists_regressions_first(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    baseline = tmp_path / "baseline.json"
+    cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--output", baseline,
+    )  # fmt: skip
+    greeting_model.fail["Ada"] = 400
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--baseline", baseline)
+    assert ran.code == 2
+    diff = ran.out[ran.out.index("Evaluation diff") :]
+    assert "pass rate 100.0% → 50.0% (1 regression(s), 0 fix(es))" in diff
+    assert diff.splitlines()[2] == "  ✔ → ✗ ada"
+
+
+def test_command_failures_exit_1_with_one_line(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    for args, message in [
+        (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
+        (("--shard", "3/2"), "shard"),
+        (("--min-pass-rate", "most"), "not a number"),
+        (("--min-pass-rate", "2"), "within [0, 1]"),
+        (("--retry-errors",), "--retry-errors"),
+        (("--evaluator", "nope"), "module:function"),
+        (("--replay", tmp_path / "none.yaml"), "no such cassette"),
+        (("--replay", tmp_path), "holds no cassette"),
+    ]:
+        ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
+        assert ran.code == 1, (args, ran.err)
+        assert ran.err.count("\n") == 1
+        assert message in ran.err
+        assert "Traceback" not in ran.err
+    unknown = cli("eval", GREETING, "--runtime", "no-such-runtime")
+    assert unknown.code == 1
+    assert "unknown runtime" in unknown.err
+
+
+def test_replay_runs_the_suite_offline_with_the_same_fingerprints(cli: Cli) -> None:
+    cassette = REPO_ROOT / "cassettes" / "greeting-success.yaml"
+    runs = [
+        cli("eval", GREETING, "--runtime", "langfuse", "--replay", cassette, "--format", "json")
+        for _ in range(2)
+    ]
+    assert [r.code for r in runs] == [0, 0], runs[0].err
+    prints = [json.loads(r.out)["cases"][0]["output_fingerprint"] for r in runs]
+    assert prints[0] == prints[1]
+
+
+def test_the_console_script_runs_an_eval_and_exits_with_the_gate(
+    greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    import os
+
+    script = Path(sys.executable).with_name("templiqx")
+    done = subprocess.run(
+        [str(script), "eval", str(GREETING), "--runtime", "langfuse", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1/1 passed" in done.stdout
+
+
+def test_replay_takes_a_directory_of_cassettes_one_per_case(cli: Cli, tmp_path: Path) -> None:
+    import shutil
+
+    cassettes = tmp_path / "cassettes"
+    cassettes.mkdir()
+    shutil.copy(REPO_ROOT / "cassettes" / "greeting-success.yaml", cassettes / "ryan.yaml")
+    (cassettes / "README.txt").write_text("not a cassette", encoding="utf-8")
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--replay", cassettes, "--format", "json")
+    assert ran.code == 0, ran.err
+    (case,) = json.loads(ran.out)["cases"]
+    assert case["passed"]
+
+
+def test_run_flags_without_a_runtime_are_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    ran = cli("eval", GREETING, "--cases", tmp_path / "cases.jsonl")
+    assert ran.code == 2
+    assert "--cases runs cases against a model: add --runtime NAME" in ran.err
+
+
+def test_an_empty_shard_passes_and_says_no_case_ran(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan"])
+    codes = []
+    for shard in ("1/2", "2/2"):
+        ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", shard)
+        codes.append((ran.code, "no case ran" in ran.err))
+    assert sorted(codes) == [(0, False), (0, True)]
+
+
+def test_the_shards_results_files_merge_into_one_run(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    greeting_model.fail["Ada"] = 400
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    files = []
+    for index in (1, 2):
+        files.append(tmp_path / f"shard-{index}.json")
+        cli(
+            "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", f"{index}/2",
+            "--run-name", "ci-7", "--format", "json", "--output", files[-1],
+        )  # fmt: skip
+    merged = tmp_path / "merged.json"
+    ran = cli("eval", GREETING, "--merge", files[0], "--merge", files[1], "--output", merged)
+    assert ran.code == 2  # ada errored
+    document = json.loads(merged.read_text())
+    assert sorted(c["id"] for c in document["cases"]) == sorted(n.lower() for n in NAMES)
+    summary = document["summary"]
+    assert (summary["total"], summary["errored"], summary["run_name"]) == (6, 1, "ci-7")
+    assert "5/6 passed" in ran.out
+    gated = cli(
+        "eval", GREETING, "--merge", files[0], "--merge", files[1], "--min-pass-rate", "0.8"
+    )
+    assert gated.code == 0
+    assert cli("eval", GREETING, "--merge", files[0], "--runtime", "langfuse").code == 2
+
+
+def test_a_judge_contract_scores_each_case_through_the_same_runtime(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    judge = REPO_ROOT / "tests" / "evals" / "judge.yaml"
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--judge", judge,
+        "--format", "json", "--concurrency", "1",
+    )  # fmt: skip
+    assert ran.code == 2  # the judge finds Ada's greeting wanting
+    assert greeting_model.seen.count("judge") == 2
+    by_id = {c["id"]: c for c in json.loads(ran.out)["cases"]}
+    assert by_id["ryan"]["scores"] == [
+        {"name": "polite-judge", "value": True, "comment": "judged the greeting"}
+    ]
+    assert by_id["ryan"]["passed"]
+    assert {"name": "polite-judge", "passed": False, "detail": "judged the greeting"} in by_id[
+        "ada"
+    ]["assertions"]
+
+
+def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    from tests.slow_upstream import slow_upstream
+
+    cases = write_cases(tmp_path / "cases.jsonl", [f"P{i}" for i in range(40)])
+    results = tmp_path / "results.json"
+    script = Path(sys.executable).with_name("templiqx")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
+    with slow_upstream(0.2) as upstream:
+        env = {
+            **clean,
+            "TEMPLIQX_MODEL_BASE_URL": upstream.base_url,
+            "TEMPLIQX_MODEL": "loopback-model",
+            "TEMPLIQX_MODEL_API_KEY": "sk-loopback",
+        }
+        process = subprocess.Popen(
+            [str(script), "eval", str(GREETING), "--runtime", "langfuse", "--cases", str(cases),
+             "--concurrency", "2", "--output", str(results)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+            not results.exists() or results.read_text().count("\n") < 4
+        ):
+            time.sleep(0.05)  # a few cases finished
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    summary = json.loads(results.read_text())["summary"]
+    assert summary["interrupted"] is True
+    assert 3 <= summary["total"] < 40
+    assert f"interrupted after {summary['total']} finished case(s); --resume" in err
+    assert "Traceback" not in err
+
+
+def test_several_contracts_run_in_turn_each_with_its_own_results_file(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    other = tmp_path / "greeting-b.yaml"
+    other.write_text(
+        GREETING.read_text().replace("id: greeting\n", "id: greeting-b\n"), encoding="utf-8"
+    )
+    out = tmp_path / "results"
+    ran = cli("eval", GREETING, other, "--runtime", "langfuse", "--format", "json", "--output", out)
+    assert ran.code == 0, ran.err
+    for contract_id in ("greeting", "greeting-b"):
+        document = json.loads((out / f"{contract_id}.json").read_text())
+        assert document["summary"]["contract_id"] == contract_id
+        assert document["summary"]["passed"] == 1
+    greeting_model.fail["Ryan"] = 400
+    failed = cli("eval", GREETING, other, "--runtime", "langfuse")
+    assert failed.code == 2
+    assert failed.out.count("0/1 passed") == 2
+    assert cli("eval", GREETING, other, "--runtime", "langfuse", "--format", "json").code == 1
+    assert cli("eval", GREETING, other).code == 2  # the self-check takes one contract

@@ -1,0 +1,178 @@
+"""With tracing on, an eval run lands in Langfuse as an experiment the UI shows.
+
+Against ``FakeLangfuse``, whose request validation mirrors the server's schemas: the
+dataset and its items, every case's generation as its experiment item's root
+observation, evaluator scores on each trace, run-level scores on the dataset run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langfuse import LangfuseOtelSpanAttributes as A
+
+from templiqx_langfuse.evals import stable_item_id
+from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
+from tests.evals.fake_langfuse import PUBLIC_KEY, SECRET_KEY, FakeLangfuse
+
+NAMES = ["Ryan", "Ada", "Grace"]
+
+
+@pytest.fixture
+def langfuse(
+    greeting_model: GreetingModel, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeLangfuse]:
+    fake = FakeLangfuse().start()
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    monkeypatch.setenv("LANGFUSE_BASE_URL", fake.base_url)
+    monkeypatch.setenv("LANGFUSE_PROJECT_ID", "proj")
+    yield fake
+    fake.stop()
+
+
+def _eval(cli: Cli, cases: Path, *more: str) -> dict:
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
+        "--run-name", "nightly", "--evaluator", "tests.evals.evaluators:length",
+        "--evaluator", "tests.evals.evaluators:polite", *more,
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    return {"report": json.loads(ran.out), "err": ran.err}
+
+
+def _generations(fake: FakeLangfuse) -> list[dict]:
+    return [s for s in fake.spans if s["name"] == "greeting"]
+
+
+def test_the_dataset_and_one_item_per_case_are_upserted_with_stable_ids(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    _eval(cli, cases)
+    _eval(cli, cases)
+    assert langfuse.errors == []
+    assert list(langfuse.datasets) == ["greeting"]  # the contract id
+    assert sorted(langfuse.items) == sorted(stable_item_id("greeting", n.lower()) for n in NAMES)
+    item = langfuse.items[stable_item_id("greeting", "ada")]
+    assert item.input == {"inputs": {"name": "Ada"}, "context": {"organization": "Blinqx"}}
+    assert item.expectedOutput == {"greeting": "Hello Ada"}
+
+
+def test_every_case_generation_is_its_experiment_item_s_root_observation(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    report = _eval(cli, cases)["report"]
+    generations = _generations(langfuse)
+    assert len(generations) == len(NAMES)
+    assert langfuse.experiment_item_spans() == len(NAMES)
+    dataset_id = langfuse.datasets["greeting"]["id"]
+    experiment_ids = set()
+    by_trace = {c["trace_id"]: c for c in report["cases"]}
+    for span in generations:
+        attributes = span["attributes"]
+        case = by_trace[span["trace_id"]]  # each case reports the trace it landed in
+        assert case["observation_id"] == span["span_id"]
+        experiment_ids.add(attributes[A.EXPERIMENT_ID])
+        assert attributes[A.EXPERIMENT_NAME] == "nightly"
+        assert attributes[A.EXPERIMENT_DATASET_ID] == dataset_id
+        assert attributes[A.EXPERIMENT_ITEM_ID] == stable_item_id("greeting", case["id"])
+        assert attributes[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] == span["span_id"]
+        expected = json.loads(attributes[A.EXPERIMENT_ITEM_EXPECTED_OUTPUT])
+        assert expected == {"greeting": f"Hello {case['id'].title()}"}
+        assert json.loads(attributes[A.EXPERIMENT_ITEM_METADATA]) == {"case_id": case["id"]}
+    assert len(experiment_ids) == 1
+
+
+def test_scores_per_evaluator_on_each_trace_and_run_scores_on_the_dataset_run(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    ran = _eval(cli, cases)
+    assert langfuse.errors == []
+    ((key, run_id),) = langfuse.runs.items()
+    assert key == ("greeting", "nightly")
+    assert len(langfuse.run_items) == len(NAMES)
+    traces = {c["trace_id"]: c["observation_id"] for c in ran["report"]["cases"]}
+    per_case = [s for s in langfuse.scores if s.traceId is not None]
+    evaluated = [s for s in per_case if s.name in ("length", "polite")]
+    assert sorted((s.name, s.dataType) for s in evaluated) == sorted(
+        [("length", "NUMERIC"), ("polite", "BOOLEAN")] * len(NAMES)
+    )
+    assert all(traces[s.traceId] == s.observationId for s in evaluated)
+    run_scores = {s.name: s for s in langfuse.scores if s.datasetRunId is not None}
+    assert set(run_scores) == {"pass_rate", "mean_length", "mean_polite"}
+    assert run_scores["pass_rate"].value == 1.0
+    assert run_scores["pass_rate"].datasetRunId == run_id
+    dataset_id = langfuse.datasets["greeting"]["id"]
+    url = f"{langfuse.base_url}/project/proj/datasets/{dataset_id}/runs/{run_id}"
+    assert ran["report"]["summary"]["run_url"] == url
+    assert f"run: {url}" in ran["err"]
+
+
+def test_the_shards_of_one_run_land_in_the_same_experiment(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace", "Linus", "Alan"])
+    _eval(cli, cases, "--shard", "1/2")
+    _eval(cli, cases, "--shard", "2/2")
+    generations = _generations(langfuse)
+    assert len(generations) == 5
+    assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1
+    assert len(langfuse.runs) == 1
+
+
+def test_a_langfuse_that_refuses_costs_the_eval_nothing_but_one_warning(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    langfuse.fail_api = True
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    ran = _eval(cli, cases)
+    assert ran["report"]["summary"]["passed"] == len(NAMES)
+    warned = [r.getMessage() for r in caplog.records if "Langfuse experiment" in r.getMessage()]
+    assert len(warned) == 1
+    assert "HTTP 500" in warned[0]
+
+
+def test_cases_come_from_a_langfuse_dataset_by_name_and_land_on_its_items(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    # Items made elsewhere: one in templiqx's shape, one whose input is the inputs.
+    langfuse.seed(
+        "support",
+        "item-a",
+        input={"inputs": {"name": "Ryan"}, "context": {"organization": "Blinqx"}},
+        expectedOutput={"greeting": "Hello Ryan"},
+        metadata={"case_id": "ryan"},
+    )
+    langfuse.seed(
+        "support", "item-b", input={"name": "Ada"}, expectedOutput={"greeting": "Hello Ada"}
+    )
+    langfuse.seed("support", "item-c", input={"name": "Old"}, status="ARCHIVED")
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:support",
+        "--format", "json", "--run-name", "from-dataset",
+    )  # fmt: skip
+    report = json.loads(ran.out)
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert sorted(by_id) == ["item-b", "ryan"]  # case_id names a case, else the item id
+    assert by_id["ryan"]["passed"]
+    assert not by_id["item-b"]["passed"]  # its context lacks the required organization
+    assert by_id["item-b"]["error"]["code"] == "TQX_VALUE_REQUIRED"
+    assert sorted(langfuse.items) == ["item-a", "item-b", "item-c"]  # nothing new upserted
+    (span,) = _generations(langfuse)
+    assert span["attributes"][A.EXPERIMENT_ITEM_ID] == "item-a"
+    assert span["attributes"][A.EXPERIMENT_DATASET_ID] == langfuse.datasets["support"]["id"]
+    # Linked to the run: the case that reached the model (item-b never compiled).
+    assert [link.datasetItemId for link in langfuse.run_items] == ["item-a"]
+    assert langfuse.errors == []
+
+
+def test_a_missing_langfuse_dataset_is_a_command_failure(cli: Cli, langfuse: FakeLangfuse) -> None:
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:nope")
+    assert ran.code == 1
+    assert "Langfuse dataset 'nope': HTTP 404" in ran.err
