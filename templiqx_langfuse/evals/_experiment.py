@@ -62,10 +62,11 @@ def stable_item_id(dataset: str, case_id: str) -> str:
     return f"tqx-{digest[:32]}"
 
 
-def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
-    """The item a case is: the one it was read from, or its stable id in ``dataset``."""
+def item_id_of(dataset: str | None, case: EvalCaseSpec) -> str:
+    """The item a case is: the one it was read from, or its stable id in ``dataset`` (a
+    local run's cases keep a stable id of their own)."""
     known = case.metadata.get(DATASET_ITEM_KEY)
-    return known if isinstance(known, str) else stable_item_id(dataset, case.id)
+    return known if isinstance(known, str) else stable_item_id(dataset or _LOCAL, case.id)
 
 
 def _case_of(item: Mapping[str, Any]) -> EvalCaseSpec:
@@ -125,13 +126,18 @@ def fetch_dataset_cases(
     return cases
 
 
+#: What stands for the dataset in a local run's experiment id (its cases are no items).
+_LOCAL = "local"
+
+
 def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: str) -> str:
     """The server's stable experiment id for a dataset run (as Langfuse's SDK derives
-    it), so the shards of one run share it; random without a project or a dataset."""
-    if project_id is None or dataset_id is None:
+    it), so the shards of one run share it; a local run (no dataset) derives it the same
+    way from its run name. Random without a project (nothing to keep it stable in)."""
+    if project_id is None:
         return f"{random.getrandbits(64):016x}"
     payload = json.dumps(
-        ["langfuse-experiment-v1", project_id, dataset_id, run_name],
+        ["langfuse-experiment-v1", project_id, dataset_id or _LOCAL, run_name],
         separators=(",", ":"),
         ensure_ascii=False,
     )
@@ -179,14 +185,17 @@ def score_body(
 
 
 class LangfuseExperiment:
-    """One eval run as a Langfuse experiment on dataset ``dataset``."""
+    """One eval run as a Langfuse experiment: on dataset ``dataset`` (upserted, each case
+    an item, each finished case linked to the dataset run, run-level scores on it), or,
+    without one, as an experiment of local items (the server's direct-OTel way: the
+    generations carry the experiment and item attributes, scores go on their traces)."""
 
     def __init__(
         self,
         config: LangfuseConfig,
         *,
         run_name: str,
-        dataset: str,
+        dataset: str | None,
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -221,6 +230,9 @@ class LangfuseExperiment:
         )
         self._queue = asyncio.Queue(maxsize=1000)
         self._senders = [asyncio.create_task(self._send_loop()) for _ in range(_SENDERS)]
+        if self.dataset is None:
+            self.experiment_id = experiment_id_for(self.config.project_id, None, self.run_name)
+            return
         body: dict[str, Any] = {"name": self.dataset, "metadata": {"source": "templiqx eval"}}
         if self.description:
             body["description"] = self.description
@@ -282,18 +294,8 @@ class LangfuseExperiment:
         Langfuse, only for room in the queue)."""
         if result.trace_id is None or self._queue is None:
             return
-        link: dict[str, Any] = {
-            "runName": self.run_name,
-            "datasetItemId": item_id_of(self.dataset, case),
-            "traceId": result.trace_id,
-            "createdAt": _now(),
-            "metadata": {"case_id": result.id, "repeat": result.repeat},
-        }
-        if result.observation_id is not None:
-            link["observationId"] = result.observation_id
-        if self.description:
-            link["runDescription"] = self.description
-        await self._queue.put((DATASET_RUN_ITEMS_PATH, link))
+        if self.dataset is not None:
+            await self._link(result, case)
         for score in result.scores:
             self._scores.append(
                 score_body(
@@ -307,6 +309,22 @@ class LangfuseExperiment:
             )
         if len(self._scores) >= _SCORE_BATCH:
             await self._flush_scores()
+
+    async def _link(self, result: CaseResult, case: EvalCaseSpec) -> None:
+        """The finished case as an item of the dataset run."""
+        assert self._queue is not None
+        link: dict[str, Any] = {
+            "runName": self.run_name,
+            "datasetItemId": item_id_of(self.dataset, case),
+            "traceId": result.trace_id,
+            "createdAt": _now(),
+            "metadata": {"case_id": result.id, "repeat": result.repeat},
+        }
+        if result.observation_id is not None:
+            link["observationId"] = result.observation_id
+        if self.description:
+            link["runDescription"] = self.description
+        await self._queue.put((DATASET_RUN_ITEMS_PATH, link))
 
     async def finish(self, summary: Summary) -> str | None:
         """Send what is queued, then the run-level scores; the run's URL if known."""

@@ -420,8 +420,8 @@ def experiment_for(
     runtime: RuntimeAdapter, *, dataset: str | None = None, description: str | None = None
 ) -> ExperimentFactory:
     """The experiment builder for ``arun_eval``: a Langfuse experiment when ``runtime``
-    (or the runtime it wraps) exports traces to Langfuse, else none. The dataset is
-    ``dataset``, or the contract id."""
+    (or the runtime it wraps) exports traces to Langfuse, else none: on ``dataset``, or
+    without one as an experiment of local items."""
     from .._runtime import LangfuseTracedRuntime
 
     inner: Any = runtime
@@ -437,7 +437,7 @@ def experiment_for(
         return LangfuseExperiment(
             config,
             run_name=run_name,
-            dataset=dataset or contract_id,
+            dataset=dataset,
             description=description,
         )
 

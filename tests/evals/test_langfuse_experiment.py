@@ -34,11 +34,12 @@ def langfuse(
     fake.stop()
 
 
-def _eval(cli: Cli, cases: Path, *more: str) -> dict:
+def _eval(cli: Cli, cases: Path, *more: str, dataset: str | None = "greeting") -> dict:
+    on = ["--dataset", dataset] if dataset else []
     ran = cli(
         "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
         "--run-name", "nightly", "--evaluator", "tests.evals.evaluators:length",
-        "--evaluator", "tests.evals.evaluators:polite", *more,
+        "--evaluator", "tests.evals.evaluators:polite", *on, *more,
     )  # fmt: skip
     assert ran.code == 0, ran.err
     return {"report": json.loads(ran.out), "err": ran.err}
@@ -55,7 +56,7 @@ def test_the_dataset_and_one_item_per_case_are_upserted_with_stable_ids(
     _eval(cli, cases)
     _eval(cli, cases)
     assert langfuse.errors == []
-    assert list(langfuse.datasets) == ["greeting"]  # the contract id
+    assert list(langfuse.datasets) == ["greeting"]
     assert sorted(langfuse.items) == sorted(stable_item_id("greeting", n.lower()) for n in NAMES)
     item = langfuse.items[stable_item_id("greeting", "ada")]
     assert item.input == {"inputs": {"name": "Ada"}, "context": {"organization": "Blinqx"}}
@@ -176,3 +177,30 @@ def test_a_missing_langfuse_dataset_is_a_command_failure(cli: Cli, langfuse: Fak
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:nope")
     assert ran.code == 1
     assert "Langfuse dataset 'nope': HTTP 404" in ran.err
+
+
+def test_without_a_dataset_local_cases_land_as_an_experiment_of_their_own(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    """No dataset, no items, no dataset run: each generation carries the experiment and
+    its local item (the server's direct-OTel experiments), scores go on the traces."""
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace", "Linus"])
+    first = _eval(cli, cases, "--shard", "1/2", dataset=None)["report"]
+    _eval(cli, cases, "--shard", "2/2", dataset=None)
+    assert langfuse.errors == []
+    assert (langfuse.datasets, langfuse.items, langfuse.run_items) == ({}, {}, [])
+    generations = _generations(langfuse)
+    assert len(generations) == 4
+    assert langfuse.experiment_item_spans() == 4
+    assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1  # both shards
+    for span in generations:
+        attributes = span["attributes"]
+        assert A.EXPERIMENT_DATASET_ID not in attributes
+        assert attributes[A.EXPERIMENT_NAME] == "nightly"
+        assert attributes[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] == span["span_id"]
+    traced = {s.traceId for s in langfuse.scores if s.name == "length"}
+    assert traced == {g["trace_id"] for g in generations}
+    experiment = generations[0]["attributes"][A.EXPERIMENT_ID]
+    assert first["summary"]["run_url"] == (
+        f"{langfuse.base_url}/project/proj/experiments/results?baseline={experiment}"
+    )
