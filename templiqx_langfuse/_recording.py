@@ -11,9 +11,6 @@ each rule this module relies on is named where it is used.
 from __future__ import annotations
 
 import json
-import random
-import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -27,15 +24,10 @@ from opentelemetry.trace import Status, StatusCode
 from templiqx_core import CompiledInteraction
 
 from ._config import LangfuseConfig
-from ._export import ExportPipeline, FinishedGeneration
-from ._tracing import CALL_ATTRIBUTES, EXPERIMENT_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
+from ._context import CALL_ATTRIBUTES, EXPERIMENT_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
+from ._export import LANGFUSE_SCOPE, ExportPipeline
 
-__all__ = ["LANGFUSE_SCOPE", "Generation", "Recorder", "generation_attributes"]
-
-#: The server treats spans of instrumentation scopes starting with this as Langfuse SDK
-#: spans (``isLangfuseSDKSpans``); it is also the SDK's tracer name.
-LANGFUSE_SCOPE = "langfuse-sdk"
-_TRACE_ID_LIMIT = (1 << 64) - 1
+__all__ = ["Generation", "Recorder", "generation_attributes"]
 
 
 def _json(value: Any) -> str:
@@ -104,21 +96,24 @@ def generation_attributes(
     return attributes
 
 
-class Generation(ABC):
-    """One open generation; ``GenerationRecord`` finishes it with the call's outcome."""
+class Generation:
+    """One open generation, on the runtime's own provider or a host client's; the host's
+    Langfuse SDK ends its own (``end``) so its bookkeeping sees it."""
 
-    __slots__ = ()
+    __slots__ = ("end_span", "span")
+
+    def __init__(self, span: otel_trace.Span, end: Callable[[], object] | None = None) -> None:
+        self.span = span
+        self.end_span = end or span.end
 
     def finish(
         self, trace: Mapping[str, Any], update: dict[str, Any], serialize: Callable[[Any], str]
     ) -> None:
         """End it with ``update`` (the ``generation_attributes`` fields, redacted)."""
-        attributes = generation_attributes(trace=trace, serialize=serialize, **update)
-        error = update.get("status_message") if update.get("level") == "ERROR" else None
-        self.end(attributes, error)
-
-    @abstractmethod
-    def end(self, attributes: dict[str, Any], error: str | None) -> None: ...
+        self.span.set_attributes(generation_attributes(trace=trace, serialize=serialize, **update))
+        if update.get("level") == "ERROR":
+            self.span.set_status(Status(StatusCode.ERROR, update.get("status_message")))
+        self.end_span()
 
 
 def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
@@ -129,69 +124,6 @@ def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
     }
 
 
-class _SdkGeneration(Generation):
-    """A generation opened through a host's Langfuse client: the host's pipeline."""
-
-    __slots__ = ("generation", "span")
-
-    def __init__(self, generation: Any, span: otel_trace.Span) -> None:
-        self.generation = generation
-        self.span = span
-
-    def end(self, attributes: dict[str, Any], error: str | None) -> None:
-        self.span.set_attributes(attributes)
-        if error is not None:
-            self.span.set_status(Status(StatusCode.ERROR, error))
-        self.generation.end()
-
-
-class _OwnedGeneration(Generation):
-    """A generation on the adapter-owned export path: ids, times and a dict, no span."""
-
-    __slots__ = (
-        "attributes",
-        "name",
-        "parent_span_id",
-        "pipeline",
-        "span_id",
-        "start_ns",
-        "trace_id",
-    )
-
-    def __init__(
-        self,
-        pipeline: ExportPipeline,
-        *,
-        trace_id: int,
-        span_id: int,
-        parent_span_id: int | None,
-        name: str,
-        attributes: dict[str, Any],
-    ) -> None:
-        self.pipeline = pipeline
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.parent_span_id = parent_span_id
-        self.name = name
-        self.attributes = attributes
-        self.start_ns = time.time_ns()
-
-    def end(self, attributes: dict[str, Any], error: str | None) -> None:
-        self.attributes.update(attributes)
-        self.pipeline.submit(
-            FinishedGeneration(
-                self.trace_id,
-                self.span_id,
-                self.parent_span_id,
-                self.name,
-                self.start_ns,
-                time.time_ns(),
-                self.attributes,
-                error,
-            )
-        )
-
-
 class Recorder:
     """Opens generations for one ``Tracing``: on its export path, or through a host's client."""
 
@@ -200,10 +132,6 @@ class Recorder:
         # What a generation opens with comes from the contract and the configuration,
         # not the provider, but leaves the process all the same: redacted like the rest.
         self._redact = redact
-        rate = config.sample_rate
-        # The SDK's sampler (TraceIdRatioBased): keep a trace when the low 64 bits of its
-        # id fall under the bound, so every span and score of a trace agrees.
-        self._sample_bound = None if rate is None or rate >= 1 else round(rate * (1 << 64))
 
     def open(
         self,
@@ -260,16 +188,8 @@ class Recorder:
         model: str,
         parent: otel_trace.Span,
         trace: dict[str, Any],
-    ) -> tuple[_OwnedGeneration | None, TraceRef | None]:
-        context = parent.get_span_context()
-        if context.is_valid:
-            trace_id, parent_span_id = context.trace_id, context.span_id
-        else:
-            trace_id, parent_span_id = random.getrandbits(128) or 1, None
-        bound = self._sample_bound
-        if bound is not None and trace_id & _TRACE_ID_LIMIT >= bound:
-            return None, None
-        span_id = random.getrandbits(64) or 1
+    ) -> tuple[Generation | None, TraceRef | None]:
+        pipeline.adopt()  # a forked child's exit hooks, once
         # What the SDK writes when it opens a generation (observation type, version,
         # model, environment, release, and ``is_app_root`` for the first span of a trace
         # that reaches Langfuse).
@@ -285,25 +205,23 @@ class Recorder:
             attributes[A.RELEASE] = redact(self.config.release)
         if A.TRACE_NAME in trace:
             attributes[A.IS_APP_ROOT] = True
+        span = pipeline.tracer.start_span(redact(interaction.contract_id), attributes=attributes)
+        if not span.is_recording():  # sampled out
+            return None, None
+        context = span.get_span_context()
         experiment = EXPERIMENT_ATTRIBUTES.get()
         if experiment is not None:
             # Server (extractExperimentFields): the item's root observation is this one.
-            attributes.update(experiment)
-            attributes[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] = f"{span_id:016x}"
-        handle = _OwnedGeneration(
-            pipeline,
-            trace_id=trace_id,
-            span_id=span_id,
-            parent_span_id=parent_span_id,
-            name=redact(interaction.contract_id),
-            attributes=attributes,
-        )
-        trace_hex = f"{trace_id:032x}"
-        return handle, TraceRef(trace_hex, f"{span_id:016x}", self.config.trace_url(trace_hex))
+            span.set_attributes(
+                {**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: f"{context.span_id:016x}"}
+            )
+        trace_hex = f"{context.trace_id:032x}"
+        ref = TraceRef(trace_hex, f"{context.span_id:016x}", self.config.trace_url(trace_hex))
+        return Generation(span), ref
 
     def _start_sdk(
         self, client: Langfuse, interaction: CompiledInteraction, model: str
-    ) -> tuple[_SdkGeneration, TraceRef]:
+    ) -> tuple[Generation, TraceRef]:
         # The SDK opens the observation (type, model, version, parent, ids). Its span is
         # made current only long enough to get hold of it: the round trip runs outside,
         # and the generation is ended explicitly.
@@ -323,7 +241,7 @@ class Recorder:
         ref = TraceRef(
             generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
         )
-        return _SdkGeneration(generation, span), ref
+        return Generation(span, generation.end), ref
 
 
 def _is_langfuse_span(span: otel_trace.Span) -> bool:

@@ -28,6 +28,13 @@ from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionRecei
 from templiqx_core.adapters import CallOutcome
 
 from ._config import LangfuseConfig
+from ._context import (
+    JsonText,
+    TraceAttributes,
+    TraceRef,
+    experiment_attributes,
+    trace_attributes,
+)
 from ._redaction import Redactor
 from ._wire import Completion
 
@@ -74,10 +81,6 @@ PROMPT_EXTENSION = "langfuse.prompt"
 PROMPT_CAPABILITY = "langfuse_prompt"
 
 
-class JsonText(str):
-    """A value already serialized (and redacted): written as it is."""
-
-
 def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     """``(name, version)`` from a contract's ``langfuse.prompt`` extension, if well formed."""
     value = extensions.get(PROMPT_EXTENSION)
@@ -89,46 +92,6 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         return None
     return name, version
-
-
-@dataclass(frozen=True)
-class TraceAttributes:
-    """Trace-level attributes: user, session and tags of the Langfuse trace."""
-
-    tags: tuple[str, ...] = ()
-    session_id: str | None = None
-    user_id: str | None = None
-
-
-#: Set by ``trace_attributes`` for the calls inside its block; read when one starts.
-CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
-    "templiqx_langfuse_trace_attributes", default=None
-)
-
-
-@contextmanager
-def trace_attributes(
-    *, tags: Sequence[str] = (), session_id: str | None = None, user_id: str | None = None
-) -> Iterator[None]:
-    """Per-call trace attributes for executions inside the block (overrides configuration).
-
-    They reach the trace wherever the generation lands: as the trace's own attributes
-    when it is the root, as a trace update when it is nested under a host observation.
-    """
-    token = CALL_ATTRIBUTES.set(TraceAttributes(tuple(tags), session_id, user_id))
-    try:
-        yield
-    finally:
-        CALL_ATTRIBUTES.reset(token)
-
-
-@dataclass(frozen=True)
-class TraceRef:
-    """Where one execution landed in Langfuse: its trace, its generation, a URL if known."""
-
-    trace_id: str
-    observation_id: str
-    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,23 +131,6 @@ def collect_traces() -> Iterator[list[TraceRef]]:
         yield found
     finally:
         _COLLECTORS.reset(token)
-
-
-#: Span attributes an eval runner sets for the calls of one case (Langfuse's
-#: ``langfuse.experiment.*``); the generation also names itself the item's root observation.
-EXPERIMENT_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
-    "templiqx_langfuse_experiment_attributes", default=None
-)
-
-
-@contextmanager
-def experiment_attributes(attributes: Mapping[str, str] | None) -> Iterator[None]:
-    """Executions started inside the block land as items of a Langfuse experiment."""
-    token = EXPERIMENT_ATTRIBUTES.set(dict(attributes) if attributes else None)
-    try:
-        yield
-    finally:
-        EXPERIMENT_ATTRIBUTES.reset(token)
 
 
 _USAGE_SINKS: contextvars.ContextVar[tuple[list[dict[str, int]], ...]] = contextvars.ContextVar(
@@ -247,6 +193,9 @@ class GenerationRecord:
         model = completion.provider_model
         for sink in self._usage_sinks:
             sink.append(dict(completion.usage))
+        if self.ref is not None and self._handle is not None:
+            # Queued first: the export path sends it once the generation has arrived.
+            self._tracing.score_schema_validity(self.ref, valid)
         self._finish(
             output=receipt.output,
             usage_details=dict(completion.usage) or None,
@@ -264,8 +213,6 @@ class GenerationRecord:
             status_message=None if valid else codes.OUTPUT_SCHEMA,
             completion_start_time=first_token_at,
         )
-        if self.ref is not None:
-            self._tracing.score_schema_validity(self.ref, valid)
 
     def fail(self, *, code: str, detail: str, first_token_at: datetime | None = None) -> None:
         self._finish(
@@ -468,7 +415,7 @@ class Tracing:
                 }
                 if self.config.environment is not None:
                     score["environment"] = self.config.environment
-                self.pipeline.submit_score(score)
+                self.pipeline.score(int(ref.observation_id, 16), score)
             elif self.client is not None:
                 self.client.create_score(
                     name=name,

@@ -1,3 +1,6 @@
 from templiqx_core._version import __version__
 
-__all__ = ["__version__"]
+__all__ = ["DISTRIBUTION", "__version__"]
+
+#: The distribution this package ships in: how it names itself to Langfuse.
+DISTRIBUTION = "templiqx-langfuse"

@@ -1,8 +1,8 @@
 """The export path loses only what it must, against a loopback Langfuse that misbehaves.
 
-Each test drives a real ``ExportPipeline`` over real sockets: a stand-in that answers
-503/429 or resets once, refuses bodies over a size with 413, streams an endless body or
-hangs. Pauses between retries are shortened (``RetryPolicy``) so the tests stay fast.
+Each test drives a real ``ExportPipeline`` (OTel's provider, batch processor and OTLP
+exporter) over real sockets: a stand-in that answers 503/429 or resets once, refuses
+bodies over a size with 413, streams an endless body or hangs.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import ExecutionRequest, InvalidData, codes
 from templiqx_langfuse import LangfuseConfig, trace_attributes
-from templiqx_langfuse._export import ExportPipeline, FinishedGeneration, RetryPolicy
+from templiqx_langfuse._export import ExportPipeline
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest
 from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
 
 TRACES = "/api/public/otel/v1/traces"
-FAST = RetryPolicy(attempts=4, first_backoff_s=0.05, max_backoff_s=0.2, budget_s=5.0)
 Before = Callable[[ServerRequest], Reply | None]
 
 
@@ -53,29 +52,41 @@ def receiver(before: Before) -> Iterator[MisbehavingReceiver]:
 
 
 def pipeline(
-    base_url: str, *, retry: RetryPolicy = FAST, flush_timeout_s: float = 5.0
+    base_url: str, *, flush_timeout_s: float = 5.0, timeout_s: float = 5.0
 ) -> ExportPipeline:
     config = LangfuseConfig(
         public_key=PUBLIC_KEY,
         secret_key=SECRET_KEY,
         base_url=base_url,
         flush_timeout_s=flush_timeout_s,
+        timeout_s=timeout_s,
     )
-    return ExportPipeline(config, span_exporter=None, retry=retry)
+    return ExportPipeline(config, span_exporter=None)
 
 
-def generation(n: int, **attributes: Any) -> FinishedGeneration:
-    return FinishedGeneration(0xABC, n, None, f"gen-{n}", 1, 2, {"n": str(n), **attributes})
-
-
-def score(n: int) -> dict[str, Any]:
-    return {"id": f"s{n}", "traceId": f"{0xABC:032x}", "observationId": f"{n:016x}", "name": "v"}
+def generation(export: ExportPipeline, n: int, **attributes: Any) -> None:
+    """One generation ``gen-n`` and its score, queued as a runtime queues them."""
+    span = export.tracer.start_span(f"gen-{n}", attributes={"n": str(n), **attributes})
+    context = span.get_span_context()
+    export.score(
+        context.span_id,
+        {
+            "id": f"s{n}",
+            "traceId": f"{context.trace_id:032x}",
+            "observationId": f"{context.span_id:016x}",
+            "name": "v",
+        },
+    )
+    span.end()
 
 
 def submit(export: ExportPipeline, count: int, **attributes: Any) -> None:
     for n in range(1, count + 1):
-        export.submit(generation(n, **attributes))
-        export.submit_score(score(n))
+        generation(export, n, **attributes)
+
+
+def export_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("OtelBatchSpan")]
 
 
 def first_only(reply: Reply, path: str = TRACES) -> Before:
@@ -103,14 +114,14 @@ def test_one_failed_send_is_retried_and_every_generation_arrives(failure: Reply)
         export.close()
         assert len(server.span_names()) == 100
         assert len(server.scores) == 100
-        assert export.spans.dropped == 0
-        assert [r.path for r in server.requests].count(TRACES) == 2  # the failure, the retry
+        assert export.delivery.dropped == 0
+        # Two batches of flush_at (64) spans; the first one failed once and was retried.
+        assert [r.path for r in server.requests].count(TRACES) == 3
 
 
 def test_a_refused_connection_is_retried_until_langfuse_is_back() -> None:
     port = closed_port()
-    patient = RetryPolicy(attempts=6, first_backoff_s=0.2, max_backoff_s=0.4, budget_s=5.0)
-    export = pipeline(f"http://127.0.0.1:{port}", retry=patient)
+    export = pipeline(f"http://127.0.0.1:{port}")
     submit(export, 30)
     time.sleep(0.35)  # the first attempt was refused: nothing listened
     server = MisbehavingReceiver(lambda request: None)
@@ -119,16 +130,15 @@ def test_a_refused_connection_is_retried_until_langfuse_is_back() -> None:
     try:
         export.close()
         assert len(server.span_names()) == 30
-        assert export.spans.dropped == 0
+        assert export.delivery.dropped == 0
     finally:
         server.stop()
 
 
-def test_close_right_after_a_failure_makes_one_real_attempt() -> None:
-    """The retry pause is cut short by close(): what is queued gets its attempt at once."""
-    slow = RetryPolicy(attempts=5, first_backoff_s=30.0, max_backoff_s=30.0, budget_s=120.0)
+def test_close_right_after_a_failure_still_delivers_within_the_flush_timeout() -> None:
+    """close() waits out the exporter's retry pause (about a second), not longer."""
     with receiver(first_only(Reply(status=503))) as server:
-        export = pipeline(server.base_url, retry=slow, flush_timeout_s=2.0)
+        export = pipeline(server.base_url, flush_timeout_s=2.0)
         submit(export, 100)
         for _ in range(200):  # until the first (refused) send happened
             if server.requests:
@@ -141,13 +151,18 @@ def test_close_right_after_a_failure_makes_one_real_attempt() -> None:
     assert took < 2.0, f"close() took {took:.2f} s"
 
 
-def test_retries_are_bounded_then_that_batch_alone_is_dropped() -> None:
+def test_retries_are_bounded_by_the_timeout_then_that_batch_alone_is_dropped() -> None:
     with receiver(lambda request: Reply(status=503)) as server:
-        export = pipeline(server.base_url, retry=FAST)
+        export = pipeline(server.base_url, timeout_s=2.5)
         submit(export, 10)
+        started = time.monotonic()
         export.close()
-        assert [r.path for r in server.requests].count(TRACES) == FAST.attempts
-        assert export.spans.dropped == 10
+        took = time.monotonic() - started
+        assert [r.path for r in server.requests].count(TRACES) == 2  # at 0 s and ~1 s
+        assert export.delivery.dropped == 10
+        assert export.scores.dropped == 10
+        assert server.scores == []
+    assert took < 2.5 + 1.0
 
 
 def too_large_over(limit: int) -> Before:
@@ -167,9 +182,8 @@ def test_an_oversized_generation_is_dropped_alone_with_its_score(
     with receiver(too_large_over(256 * 1024)) as server:
         export = pipeline(server.base_url)
         submit(export, 40)
-        export.submit(generation(41, output="x" * 300_000))  # alone over the limit
-        export.submit_score(score(41))
-        submit(export, 40)  # ids 1..40 again: a second batch behind it
+        generation(export, 41, output="x" * 300_000)  # alone over the limit
+        submit(export, 40)  # names 1..40 again: a second batch behind it
         with caplog.at_level(logging.WARNING, logger="templiqx_langfuse"):
             export.close()
         names = server.span_names()
@@ -178,9 +192,10 @@ def test_an_oversized_generation_is_dropped_alone_with_its_score(
     assert "gen-41" not in names
     assert f"{41:016x}" not in observed, "a score points at an observation never sent"
     assert len(server.scores) == 80
-    assert export.spans.dropped == 1
+    assert export.delivery.dropped == 1
     assert export.scores.dropped == 1
-    lines = [r.getMessage() for r in caplog.records if "413" in r.getMessage()]
+    ours = [r for r in caplog.records if r.name == "templiqx_langfuse"]
+    lines = [r.getMessage() for r in ours if "413" in r.getMessage()]
     assert len(lines) == 1, lines
 
 
@@ -188,7 +203,7 @@ def test_a_value_that_cannot_be_encoded_is_sanitised_in_its_item_alone() -> None
     with receiver(lambda request: None) as server:
         export = pipeline(server.base_url)
         submit(export, 9)
-        export.submit(generation(10, user="ab\ud800cd"))  # a lone surrogate
+        generation(export, 10, user="ab\ud800cd")  # a lone surrogate
         export.close()
         spans = {span.name: attributes_of(span) for span in server.spans}
     assert len(spans) == 10
@@ -225,21 +240,26 @@ def test_an_endless_response_body_costs_no_memory_and_close_is_bounded() -> None
     assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB while reading the answer"
     assert sent < len(piece) * ENDLESS // 4, f"the server got to send {sent} bytes"
     assert took < 3.0
-    assert export.spans.dropped == 0  # the 200 counts: the body is not needed
+    assert export.delivery.dropped == 0  # the 200 counts: the body is not needed
 
 
-def test_the_export_thread_never_outlives_close_against_a_hanging_langfuse() -> None:
+def test_close_is_bounded_and_the_export_thread_ends_against_a_hanging_langfuse() -> None:
+    """close() returns at the flush deadline; the request in flight then ends at its own
+    timeout (``timeout_s``), and the thread with it."""
+    before = len(export_threads())
     with receiver(lambda request: Reply(hang_s=30.0)) as server:
-        export = pipeline(server.base_url, flush_timeout_s=1.0)
+        export = pipeline(server.base_url, flush_timeout_s=1.0, timeout_s=1.5)
         submit(export, 20)
         time.sleep(0.3)  # the first send is in flight, hanging
         started = time.monotonic()
         export.close()
         took = time.monotonic() - started
-        alive = [t for t in threading.enumerate() if t is export._worker and t.is_alive()]
+        deadline = time.monotonic() + 3.0
+        while len(export_threads()) > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(export_threads()) <= before, "the export thread outlived its timeout"
     assert took < 1.0 + 0.5, f"close() took {took:.2f} s"
-    assert not alive, "the export thread is still running after close()"
-    assert export.spans.dropped == 20
+    assert export.delivery.dropped == 20
 
 
 def test_a_user_id_that_cannot_be_encoded_costs_only_itself_end_to_end(

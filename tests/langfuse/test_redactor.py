@@ -1,20 +1,10 @@
-"""The export path's retry pauses and the redactor, as units."""
+"""The redactor, as a unit: secrets in every form they can take in text and values."""
 
 from __future__ import annotations
 
 import base64
 
 from templiqx_langfuse import Redactor
-from templiqx_langfuse._export import RetryPolicy
-
-
-def test_retry_pauses_double_with_jitter_up_to_the_ceiling_or_follow_retry_after() -> None:
-    policy = RetryPolicy(first_backoff_s=0.5, max_backoff_s=8.0)
-    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (5, 8.0), (9, 8.0)]:
-        pauses = [policy.pause(attempt, None) for _ in range(50)]
-        assert all(ceiling / 2 <= p <= ceiling for p in pauses), (attempt, pauses)
-    assert policy.pause(1, 3.0) == 3.0  # the server's Retry-After, when within bounds
-    assert policy.pause(1, 3600.0) <= 0.5  # not an hour: the policy's own pause
 
 
 def test_redactor_replaces_secrets_and_their_basic_auth_form() -> None:
