@@ -291,7 +291,7 @@ class LangfuseConfig:
     tags: tuple[str, ...] = ()
     session_id: str | None = None
     user_id: str | None = None
-    flush_at: int = 64
+    flush_at: int = 512  # OTel's batch size, as the SDK's LANGFUSE_FLUSH_AT default
     flush_interval_s: float = 0.25
     #: Name of the BOOLEAN score recording ``output_schema_valid`` per generation; None: off.
     schema_score_name: str | None = "output_schema_valid"

@@ -310,6 +310,9 @@ class ExportPipeline:
         }
         base = config.base_url.rstrip("/")
         session = requests.Session()
+        # No proxy, netrc or CA-bundle lookups from the environment on every post (a third
+        # of the export's CPU); the model calls do not consult them either.
+        session.trust_env = False
         adapter = _BoundedAdapter()
         session.mount(base + "/", adapter)
         self._session = session
