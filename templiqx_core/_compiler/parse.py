@@ -72,13 +72,22 @@ def _span(mark: yaml.Mark | None) -> SourceSpan | None:
     return SourceSpan(line=line, column=column, end_line=line, end_column=column)
 
 
-def _clean_loc(loc: Sequence[Any]) -> list[Any]:
-    # pydantic adds union tags ("text", "list[...]", "TypedComponent") to locations;
-    # keep only segments that name document keys or indices.
-    cleaned = []
-    for part in loc:
-        if isinstance(part, str) and ("[" in part or part[:1].isupper()):
-            continue
+def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
+    """The document keys and indices of a pydantic error location.
+
+    pydantic puts union tags in locations (a node's ``kind`` such as ``interpolate``,
+    ``literal[...]``, ``TypedComponent``); walking the document tells them from keys. A
+    last segment absent from the document is kept unless it is a tag: it names a missing
+    field.
+    """
+    cleaned: list[Any] = []
+    node = data
+    for index, part in enumerate(loc):
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_list or (isinstance(node, dict) and part in node):
+            node = node[part]
+        elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
+            continue  # a union tag
         cleaned.append(part)
     return cleaned
 
@@ -112,7 +121,7 @@ def parse_contract(
         diagnostics = []
         seen: set[tuple[str, str]] = set()
         for item in error.errors(include_url=False, include_input=False):
-            loc = _clean_loc(item["loc"])
+            loc = _clean_loc(data, item["loc"])
             pointer = _pointer(loc)
             if (pointer, item["msg"]) in seen:
                 continue
