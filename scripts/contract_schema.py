@@ -2,23 +2,21 @@
 
     python scripts/contract_schema.py
 
-The CLI's ``compile`` validates contracts against this file without importing pydantic;
-the model stays the one source of truth (``tests/core/test_compile_paths.py`` fails when
-the file and the model's schema differ).
+The file is shipped for editors; the model stays the one source of truth
+(``tests/core/test_contract_schema.py`` fails when the file and the model's schema differ).
 """
 
 from __future__ import annotations
 
 import orjson
 
-from templiqx_core._compiler import Contract
-from templiqx_core._compiler.check import SCHEMA_FILE
+from templiqx_core._compiler.model import CONTRACT_SCHEMA_PATH, contract_json_schema
 
 
 def main() -> None:
-    schema = Contract.model_json_schema(by_alias=True)
-    SCHEMA_FILE.write_bytes(orjson.dumps(schema, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"wrote {SCHEMA_FILE}")
+    schema = contract_json_schema()
+    CONTRACT_SCHEMA_PATH.write_bytes(orjson.dumps(schema, option=orjson.OPT_INDENT_2) + b"\n")
+    print(f"wrote {CONTRACT_SCHEMA_PATH}")
 
 
 if __name__ == "__main__":

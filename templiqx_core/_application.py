@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import codes
 from ._canonical import fingerprint
 from ._compiler import Contract, compile_contract, read_contract
+from ._compiler.core import check_plain
 from ._contracts import (
     CompiledInteraction,
     Diagnostic,
@@ -72,15 +73,10 @@ def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
     components and extensions, and each eval fixture (inputs and context compiled,
     ``fake_output`` against ``output_schema``). Ok: ``{contract_id, contract_version,
     evals}`` (the number of fixtures checked)."""
-    from ._compiler.check import read_checked_contract
-    from ._compiler.core import check_plain
-
-    plain = read_checked_contract(contract)
-    if plain is None:
-        parsed, diagnostics = read_contract(contract)
-        if parsed is None:
-            return _envelope(CHECK_OPERATION, None, diagnostics)
-        plain = parsed.model_dump(by_alias=True)
+    parsed, diagnostics = read_contract(contract)
+    if parsed is None:
+        return _envelope(CHECK_OPERATION, None, diagnostics)
+    plain = parsed.model_dump(by_alias=True)
     found = [_diagnostic(item) for item in check_plain(plain, file=str(contract))]
     if found:
         return _envelope(CHECK_OPERATION, None, found)

@@ -7,32 +7,37 @@ code is 0 when the envelope is ok, 2 when it is not and for usage errors, 1 when
 command itself fails (an unreadable input file, an unknown runtime), with one line on
 stderr. No traceback reaches the user unless ``TEMPLIQX_DEBUG=1``.
 
-Start-up matters (an agent may call it per step): each command imports only what it
-needs, so ``--help``, ``fingerprint``, ``runtimes`` and ``compile`` (of a valid contract)
-never load pydantic.
+An agent may call it once per step, so start-up counts: the commands that execute
+nothing stay within 300 ms and the README's replayed job within 600 ms. The core is
+imported whole; only runtimes, the eval runner and the MCP extra load when a command
+asks for them.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
-if TYPE_CHECKING:
-    from ._compiler import EvalCase
-    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
-    from ._runtimes import RuntimeOptions
-    from ._scenarios import Scenario
+from ._application import check_envelope, compile_envelope, eval_envelope, execute_contract
+from ._canonical import fingerprint
+from ._compiler import EvalCase, read_contract
+from ._compiler.parse import reading_each_file_once
+from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
+from ._errors import InvalidData, PortError
+from ._loading import load_document, validate_model
+from ._runtimes import RuntimeOptions, available_runtimes, load_runtime
+from ._scenarios import Scenario, load_scenario
+from ._version import __version__
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_OK = 0, 1, 2
 EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
-API_VERSION = "templiqx/v1alpha1"
 
 
 class UsageError(Exception):
@@ -133,8 +138,6 @@ def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ._version import __version__
-
     parser = _Parser(
         prog="templiqx",
         description="Compile and execute prompt contracts; stdout is the OperationEnvelope JSON.",
@@ -234,9 +237,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_document(path: Path, what: str) -> Any:
-    from ._errors import PortError
-    from ._loading import load_document
-
     try:
         return load_document(path)
     except PortError as error:
@@ -245,8 +245,6 @@ def _read_document(path: Path, what: str) -> Any:
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
     """The contract's eval fixture ``--eval ID``: its inputs, context and fake output."""
-    from ._compiler import read_contract
-
     contract, diagnostics = read_contract(args.contract)
     if contract is None:
         raise CommandError(_diagnostic_line(diagnostics[0]))
@@ -258,10 +256,6 @@ def _eval_case(args: argparse.Namespace) -> EvalCase:
 
 
 def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
-    from ._contracts import RenderRequest
-    from ._errors import InvalidData
-    from ._loading import validate_model
-
     if args.eval_id is not None:
         case = _eval_case(args)
         return RenderRequest(inputs=case.inputs, context=case.context)
@@ -288,8 +282,6 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
 
 
 def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
-    from ._runtimes import RuntimeOptions
-
     for flag, path in (("--replay", args.replay), ("--scenario", args.scenario)):
         if path is not None and not path.is_file():
             raise CommandError(f"{flag}: {path}: no such file")
@@ -300,18 +292,13 @@ def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
-    return _wire_diagnostic_line(diagnostic.to_json())
-
-
-def _wire_diagnostic_line(diagnostic: dict[str, Any]) -> str:
-    """One stderr line for a diagnostic as the envelope carries it (JSON)."""
-    where = diagnostic.get("file") or ""
-    span = diagnostic.get("span")
-    if span is not None:
-        where += f":{span['line']}:{span['column']}"
-    if diagnostic.get("json_pointer"):
-        where += f" {diagnostic['json_pointer']}"
-    return f"{diagnostic['code']} {where.strip()}: {diagnostic['message']}".replace(" :", ":")
+    """One stderr line for a diagnostic: code, where (file:line:column pointer), message."""
+    where = diagnostic.file or ""
+    if diagnostic.span is not None:
+        where += f":{diagnostic.span.line}:{diagnostic.span.column}"
+    if diagnostic.json_pointer:
+        where += f" {diagnostic.json_pointer}"
+    return f"{diagnostic.code} {where.strip()}: {diagnostic.message}".replace(" :", ":")
 
 
 def _print(text: str, out: TextIO) -> None:
@@ -329,118 +316,42 @@ def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact
     return EXIT_NOT_OK
 
 
-def _emit_data(envelope: dict[str, Any], out: TextIO, err: TextIO, *, compact: bool) -> int:
-    """``_emit`` for an envelope built as plain data (``_serde.wire_json``: same bytes)."""
-    from ._serde import wire_json
-
-    _print(wire_json(envelope, indent=None if compact else 2), out)
-    if envelope["ok"]:
-        return EXIT_OK
-    for diagnostic in envelope["diagnostics"]:
-        line = _wire_diagnostic_line(diagnostic)
-        err.write(f"templiqx: {envelope['operation']} failed: {line}\n")
-    return EXIT_NOT_OK
-
-
-def _emit_light(operation: str, result: Any, out: TextIO, *, compact: bool) -> int:
-    """An ok envelope written without pydantic (same bytes as ``OperationEnvelope``)."""
-    from ._serde import wire_json
-
-    envelope = {
-        "api_version": API_VERSION,
-        "operation": operation,
-        "ok": True,
-        "result": result,
-        "diagnostics": [],
-        "fingerprints": {},
-    }
-    _print(wire_json(envelope, indent=None if compact else 2), out)
-    return EXIT_OK
-
-
 # -- commands ------------------------------------------------------------------------
 
 
-def _fingerprint(args: argparse.Namespace, out: TextIO) -> int:
-    from ._canonical import fingerprint
-    from ._errors import PortError
-
+def _fingerprint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     document = _read_document(args.file, "fingerprint")
     try:
         value = fingerprint(document)
     except PortError as error:
         raise CommandError(f"fingerprint: {args.file}: {error}") from None
-    return _emit_light("fingerprint", value, out, compact=args.json)
+    envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
+    return _emit(envelope, out, err, compact=args.json)
 
 
-def _runtimes(args: argparse.Namespace, out: TextIO) -> int:
-    from ._runtimes import available_runtimes
+def _runtimes(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    names = available_runtimes()
+    envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+    return _emit(envelope, out, err, compact=args.json)
 
-    return _emit_light("runtimes", available_runtimes(), out, compact=args.json)
 
-
-def _plain_values(args: argparse.Namespace, contract: dict[str, Any]) -> tuple[Any, Any] | None:
-    """The request's inputs and context as checked plain data, or ``None`` when only the
-    model path can say what (if anything) is wrong with them. Errors it raises itself
-    (an unreadable file) are the ones the model path raises, in the same order."""
-    from ._compiler.check import is_plain_json
-
-    if args.eval_id is not None:
-        cases = [c for c in contract.get("evals", []) if c["id"] == args.eval_id]
-        if not cases:
-            return None
-        return cases[0].get("inputs", {}), cases[0].get("context", {})
-    if args.request is not None:
-        data = _read_document(args.request, "--request")
-        if type(data) is not dict or not set(data) <= {"inputs", "context"}:
-            return None
-        values = [data.get("inputs", {}), data.get("context", {})]
-    else:
-        values = []
-        for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
-            value = {} if path is None else _read_document(path, flag)
-            if type(value) is not dict:
-                return None  # before reading --context, as the model path
-            values.append(value)
-    if all(type(v) is dict and is_plain_json(v) for v in values):
-        return values[0], values[1]
-    return None
+def _declared_capabilities(args: argparse.Namespace) -> list[str]:
+    """``--capability``, or what the contract declares: never the runtime's, so the
+    interaction and its request fingerprint do not depend on which runtime runs it (the
+    reference takes only ``--capability``); a runtime must offer each required one."""
+    if args.capability is not None:
+        return list(args.capability)
+    contract, _ = read_contract(args.contract)
+    return [] if contract is None else contract.declared_capabilities
 
 
 def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Without pydantic when the contract and the values check out (start-up budget):
-    same compiler, same bytes. Otherwise the models validate and say what is wrong."""
-    from ._compiler.check import read_checked_contract
-    from ._compiler.core import compile_plain, declared_capabilities
-    from ._compiler.wire import compile_envelope_data
-
-    contract = read_checked_contract(args.contract)
-    values = None if contract is None else _plain_values(args, contract)
-    if contract is None or values is None:
-        return _compile_with_models(args, out, err)
-    caps = args.capability
-    if caps is None:
-        caps = declared_capabilities(contract)
-    result = compile_plain(contract, *values, caps, file=str(args.contract))
-    return _emit_data(compile_envelope_data(result), out, err, compact=args.json)
-
-
-def _compile_with_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ._application import compile_envelope
-    from ._compiler import read_contract
-
     request = _render_request(args, None)
-    caps = args.capability
-    if caps is None:
-        contract, _ = read_contract(args.contract)
-        caps = [] if contract is None else contract.declared_capabilities
-    envelope = compile_envelope(args.contract, request, capabilities=caps)
+    envelope = compile_envelope(args.contract, request, capabilities=_declared_capabilities(args))
     return _emit(envelope, out, err, compact=args.json)
 
 
 def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ._application import check_envelope
-
     return _emit(check_envelope(args.contract), out, err, compact=args.json)
 
 
@@ -457,8 +368,6 @@ def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if given or args.retry_errors or args.format != "table":
         flag = "--" + (given[0] if given else "format").replace("_", "-")
         raise UsageError(f"eval: {flag} runs cases against a model: add --runtime NAME")
-    from ._application import eval_envelope
-
     err.write(
         "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
         "--runtime NAME runs the cases against a model\n"
@@ -470,8 +379,6 @@ def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _eval_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import logging
-
     try:  # the runner lives with the traced runtime; the core never imports it eagerly
         from templiqx_langfuse.evals._cli import merge_command, run_command
     except ImportError as error:
@@ -489,8 +396,6 @@ def _runtime_name(args: argparse.Namespace) -> str:
         return str(args.runtime)
     if args.fixture_output is not None or args.scenario is not None or args.eval_id is not None:
         return "scripted"
-    from ._runtimes import available_runtimes
-
     installed = ", ".join(available_runtimes()) or "none"
     raise UsageError(
         f"execute: choose a runtime with --runtime NAME (installed: {installed}), "
@@ -503,9 +408,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     options = _runtime_options(args)
     scenario = None
     if args.scenario is not None:
-        from ._errors import PortError
-        from ._scenarios import load_scenario
-
         try:
             scenario = load_scenario(args.scenario)
         except PortError as error:
@@ -518,11 +420,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         fixture = None if scenario is None else scenario.expected_output
 
-    from ._application import execute_contract
-    from ._contracts import StreamEvent
-    from ._errors import PortError
-    from ._runtimes import load_runtime
-
     try:
         runtime = load_runtime(name, options)
     except PortError as error:
@@ -532,20 +429,11 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _print(event.model_dump_json(), out)
 
     with runtime:
-        caps = args.capability
-        if caps is None:
-            # The contract's, as `compile`: never the runtime's, so the interaction and its
-            # request fingerprint do not depend on which runtime runs it (the reference
-            # takes only --capability); the runtime must offer each required capability.
-            from ._compiler import read_contract
-
-            contract, _ = read_contract(args.contract)
-            caps = [] if contract is None else contract.declared_capabilities
         envelope = execute_contract(
             args.contract,
             request,
             runtime=runtime,
-            capabilities=caps,
+            capabilities=_declared_capabilities(args),
             fixture_output=fixture,
             stream=args.stream,
             on_event=print_event if args.stream else None,
@@ -562,8 +450,6 @@ def _mcp(args: argparse.Namespace) -> int:
         from ._mcp import serve  # the optional extra, imported only when asked for
     except ImportError as error:
         raise CommandError(str(error)) from None
-    from ._errors import PortError
-
     try:
         serve(_runtime_options(args), runtime_name=args.runtime)
     except PortError as error:
@@ -573,13 +459,11 @@ def _mcp(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "fingerprint":
-        return _fingerprint(args, out)
+        return _fingerprint(args, out, err)
     if args.command == "runtimes":
-        return _runtimes(args, out)
+        return _runtimes(args, out, err)
     if args.command == "mcp":
         return _mcp(args)
-    from ._compiler.check import reading_each_file_once
-
     with reading_each_file_once():  # a contract is read and parsed once per run
         if args.command == "compile":
             return _compile(args, out, err)
@@ -590,39 +474,11 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _execute(args, out, err)
 
 
-_ONE_SHOT_GC_THRESHOLD = 100_000
-
-
-def _pause_gc() -> tuple[int, ...]:
-    """Rare cyclic-GC passes for the console script's one command (not ``mcp``, not a
-    caller's ``main(argv)``): importing builds ~50 000 objects the collector tracks, nearly
-    all alive until exit, and the default threshold's ~135 passes over them during the
-    README's job cost ~0.1 s of a ~0.4 s run and free next to nothing. Raised, not
-    disabled (as mypy does), so a long ``eval`` still collects its cycles. Returns the
-    thresholds to restore.
-    """
-    previous = gc.get_threshold()
-    gc.set_threshold(_ONE_SHOT_GC_THRESHOLD, *previous[1:])
-    return previous
-
-
-def _resume_gc(previous: tuple[int, ...]) -> None:
-    """The thresholds back, with what the command built frozen: the process is about to
-    exit, and shutdown's collections then skip those objects instead of scanning them."""
-    gc.freeze()
-    gc.set_threshold(*previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
-    gc_thresholds: tuple[int, ...] | None = None
     try:
         args = build_parser().parse_args(argv)
-        if argv is None and args.command != "mcp":
-            gc_thresholds = _pause_gc()
         if args.command in ("execute", "mcp"):
-            import logging
-
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
             logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
         return _run(args, out, err)
@@ -636,8 +492,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.write("templiqx: interrupted\n")
         return 130
     except Exception as error:
-        from ._errors import PortError
-
         if isinstance(error, PortError):
             err.write(f"templiqx: {error.code}: {error}\n")
             return EXIT_FAILED
@@ -649,9 +503,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rerun with TEMPLIQX_DEBUG=1 for details\n"
         )
         return EXIT_FAILED
-    finally:
-        if gc_thresholds is not None:
-            _resume_gc(gc_thresholds)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""serde_json's text for JSON values, without pydantic (the CLI's light commands use it).
+"""serde_json's text for JSON values: how every wire model and the MCP server write JSON.
 
 The reference writes structs in declaration order and every map sorted (``BTreeMap`` and
 ``serde_json::Value`` without ``preserve_order``); callers hand over data already in that

@@ -1,8 +1,8 @@
 """templiqx_langfuse: the Langfuse-traced runtime adapter for OpenAI-compatible endpoints.
 
-Names are loaded on first use (PEP 562): the package is imported whenever pytest loads
-the bundled plugin, and a host's test run must not pay for langfuse and OpenTelemetry
-unless a test actually builds a runtime.
+Names load on first use (PEP 562), the one lazy loader of both packages: pytest imports
+this package with the bundled plugin in every host test run, which must not pay for
+httpx, pydantic, the core, langfuse or OpenTelemetry unless a test builds a runtime.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The compiler proper, on plain data: one contract document, one request, one result.
 
-Pydantic-free, so the CLI's ``compile`` can run it without loading the models (start-up
-budget, issue 14). Its input is a *validated* contract as plain data: the YAML document
-that passed ``check.checked_contract``, or a ``Contract`` model dumped by alias; absent
-optional fields read as the model's defaults. Its output is plain data too: the
+Its input is the validated ``Contract`` model dumped by alias: nodes as dicts, values as
+JSON, which is what the renderer walks and the reference's semantics are written for;
+absent optional fields read as the model's defaults. Its output is plain data too: the
 interaction as ``CompiledInteraction`` lays it out, and diagnostics in ``Diagnostic``'s
 field order. ``compile_contract`` wraps both in the wire models.
 """

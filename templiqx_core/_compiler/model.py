@@ -1,8 +1,13 @@
-"""The ``templiqx/v1alpha1`` contract document, as strict pydantic models."""
+"""The ``templiqx/v1alpha1`` contract document, as strict pydantic models.
+
+These models are the one definition of a valid contract: loading validates with them,
+and the shipped JSON Schema (for editors) is generated from them.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal, Union
 
 from pydantic import Field, JsonValue
 
@@ -10,6 +15,7 @@ from .._contracts import Role, WireModel
 from .._eval_cases import Check
 
 __all__ = [
+    "CONTRACT_SCHEMA_PATH",
     "ComponentDefinition",
     "ComponentNode",
     "ContentNode",
@@ -25,7 +31,11 @@ __all__ = [
     "TextNode",
     "TypedComponent",
     "WhenNode",
+    "contract_json_schema",
 ]
+
+CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
+"""The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
 
 
 class RefExpr(WireModel):
@@ -180,3 +190,8 @@ class Contract(WireModel):
     def declared_capabilities(self) -> list[str]:
         """What the contract needs: its capabilities and its extensions' (default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
+
+
+def contract_json_schema() -> dict[str, Any]:
+    """What ``CONTRACT_SCHEMA_PATH`` holds: the ``Contract`` model's schema, keys by alias."""
+    return Contract.model_json_schema(by_alias=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +16,28 @@ from .. import codes
 from .._contracts import Diagnostic, SourceSpan
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load
-from .check import memoized, read_contract_text, reading_each_file_once
 from .model import Contract
 
 __all__ = ["PARSE_YAML", "parse_contract", "read_contract", "reading_each_file_once"]
 
 PARSE_YAML = codes.PARSE_YAML
+
+_Read = tuple[Contract | None, list[Diagnostic]]
+_READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_reads", default=None)
+
+
+@contextmanager
+def reading_each_file_once() -> Iterator[None]:
+    """Within the block, each contract file is read and validated once (a CLI run reads
+    its contract to compile it and again for its declared capabilities).
+
+    Scoped to the block (a context variable), so no host ever sees a stale contract.
+    """
+    token = _READS.set({})
+    try:
+        yield
+    finally:
+        _READS.reset(token)
 
 
 def _pointer(loc: Sequence[Any]) -> str:
@@ -53,13 +72,22 @@ def _span(mark: yaml.Mark | None) -> SourceSpan | None:
     return SourceSpan(line=line, column=column, end_line=line, end_column=column)
 
 
-def _clean_loc(loc: Sequence[Any]) -> list[Any]:
-    # pydantic adds union tags ("text", "list[...]", "TypedComponent") to locations;
-    # keep only segments that name document keys or indices.
-    cleaned = []
-    for part in loc:
-        if isinstance(part, str) and ("[" in part or part[:1].isupper()):
-            continue
+def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
+    """The document keys and indices of a pydantic error location.
+
+    pydantic puts union tags in locations (a node's ``kind`` such as ``interpolate``,
+    ``literal[...]``, ``TypedComponent``); walking the document tells them from keys. A
+    last segment absent from the document is kept unless it is a tag: it names a missing
+    field.
+    """
+    cleaned: list[Any] = []
+    node = data
+    for index, part in enumerate(loc):
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_list or (isinstance(node, dict) and part in node):
+            node = node[part]
+        elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
+            continue  # a union tag
         cleaned.append(part)
     return cleaned
 
@@ -93,7 +121,7 @@ def parse_contract(
         diagnostics = []
         seen: set[tuple[str, str]] = set()
         for item in error.errors(include_url=False, include_input=False):
-            loc = _clean_loc(item["loc"])
+            loc = _clean_loc(data, item["loc"])
             pointer = _pointer(loc)
             if (pointer, item["msg"]) in seen:
                 continue
@@ -112,14 +140,21 @@ def parse_contract(
 
 
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
-    """Read and parse a contract file (missing/unreadable files are ``TQX_PARSE_YAML`` too)."""
-    contract, diagnostics = memoized("model", path, lambda: _read_contract(Path(path)))
+    """Read and parse a contract file; a missing or unreadable one is a diagnostic too."""
+    memo = _READS.get()
+    key = os.fspath(path)
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        found = _read_contract(Path(path))
+        if memo is not None:
+            memo[key] = found
+    contract, diagnostics = found
     return contract, list(diagnostics)
 
 
-def _read_contract(file: Path) -> tuple[Contract | None, list[Diagnostic]]:
+def _read_contract(file: Path) -> _Read:
     try:
-        text = read_contract_text(file)
+        text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         missing = isinstance(error, FileNotFoundError)
         code = NotFound.code if missing else IoFailure.code

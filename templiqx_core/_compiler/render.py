@@ -1,8 +1,8 @@
 """Rendering content nodes with schema-checked references.
 
 It works on validated plain data (the contract document as a dict, its nodes as dicts
-with the model's defaults read where absent) and records plain diagnostics, so the CLI's
-``compile`` runs it without pydantic; the public API wraps what it returns in models.
+with the model's defaults read where absent) and records plain diagnostics; the public
+API wraps what it returns in models.
 
 Every reference is resolved twice: statically against the declared JSON Schema (so a
 typo in an untaken ``when`` branch is still an error) and dynamically against the value.

@@ -159,3 +159,42 @@ def test_execute_eval_with_invalid_fake_output_names_the_rule(run_cli: Run, tria
         "templiqx: execute_contract failed: TQX_OUTPUT_SCHEMA /output/category: "
         '/category: not one of the enum ["billing", "bug", "other"]',
     ]
+
+
+SHAPE_ERRORS = [  # (edit of TRIAGE, pointer, rule): each a TQX_PARSE_YAML from the model
+    (("role: user", "role: robot"), "/messages/0/role", "Input should be 'system'"),
+    (("version: 1.0.0", "version: 1"), "/version", "Input should be a valid string"),
+    (("evals:", "ouput_schema: {}\nevals:"), "/ouput_schema", "Extra inputs are not permitted"),
+    (('        value: "Triage: "\n', ""), "/messages/0/content/0/value", "Field required"),
+    (
+        ("path: inputs.subject}", "path: inputs.subject}\n        filters: [{decimals: 2.0}]"),
+        "/messages/0/content/1/filters/0/decimals",  # inside a node: no union tag in it
+        "Input should be a valid integer",
+    ),
+    (
+        ("    fake_output: {category: bug, priority: 1}\n", ""),
+        "/evals/0/fake_output",
+        "Field required",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "pointer", "rule"), SHAPE_ERRORS, ids=[p for _, p, _ in SHAPE_ERRORS]
+)
+def test_a_shape_error_is_a_located_diagnostic_naming_the_rule(
+    run_cli: Run, triage: Path, edit: tuple[str, str], pointer: str, rule: str
+) -> None:
+    assert edit[0] in TRIAGE
+    triage.write_text(TRIAGE.replace(*edit))
+    for command in ("check", "compile"):
+        result = run_cli(command, str(triage), "--json")
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert "internal error" not in result.stderr
+        diagnostics = json.loads(result.stdout)["diagnostics"]
+        assert {d["code"] for d in diagnostics} == {"TQX_PARSE_YAML"}
+        found = [d for d in diagnostics if d["json_pointer"] == pointer]
+        assert len(found) == 1, diagnostics
+        assert found[0]["message"].startswith(f"{pointer}: {rule}")
+        assert found[0]["span"] is not None  # and the line and column in the file
