@@ -24,14 +24,12 @@ PRODUCT = [
 _LANGUAGE_DUNDERS = frozenset(
     {"__setattr__", "__new__", "__name__", "__class__", "__version__", "__dict__", "__doc__"}
 )
-#: Reads still to be replaced by public API (the pytest plugin's cassette and network
-#: seams, the MCP server's tool registry, pydantic's private-attribute storage). This list
-#: may only shrink: an entry that no longer occurs fails the test too.
+#: Reads still to be replaced by public API (the MCP server's tool registry, pydantic's
+#: private-attribute storage). This list may only shrink: an entry that no longer occurs
+#: fails the test too.
 KNOWN: set[tuple[str, str]] = {
     ("templiqx_core/_mcp.py", "_lowlevel_server"),
     ("templiqx_core/_receipts.py", "__pydantic_private__"),
-    ("templiqx_langfuse/testing/cassettes.py", "_path"),
-    ("templiqx_langfuse/testing/_offline.py", "_original_connect"),
 }
 
 

@@ -2,100 +2,68 @@
 
 vcrpy answers the HTTP clients it patches, but it lets ignored hosts (the Langfuse
 endpoint) and every other client through; a forgotten re-record could then call a real
-provider. This reuses pytest-recording's own guard (``--block-network``), which patches
-``socket.socket.connect``/``connect_ex``, with loopback as the only allowed hosts, and
-counts nested replays so the last one to end lifts the block. A block someone else put
-in place (pytest-recording's ``--block-network``) is left alone.
+provider. The guard is laid over whatever ``connect`` is in place, so a block already
+there (pytest-recording's ``--block-network``) still applies; nested replays share one,
+and the outermost puts the previous ``connect`` back. It is ours, not pytest-recording's
+guard: importing that imports pytest (≈ 85 ms), which the CLI's ``--replay`` must not pay.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import re
 import socket
-import sys
 import threading
-import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from templiqx_core import Unsupported
 
-def _network_guard() -> types.ModuleType:
-    """pytest-recording's ``network`` module, without importing pytest when not under it.
-
-    ``pytest_recording/__init__`` imports pytest (≈ 85 ms), which the CLI's ``--replay``
-    must not pay. Under pytest (or once pytest-recording is loaded) the module is imported
-    normally, so the guard and its state are the plugin's own; otherwise its file is
-    loaded under the same module name, so a later normal import shares it.
-    """
-    name = "pytest_recording.network"
-    if name in sys.modules or "pytest" in sys.modules or "pytest_recording" in sys.modules:
-        return importlib.import_module(name)
-    package = importlib.util.find_spec("pytest_recording")
-    locations = package.submodule_search_locations if package is not None else None
-    spec = (
-        importlib.util.spec_from_file_location(name, f"{next(iter(locations))}/network.py")
-        if locations
-        else None
-    )
-    if spec is None or spec.loader is None:
-        return importlib.import_module(name)  # an unusual install: the normal way
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
-network = _network_guard()
-
-__all__ = ["LOOPBACK_HOSTS", "lifted", "offline"]
+__all__ = ["LOOPBACK_HOSTS", "NetworkBlocked", "offline"]
 
 #: Regular expressions (``re.match``) of the hosts a blocked process may still connect to.
 LOOPBACK_HOSTS = (r"127(?:\.\d{1,3}){3}$", r"::1$", r"localhost$")
+_LOOPBACK = re.compile("|".join(f"(?:{host})" for host in LOOPBACK_HOSTS))
 
 _lock = threading.Lock()
 _depth = 0
-_ours = False
+_previous: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+
+
+class NetworkBlocked(Unsupported, RuntimeError):
+    """A connection elsewhere than loopback while a cassette replays (``TQX_UNSUPPORTED``;
+    a ``RuntimeError`` like pytest-recording's own block)."""
+
+
+def _guard(connect: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(sock: socket.socket, address: Any, *args: Any, **kwargs: Any) -> Any:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            host = str(address[0])
+            if not _LOOPBACK.match(host):
+                raise NetworkBlocked(
+                    f"Network is disabled for host {host!r} while a cassette replays "
+                    "(only loopback connects); record with --record-mode=once"
+                )
+        return connect(sock, address, *args, **kwargs)
+
+    return guarded
 
 
 @contextmanager
 def offline() -> Iterator[None]:
     """Refuse every non-loopback connection until the outermost ``offline()`` ends."""
-    global _depth, _ours
+    global _depth, _previous
     with _lock:
         if _depth == 0:
-            _ours = socket.socket.connect is network._original_connect
-            if _ours:
-                network.block(allowed_hosts=list(LOOPBACK_HOSTS))
+            _previous = (socket.socket.connect, socket.socket.connect_ex)
+            socket.socket.connect = _guard(_previous[0])  # type: ignore[method-assign]
+            socket.socket.connect_ex = _guard(_previous[1])  # type: ignore[method-assign]
         _depth += 1
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _ours:
-                network.unblock()
-                _ours = False
-
-
-@contextmanager
-def lifted(**block: Any) -> Iterator[None]:
-    """Lift pytest-recording's network block while a cassette may record, then put it back
-    with ``block`` (its own ``allowed_hosts``/``allow_private_ips``): pytest-recording does
-    not block a ``@pytest.mark.vcr`` test whose record mode is not ``none``. A block of
-    ours (a replay in progress) or no block at all is left as it is."""
-    with _lock:
-        ours = _depth > 0
-    if ours or socket.socket.connect is network._original_connect:
-        yield
-        return
-    network.unblock()
-    try:
-        yield
-    finally:
-        network.block(**block)
+            if _depth == 0 and _previous is not None:
+                socket.socket.connect, socket.socket.connect_ex = _previous  # type: ignore[method-assign]
+                _previous = None

@@ -1,4 +1,4 @@
-"""vcrpy rules for recording and replaying the adapter's model calls (SPEC §6).
+"""vcrpy rules for recording and replaying the adapter's model calls.
 
 Secrets are scrubbed before anything is written, whoever records: credential headers are
 dropped, and the configured keys (from the environment, the runtime's configuration or a
@@ -6,20 +6,19 @@ dropped, and the configured keys (from the environment, the runtime's configurat
 response bodies, the URI, every remaining header and the status reason. A loopback
 server's random port is folded into one stable host so a recording replays anywhere;
 matching is method + URI + body; playback never repeats an interaction; Langfuse's API
-(spans, scores) is never recorded, on any host. The record mode
-is *not* part of these rules: it belongs to the caller (pytest-recording's
-``--record-mode``, or ``open_cassette(record_mode=…)``).
+(spans, scores) is never recorded, on any host. The record mode is *not* part of these
+rules: it belongs to the caller (pytest-recording, or ``open_cassette(record_mode=…)``).
+A miss is described from vcrpy's own closest-match search.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
+import copy
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +49,11 @@ __all__ = [
     "ActiveCassette",
     "CassetteMiss",
     "Scrubber",
+    "ScrubbingPersister",
     "UnplayedInteractions",
     "cassette_config",
+    "cassette_miss",
+    "check_cassette",
     "no_match_error",
     "open_cassette",
     "record_mode_of",
@@ -89,7 +91,6 @@ _CREDENTIAL = re.compile(
     r"|(?<![A-Za-z0-9])(?:gsk|ghp|gho|github_pat|xai)[_-][A-Za-z0-9_]{20,}"
 )
 _AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=*-]{6,}", re.IGNORECASE)
-_MAX_DIFF_LINES = 40
 
 
 class UnplayedInteractions(AssertionError):
@@ -114,6 +115,10 @@ class Scrubber:
         self._fixed = tuple(s for s in secrets if s)
         self._env = env
         self._cache: tuple[tuple[str, ...], Redactor] | None = None
+
+    def add(self, secrets: Iterable[str | None]) -> None:
+        """Also scrub ``secrets``: keys a test or runtime names after the cassette opened."""
+        self._fixed = (*self._fixed, *(s for s in secrets if s and s not in self._fixed))
 
     def _redactor(self) -> Redactor:
         env = os.environ if self._env is None else self._env
@@ -147,13 +152,14 @@ def cassette_config(
     secrets: Iterable[str | None] = (),
     langfuse_hosts: Iterable[str] = (),
     env: Mapping[str, str] | None = None,
+    scrubber: Scrubber | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``VCR.use_cassette`` / pytest-recording's ``vcr_config``.
 
     No ``record_mode``: pytest-recording lets a ``record_mode`` in ``vcr_config`` win
     over ``--record-mode``, so a rule set that named one would disable the flag.
     """
-    scrubber = Scrubber(secrets, env)
+    scrubber = scrubber or Scrubber(secrets, env)
 
     def before_record_request(request: Any) -> Any:
         # vcrpy also runs this on every live request before matching, so whatever is
@@ -198,28 +204,59 @@ def _values(values: Any) -> list[Any]:
     return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
+class ScrubbingPersister:
+    """A vcrpy persister that scrubs every interaction before ``inner`` writes it.
+
+    Registered on the plugin's cassettes so a host's own ``before_record_*`` or
+    ``filter_headers`` in ``vcr_config`` can replace our request-side rules without a
+    secret ever reaching the file.
+    """
+
+    def __init__(self, inner: Any, scrubber: Scrubber) -> None:
+        self.inner = inner
+        config = cassette_config(scrubber=scrubber)
+        self._request: Callable[[Any], Any] = config["before_record_request"]
+        self._response: Callable[[Any], Any] = config["before_record_response"]
+
+    def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
+        return self.inner.load_cassette(cassette_path, serializer)
+
+    def save_cassette(
+        self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
+    ) -> None:
+        pairs = []
+        for request, response in zip(
+            cassette_dict["requests"], cassette_dict["responses"], strict=True
+        ):
+            request = self._request(copy.deepcopy(request))
+            if request is None:
+                continue  # Langfuse traffic: never written
+            for name in [n for n in request.headers if n.lower() in SCRUBBED_REQUEST_HEADERS]:
+                del request.headers[name]
+            pairs.append((request, self._response(copy.deepcopy(response))))
+        scrubbed = {
+            **cassette_dict,
+            "requests": [request for request, _ in pairs],
+            "responses": [response for _, response in pairs],
+        }
+        self.inner.save_cassette(cassette_path, scrubbed, serializer=serializer)
+
+
 @dataclass
 class ActiveCassette:
-    """A cassette in use, with the requests it could not answer (for one clear failure)."""
+    """A cassette in use, with the scrubber its recordings and miss reports go through."""
 
     path: Path
-    record_mode: RecordMode
     cassette: Cassette
     scrubber: Scrubber
-    misses: list[Any] = field(default_factory=list)
 
     @property
     def replaying(self) -> bool:
         """Answering from a recording that may not grow (``none``, or ``once`` over a file)."""
         return bool(self.cassette.write_protected)
 
-    def unplayed(self) -> int:
-        if not self.replaying:
-            return 0
-        return len(self.cassette) - len(self.cassette.play_counts)
-
     def unplayed_error(self) -> UnplayedInteractions | None:
-        count = self.unplayed()
+        count = len(self.cassette) - len(self.cassette.play_counts) if self.replaying else 0
         if not count:
             return None
         return UnplayedInteractions(
@@ -227,107 +264,56 @@ class ActiveCassette:
             "(the code under test made fewer or other requests than were recorded)"
         )
 
-    def miss_error(self, index: int = 0, *, brief: bool = False) -> CassetteMiss:
-        """The ``index``-th unanswered request, what the closest recording differs in
-        (with the body diff, or on one line when ``brief``)."""
-        request = self.misses[index]
-        return CassetteMiss(_describe_miss(self.path, self.cassette, self.scrubber, request, brief))
+
+def cassette_miss(error: BaseException) -> CannotOverwriteExistingCassetteException | None:
+    """vcrpy's miss behind ``error``, however the code under test wrapped or mapped it."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, CannotOverwriteExistingCassetteException):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def no_match_error(
-    error: CannotOverwriteExistingCassetteException, *, brief: bool = False
+    error: CannotOverwriteExistingCassetteException,
+    *,
+    brief: bool = False,
+    scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """The same clear error from vcrpy's own, for code that holds only the exception."""
+    """vcrpy's miss as one clear ``CassetteMiss``: the cassette, and what vcrpy's closest
+    recorded requests differ in (its matchers' own messages, the body diff included);
+    ``brief``: one line without them (the CLI's; ``TEMPLIQX_DEBUG=1`` asks for the rest)."""
     cassette = error.cassette
-    # The class's method, not a watched instance's: describing a miss is not another miss.
-    request = Cassette.filter_request(cassette, error.failed_request) or error.failed_request
-    path = Path(cassette._path)
-    return CassetteMiss(_describe_miss(path, cassette, Scrubber(), request, brief))
-
-
-def _json_lines(body: Any) -> list[str]:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
-    try:
-        return json.dumps(json.loads(text), indent=1, sort_keys=True).splitlines()
-    except ValueError:
-        return text.splitlines()
-
-
-def _differences(request: Any, recorded: Any) -> list[str]:
-    fields = [("method", request.method, recorded.method), ("URI", request.uri, recorded.uri)]
-    differing = [name for name, mine, theirs in fields if mine != theirs]
-    if _json_lines(request.body) != _json_lines(recorded.body):
-        differing.append("body")
-    return differing
-
-
-def _describe_miss(
-    path: Path, cassette: Cassette, scrubber: Scrubber, request: Any, brief: bool = False
-) -> str:
-    """What the closest recording differs in; ``brief``: one line without the diff (the
-    CLI's, where ``TEMPLIQX_DEBUG=1`` asks for the rest)."""
-    scrub = scrubber.text
+    scrub = (scrubber or Scrubber()).text
+    request = cassette.filter_request(error.failed_request) or error.failed_request
     mode = getattr(cassette.record_mode, "value", cassette.record_mode)
     head = (
-        f"cassette {path} (record mode {mode}) has no unplayed "
+        f"cassette {cassette.path} (record mode {mode}) has no unplayed "
         f"recorded response for {request.method} {scrub(request.uri)}"
     )
-    recorded = list(cassette.requests)
-    if not recorded:
-        return f"{head}; the cassette is empty. Record it: pytest --record-mode=once"
-    closest = min(recorded, key=lambda r: len(_differences(request, r)))
-    differing = _differences(request, closest)
-    if not differing:
+    if not len(cassette):
+        return CassetteMiss(f"{head}; the cassette is empty. Record it: pytest --record-mode=once")
+    similar = cassette.find_requests_with_most_matches(error.failed_request)
+    failed: list[tuple[str, str]] = similar[0][2] if similar else []
+    if not similar:
+        reason = "no recorded request is similar to it"
+    elif not failed:
         reason = "its recorded twin was already played (an interaction plays once)"
     else:
-        reason = f"closest recorded request differs in: {', '.join(differing)}"
+        reason = f"closest recorded request differs in: {', '.join(n for n, _ in failed)}"
     if brief:
-        return f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)"
+        return CassetteMiss(f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)")
     lines = [head, reason]
-    if differing:
-        if closest.method != request.method:
-            lines.append(f"  method: recorded {closest.method}, sent {request.method}")
-        if closest.uri != request.uri:
-            lines.append(f"  URI: recorded {scrub(closest.uri)}, sent {scrub(request.uri)}")
-        if "body" in differing:
-            diff = list(
-                difflib.unified_diff(
-                    _json_lines(closest.body),
-                    _json_lines(request.body),
-                    "recorded body",
-                    "sent body",
-                    n=1,
-                    lineterm="",
-                )
-            )
-            shown = diff[:_MAX_DIFF_LINES]
-            lines += [f"  {scrub(line)}" for line in shown]
-            if len(diff) > len(shown):
-                lines.append(f"  … {len(diff) - len(shown)} more diff lines")
+    for name, message in failed:
+        lines += [f"  {name}:", *(f"    {scrub(line)}" for line in (message or "").splitlines())]
     lines.append(
         "Re-record the cassette if the change is intended: pytest --record-mode=rewrite "
         "(pytest-recording), or vcrpy with record_mode='all'."
     )
-    return "\n".join(lines)
-
-
-def _watch_misses(active: ActiveCassette) -> None:
-    """Note every request the cassette refuses, whatever the caller does with the error.
-
-    vcrpy's stubs ask ``filter_request`` exactly when a write-protected cassette has no
-    match, right before raising; noting it there keeps the diagnosis even when the error
-    is caught, wrapped or mapped on its way up (the runtime may turn it into a failure).
-    """
-    cassette = active.cassette
-    original: Callable[[Any], Any] = cassette.filter_request
-
-    def filter_request(request: Any) -> Any:
-        filtered = original(request)
-        if filtered and cassette.write_protected:
-            active.misses.append(filtered)
-        return filtered
-
-    cassette.filter_request = filter_request
+    return CassetteMiss("\n".join(lines))
 
 
 #: pytest-recording's ``--record-mode`` choices: vcrpy's modes plus ``rewrite``.
@@ -342,6 +328,17 @@ def record_mode_of(value: str | RecordMode) -> str:
 
 
 _REQUEST_FIELDS = frozenset({"method", "uri", "body", "headers"})
+
+
+def check_cassette(path: Path, *, write_protected: bool) -> None:
+    """Before vcrpy reads ``path``: a cassette that must replay exists (``NotFound``), and a
+    file vcrpy could not replay is one ``InvalidData`` line, not vcrpy's traceback."""
+    if path.is_file():
+        _check_cassette(path)
+    elif write_protected:
+        raise NotFound(
+            f"cassette {path} does not exist; record it (pytest --record-mode=once) or fix the path"
+        )
 
 
 def _check_cassette(path: Path) -> None:
@@ -399,13 +396,9 @@ def open_cassette(
     if mode == "rewrite":
         path.unlink(missing_ok=True)
         mode = "new_episodes"
-    if mode == "none" and not path.is_file():
-        raise NotFound(
-            f"cassette {path} does not exist; record it (pytest --record-mode=once) or fix the path"
-        )
-    if path.is_file():
-        _check_cassette(path)
-    config = cassette_config(secrets=secrets, env=env)
+    check_cassette(path, write_protected=mode == "none")
+    scrubber = Scrubber(secrets, env)
+    config = cassette_config(scrubber=scrubber)
     config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
     with ExitStack() as stack:
         try:
@@ -414,8 +407,7 @@ def open_cassette(
             )
         except (LookupError, TypeError, ValueError, AttributeError, yaml.YAMLError) as error:
             raise InvalidData(f"{path}: not a readable cassette ({type(error).__name__})") from None
-        active = ActiveCassette(path, RecordMode(mode), cassette, Scrubber(secrets, env))
-        _watch_misses(active)
+        active = ActiveCassette(path, cassette, scrubber)
         if active.replaying:
             stack.enter_context(offline())
         yield active

@@ -3,10 +3,8 @@
 * ``templiqx_vcr_config`` — the scrubbing and matching rules as a pytest-recording
   ``vcr_config`` (no record mode, so ``--record-mode`` keeps working); a host opts in with
   ``def vcr_config(templiqx_vcr_config): return templiqx_vcr_config``.
-* ``templiqx_cassette`` — ``templiqx_cassette(path=None)`` uses a cassette until the test
-  ends; without a path, pytest-recording's per-test location. Record mode (``vcr_config``,
-  ``vcr`` mark, ``--record-mode``), ``--disable-recording`` and ``--block-network`` are
-  resolved as pytest-recording resolves them for a ``@pytest.mark.vcr`` test.
+* ``templiqx_cassette`` — ``templiqx_cassette(path=None)``: the test's pytest-recording
+  cassette, or one at ``path`` opened with the same settings, until the test ends.
 * ``langfuse_span_exporter`` — an in-memory exporter, so a test asserts on exactly what
   would have been traced to Langfuse, without any export leaving the process.
 * ``templiqx_replay_runtime`` — ``templiqx_replay_runtime(path=None)``: the
@@ -14,18 +12,20 @@
   from it, no keys; recording: configured from the environment), traced into
   ``langfuse_span_exporter``; closed and checked at teardown.
 
-A cause fails a test once: a request with no recorded match fails the call (the report
-gets a section with what differed); unplayed interactions fail the teardown only when the
-test otherwise passed. This module imports nothing heavy: pytest loads it in every host
-run, so vcrpy, langfuse and OpenTelemetry are imported when a fixture is first used.
+A test using either cassette fixture is a ``@pytest.mark.vcr`` test: pytest-recording
+itself resolves its cassette (``vcr_config``, marks, ``--record-mode``, ``rewrite``,
+``--disable-recording``, ``--block-network``). Through its ``pytest_recording_configure``
+hook the plugin only adds its rules as the cassette's defaults (every ``vcr_config`` key
+overrides them) and a persister that scrubs whatever is written. A cause fails a test
+once; unplayed interactions fail the teardown only when the test otherwise passed. This
+module imports nothing heavy: pytest loads it in every host run.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext, suppress
-from dataclasses import dataclass
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,21 +33,61 @@ import pytest
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from vcr import VCR
     from vcr.cassette import Cassette
 
-    from .cassettes import ActiveCassette
+    from .cassettes import ActiveCassette, Scrubber
     from .replay import ReplayingRuntime
 
 __all__ = [
     "langfuse_span_exporter",
+    "pytest_collection_modifyitems",
+    "pytest_recording_configure",
     "pytest_runtest_makereport",
+    "pytest_runtest_setup",
     "templiqx_cassette",
     "templiqx_replay_runtime",
     "templiqx_vcr_config",
 ]
 
+_FIXTURES = frozenset({"templiqx_cassette", "templiqx_replay_runtime"})
 _ACTIVE = pytest.StashKey["list[ActiveCassette]"]()
 _CALL_FAILED = pytest.StashKey[bool]()
+_SETTING_UP = pytest.StashKey["pytest.Item | None"]()
+_VCR = pytest.StashKey[tuple["VCR", "Scrubber"]]()
+
+
+def _ours(item: pytest.Item) -> bool:
+    return bool(_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test using our cassette fixtures gets pytest-recording's cassette, as if marked."""
+    for item in items:
+        if _ours(item) and item.get_closest_marker("vcr") is None:
+            item.add_marker(pytest.mark.vcr)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[_SETTING_UP] = item  # the test pytest-recording configures a VCR for
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
+    """For our fixtures' tests: our rules as the VCR's defaults (``vcr_config`` and mark
+    keys override them, as vcrpy merges ``use_cassette`` arguments), and a persister that
+    scrubs every interaction it writes, whatever those keys replaced."""
+    item = config.stash.get(_SETTING_UP, None)
+    if item is None or not _ours(item):
+        return
+    from .cassettes import Scrubber, ScrubbingPersister, cassette_config
+
+    scrubber = Scrubber()
+    for key, value in cassette_config(scrubber=scrubber).items():
+        setattr(vcr, key, value)
+    vcr.register_persister(ScrubbingPersister(vcr.persister, scrubber))
+    item.stash[_VCR] = (vcr, scrubber)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -55,12 +95,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if report.when == "call":
         item.stash[_CALL_FAILED] = report.failed
-        if report.failed:
-            for active in item.stash.get(_ACTIVE, []):
-                for index in range(len(active.misses)):
-                    text = str(active.miss_error(index))
-                    if text not in str(report.longrepr):  # not already the failure itself
-                        report.sections.append(("templiqx cassette: unmatched request", text))
+        opened = item.stash.get(_ACTIVE, [])
+        if report.failed and opened and call.excinfo is not None:
+            from .cassettes import cassette_miss, no_match_error
+
+            miss = cassette_miss(call.excinfo.value)
+            if miss is not None:  # the code under test mapped it into its own failure
+                text = str(no_match_error(miss, scrubber=opened[0].scrubber))
+                if text not in str(report.longrepr):
+                    report.sections.append(("templiqx cassette: unmatched request", text))
     return report
 
 
@@ -79,76 +122,62 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
-def _default_path(request: pytest.FixtureRequest) -> Path:
-    """pytest-recording's per-test cassette: ``<test dir>/cassettes/<module>/<test>.yaml``."""
-    directory = request.getfixturevalue("vcr_cassette_dir")
-    name = request.getfixturevalue("default_cassette_name")
-    return Path(directory) / f"{name}.yaml"
-
-
-@dataclass(frozen=True)
-class _Recording:
-    """What pytest-recording would do for this test were it marked ``@pytest.mark.vcr``."""
-
-    disabled: bool  # --disable-recording: no cassette, real calls
-    record_mode: str  # the cassette's
-    network_open: bool  # its --block-network / block_network mark does not apply
-    ignore_hosts: tuple[str, ...]  # vcr_config's: calls the cassette neither records nor answers
-
-
-def _recording(request: pytest.FixtureRequest) -> _Recording:
-    """Read through pytest-recording's own fixtures, resolved as its ``vcr`` and
-    ``block_network`` fixtures do: the cassette takes a ``record_mode`` from ``vcr_config``
-    merged with the ``vcr`` marks (closest mark wins) over ``--record-mode``; the network
-    guard lets an explicit ``--record-mode`` win, and stays off unless the mode is ``none``.
-    """
+def _open(
+    request: pytest.FixtureRequest,
+    stack: ExitStack,
+    path: str | Path | None,
+    secrets: Iterable[str],
+) -> ActiveCassette | None:
+    """pytest-recording's cassette for the test (``None`` under ``--disable-recording``), or
+    one at ``path`` from the VCR it configured, with the same ``vcr_config`` and marks."""
     from pytest_recording.utils import merge_kwargs
 
-    from .cassettes import record_mode_of
+    from templiqx_core import InvalidData
 
-    flag = str(request.getfixturevalue("record_mode"))  # --record-mode, or "none"
-    merged = merge_kwargs(
-        request.getfixturevalue("vcr_config"), request.getfixturevalue("vcr_markers")
+    from ._offline import offline
+    from .cassettes import ActiveCassette, check_cassette
+
+    cassette: Cassette | None = request.getfixturevalue("vcr")
+    if cassette is None and request.getfixturevalue("disable_recording"):
+        return None  # no cassette, real calls
+    if cassette is None or _VCR not in request.node.stash:
+        raise InvalidData(
+            f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
+            "as a test argument, so pytest-recording gives the test its cassette"
+        )
+    vcr, scrubber = request.node.stash[_VCR]
+    scrubber.add(secrets)
+    if path is not None:
+        kwargs = merge_kwargs(
+            request.getfixturevalue("vcr_config"), request.getfixturevalue("vcr_markers")
+        )
+        path = Path(path).absolute()  # the working directory's, not the cassette directory's
+        if kwargs.pop("record_mode", request.getfixturevalue("record_mode")) == "rewrite":
+            path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
+        check_cassette(path, write_protected=vcr.record_mode == "none")
+        cassette = stack.enter_context(
+            vcr.use_cassette(str(path), **{**kwargs, "path_transformer": None})
+        )
+    else:
+        check_cassette(Path(cassette.path), write_protected=cassette.write_protected)
+    active = ActiveCassette(Path(cassette.path), cassette, scrubber)
+    blocked = request.config.getoption("--block-network", False) or request.node.get_closest_marker(
+        "block_network"
     )
-    configured = merged.get("record_mode", "none")
-    explicit = request.config.getoption("--record-mode", None) is not None
-    return _Recording(
-        disabled=bool(request.getfixturevalue("disable_recording")),
-        record_mode=record_mode_of(configured if "record_mode" in merged else flag),
-        network_open=record_mode_of(flag if explicit else configured) != "none",
-        ignore_hosts=tuple(str(host) for host in merged.get("ignore_hosts", ())),
-    )
+    if active.replaying and not blocked:  # a host's own block is pytest-recording's to apply
+        stack.enter_context(offline())
+    request.node.stash.setdefault(_ACTIVE, []).append(active)
+    return active
 
 
-def _open_network(
-    request: pytest.FixtureRequest, recording: _Recording
-) -> AbstractContextManager[None]:
-    """Lift pytest-recording's block for the test when it would not block a vcr test."""
-    from ._offline import lifted
-
-    request.getfixturevalue("block_network")  # its guard is in place before ours acts
-    if not recording.network_open:
-        return nullcontext()
-    block: dict[str, Any] = {"allowed_hosts": request.getfixturevalue("allowed_hosts")}
-    with suppress(pytest.FixtureLookupError):  # newer pytest-recording: private addresses too
-        block["allow_private_ips"] = request.getfixturevalue("allow_private_ips")
-    return lifted(**block)
-
-
-def _check_teardown(request: pytest.FixtureRequest, opened: list[ActiveCassette]) -> None:
+def _check_teardown(request: pytest.FixtureRequest, opened: Iterable[ActiveCassette]) -> None:
     """After a passing test: report what would otherwise go unnoticed, once."""
     if request.node.stash.get(_CALL_FAILED, True):
         return  # the call failed (or never ran): that failure already names the cause
     for active in opened:
-        if active.misses:  # the test caught the miss and passed anyway
-            raise active.miss_error()
         unplayed = active.unplayed_error()
         if unplayed is not None:
             raise unplayed
-
-
-def _register(request: pytest.FixtureRequest, active: ActiveCassette) -> None:
-    request.node.stash.setdefault(_ACTIVE, []).append(active)
 
 
 @pytest.fixture
@@ -157,28 +186,14 @@ def templiqx_cassette(
 ) -> Iterator[Callable[..., Cassette | None]]:
     """``templiqx_cassette(path=None, *, secrets=())`` uses a cassette until the test ends
     (``None`` under ``--disable-recording``)."""
-    from contextlib import ExitStack
-
-    from .cassettes import open_cassette
-
-    recording = _recording(request)
     opened: list[ActiveCassette] = []
     with ExitStack() as stack:
-        stack.enter_context(_open_network(request, recording))
 
         def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
-            if recording.disabled:
-                return None  # as pytest-recording's ``vcr`` fixture: no cassette, real calls
-            active = stack.enter_context(
-                open_cassette(
-                    path or _default_path(request),
-                    record_mode=recording.record_mode,
-                    secrets=secrets,
-                    ignore_hosts=recording.ignore_hosts,
-                )
-            )
+            active = _open(request, stack, path, secrets)
+            if active is None:
+                return None
             opened.append(active)
-            _register(request, active)
             return active.cassette
 
         yield use
@@ -192,9 +207,8 @@ def templiqx_replay_runtime(
 ) -> Generator[Callable[..., ReplayingRuntime], None, None]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
     from .._config import LangfuseConfig
-    from .replay import live_runtime, replaying_runtime
+    from .replay import live_runtime, runtime_on
 
-    recording = _recording(request)
     made: list[ReplayingRuntime] = []
 
     def build(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> ReplayingRuntime:
@@ -207,26 +221,24 @@ def templiqx_replay_runtime(
             base_url="http://127.0.0.1:9",
             schema_score_name=None,
         )
-        if recording.disabled:  # no cassette at all: real calls, as pytest-recording does
-            runtime = live_runtime(langfuse=langfuse, span_exporter=langfuse_span_exporter)
-        else:
-            runtime = replaying_runtime(
-                path or _default_path(request),
-                record_mode=recording.record_mode,
-                secrets=secrets,
-                langfuse=langfuse,
-                span_exporter=langfuse_span_exporter,
-                ignore_hosts=recording.ignore_hosts,
-            )
+        stack = ExitStack()
+        try:
+            active = _open(request, stack, path, secrets)
+            if active is None:  # no cassette at all: real calls, as pytest-recording does
+                runtime = live_runtime(langfuse=langfuse, span_exporter=langfuse_span_exporter)
+            else:
+                runtime = runtime_on(
+                    active, stack, langfuse=langfuse, span_exporter=langfuse_span_exporter
+                )
+        except BaseException:
+            stack.close()
+            raise
         made.append(runtime)
-        if runtime.active is not None:
-            _register(request, runtime.active)
         return runtime
 
-    with _open_network(request, recording):
-        try:
-            yield build
-        finally:
-            for runtime in made:
-                runtime.close()
+    try:
+        yield build
+    finally:
+        for runtime in made:
+            runtime.close()
     _check_teardown(request, [runtime.active for runtime in made if runtime.active is not None])

@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 import orjson
 import yaml
-from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
 
 from templiqx_core import ExecutionReceipt, ExecutionRequest, InvalidData
@@ -30,7 +29,7 @@ from templiqx_core.adapters import WrappingRuntime
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import TracedReceipt, collect_traces
-from .cassettes import ActiveCassette, CassetteMiss, open_cassette, record_mode_of
+from .cassettes import ActiveCassette, CassetteMiss, cassette_miss, no_match_error, open_cassette
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -41,6 +40,7 @@ __all__ = [
     "offline_langfuse",
     "recorded_endpoint",
     "replaying_runtime",
+    "runtime_on",
 ]
 
 _REPLAY_KEY = "replay-no-key"
@@ -82,17 +82,6 @@ def _trust_nothing() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-def _caused_by_miss(error: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, CannotOverwriteExistingCassetteException):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
 class ReplayingRuntime(WrappingRuntime):
     """A ``LangfuseTracedRuntime`` whose HTTP calls are answered (or recorded) by a cassette.
 
@@ -122,35 +111,30 @@ class ReplayingRuntime(WrappingRuntime):
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
-        misses = self._misses()
         try:
             return self.runtime.execute(request)
         except Exception as error:
-            miss = self._miss(error, misses)
+            miss = self._miss(error)
             if miss is None:
                 raise
             raise miss from None
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
-        misses = self._misses()
         try:
             return await self.runtime.aexecute(request)
         except Exception as error:
-            miss = self._miss(error, misses)
+            miss = self._miss(error)
             if miss is None:
                 raise
             raise miss from None
 
-    def _misses(self) -> int:
-        return 0 if self.active is None else len(self.active.misses)
-
-    def _miss(self, error: Exception, before: int) -> CassetteMiss | None:
+    def _miss(self, error: Exception) -> CassetteMiss | None:
         """The runtime maps the unexpected into a failure; a replay miss stays the cause."""
-        active = self.active
-        if active is None or not (len(active.misses) > before or _caused_by_miss(error)):
+        miss = cassette_miss(error) if self.active is not None else None
+        if miss is None or self.active is None:
             return None
-        return active.miss_error(before, brief=self.brief_misses)
+        return no_match_error(miss, brief=self.brief_misses, scrubber=self.active.scrubber)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         """``LangfuseTracedRuntime.execute_traced``, answered by the cassette."""
@@ -211,47 +195,63 @@ def replaying_runtime(
     brief_misses: bool = False,
     ignore_hosts: Iterable[str] = (),
 ) -> ReplayingRuntime:
-    """Build the runtime for ``cassette``; the CLI and the pytest plugin both call this.
+    """Build the runtime on ``cassette``, opened with ``record_mode`` (the CLI's ``--replay``).
 
     Langfuse follows ``langfuse`` or the environment (it is never recorded; while the
-    cassette replays only a loopback Langfuse is reachable). Every configured key is
-    scrubbed from what gets recorded, along with ``secrets``. ``brief_misses``: a miss
-    is described on one line, without the body diff. ``ignore_hosts``: vcrpy's, for calls
-    the cassette must neither record nor answer (an ASGI app under test).
+    cassette replays only a loopback Langfuse is reachable). ``brief_misses``: a miss is
+    described on one line. ``ignore_hosts``: vcrpy's, for calls the cassette must neither
+    record nor answer (an ASGI app under test).
     """
-    path = Path(cassette)
     environ = os.environ if env is None else env
-    mode = record_mode_of(record_mode)
-    replay_only = mode == "none" or (mode == "once" and path.is_file())
-    langfuse = langfuse or LangfuseConfig.from_env(environ)
-    keys = [*secrets, langfuse.public_key, langfuse.secret_key]
     stack = contextlib.ExitStack()
     try:
-        if replay_only:
-            active = stack.enter_context(
-                open_cassette(
-                    path, record_mode=mode, secrets=keys, env=environ, ignore_hosts=ignore_hosts
-                )
+        active = stack.enter_context(
+            open_cassette(
+                cassette,
+                record_mode=record_mode,
+                secrets=secrets,
+                env=environ,
+                ignore_hosts=ignore_hosts,
             )
-            base_url, model_name = recorded_endpoint(path)
-            model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
-            ssl_context: ssl.SSLContext | None = _trust_nothing()
-        else:
-            model = ModelConfig.from_env(environ)
-            active = stack.enter_context(
-                open_cassette(
-                    path,
-                    record_mode=mode,
-                    secrets=[*keys, model.api_key],
-                    env=environ,
-                    ignore_hosts=ignore_hosts,
-                )
-            )
-            ssl_context = None  # it may record: httpx's verifying context
-        runtime = LangfuseTracedRuntime(
-            model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context
+        )
+        return runtime_on(
+            active,
+            stack,
+            env=environ,
+            langfuse=langfuse,
+            span_exporter=span_exporter,
+            brief_misses=brief_misses,
         )
     except BaseException:
         stack.close()
         raise
+
+
+def runtime_on(
+    active: ActiveCassette,
+    stack: contextlib.ExitStack[bool | None],
+    *,
+    env: Mapping[str, str] | None = None,
+    langfuse: LangfuseConfig | None = None,
+    span_exporter: SpanExporter | None = None,
+    brief_misses: bool = False,
+) -> ReplayingRuntime:
+    """The runtime on a cassette already in use (the CLI's, or pytest-recording's in a test);
+    ``stack`` closes it. Replaying: endpoint and model read from the cassette, no key
+    needed; recording: configured from the environment. Every configured key is scrubbed
+    from what gets recorded."""
+    environ = os.environ if env is None else env
+    langfuse = langfuse or LangfuseConfig.from_env(environ)
+    active.scrubber.add([langfuse.public_key, langfuse.secret_key])
+    if active.replaying:
+        base_url, model_name = recorded_endpoint(active.path)
+        model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
+        ssl_context: ssl.SSLContext | None = _trust_nothing()
+    else:
+        model = ModelConfig.from_env(environ)
+        active.scrubber.add([model.api_key])
+        ssl_context = None  # it may record: httpx's verifying context
+    runtime = LangfuseTracedRuntime(
+        model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context
+    )
     return ReplayingRuntime(active, runtime, stack, brief_misses=brief_misses)

@@ -76,7 +76,7 @@ def test_debug_shows_the_body_diff(run_cli: Run, other_inputs: Path) -> None:
         env={"TEMPLIQX_DEBUG": "1"},
     )
     assert result.returncode == 2
-    assert "+++ sent body" in result.stderr
+    assert "+++ this request" in result.stderr
     assert "Hello Somebody Else Entirely for Blinqx" in result.stderr
 
 
@@ -88,7 +88,7 @@ def test_debug_diff_redacts_keys_json_would_escape(run_cli: Run, tmp_path: Path)
     replay = ["--runtime", "langfuse", "--replay", "cassettes/greeting-success.yaml"]
     result = run_cli(*args, *replay, "--json", env={**KEYS, "TEMPLIQX_DEBUG": "1"})
     assert result.returncode == 2, result.stderr
-    assert "+++ sent body" in result.stderr  # the diff is shown ...
+    assert "+++ this request" in result.stderr  # the diff is shown ...
     assert f"Hello Bob {REDACTED} {REDACTED} {REDACTED} for Blinqx" in result.stderr
     assert_no_secret(result.stdout + result.stderr)  # ... without the keys in any form
 

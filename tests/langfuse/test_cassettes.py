@@ -144,7 +144,7 @@ def test_unmatched_request_fails_loudly_without_network(
     try:
         with pytest.raises(NotFound, match=r"greeting-success\.yaml .* no unplayed recorded") as e:
             run(runtime, ExecutionRequest(interaction=other), io)
-        assert '+ "temperature": 1' in str(e.value)
+        assert '+  "temperature": 1' in str(e.value)  # vcrpy's diff of the JSON bodies
     finally:
         runtime.close()
 
