@@ -42,7 +42,6 @@ from ._contracts import (
     parse_stream_event,
 )
 from ._errors import (
-    Conflict,
     InvalidData,
     InvalidPath,
     IoFailure,
@@ -75,7 +74,6 @@ __all__ = [
     "CompiledInteraction",
     "CompiledMessage",
     "CompleteEvent",
-    "Conflict",
     "Contract",
     "DeltaEvent",
     "Diagnostic",

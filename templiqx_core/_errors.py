@@ -2,7 +2,6 @@
 
     PortError
     ├── NotFound            TQX_NOT_FOUND
-    ├── Conflict            TQX_CAS_CONFLICT
     ├── InvalidPath         TQX_PATH_INVALID
     ├── Unsupported         TQX_UNSUPPORTED
     ├── IoFailure           TQX_IO
@@ -20,7 +19,6 @@ from __future__ import annotations
 from . import codes
 
 __all__ = [
-    "Conflict",
     "InvalidData",
     "InvalidPath",
     "IoFailure",
@@ -48,10 +46,6 @@ class PortError(Exception):
 
 class NotFound(PortError):
     code = codes.NOT_FOUND
-
-
-class Conflict(PortError):
-    code = codes.CAS_CONFLICT
 
 
 class InvalidPath(PortError):

@@ -1,4 +1,4 @@
-"""MCP surface (SPEC §8.5): ``compile_contract`` and ``execute_contract`` over stdio.
+"""MCP surface: ``compile_contract`` and ``execute_contract`` over stdio.
 
 Agents get the same ``OperationEnvelope`` JSON the CLI prints for the same inputs. With
 ``stream=true`` each ``StreamEvent`` reaches the client as a progress notification (its
@@ -196,7 +196,13 @@ class _Server(MCPServer):
             return _error_result(codes.PORT, f"{name} failed")
 
     async def run_stdio_async(self) -> None:
-        """The SDK's stdio loop on a transport that answers what the SDK would drop."""
+        """The SDK's stdio loop on a transport that answers what the SDK would drop.
+
+        ``MCPServer.run_stdio_async`` opens its own ``stdio_server()`` and takes no
+        streams, and the low-level server it runs is not public (the SDK's own in-memory
+        client reads ``_lowlevel_server`` too): the one private read product code keeps,
+        pinned by ``tests/test_private_attributes.py`` and exercised by the MCP suites.
+        """
         async with guarded_stdio_server() as (read_stream, write_stream):
             await self._lowlevel_server.run(
                 read_stream, write_stream, self._lowlevel_server.create_initialization_options()

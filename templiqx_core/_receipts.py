@@ -31,9 +31,7 @@ def request_fingerprint(interaction: CompiledInteraction) -> str:
     Computed once per interaction and kept on it: interactions are immutable all the way
     down (``model_construct`` skips validation, so their containers are frozen here).
     """
-    # The private-attribute dict directly: pydantic's __getattr__ costs microseconds.
-    private = interaction.__pydantic_private__
-    cached = private.get("_fingerprint") if private else None
+    cached = interaction._fingerprint
     if cached is None:
         interaction._freeze()
         try:

@@ -1,8 +1,8 @@
-"""Every stable ``TQX_*`` code in one place (SPEC §4).
+"""Every stable ``TQX_*`` code in one place.
 
 Hosts branch on these, never on message text. Each value is the exact string the Rust
 reference uses where it has one; the ``RUNTIME_CLOSED``/``RUNTIME_INTERRUPTED`` pair is a
-Python addition (the port's lifecycle and ``BaseException`` outcomes, SPEC §3).
+Python addition (the port's lifecycle and ``BaseException`` outcomes).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 TEST_FAILED: Final = "TQX_TEST_FAILED"
 
-# Compiler (SPEC §8.1).
+# Compiler.
 PARSE_YAML: Final = "TQX_PARSE_YAML"
 CAPABILITY_UNSUPPORTED: Final = "TQX_CAPABILITY_UNSUPPORTED"
 EXTENSION_NAMESPACE: Final = "TQX_EXTENSION_NAMESPACE"

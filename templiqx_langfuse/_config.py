@@ -1,4 +1,4 @@
-"""Configuration of the model endpoint and of Langfuse tracing (SPEC §5.1).
+"""Configuration of the model endpoint and of Langfuse tracing.
 
 Precedence is argument → environment → default, as in the Langfuse SDK. Validation
 names the offending field and never echoes a value: a misplaced key must not end up in

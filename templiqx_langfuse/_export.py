@@ -411,12 +411,15 @@ class ExportPipeline:
 
 _LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()
 _previous_sigterm: Any = None
-_sigterm_flushing = False  # a flush for SIGTERM is under way on its own thread
+_sigterm = threading.Event()  # set by the handler: the flusher thread takes it from there
+_flusher: threading.Thread | None = None
+_sigterm_flushing = False  # the flusher has been woken
 _sigterm_flushed = False  # done: the next SIGTERM goes where it would have gone
 
 
 def _install_sigterm_flush() -> None:
-    """Put ``_on_sigterm`` in front of the SIGTERM handler there is (once per process).
+    """Put ``_on_sigterm`` in front of the SIGTERM handler there is, and start the thread
+    that flushes for it (once per process).
 
     Only the main thread may set a handler; elsewhere this says so once and does nothing.
     """
@@ -433,30 +436,57 @@ def _install_sigterm_flush() -> None:
         )
         return
     _previous_sigterm = current
+    _start_flusher()
+
+
+def _start_flusher() -> None:
+    """A daemon thread, waiting for the handler's word, with SIGTERM blocked: the
+    process-directed signal always lands on the main thread, which runs the handler."""
+    global _sigterm
+    _sigterm = threading.Event()
+    if hasattr(signal, "pthread_sigmask"):
+        # Threads inherit their creator's mask: block here, start, restore.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            _spawn_flusher(_sigterm)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    else:  # pragma: no cover - POSIX has it
+        _spawn_flusher(_sigterm)
+
+
+def _spawn_flusher(event: threading.Event) -> None:
+    global _flusher
+    _flusher = threading.Thread(
+        target=_flush_for_sigterm, args=(event,), name="templiqx-langfuse-sigterm", daemon=True
+    )
+    _flusher.start()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """Hand the flush to a thread and return at once; once it is done, that thread sends
-    SIGTERM to the main thread again and this handler does what the previous one would
-    have done: call it, ignore the signal, or die of it.
+    """Wake the flusher and return at once; once it is done, it sends SIGTERM to the main
+    thread again and this handler does what the previous one would have done: call it,
+    ignore the signal, or die of it.
 
-    Flushing here, on the interrupted main thread, could wait for a lock the interrupted
-    code holds (an ``Event`` it was setting, a thread it was joining — a ``Pool`` worker
-    flushing its own exit is one), and wait out the whole deadline for nothing.
+    The handler interrupts arbitrary code on the main thread, so it takes no lock that
+    code could hold (starting a thread here takes ``threading``'s own) and waits for
+    nothing: flushing here could wait for a lock the interrupted code holds (an ``Event``
+    it was setting, a thread it was joining — a ``Pool`` worker flushing its own exit is
+    one) and wait out the whole deadline for nothing.
     """
     global _sigterm_flushing
-    if _sigterm_flushed or not _LIVE:
+    if _sigterm_flushed or not _LIVE or _flusher is None or not _flusher.is_alive():
         _chain_sigterm(signum, frame)
     elif not _sigterm_flushing:  # a second SIGTERM meanwhile: the flush is under way
         _sigterm_flushing = True
-        threading.Thread(target=_flush_for_sigterm, name="templiqx-langfuse-sigterm").start()
+        _sigterm.set()
 
 
-def _flush_for_sigterm() -> None:
-    """Flush every live pipeline (their deadlines run side by side), then signal again."""
+def _flush_for_sigterm(event: threading.Event) -> None:
+    """Once woken, flush every live pipeline (their deadlines run side by side), then
+    signal the main thread again."""
     global _sigterm_flushed
-    if hasattr(signal, "pthread_sigmask"):  # the repeat must reach the main thread
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    event.wait()
     try:
         pipelines = list(_LIVE)
         for pipeline in pipelines:
@@ -479,11 +509,14 @@ def _chain_sigterm(signum: int, frame: FrameType | None) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _forget_sigterm_flush() -> None:
-    """A forked child has no flush under way, whatever its parent was doing."""
+def _sigterm_flush_after_fork() -> None:
+    """A forked child has no flush under way, whatever its parent was doing, and no
+    flusher thread: it gets its own."""
     global _sigterm_flushing, _sigterm_flushed
     _sigterm_flushing = _sigterm_flushed = False
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        _start_flusher()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only
-    os.register_at_fork(after_in_child=_forget_sigterm_flush)
+    os.register_at_fork(after_in_child=_sigterm_flush_after_fork)

@@ -10,12 +10,10 @@ each rule this module relies on is named where it is used.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from langfuse import Langfuse
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
@@ -26,15 +24,9 @@ from templiqx_core import CompiledInteraction
 from ._config import LangfuseConfig
 from ._context import CALL_ATTRIBUTES, EXPERIMENT_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
 from ._export import LANGFUSE_SCOPE, ExportPipeline
+from ._redaction import json_text
 
 __all__ = ["Generation", "Recorder", "generation_attributes"]
-
-
-def _json(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, default=str, ensure_ascii=False)
 
 
 def generation_attributes(
@@ -50,7 +42,7 @@ def generation_attributes(
     status_message: str | None = None,
     prompt: tuple[str, int] | None = None,
     completion_start_time: datetime | None = None,
-    serialize: Callable[[Any], str] = _json,
+    serialize: Callable[[Any], str] = json_text,
 ) -> dict[str, Any]:
     """The generation's Langfuse OTel attributes, serialized once with orjson.
 

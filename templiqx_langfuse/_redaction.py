@@ -20,7 +20,8 @@ REDACTED = "[REDACTED]"
 _MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
 
 
-def _dumps(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """Compact JSON; a value orjson refuses (a big int, an odd key) through ``json``."""
     try:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
@@ -94,8 +95,8 @@ class Redactor:
         in its JSON text, so replacing it there is the same as replacing it in the data.
         """
         if self._json_searchable:
-            return self.text(_dumps(data))
-        return _dumps(self._walk(data))
+            return self.text(json_text(data))
+        return json_text(self._walk(data))
 
     def _walk(self, data: Any) -> Any:
         if isinstance(data, str):

@@ -2,7 +2,7 @@
 
 It deliberately inherits the port's default streaming projection (one ``Complete`` or
 one ``Failed``): SSE framing and tool-call assembly are provider wire concerns that
-belong to a separate host adapter (ADR "Live-provider boundary").
+belong to a separate host adapter (``templiqx_streaming_host``).
 """
 
 from __future__ import annotations

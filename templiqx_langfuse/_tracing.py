@@ -59,7 +59,7 @@ __all__ = [
 
 logger = logging.getLogger("templiqx_langfuse")
 
-# Metadata keys (SPEC §5.5): constants, so tests and call sites cannot drift apart.
+# Metadata keys: constants, so tests and call sites cannot drift apart.
 META_CONTRACT_ID = "contract_id"
 META_CONTRACT_VERSION = "contract_version"
 META_COMPILER = "compiler"

@@ -78,7 +78,7 @@ class WireFailure(Exception):
         self.retry_after_ms = retry_after_ms
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
-        """The adapter's ``RuntimeFailureError``, detail redacted (SPEC §5.4)."""
+        """The adapter's ``RuntimeFailureError``, detail redacted."""
         failure = RuntimeFailure.for_adapter(
             adapter, self.code, redactor.text(self.detail), retry_after_ms=self.retry_after_ms
         )

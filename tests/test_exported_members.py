@@ -58,7 +58,6 @@ PINNED: dict[str, list[str]] = {
         "CompiledInteraction",
         "CompiledMessage",
         "CompleteEvent",
-        "Conflict",
         "Contract",
         "DeltaEvent",
         "Diagnostic",

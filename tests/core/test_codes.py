@@ -8,7 +8,6 @@ from pathlib import Path
 
 from templiqx_core import PortError, RuntimeFailureCode, codes
 from templiqx_core._errors import (
-    Conflict,
     InvalidData,
     InvalidPath,
     IoFailure,
@@ -60,6 +59,6 @@ def test_every_code_is_a_distinct_tqx_string() -> None:
 
 
 def test_the_error_tree_and_failure_codes_come_from_the_codes_module() -> None:
-    errors = [PortError, NotFound, Conflict, InvalidPath, Unsupported, IoFailure, InvalidData]
+    errors = [PortError, NotFound, InvalidPath, Unsupported, IoFailure, InvalidData]
     assert {e.code for e in [*errors, RuntimeClosed]} <= codes.ALL_CODES
     assert {c.value for c in RuntimeFailureCode} <= codes.ALL_CODES

@@ -5,7 +5,6 @@ import pytest
 from templiqx_core import (
     AdapterDescriptor,
     CompleteEvent,
-    Conflict,
     ExecutionReceipt,
     ExecutionRequest,
     FailedEvent,
@@ -86,7 +85,6 @@ def test_sink_exception_propagates_unchanged(bli61_request: ExecutionRequest) ->
     ("error_type", "code", "display"),
     [
         (NotFound, "TQX_NOT_FOUND", "not found"),
-        (Conflict, "TQX_CAS_CONFLICT", "conflict"),
         (InvalidPath, "TQX_PATH_INVALID", "invalid path"),
         (Unsupported, "TQX_UNSUPPORTED", "unsupported"),
         (IoFailure, "TQX_IO", "I/O error"),

@@ -392,7 +392,8 @@ def test_the_langfuse_runtime_passes_the_async_conformance_checks(
         failing = runtime_for(f"http://127.0.0.1:{closed_port()}/v1")
         cancelled = runtime_for(hanging.base_url)
         check_async_parity(runtime, greeting_request)
-        check_async_concurrent_use(runtime, greeting_request, tasks=50)
+        # Generous: the suite shares two cores with its own servers (0.43 s seen in CI).
+        check_async_concurrent_use(runtime, greeting_request, tasks=50, max_stall_s=1.5)
         check_async_failure_projection(failing, greeting_request)
         check_async_cancellation(
             cancelled,

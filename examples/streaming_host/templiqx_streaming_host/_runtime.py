@@ -1,6 +1,6 @@
 """``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``.
 
-The host side the ADR's "Live-provider boundary" asks for: ``execute_streaming`` emits
+The streaming side the Langfuse adapter leaves out on purpose: ``execute_streaming`` emits
 ``Delta``/``ToolCallDelta`` events as the provider's Server-Sent Events arrive, then the
 same receipt a non-streaming call produces. Everything below the SSE framing is the
 Langfuse adapter's own, imported (``templiqx_langfuse.building_blocks``): request bytes,
