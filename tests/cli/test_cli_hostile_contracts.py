@@ -1,4 +1,4 @@
-"""Hostile contracts and request values: typed diagnostics, never an internal error (F5).
+"""Hostile contracts and request values: typed diagnostics, never an internal error.
 
 Each case once failed as ``internal error (ValueError/RecursionError/UnicodeEncodeError)``
 or as an exit-1 ``TQX_DATA_INVALID`` where an invalid inputs schema gets the exit-2

@@ -81,7 +81,7 @@ def test_debug_shows_the_body_diff(run_cli: Run, other_inputs: Path) -> None:
 
 
 def test_debug_diff_redacts_keys_json_would_escape(run_cli: Run, tmp_path: Path) -> None:
-    """Keys holding ``\"`` and ``\\`` appear JSON-escaped in the diffed body (review F2)."""
+    """Keys holding ``\"`` and ``\\`` appear JSON-escaped in the diffed body."""
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps({"name": "Bob " + " ".join(KEYS.values())}))
     args = ["execute", GREETING[0], "--inputs", str(inputs), *GREETING[3:]]

@@ -28,13 +28,17 @@ from templiqx_core import (
     codes,
 )
 from templiqx_core.adapters import Produced, RuntimeCall
-from templiqx_langfuse import REDACTED, LangfuseConfig, ModelConfig
-from templiqx_langfuse._redaction import _SHARED
-from templiqx_langfuse.building_blocks import (
+from templiqx_langfuse import (
+    REDACTED,
     AsyncDeadlineTransport,
     DeadlineTransport,
+    LangfuseConfig,
+    ModelConfig,
+)
+from templiqx_langfuse._redaction import _SHARED
+from templiqx_langfuse._tracing import Tracing
+from templiqx_langfuse.building_blocks import (
     HostWiring,
-    Tracing,
     WireFailure,
     WiringOptions,
     failure_for_status,

@@ -1,4 +1,4 @@
-"""Secrets with characters JSON or URLs escape are redacted in every form they take (F2).
+"""Secrets with characters JSON or URLs escape are redacted in every form they take.
 
 A key holding ``"`` or ``\\`` appears escaped in a JSON body, so redacting only the raw
 key let it through the cassette-miss body diff (``TEMPLIQX_DEBUG=1``, tested in

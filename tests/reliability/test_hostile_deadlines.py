@@ -8,8 +8,7 @@ import time
 import pytest
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
-from templiqx_langfuse import RetryingRuntime
-from templiqx_langfuse.building_blocks import DeadlineTransport
+from templiqx_langfuse import DeadlineTransport, RetryingRuntime
 from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory, closed_port
 

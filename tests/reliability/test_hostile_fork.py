@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
-from templiqx_langfuse.building_blocks import DeadlineTransport
+from templiqx_langfuse import DeadlineTransport
 from templiqx_langfuse.testing.server import chat_completion
 from tests.conftest import REFERENCE, RuntimeFactory
 from tests.raw_http import RawRequest, http_response, raw_server
