@@ -1,23 +1,11 @@
-"""The ``RuntimeAdapter`` port (SPEC §3): a template method around one adapter hook.
+"""The ``RuntimeAdapter`` port: a template method around one adapter hook.
 
-The Rust shape stays (``descriptor``, ``execute``, ``execute_streaming``), but the port,
-not each adapter, owns what must hold for every adapter:
-
-* the receipt is built in one guarded place (request fingerprint, output fingerprint,
-  schema validation) from what the adapter's ``produce_output`` hook returns;
-* an unexpected error after the call started becomes a mapped ``PortError`` (a problem
-  with the model's output is ``TQX_RUNTIME_INVALID_RESPONSE``), never a raw exception;
-* every stream ends with exactly one terminal event, whatever happened, including a
-  ``BaseException`` that is not a ``PortError`` (``Failed`` is emitted, then it is re-raised);
-* observers registered on the call (tracing) are told the outcome exactly once;
-* lifecycle: ``close()``/``aclose()`` and (async) context-manager support; a closed
-  runtime raises ``RuntimeClosed``, also for a call that was in flight when it closed.
-
-Async hosts get the same template on the ``aproduce_output`` hook (``aexecute``,
-``aexecute_streaming``): everything but the hook's I/O is the same code.
-
-An adapter written against SPEC §3 that overrides ``execute`` itself keeps working; the
-streaming default still ends its stream with exactly one terminal event.
+The port, not each adapter, owns what must hold for every adapter: the receipt is built
+in one guarded place from what ``produce_output`` (or async ``aproduce_output``) returns;
+an unexpected error becomes a mapped ``PortError``; every stream ends with exactly one
+terminal event, even on a ``BaseException``; observers hear the outcome exactly once; a
+closed runtime raises ``RuntimeClosed``, also for a call in flight when it closed. An
+adapter that overrides ``execute`` itself still gets a stream with one terminal event.
 """
 
 from __future__ import annotations
@@ -25,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,17 +34,6 @@ from ._errors import PortError, RuntimeClosed
 from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
 from ._receipts import build_receipt, request_fingerprint
 from ._schema import SchemaValidator, compile_schema
-
-__all__ = [
-    "CallOutcome",
-    "EventSink",
-    "Produced",
-    "RuntimeAdapter",
-    "RuntimeCall",
-    "WrappingRuntime",
-    "failed_event",
-    "project_terminal",
-]
 
 logger = logging.getLogger("templiqx_core")
 
@@ -240,28 +216,6 @@ def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> Ex
     return receipt
 
 
-class _Lifecycle:
-    """Open/closed state of one runtime; reads are lock-free, ``close`` wins once."""
-
-    __slots__ = ("_closed", "_lock")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def mark_closed(self) -> bool:
-        """True for the one caller that closed it."""
-        with self._lock:
-            if self._closed:
-                return False
-            self._closed = True
-            return True
-
-
 _NOT_IMPLEMENTED: Final = "implement produce_output (or override execute)"
 
 
@@ -273,7 +227,7 @@ class RuntimeAdapter(ABC):
     serves concurrent calls.
     """
 
-    _lifecycle: _Lifecycle
+    _closing: threading.Lock
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RuntimeAdapter:
         if (
@@ -282,8 +236,9 @@ class RuntimeAdapter(ABC):
         ):
             raise TypeError(f"Can't instantiate {cls.__name__}: {_NOT_IMPLEMENTED}")
         instance = super().__new__(cls)
-        # Set here, not in __init__: subclasses need not call super().__init__().
-        instance._lifecycle = _Lifecycle()
+        # Set here, not in __init__: subclasses need not call super().__init__(). Acquired
+        # once by close()/aclose() and never released: closed for good, and one closer wins.
+        instance._closing = threading.Lock()
         return instance
 
     @abstractmethod
@@ -382,8 +337,7 @@ class RuntimeAdapter(ABC):
             try:
                 produced = self.produce_output(call)
             except BaseException as error:
-                mapped = self._map_failure(call, error)
-                if mapped is error:
+                if (mapped := self._map_failure(call, error)) is error:
                     raise
                 raise mapped from error
             receipt = self._port_receipt(call, validator, produced)
@@ -402,8 +356,7 @@ class RuntimeAdapter(ABC):
             try:
                 produced = await self.aproduce_output(call)
             except BaseException as error:
-                mapped = self._map_failure(call, error)
-                if mapped is error:
+                if (mapped := self._map_failure(call, error)) is error:
                     raise
                 raise mapped from error
             receipt = self._port_receipt(call, validator, produced)
@@ -483,7 +436,7 @@ class RuntimeAdapter(ABC):
             call._fail(error, codes.RUNTIME_INTERRUPTED, _interrupted(error))
             return error
         mapped: PortError
-        if self._lifecycle.closed and (
+        if self.closed and (
             isinstance(error, RuntimeFailureError) or not isinstance(error, PortError)
         ):
             # close() ran during the call: its I/O was aborted (the pool closed under it).
@@ -504,7 +457,7 @@ class RuntimeAdapter(ABC):
 
     @property
     def closed(self) -> bool:
-        return self._lifecycle.closed
+        return self._closing.locked()
 
     def _closed_error(self) -> RuntimeClosed:
         descriptor = self.descriptor()
@@ -512,7 +465,7 @@ class RuntimeAdapter(ABC):
 
     def _ensure_open(self) -> None:
         """Raise ``RuntimeClosed`` once ``close()`` has started (for wrappers' ``execute``)."""
-        if self._lifecycle.closed:
+        if self.closed:
             raise self._closed_error()
 
     def release(self) -> None:  # noqa: B027 - a no-op default, by design
@@ -521,7 +474,7 @@ class RuntimeAdapter(ABC):
     def close(self) -> None:
         """Close the runtime (idempotent, thread-safe). Later calls raise ``RuntimeClosed``;
         a call in flight that trips over released resources raises it too."""
-        if self._lifecycle.mark_closed():
+        if self._closing.acquire(blocking=False):
             self.release()
 
     async def arelease(self) -> None:
@@ -533,31 +486,21 @@ class RuntimeAdapter(ABC):
 
     async def aclose(self) -> None:
         """``close`` for async hosts (idempotent; shared with ``close``: either wins once)."""
-        if self._lifecycle.mark_closed():
+        if self._closing.acquire(blocking=False):
             await self.arelease()
 
     async def __aenter__(self: _Self) -> _Self:
         self._ensure_open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __enter__(self: _Self) -> _Self:
         self._ensure_open()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
