@@ -388,19 +388,13 @@ class RuntimeAdapter(ABC):
         self, call: RuntimeCall, validator: SchemaValidator, produced: Any
     ) -> ExecutionReceipt:
         """The receipt from what the hook returned, built in this one place."""
-        descriptor = call.adapter
-        declared: bool | None = None
-        deadline_at: float | None = None
-        if isinstance(produced, Produced):
-            output, details = produced.output, produced.details
-            declared, deadline_at = produced.output_schema_valid, produced.deadline_at
-        else:
-            output, details = produced, None
+        if not isinstance(produced, Produced):
+            produced = Produced(produced)
         try:
             receipt = build_receipt(
-                descriptor,
+                call.adapter,
                 call.request.interaction,
-                output,
+                produced.output,
                 request_fp=call.request_fingerprint,
                 validator=validator,
             )
@@ -408,24 +402,15 @@ class RuntimeAdapter(ABC):
             # The one place a model's output is fingerprinted and validated: whatever
             # goes wrong here is a problem with that output.
             reason = error.reason if isinstance(error, NotJson) else type(error).__name__
-            invalid = _runtime_failure(
-                descriptor,
-                RuntimeFailureCode.INVALID_RESPONSE,
-                f"model output cannot be fingerprinted or validated ({reason})",
-            )
-            call._fail(invalid, invalid.code, invalid.failure.detail)
-            raise invalid from error
-        if deadline_at is not None and time.monotonic() > deadline_at:
-            late = _runtime_failure(
-                descriptor,
-                RuntimeFailureCode.TIMEOUT,
-                "validating the model output took the call past its deadline",
-            )
-            call._fail(late, late.code, late.failure.detail)
-            raise late
+            detail = f"model output cannot be fingerprinted or validated ({reason})"
+            raise _refuse(call, RuntimeFailureCode.INVALID_RESPONSE, detail) from error
+        if produced.deadline_at is not None and time.monotonic() > produced.deadline_at:
+            detail = "validating the model output took the call past its deadline"
+            raise _refuse(call, RuntimeFailureCode.TIMEOUT, detail)
+        declared = produced.output_schema_valid
         if declared is not None and declared != receipt.output_schema_valid:
             receipt = receipt.model_copy(update={"output_schema_valid": declared})
-        call._succeed(receipt, details)
+        call._succeed(receipt, produced.details)
         return receipt
 
     def _map_failure(self, call: RuntimeCall, error: BaseException) -> BaseException:
@@ -508,6 +493,13 @@ def _runtime_failure(
     adapter: AdapterDescriptor, code: RuntimeFailureCode, detail: str
 ) -> RuntimeFailureError:
     return RuntimeFailureError(RuntimeFailure.for_adapter(adapter, code, detail))
+
+
+def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> RuntimeFailureError:
+    """The failure refusing the hook's output, its observers told."""
+    refused = _runtime_failure(call.adapter, code, detail)
+    call._fail(refused, refused.code, refused.failure.detail)
+    return refused
 
 
 class WrappingRuntime(RuntimeAdapter):
