@@ -1,18 +1,13 @@
-"""The conformance kit's checks (sync, streaming, async); public via ``conformance``.
+"""The conformance kit's checks, public via ``templiqx_core.conformance``.
 
-Each check raises ``ConformanceError`` naming the promise that broke. Checks that need
-the provider's side (the text it sent, whether the connection closed) take it as
-arguments: the host knows its test server, the kit does not.
-
-``ToolCallDelta`` events carry no call index, so they reassemble by a rule: an event with
-a non-empty ``name`` opens the next call, a nameless one continues the call opened last,
-as the providers frame them. A provider may interleave parallel calls (index 0, 1, 0):
-an adapter forwarding those fragments as they arrive breaks the rule yet passes on
-sequential streams, so a host should give the kit an interleaved stream too.
-
-The async checks each run on an event loop of their own, on a helper thread with a
-bounded wait (a task that ignores cancellation fails the check instead of hanging it), so
-sync tests can call them; ``asyncio`` is imported inside them, off a sync host's start-up.
+Checks needing the provider's side (the text it sent, whether the connection closed) take
+it as arguments: the host knows its test server, the kit does not. ``ToolCallDelta``
+events carry no call index: one with a ``name`` opens the next call, a nameless one
+continues the last, as providers frame them. An adapter forwarding interleaved parallel
+calls (index 0, 1, 0) as they arrive breaks that yet passes on sequential streams, so
+hosts should give the kit an interleaved stream too. Async checks run on a helper
+thread's event loop with a bounded wait, so a task ignoring cancellation fails instead
+of hanging, and import ``asyncio`` lazily, off a sync host's start-up.
 """
 
 from __future__ import annotations
@@ -332,14 +327,10 @@ def check_cancellation(
     cancel: Callable[[], None] | None = None,
     within_s: float = 2.0,
 ) -> None:
-    """Cancelling stops reading promptly and releases the connection.
-
-    ``request`` must stream for longer than ``within_s``. Without ``cancel`` the sink
-    raises at the first delta and that exception must propagate unchanged; with it,
-    ``cancel()`` is called from another thread after the first delta (say, a signal that
-    raises ``KeyboardInterrupt`` in the calling thread) and the call must end by raising.
-    Either way it must end within ``within_s`` and ``connection_released()`` (the host's
-    probe, e.g. its test server saw the socket close) must turn true.
+    """Cancelling stops reading within ``within_s`` and ``connection_released()`` (the
+    host's probe) turns true; ``request`` must stream for longer. The sink raises at the
+    first delta, and that must propagate unchanged; or, given ``cancel``, it is called
+    from another thread then (a signal raising ``KeyboardInterrupt``) and the call must raise.
     """
     first_delta, finished = threading.Event(), threading.Event()
     sentinel = _Cancelled("cancelled by the conformance kit")
@@ -547,13 +538,9 @@ def check_async_cancellation(
     cancel_after_s: float | None = None,
     within_s: float = 2.0,
 ) -> None:
-    """Cancelling the awaiting task ends the call promptly, with no event after it, and
-    releases the connection.
-
-    ``request`` must take longer than ``within_s``. The task is cancelled at its first
-    delta, or ``cancel_after_s`` after it started when given (adapters that emit no
-    deltas); it must raise ``CancelledError`` within ``within_s``, emit nothing more, and
-    ``connection_released()`` (the host's probe) must turn true.
+    """Cancelling the awaiting task (at its first delta, or ``cancel_after_s`` in) makes it
+    raise ``CancelledError`` within ``within_s``, with no event after it, and
+    ``connection_released()`` (the host's probe) turns true; ``request`` must take longer.
     """
     import asyncio
 
@@ -695,10 +682,8 @@ def check_streaming_adapter(
     max_bytes: int | None = None,
     interleaved_tool_calls: tuple[ExecutionRequest, Sequence[tuple[str, str]]] | None = None,
 ) -> ConformanceReport:
-    """Run every streaming check for which the host supplied what it needs.
-
-    ``interleaved_tool_calls`` is a request whose stream interleaves the fragments of
-    parallel tool calls, with the ``(name, arguments)`` the provider sent, by index."""
+    """Run every streaming check for which the host supplied what it needs
+    (``interleaved_tool_calls``: a request interleaving parallel calls, and those calls)."""
     report = ConformanceReport(adapter_id=adapter.descriptor().id)
     check_delta_order(adapter, request, expected_text=expected_text)
     report.passed.append("delta_order")

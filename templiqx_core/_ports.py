@@ -61,12 +61,8 @@ class Produced:
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """How one call ended, as its observers see it (exactly once per call).
-
-    On success ``receipt`` is set; otherwise ``code`` is the stable code the caller sees
-    (``TQX_RUNTIME_INTERRUPTED`` for a ``BaseException`` that is not an ``Exception``, or a
-    host cancelling through its sink) and ``detail`` a message free of request data.
-    """
+    """How one call ended, as its observers see it (exactly once per call): ``receipt``, or
+    the ``code`` the caller sees and a ``detail`` free of request data."""
 
     receipt: ExecutionReceipt | None = None
     details: Any = None
@@ -147,11 +143,8 @@ class RuntimeCall:
         return self._stream is not None
 
     def emit(self, event: DeltaEvent | ToolCallDeltaEvent) -> None:
-        """Send a non-terminal event to the host (a no-op outside ``execute_streaming``).
-
-        The terminal event is the port's job. An exception the host's sink raises
-        propagates unchanged (that is how a host cancels); let it.
-        """
+        """Send a delta to the host (a no-op outside ``execute_streaming``); the terminal
+        event is the port's. An exception the sink raises is how a host cancels: let it."""
         if not isinstance(event, (DeltaEvent, ToolCallDeltaEvent)):
             raise TypeError("adapters emit Delta/ToolCallDelta only; the port emits the terminal")
         if self._stream is not None:
@@ -202,11 +195,8 @@ def failed_event(error: BaseException) -> FailedEvent:
 
 
 def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> ExecutionReceipt:
-    """Run ``run`` and emit its outcome as the one terminal event of a stream.
-
-    Any exception (``PortError`` or not, ``BaseException`` included) emits ``Failed`` and
-    is re-raised unchanged; the exception stays the authoritative outcome.
-    """
+    """Run ``run`` and emit its outcome as the stream's one terminal event; any exception
+    (``BaseException`` included) emits ``Failed`` and is re-raised unchanged."""
     try:
         receipt = run()
     except BaseException as error:
@@ -245,8 +235,6 @@ class RuntimeAdapter(ABC):
     def descriptor(self) -> AdapterDescriptor:
         """Identity and capabilities of this adapter."""
 
-    # -- the hook ---------------------------------------------------------------------
-
     def produce_output(self, call: RuntimeCall) -> Any:
         """Run ``call.request`` once and return the parsed output (or ``Produced``).
 
@@ -255,8 +243,6 @@ class RuntimeAdapter(ABC):
         events go through ``call.emit``; observers (tracing) through ``call.on_finish``.
         """
         raise NotImplementedError(_NOT_IMPLEMENTED)
-
-    # -- the template -----------------------------------------------------------------
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """Run the request once; raise a ``PortError`` subclass on failure."""
@@ -276,13 +262,9 @@ class RuntimeAdapter(ABC):
         return self._run(request, sink)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts: the same receipt, on the adapter's async hook.
-
-        An adapter with a native ``aproduce_output`` never leaves the event loop; one
-        with only ``produce_output`` (or its own ``execute``) runs in a worker thread.
-        Cancelling the awaiting task cancels a native call where it waits (the
-        connection is closed); the call's observers see it as interrupted.
-        """
+        """``execute`` for async hosts: the same receipt, on the loop with a native
+        ``aproduce_output``, else in a worker thread. Cancelling the task cancels a native
+        call where it waits; the call's observers see it as interrupted."""
         if _own(self, "execute") and not _own(self, "aproduce_output"):
             import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
 
@@ -292,13 +274,9 @@ class RuntimeAdapter(ABC):
     async def aexecute_streaming(
         self, request: ExecutionRequest, sink: EventSink
     ) -> ExecutionReceipt:
-        """``execute_streaming`` for async hosts; a native adapter calls ``sink`` on the
-        event loop (a worker-thread adapter from its thread).
-
-        Cancelling the awaiting task ends the stream where it is: no event follows, the
-        call's observers see it as interrupted. A worker-thread adapter's next delta
-        raises ``asyncio.CancelledError`` in the worker, as if the sink had raised it.
-        """
+        """``execute_streaming`` for async hosts (``sink`` is called from a worker-thread
+        adapter's thread). Cancelling the task ends the stream where it is: no event follows,
+        and a worker-thread adapter's next delta raises ``CancelledError`` in the worker."""
         if _own(self, "aproduce_output") or not _own(self, "execute"):
             return await self._arun(request, sink)
         import asyncio
@@ -316,11 +294,8 @@ class RuntimeAdapter(ABC):
         return receipt
 
     async def aproduce_output(self, call: RuntimeCall) -> Any:
-        """The async hook: ``produce_output`` for the event loop.
-
-        The default runs ``produce_output`` in a worker thread, so a blocking adapter
-        never stalls the loop; adapters with native async I/O override it.
-        """
+        """The async hook; by default ``produce_output`` in a worker thread, so a blocking
+        adapter never stalls the loop. Adapters with native async I/O override it."""
         import asyncio
 
         try:
@@ -429,16 +404,11 @@ class RuntimeAdapter(ABC):
         elif isinstance(error, PortError):
             mapped = error
         else:
-            mapped = _runtime_failure(
-                call.adapter,
-                RuntimeFailureCode.PERMANENT,
-                f"unexpected {type(error).__name__} while producing the output",
-            )
+            detail = f"unexpected {type(error).__name__} while producing the output"
+            return _refuse(call, RuntimeFailureCode.PERMANENT, detail)
         detail = mapped.failure.detail if isinstance(mapped, RuntimeFailureError) else str(mapped)
         call._fail(mapped, mapped.code, detail)
         return mapped
-
-    # -- lifecycle --------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
@@ -489,15 +459,9 @@ class RuntimeAdapter(ABC):
         self.close()
 
 
-def _runtime_failure(
-    adapter: AdapterDescriptor, code: RuntimeFailureCode, detail: str
-) -> RuntimeFailureError:
-    return RuntimeFailureError(RuntimeFailure.for_adapter(adapter, code, detail))
-
-
 def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> RuntimeFailureError:
-    """The failure refusing the hook's output, its observers told."""
-    refused = _runtime_failure(call.adapter, code, detail)
+    """The runtime failure ending ``call``, its observers told."""
+    refused = RuntimeFailureError(RuntimeFailure.for_adapter(call.adapter, code, detail))
     call._fail(refused, refused.code, refused.failure.detail)
     return refused
 
