@@ -217,7 +217,7 @@ class RuntimeAdapter(ABC):
     serves concurrent calls.
     """
 
-    _closing: threading.Lock
+    _port_closing: threading.Lock
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RuntimeAdapter:
         if (
@@ -228,7 +228,7 @@ class RuntimeAdapter(ABC):
         instance = super().__new__(cls)
         # Set here, not in __init__: subclasses need not call super().__init__(). Acquired
         # once by close()/aclose() and never released: closed for good, and one closer wins.
-        instance._closing = threading.Lock()
+        instance._port_closing = threading.Lock()
         return instance
 
     @abstractmethod
@@ -412,7 +412,7 @@ class RuntimeAdapter(ABC):
 
     @property
     def closed(self) -> bool:
-        return self._closing.locked()
+        return self._port_closing.locked()
 
     def _closed_error(self) -> RuntimeClosed:
         descriptor = self.descriptor()
@@ -429,7 +429,7 @@ class RuntimeAdapter(ABC):
     def close(self) -> None:
         """Close the runtime (idempotent, thread-safe). Later calls raise ``RuntimeClosed``;
         a call in flight that trips over released resources raises it too."""
-        if self._closing.acquire(blocking=False):
+        if self._port_closing.acquire(blocking=False):
             self.release()
 
     async def arelease(self) -> None:
@@ -441,7 +441,7 @@ class RuntimeAdapter(ABC):
 
     async def aclose(self) -> None:
         """``close`` for async hosts (idempotent; shared with ``close``: either wins once)."""
-        if self._closing.acquire(blocking=False):
+        if self._port_closing.acquire(blocking=False):
             await self.arelease()
 
     async def __aenter__(self: _Self) -> _Self:
