@@ -1,23 +1,11 @@
-"""The ``RuntimeAdapter`` port (SPEC §3): a template method around one adapter hook.
+"""The ``RuntimeAdapter`` port: a template method around one adapter hook.
 
-The Rust shape stays (``descriptor``, ``execute``, ``execute_streaming``), but the port,
-not each adapter, owns what must hold for every adapter:
-
-* the receipt is built in one guarded place (request fingerprint, output fingerprint,
-  schema validation) from what the adapter's ``produce_output`` hook returns;
-* an unexpected error after the call started becomes a mapped ``PortError`` (a problem
-  with the model's output is ``TQX_RUNTIME_INVALID_RESPONSE``), never a raw exception;
-* every stream ends with exactly one terminal event, whatever happened, including a
-  ``BaseException`` that is not a ``PortError`` (``Failed`` is emitted, then it is re-raised);
-* observers registered on the call (tracing) are told the outcome exactly once;
-* lifecycle: ``close()``/``aclose()`` and (async) context-manager support; a closed
-  runtime raises ``RuntimeClosed``, also for a call that was in flight when it closed.
-
-Async hosts get the same template on the ``aproduce_output`` hook (``aexecute``,
-``aexecute_streaming``): everything but the hook's I/O is the same code.
-
-An adapter written against SPEC §3 that overrides ``execute`` itself keeps working; the
-streaming default still ends its stream with exactly one terminal event.
+The port, not each adapter, owns what must hold for every adapter: the receipt is built
+in one guarded place from what ``produce_output`` (or async ``aproduce_output``) returns;
+an unexpected error becomes a mapped ``PortError``; every stream ends with exactly one
+terminal event, even on a ``BaseException``; observers hear the outcome exactly once; a
+closed runtime raises ``RuntimeClosed``, also for a call in flight when it closed. An
+adapter that overrides ``execute`` itself still gets a stream with one terminal event.
 """
 
 from __future__ import annotations
@@ -25,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,17 +34,6 @@ from ._errors import PortError, RuntimeClosed
 from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
 from ._receipts import build_receipt, request_fingerprint
 from ._schema import SchemaValidator, compile_schema
-
-__all__ = [
-    "CallOutcome",
-    "EventSink",
-    "Produced",
-    "RuntimeAdapter",
-    "RuntimeCall",
-    "WrappingRuntime",
-    "failed_event",
-    "project_terminal",
-]
 
 logger = logging.getLogger("templiqx_core")
 
@@ -85,12 +61,8 @@ class Produced:
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """How one call ended, as its observers see it (exactly once per call).
-
-    On success ``receipt`` is set; otherwise ``code`` is the stable code the caller sees
-    (``TQX_RUNTIME_INTERRUPTED`` for a ``BaseException`` that is not an ``Exception``, or a
-    host cancelling through its sink) and ``detail`` a message free of request data.
-    """
+    """How one call ended, as its observers see it (exactly once per call): ``receipt``, or
+    the ``code`` the caller sees and a ``detail`` free of request data."""
 
     receipt: ExecutionReceipt | None = None
     details: Any = None
@@ -171,11 +143,8 @@ class RuntimeCall:
         return self._stream is not None
 
     def emit(self, event: DeltaEvent | ToolCallDeltaEvent) -> None:
-        """Send a non-terminal event to the host (a no-op outside ``execute_streaming``).
-
-        The terminal event is the port's job. An exception the host's sink raises
-        propagates unchanged (that is how a host cancels); let it.
-        """
+        """Send a delta to the host (a no-op outside ``execute_streaming``); the terminal
+        event is the port's. An exception the sink raises is how a host cancels: let it."""
         if not isinstance(event, (DeltaEvent, ToolCallDeltaEvent)):
             raise TypeError("adapters emit Delta/ToolCallDelta only; the port emits the terminal")
         if self._stream is not None:
@@ -226,11 +195,8 @@ def failed_event(error: BaseException) -> FailedEvent:
 
 
 def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> ExecutionReceipt:
-    """Run ``run`` and emit its outcome as the one terminal event of a stream.
-
-    Any exception (``PortError`` or not, ``BaseException`` included) emits ``Failed`` and
-    is re-raised unchanged; the exception stays the authoritative outcome.
-    """
+    """Run ``run`` and emit its outcome as the stream's one terminal event; any exception
+    (``BaseException`` included) emits ``Failed`` and is re-raised unchanged."""
     try:
         receipt = run()
     except BaseException as error:
@@ -238,28 +204,6 @@ def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> Ex
         raise
     sink(CompleteEvent.from_receipt(receipt))
     return receipt
-
-
-class _Lifecycle:
-    """Open/closed state of one runtime; reads are lock-free, ``close`` wins once."""
-
-    __slots__ = ("_closed", "_lock")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def mark_closed(self) -> bool:
-        """True for the one caller that closed it."""
-        with self._lock:
-            if self._closed:
-                return False
-            self._closed = True
-            return True
 
 
 _NOT_IMPLEMENTED: Final = "implement produce_output (or override execute)"
@@ -273,7 +217,7 @@ class RuntimeAdapter(ABC):
     serves concurrent calls.
     """
 
-    _lifecycle: _Lifecycle
+    _port_closing: threading.Lock
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RuntimeAdapter:
         if (
@@ -282,15 +226,14 @@ class RuntimeAdapter(ABC):
         ):
             raise TypeError(f"Can't instantiate {cls.__name__}: {_NOT_IMPLEMENTED}")
         instance = super().__new__(cls)
-        # Set here, not in __init__: subclasses need not call super().__init__().
-        instance._lifecycle = _Lifecycle()
+        # Set here, not in __init__: subclasses need not call super().__init__(). Acquired
+        # once by close()/aclose() and never released: closed for good, and one closer wins.
+        instance._port_closing = threading.Lock()
         return instance
 
     @abstractmethod
     def descriptor(self) -> AdapterDescriptor:
         """Identity and capabilities of this adapter."""
-
-    # -- the hook ---------------------------------------------------------------------
 
     def produce_output(self, call: RuntimeCall) -> Any:
         """Run ``call.request`` once and return the parsed output (or ``Produced``).
@@ -300,8 +243,6 @@ class RuntimeAdapter(ABC):
         events go through ``call.emit``; observers (tracing) through ``call.on_finish``.
         """
         raise NotImplementedError(_NOT_IMPLEMENTED)
-
-    # -- the template -----------------------------------------------------------------
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """Run the request once; raise a ``PortError`` subclass on failure."""
@@ -321,13 +262,9 @@ class RuntimeAdapter(ABC):
         return self._run(request, sink)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts: the same receipt, on the adapter's async hook.
-
-        An adapter with a native ``aproduce_output`` never leaves the event loop; one
-        with only ``produce_output`` (or its own ``execute``) runs in a worker thread.
-        Cancelling the awaiting task cancels a native call where it waits (the
-        connection is closed); the call's observers see it as interrupted.
-        """
+        """``execute`` for async hosts: the same receipt, on the loop with a native
+        ``aproduce_output``, else in a worker thread. Cancelling the task cancels a native
+        call where it waits; the call's observers see it as interrupted."""
         if _own(self, "execute") and not _own(self, "aproduce_output"):
             import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
 
@@ -337,13 +274,9 @@ class RuntimeAdapter(ABC):
     async def aexecute_streaming(
         self, request: ExecutionRequest, sink: EventSink
     ) -> ExecutionReceipt:
-        """``execute_streaming`` for async hosts; a native adapter calls ``sink`` on the
-        event loop (a worker-thread adapter from its thread).
-
-        Cancelling the awaiting task ends the stream where it is: no event follows, the
-        call's observers see it as interrupted. A worker-thread adapter's next delta
-        raises ``asyncio.CancelledError`` in the worker, as if the sink had raised it.
-        """
+        """``execute_streaming`` for async hosts (``sink`` is called from a worker-thread
+        adapter's thread). Cancelling the task ends the stream where it is: no event follows,
+        and a worker-thread adapter's next delta raises ``CancelledError`` in the worker."""
         if _own(self, "aproduce_output") or not _own(self, "execute"):
             return await self._arun(request, sink)
         import asyncio
@@ -361,11 +294,8 @@ class RuntimeAdapter(ABC):
         return receipt
 
     async def aproduce_output(self, call: RuntimeCall) -> Any:
-        """The async hook: ``produce_output`` for the event loop.
-
-        The default runs ``produce_output`` in a worker thread, so a blocking adapter
-        never stalls the loop; adapters with native async I/O override it.
-        """
+        """The async hook; by default ``produce_output`` in a worker thread, so a blocking
+        adapter never stalls the loop. Adapters with native async I/O override it."""
         import asyncio
 
         try:
@@ -382,8 +312,7 @@ class RuntimeAdapter(ABC):
             try:
                 produced = self.produce_output(call)
             except BaseException as error:
-                mapped = self._map_failure(call, error)
-                if mapped is error:
+                if (mapped := self._map_failure(call, error)) is error:
                     raise
                 raise mapped from error
             receipt = self._port_receipt(call, validator, produced)
@@ -402,8 +331,7 @@ class RuntimeAdapter(ABC):
             try:
                 produced = await self.aproduce_output(call)
             except BaseException as error:
-                mapped = self._map_failure(call, error)
-                if mapped is error:
+                if (mapped := self._map_failure(call, error)) is error:
                     raise
                 raise mapped from error
             receipt = self._port_receipt(call, validator, produced)
@@ -435,19 +363,13 @@ class RuntimeAdapter(ABC):
         self, call: RuntimeCall, validator: SchemaValidator, produced: Any
     ) -> ExecutionReceipt:
         """The receipt from what the hook returned, built in this one place."""
-        descriptor = call.adapter
-        declared: bool | None = None
-        deadline_at: float | None = None
-        if isinstance(produced, Produced):
-            output, details = produced.output, produced.details
-            declared, deadline_at = produced.output_schema_valid, produced.deadline_at
-        else:
-            output, details = produced, None
+        if not isinstance(produced, Produced):
+            produced = Produced(produced)
         try:
             receipt = build_receipt(
-                descriptor,
+                call.adapter,
                 call.request.interaction,
-                output,
+                produced.output,
                 request_fp=call.request_fingerprint,
                 validator=validator,
             )
@@ -455,24 +377,15 @@ class RuntimeAdapter(ABC):
             # The one place a model's output is fingerprinted and validated: whatever
             # goes wrong here is a problem with that output.
             reason = error.reason if isinstance(error, NotJson) else type(error).__name__
-            invalid = _runtime_failure(
-                descriptor,
-                RuntimeFailureCode.INVALID_RESPONSE,
-                f"model output cannot be fingerprinted or validated ({reason})",
-            )
-            call._fail(invalid, invalid.code, invalid.failure.detail)
-            raise invalid from error
-        if deadline_at is not None and time.monotonic() > deadline_at:
-            late = _runtime_failure(
-                descriptor,
-                RuntimeFailureCode.TIMEOUT,
-                "validating the model output took the call past its deadline",
-            )
-            call._fail(late, late.code, late.failure.detail)
-            raise late
+            detail = f"model output cannot be fingerprinted or validated ({reason})"
+            raise _refuse(call, RuntimeFailureCode.INVALID_RESPONSE, detail) from error
+        if produced.deadline_at is not None and time.monotonic() > produced.deadline_at:
+            detail = "validating the model output took the call past its deadline"
+            raise _refuse(call, RuntimeFailureCode.TIMEOUT, detail)
+        declared = produced.output_schema_valid
         if declared is not None and declared != receipt.output_schema_valid:
             receipt = receipt.model_copy(update={"output_schema_valid": declared})
-        call._succeed(receipt, details)
+        call._succeed(receipt, produced.details)
         return receipt
 
     def _map_failure(self, call: RuntimeCall, error: BaseException) -> BaseException:
@@ -483,7 +396,7 @@ class RuntimeAdapter(ABC):
             call._fail(error, codes.RUNTIME_INTERRUPTED, _interrupted(error))
             return error
         mapped: PortError
-        if self._lifecycle.closed and (
+        if self.closed and (
             isinstance(error, RuntimeFailureError) or not isinstance(error, PortError)
         ):
             # close() ran during the call: its I/O was aborted (the pool closed under it).
@@ -491,20 +404,15 @@ class RuntimeAdapter(ABC):
         elif isinstance(error, PortError):
             mapped = error
         else:
-            mapped = _runtime_failure(
-                call.adapter,
-                RuntimeFailureCode.PERMANENT,
-                f"unexpected {type(error).__name__} while producing the output",
-            )
+            detail = f"unexpected {type(error).__name__} while producing the output"
+            return _refuse(call, RuntimeFailureCode.PERMANENT, detail)
         detail = mapped.failure.detail if isinstance(mapped, RuntimeFailureError) else str(mapped)
         call._fail(mapped, mapped.code, detail)
         return mapped
 
-    # -- lifecycle --------------------------------------------------------------------
-
     @property
     def closed(self) -> bool:
-        return self._lifecycle.closed
+        return self._port_closing.locked()
 
     def _closed_error(self) -> RuntimeClosed:
         descriptor = self.descriptor()
@@ -512,7 +420,7 @@ class RuntimeAdapter(ABC):
 
     def _ensure_open(self) -> None:
         """Raise ``RuntimeClosed`` once ``close()`` has started (for wrappers' ``execute``)."""
-        if self._lifecycle.closed:
+        if self.closed:
             raise self._closed_error()
 
     def release(self) -> None:  # noqa: B027 - a no-op default, by design
@@ -521,7 +429,7 @@ class RuntimeAdapter(ABC):
     def close(self) -> None:
         """Close the runtime (idempotent, thread-safe). Later calls raise ``RuntimeClosed``;
         a call in flight that trips over released resources raises it too."""
-        if self._lifecycle.mark_closed():
+        if self._port_closing.acquire(blocking=False):
             self.release()
 
     async def arelease(self) -> None:
@@ -533,38 +441,29 @@ class RuntimeAdapter(ABC):
 
     async def aclose(self) -> None:
         """``close`` for async hosts (idempotent; shared with ``close``: either wins once)."""
-        if self._lifecycle.mark_closed():
+        if self._port_closing.acquire(blocking=False):
             await self.arelease()
 
     async def __aenter__(self: _Self) -> _Self:
         self._ensure_open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __enter__(self: _Self) -> _Self:
         self._ensure_open()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
-def _runtime_failure(
-    adapter: AdapterDescriptor, code: RuntimeFailureCode, detail: str
-) -> RuntimeFailureError:
-    return RuntimeFailureError(RuntimeFailure.for_adapter(adapter, code, detail))
+def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> RuntimeFailureError:
+    """The runtime failure ending ``call``, its observers told."""
+    refused = RuntimeFailureError(RuntimeFailure.for_adapter(call.adapter, code, detail))
+    call._fail(refused, refused.code, refused.failure.detail)
+    return refused
 
 
 class WrappingRuntime(RuntimeAdapter):

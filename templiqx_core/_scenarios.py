@@ -1,13 +1,10 @@
 """Scripted scenario manifests (``templiqx.mock/v1alpha1``) and their inventory.
 
-The document shapes and lifecycle rules are the Rust reference mock's (``templiqx-mock``):
-a manifest scripts one runtime call either as ``steps`` (request_received first, delays,
-then one terminal runtime_success or runtime_failure) or as a provider-like ``events``
-stream (start, delta/reasoning/usage, end, finish). Loading is strict and fail-closed.
-
-Checks beyond the reference live here, at loading, never in an execution result: the
-manifest's expectations must agree with its script, and an ``expected_output`` file must
-fingerprint to ``expected_output_fingerprint``.
+Shapes and lifecycle rules are the Rust reference mock's (``templiqx-mock``): a manifest
+scripts one runtime call as ``steps`` or as a provider-like ``events`` stream. Loading is
+strict and fail-closed, and checks more than the reference, so that a wrong fixture
+fails at loading rather than in a result: the declared outcome must be the script's, and
+an ``expected_output`` file must match ``expected_output_fingerprint``.
 """
 
 from __future__ import annotations
@@ -25,20 +22,7 @@ from ._errors import InvalidData
 from ._failures import RuntimeFailureCode
 from ._loading import load_document, validate_model
 
-__all__ = [
-    "MOCK_API_VERSION",
-    "Inventory",
-    "InventoryEntry",
-    "Scenario",
-    "ScenarioExpectation",
-    "ScenarioManifest",
-    "ScenarioStep",
-    "load_inventory",
-    "load_scenario",
-]
-
 MOCK_API_VERSION: Final = "templiqx.mock/v1alpha1"
-OUTPUT_SCHEMA_CODE: Final = codes.OUTPUT_SCHEMA
 
 _U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
 _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
@@ -67,19 +51,13 @@ class ScenarioStep(WireModel):
     failure: RuntimeFailureSpec | None = None
 
 
-class StartEvent(WireModel):
-    kind: Literal["start"]
+class MarkerEvent(WireModel):
+    kind: Literal["start", "end"]
     id: str
 
 
-class DeltaFixture(WireModel):
-    kind: Literal["delta"]
-    id: str
-    text: str
-
-
-class ReasoningFixture(WireModel):
-    kind: Literal["reasoning"]
+class TextFixture(WireModel):
+    kind: Literal["delta", "reasoning"]
     id: str
     text: str
 
@@ -89,11 +67,6 @@ class UsageFixture(WireModel):
     id: str
     input_tokens: _U64
     output_tokens: _U64
-
-
-class EndEvent(WireModel):
-    kind: Literal["end"]
-    id: str
 
 
 class FinishFixture(WireModel):
@@ -106,7 +79,7 @@ class FinishFixture(WireModel):
 
 
 ScenarioStreamEvent = Annotated[
-    StartEvent | DeltaFixture | ReasoningFixture | UsageFixture | EndEvent | FinishFixture,
+    MarkerEvent | TextFixture | UsageFixture | FinishFixture,
     Field(discriminator="kind"),
 ]
 
@@ -213,17 +186,17 @@ def _check_events(events: list[Any]) -> None:
         if event.id in ids:
             raise ValueError(f"duplicate event id '{event.id}'")
         ids.add(event.id)
-        if isinstance(event, StartEvent):
+        if event.kind == "start":
             if started or ended:
                 raise ValueError("stream start must be first and unique")
             started = True
-        elif isinstance(event, (DeltaFixture, ReasoningFixture)):
+        elif isinstance(event, TextFixture):
             if not started or ended or not event.text:
                 raise ValueError("delta/reasoning requires a started, non-empty stream before end")
         elif isinstance(event, UsageFixture):
             if not started or ended or finished:
                 raise ValueError("usage requires an active stream")
-        elif isinstance(event, EndEvent):
+        elif event.kind == "end":
             if not started or ended or finished:
                 raise ValueError("end requires an active stream")
             ended = True
@@ -245,7 +218,7 @@ def _check_expectations(manifest: ScenarioManifest) -> None:
             "no_successful_receipt",
         )
     elif manifest.declared_schema_valid is False:
-        expected = ("failure", OUTPUT_SCHEMA_CODE, "fingerprints_only")
+        expected = ("failure", codes.OUTPUT_SCHEMA, "fingerprints_only")
     else:
         expected = ("success", None, "fingerprints_only")
     actual = (manifest.expected_status, manifest.expected_failure, manifest.receipt_payload_policy)
@@ -333,19 +306,6 @@ def _expectation_conflicts(entry: InventoryEntry, manifest: ScenarioManifest) ->
     return [f"{name}: inventory says {a!r}, manifest says {b!r}" for name, a, b in pairs if a != b]
 
 
-def _check_entry_paths(source: Path, entry: InventoryEntry, seen: set[str]) -> None:
-    if not entry.id.strip() or not entry.manifest.strip():
-        raise InvalidData(f"{source}: inventory entries require non-empty id and manifest")
-    if entry.manifest in seen:
-        raise InvalidData(f"{source}: duplicate inventory manifest '{entry.manifest}'")
-    seen.add(entry.manifest)
-    relative = PurePosixPath(entry.manifest)
-    if relative.is_absolute() or "\\" in entry.manifest or ".." in relative.parts:
-        raise InvalidData(
-            f"{source}: inventory manifest path is not package-relative: {entry.manifest}"
-        )
-
-
 def load_inventory(
     path: str | Path, *, package: str | None = None, root: str | Path | None = None
 ) -> list[Scenario]:
@@ -368,7 +328,16 @@ def load_inventory(
     manifests: set[str] = set()
     scenarios = []
     for entry in inventory.scenarios:
-        _check_entry_paths(source, entry, manifests)
+        if not entry.id.strip() or not entry.manifest.strip():
+            raise InvalidData(f"{source}: inventory entries require non-empty id and manifest")
+        if entry.manifest in manifests:
+            raise InvalidData(f"{source}: duplicate inventory manifest '{entry.manifest}'")
+        manifests.add(entry.manifest)
+        relative = PurePosixPath(entry.manifest)
+        if relative.is_absolute() or "\\" in entry.manifest or ".." in relative.parts:
+            raise InvalidData(
+                f"{source}: inventory manifest path is not package-relative: {entry.manifest}"
+            )
         if entry.id in ids:
             raise InvalidData(f"{source}: duplicate inventory id '{entry.id}'")
         ids.add(entry.id)

@@ -1,16 +1,10 @@
 """A deterministic scripted runtime: the reference mock for tests, evals and demos.
 
 Played from a scenario manifest it behaves exactly as the Rust reference mock
-(``templiqx-mock``): the output is the step's (or finish event's) ``output``, else the
-request's ``fixture_output``, else ``null`` (an events stream without either yields its
-aggregated text, reasoning and usage); ``output_schema_valid`` is what the manifest
-declares; a failure carries its step id and fingerprints as ``{id, code,
-retry_after_ms}``. Played from a list of outcomes, a success without a declared validity
-validates the output against the interaction's schema, as the reference's fake runtime.
-
-It never sleeps and never touches the network: delays advance a virtual clock; scripted
-deltas are replayed on the streaming path before the terminal event, whose receipt is
-exactly what ``execute`` returns for the same request.
+(``templiqx-mock``), so receipts match the reference's. Played from a list of outcomes,
+a success without a declared validity is validated against the interaction's schema,
+as the reference's fake runtime. It never sleeps or touches the network: delays advance
+a virtual clock, and scripted deltas stream before the port's terminal event.
 """
 
 from __future__ import annotations
@@ -33,27 +27,15 @@ from ._failures import (
 from ._ports import Produced, RuntimeAdapter, RuntimeCall
 from ._runtimes import RuntimeOptions
 from ._scenarios import (
-    DeltaFixture,
     FinishFixture,
-    ReasoningFixture,
     Scenario,
     ScenarioManifest,
+    ScenarioStreamEvent,
+    TextFixture,
     UsageFixture,
     load_scenario,
 )
 from ._version import REFERENCE_VERSION
-
-__all__ = [
-    "SCRIPTED_ADAPTER_ID",
-    "ScriptedFailure",
-    "ScriptedOutcome",
-    "ScriptedRuntime",
-    "ScriptedSuccess",
-    "VirtualClock",
-    "failure_receipt_fingerprint",
-    "runtime_factory",
-    "success_receipt_fingerprint",
-]
 
 SCRIPTED_ADAPTER_ID = "templiqx-scripted-runtime"
 _NO_OUTPUT: Any = object()
@@ -101,31 +83,28 @@ class VirtualClock:
             return self.now_ms
 
 
-def _events_output(manifest: ScenarioManifest, fixture_output: Any) -> tuple[Any, bool]:
-    """The mock's output for an events manifest: finish output, fixture, or the aggregate."""
-    text, reasoning, input_tokens, output_tokens = [], [], 0, 0
-    finish: FinishFixture | None = None
-    for event in manifest.events or ():
-        if isinstance(event, DeltaFixture):
-            text.append(event.text)
-        elif isinstance(event, ReasoningFixture):
-            reasoning.append(event.text)
+def _events_output(events: list[ScenarioStreamEvent], fixture_output: Any) -> Any:
+    """The mock's output for an events stream: finish output, fixture, or the aggregate."""
+    text: dict[str, list[str]] = {"delta": [], "reasoning": []}
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    output: Any = None
+    for event in events:
+        if isinstance(event, TextFixture):
+            text[event.kind].append(event.text)
         elif isinstance(event, UsageFixture):
-            input_tokens += event.input_tokens
-            output_tokens += event.output_tokens
+            usage["input_tokens"] += event.input_tokens
+            usage["output_tokens"] += event.output_tokens
         elif isinstance(event, FinishFixture):
-            finish = event
-    assert finish is not None  # a loaded events manifest has one
-    output = finish.output
+            output = event.output
     if output is None:
         output = fixture_output
     if output is None:
         output = {
-            "text": "".join(text),
-            "reasoning": "".join(reasoning),
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+            "text": "".join(text["delta"]),
+            "reasoning": "".join(text["reasoning"]),
+            "usage": usage,
         }
-    return output, finish.output_schema_valid
+    return output
 
 
 class ScriptedRuntime(RuntimeAdapter):
@@ -192,18 +171,18 @@ class ScriptedRuntime(RuntimeAdapter):
         with self._lock:
             self.attempts += 1
         fixture_output = call.request.fixture_output
+        valid = manifest.declared_schema_valid
         if manifest.events is not None:
             for event in manifest.events:
-                if isinstance(event, DeltaFixture):
+                if isinstance(event, TextFixture) and event.kind == "delta":
                     call.emit(DeltaEvent(text=event.text))
-            output, valid = _events_output(manifest, fixture_output)
+            output = _events_output(manifest.events, fixture_output)
             return Produced(output, output_schema_valid=valid)
         for step in manifest.steps:
             if step.kind == "delay":
                 self.clock.advance(step.delay_ms or 0)
             elif step.kind == "runtime_success":
                 output = fixture_output if step.output is None else step.output
-                valid = True if step.output_schema_valid is None else step.output_schema_valid
                 return Produced(output, output_schema_valid=valid)
             elif step.kind == "runtime_failure" and step.failure is not None:
                 spec = step.failure
@@ -222,10 +201,10 @@ class ScriptedRuntime(RuntimeAdapter):
             call.emit(DeltaEvent(text=text))
         self.clock.advance(outcome.delay_ms)
         if self.timeout_ms is not None and outcome.delay_ms > self.timeout_ms:
+            code = RuntimeFailureCode.TIMEOUT
             detail = (
                 f"scripted delay of {outcome.delay_ms} ms exceeds the {self.timeout_ms} ms timeout"
             )
-            code = RuntimeFailureCode.TIMEOUT
             raise self._fail(code.value, code, detail, None)
         if isinstance(outcome, ScriptedFailure):
             step_id = outcome.id or outcome.code.value
