@@ -48,10 +48,7 @@ TEST_OPERATION = "test_package"
 
 
 def compile_envelope(
-    contract: Contract | str | Path,
-    request: RenderRequest,
-    *,
-    capabilities: Iterable[str],
+    contract: Contract | str | Path, request: RenderRequest, *, capabilities: Iterable[str]
 ) -> OperationEnvelope[CompiledInteraction]:
     """``compile_contract`` as the reference application: ``fingerprints.compiled_interaction``."""
     result = compile_contract(contract, request, capabilities)

@@ -163,9 +163,7 @@ def _check_teardown(request: pytest.FixtureRequest, opened: Iterable[ActiveCasse
 
 
 @pytest.fixture
-def templiqx_cassette(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., Cassette | None]]:
+def templiqx_cassette(request: pytest.FixtureRequest) -> Iterator[Callable[..., Cassette | None]]:
     """``templiqx_cassette(path=None, *, secrets=())``: a cassette until the test ends."""
     opened: list[ActiveCassette] = []
     with ExitStack() as stack:
@@ -183,8 +181,7 @@ def templiqx_cassette(
 
 @pytest.fixture
 def templiqx_replay_runtime(
-    request: pytest.FixtureRequest,
-    langfuse_span_exporter: InMemorySpanExporter,
+    request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
 ) -> Generator[Callable[..., ReplayingRuntime], None, None]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
     from .._config import LangfuseConfig
