@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
 
 __all__ = [
-    "OUTPUT_SCHEMA_CODE",
-    "RUNTIME_CAPABILITY_CODE",
     "EvalResult",
     "check_envelope",
     "compile_envelope",
@@ -47,16 +45,10 @@ CHECK_OPERATION = "check_contract"
 COMPILE_OPERATION = "compile_contract"
 EXECUTE_OPERATION = "execute_contract"
 TEST_OPERATION = "test_package"
-OUTPUT_SCHEMA_CODE = codes.OUTPUT_SCHEMA
-TEST_FAILED_CODE = codes.TEST_FAILED
-RUNTIME_CAPABILITY_CODE = codes.RUNTIME_CAPABILITY_UNSUPPORTED
 
 
 def compile_envelope(
-    contract: Contract | str | Path,
-    request: RenderRequest,
-    *,
-    capabilities: Iterable[str],
+    contract: Contract | str | Path, request: RenderRequest, *, capabilities: Iterable[str]
 ) -> OperationEnvelope[CompiledInteraction]:
     """``compile_contract`` as the reference application: ``fingerprints.compiled_interaction``."""
     result = compile_contract(contract, request, capabilities)
@@ -69,10 +61,8 @@ def compile_envelope(
 
 
 def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
-    """Check a contract file without a request: the document, its schemas, references,
-    components and extensions, and each eval fixture (inputs and context compiled,
-    ``fake_output`` against ``output_schema``). Ok: ``{contract_id, contract_version,
-    evals}`` (the number of fixtures checked)."""
+    """Check a contract and its eval fixtures without a request; ok: ``{contract_id,
+    contract_version, evals}`` (the number of fixtures checked)."""
     parsed, diagnostics = read_contract(contract)
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
@@ -127,18 +117,11 @@ def execute_contract(
     stream: bool = False,
     on_event: Callable[[StreamEvent], None] | None = None,
 ) -> OperationEnvelope[ExecutionReceipt]:
-    """Compile ``contract`` for ``request`` and execute it on ``runtime``.
-
-    The envelope is the reference application's, byte for byte: a compile error or a
-    missing runtime capability (``TQX_RUNTIME_CAPABILITY_UNSUPPORTED``) returns before the
-    runtime runs; a ``PortError`` from the runtime becomes its one diagnostic (no receipt,
-    no fingerprints, no stream events); a success carries fingerprints ``request`` and
-    ``output``, ``TQX_OUTPUT_SCHEMA`` when the output is schema-invalid (the reference's
-    one diagnostic at ``/output``, then one per failed rule naming the value and the
-    keyword: a deliberate addition), and the stream
-    events when ``stream``. Each event also reaches ``on_event`` as it happens; an exception
-    raised there propagates (that is how a host cancels).
-    """
+    """Compile ``contract`` for ``request`` and execute it on ``runtime``; the envelope is
+    the reference application's, byte for byte. A compile error or a missing capability
+    returns before the runtime runs; a ``PortError`` becomes the one diagnostic. Beyond the
+    reference, a schema-invalid output gets one diagnostic per failed rule. An exception
+    raised by ``on_event`` propagates: that is how a host cancels."""
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
         return _envelope(EXECUTE_OPERATION, None, compiled.diagnostics)
@@ -147,7 +130,7 @@ def execute_contract(
     for required in interaction.required_capabilities:
         if required not in offered:
             diagnostic = Diagnostic(
-                code=RUNTIME_CAPABILITY_CODE,
+                code=codes.RUNTIME_CAPABILITY_UNSUPPORTED,
                 severity="error",
                 message=f"runtime lacks '{required}'",
                 json_pointer="/capabilities",
@@ -171,16 +154,9 @@ def execute_contract(
     diagnostics = []
     if not receipt.output_schema_valid:
         diagnostics = output_schema_diagnostics(interaction.output_schema, receipt.output)
-    fingerprints = {
-        "request": receipt.request_fingerprint,
-        "output": receipt.output_fingerprint,
-    }
+    fingerprints = {"request": receipt.request_fingerprint, "output": receipt.output_fingerprint}
     return _envelope(
-        EXECUTE_OPERATION,
-        receipt,
-        diagnostics,
-        fingerprints=fingerprints,
-        stream_events=events if stream else None,
+        EXECUTE_OPERATION, receipt, diagnostics, fingerprints=fingerprints, stream_events=events
     )
 
 
@@ -200,10 +176,8 @@ def run_evals(
     contract: Contract | str | Path, *, capabilities: Iterable[str] | None = None
 ) -> tuple[list[EvalResult], list[Diagnostic]]:
     """Run every ``evals`` fixture of a contract; the contract's own parse diagnostics if any.
-
-    Targets default to the contract's declared capabilities, so an eval checks the
-    contract, not a deployment.
-    """
+    Targets default to the contract's declared capabilities: an eval checks the contract,
+    not a deployment."""
     if not isinstance(contract, Contract):
         parsed, diagnostics = read_contract(contract)
         if parsed is None:
@@ -227,12 +201,6 @@ def run_evals(
     return results, []
 
 
-def _package_name(contract: Path) -> str:
-    # The reference's layout is <package>/contracts/<contract>.yaml.
-    parent = contract.parent
-    return (parent.parent if parent.name == "contracts" else parent).name
-
-
 def eval_envelope(
     contract: str | Path, *, capabilities: Iterable[str] | None = None
 ) -> OperationEnvelope[TestReport]:
@@ -240,18 +208,19 @@ def eval_envelope(
     for a package holding this one contract (``TQX_TEST_FAILED`` when any fixture fails)."""
     path = Path(contract)
     results, diagnostics = run_evals(path, capabilities=capabilities)
-    parsed = None if diagnostics else read_contract(path)[0]
-    contract_id = path.stem if parsed is None else parsed.id  # the report names it by id
     if diagnostics:
-        case = TestCaseResult(
-            contract_id=path.stem,
-            fixture_id="",
-            passed=False,
-            diagnostics=diagnostics,
-            artifact_fingerprint=None,
-        )
-        cases = [case]
+        cases = [
+            TestCaseResult(
+                contract_id=path.stem,
+                fixture_id="",
+                passed=False,
+                diagnostics=diagnostics,
+                artifact_fingerprint=None,
+            )
+        ]
     else:
+        parsed = read_contract(path)[0]
+        contract_id = path.stem if parsed is None else parsed.id  # the report names it by id
         cases = [
             TestCaseResult(
                 contract_id=contract_id,
@@ -264,15 +233,11 @@ def eval_envelope(
         ]
     passed = sum(case.passed for case in cases)
     failed = len(cases) - passed
-    report = TestReport(package=_package_name(path), passed=passed, failed=failed, cases=cases)
-    summary = []
-    if failed:
-        summary.append(
-            Diagnostic(
-                code=TEST_FAILED_CODE,
-                severity="error",
-                message=f"{failed} fixture(s) failed",
-                json_pointer="/cases",
-            )
-        )
-    return _envelope(TEST_OPERATION, report, summary)
+    # The reference's layout is <package>/contracts/<contract>.yaml.
+    package = path.parent.parent if path.parent.name == "contracts" else path.parent
+    report = TestReport(package=package.name, passed=passed, failed=failed, cases=cases)
+    message = f"{failed} fixture(s) failed"
+    summary = Diagnostic(
+        code=codes.TEST_FAILED, severity="error", message=message, json_pointer="/cases"
+    )
+    return _envelope(TEST_OPERATION, report, [summary] if failed else [])

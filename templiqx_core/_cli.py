@@ -1,16 +1,10 @@
-"""The ``templiqx`` command line: compile and execute prompt contracts, print the envelope.
+"""The ``templiqx`` command line, behaving as the Rust reference CLI (``templiqx-cli``).
 
-It behaves as the Rust reference CLI (``templiqx-cli``) for the commands both have:
 stdout carries the ``OperationEnvelope`` (pretty JSON; compact with ``--json``; with
-``--stream``, NDJSON events as they arrive, then the envelope on one line), and the exit
-code is 0 when the envelope is ok, 2 when it is not and for usage errors, 1 when the
-command itself fails (an unreadable input file, an unknown runtime), with one line on
-stderr. No traceback reaches the user unless ``TEMPLIQX_DEBUG=1``.
-
-An agent may call it once per step, so start-up counts: the commands that execute
-nothing stay within 300 ms and the README's replayed job within 600 ms. The core is
-imported whole; only runtimes, the eval runner and the MCP extra load when a command
-asks for them.
+``--stream``, NDJSON events, then the envelope on one line). Exit 0 when the envelope is
+ok, 2 when not and for usage errors, 1 when the command itself fails, with one line on
+stderr; no traceback unless ``TEMPLIQX_DEBUG=1``. An agent may call it once per step, so
+runtimes, the eval runner and the MCP extra load only when a command asks for them.
 """
 
 from __future__ import annotations
@@ -41,7 +35,7 @@ EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
 
 
 class UsageError(Exception):
-    """A bad invocation: exit 2 with one line on stderr."""
+    """A bad invocation: exit 2."""
 
 
 class CommandError(Exception):
@@ -78,10 +72,13 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
         help="take inputs and context from the contract's eval fixture ID (and, on the "
         "scripted runtime, its fake_output as the output)",
     )
+    _add_capability_flag(parser)
+
+
+def _add_capability_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--capability",
         action="append",
-        default=None,
         metavar="NAME",
         help="target capability (repeatable); default: what the contract declares",
     )
@@ -202,13 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     evals.add_argument(
         "contract", type=Path, nargs="+", help="contract YAML (several with --runtime)"
     )
-    evals.add_argument(
-        "--capability",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="target capability (repeatable); default: what the contract declares",
-    )
+    _add_capability_flag(evals)
     _add_eval_run_args(evals)
 
     fp = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
@@ -319,22 +310,6 @@ def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact
 # -- commands ------------------------------------------------------------------------
 
 
-def _fingerprint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    document = _read_document(args.file, "fingerprint")
-    try:
-        value = fingerprint(document)
-    except PortError as error:
-        raise CommandError(f"fingerprint: {args.file}: {error}") from None
-    envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
-    return _emit(envelope, out, err, compact=args.json)
-
-
-def _runtimes(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    names = available_runtimes()
-    envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
-    return _emit(envelope, out, err, compact=args.json)
-
-
 def _declared_capabilities(args: argparse.Namespace) -> list[str]:
     """``--capability``, or what the contract declares: never the runtime's, so the
     interaction and its request fingerprint do not depend on which runtime runs it (the
@@ -345,25 +320,13 @@ def _declared_capabilities(args: argparse.Namespace) -> list[str]:
     return [] if contract is None else contract.declared_capabilities
 
 
-def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    request = _render_request(args, None)
-    envelope = compile_envelope(args.contract, request, capabilities=_declared_capabilities(args))
-    return _emit(envelope, out, err, compact=args.json)
-
-
-def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    return _emit(check_envelope(args.contract), out, err, compact=args.json)
-
-
 _EVAL_RUN_ONLY = (
     "replay", "cases", "evaluator", "judge", "shard", "dataset", "run_name", "output",
     "min_pass_rate", "baseline", "resume",
 )  # fmt: skip
 
 
-def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if args.runtime is not None or args.merge is not None:
-        return _eval_run(args, out, err)
+def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
     given = [name for name in _EVAL_RUN_ONLY if getattr(args, name) is not None]
     if given or args.retry_errors or args.format != "table":
         flag = "--" + (given[0] if given else "format").replace("_", "-")
@@ -374,8 +337,7 @@ def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     if len(args.contract) > 1:
         raise UsageError("eval: the self-check takes one contract; --runtime NAME runs several")
-    envelope = eval_envelope(args.contract[0], capabilities=args.capability)
-    return _emit(envelope, out, err, compact=args.json)
+    return eval_envelope(args.contract[0], capabilities=args.capability)
 
 
 def _eval_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -403,7 +365,7 @@ def _runtime_name(args: argparse.Namespace) -> str:
     )
 
 
-def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
     name = _runtime_name(args)
     options = _runtime_options(args)
     scenario = None
@@ -420,15 +382,10 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         fixture = None if scenario is None else scenario.expected_output
 
-    try:
-        runtime = load_runtime(name, options)
-    except PortError as error:
-        raise CommandError(f"{error.code}: {error}") from None
-
     def print_event(event: StreamEvent) -> None:
         _print(event.model_dump_json(), out)
 
-    with runtime:
+    with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
         envelope = execute_contract(
             args.contract,
             request,
@@ -442,7 +399,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     url = trace_url() if callable(trace_url) else None
     if isinstance(url, str):
         err.write(f"trace: {url}\n")
-    return _emit(envelope, out, err, compact=args.json or args.stream)
+    return envelope
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -450,28 +407,37 @@ def _mcp(args: argparse.Namespace) -> int:
         from ._mcp import serve  # the optional extra, imported only when asked for
     except ImportError as error:
         raise CommandError(str(error)) from None
-    try:
-        serve(_runtime_options(args), runtime_name=args.runtime)
-    except PortError as error:
-        raise CommandError(f"{error.code}: {error}") from None
+    serve(_runtime_options(args), runtime_name=args.runtime)
     return EXIT_OK
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if args.command == "fingerprint":
-        return _fingerprint(args, out, err)
-    if args.command == "runtimes":
-        return _runtimes(args, out, err)
     if args.command == "mcp":
         return _mcp(args)
+    envelope: OperationEnvelope[Any]
     with reading_each_file_once():  # a contract is read and parsed once per run
-        if args.command == "compile":
-            return _compile(args, out, err)
-        if args.command == "eval":
-            return _eval(args, out, err)
-        if args.command == "check":
-            return _check(args, out, err)
-        return _execute(args, out, err)
+        if args.command == "eval" and (args.runtime is not None or args.merge is not None):
+            return _eval_run(args, out, err)
+        if args.command == "fingerprint":
+            document = _read_document(args.file, "fingerprint")
+            try:
+                value = fingerprint(document)
+            except PortError as error:
+                raise CommandError(f"fingerprint: {args.file}: {error}") from None
+            envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
+        elif args.command == "runtimes":
+            names = available_runtimes()
+            envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+        elif args.command == "compile":
+            request, capabilities = _render_request(args, None), _declared_capabilities(args)
+            envelope = compile_envelope(args.contract, request, capabilities=capabilities)
+        elif args.command == "check":
+            envelope = check_envelope(args.contract)
+        elif args.command == "eval":
+            envelope = _eval(args, err)
+        else:
+            envelope = _execute(args, out, err)
+    return _emit(envelope, out, err, compact=args.json or getattr(args, "stream", False))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -482,12 +448,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
             logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
         return _run(args, out, err)
-    except UsageError as error:
+    except (UsageError, CommandError) as error:
         err.write(f"templiqx: {error}\n")
-        return EXIT_USAGE
-    except CommandError as error:
-        err.write(f"templiqx: {error}\n")
-        return EXIT_FAILED
+        return EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILED
     except KeyboardInterrupt:
         err.write("templiqx: interrupted\n")
         return 130

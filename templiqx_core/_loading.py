@@ -15,7 +15,7 @@ from ._canonical import MAX_DEPTH  # one nesting bound for every document and va
 from ._errors import InvalidData, NotFound
 
 if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI start-up)
-    from pydantic import BaseModel, ValidationError
+    from pydantic import BaseModel
 
 __all__ = [
     "MAX_ALIAS_EXPANSION",
@@ -24,7 +24,6 @@ __all__ = [
     "UniqueKeyLoader",
     "YamlDocumentError",
     "compose_and_load",
-    "describe_validation_error",
     "load_document",
     "parse_document",
     "validate_model",
@@ -35,11 +34,8 @@ _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 
 
 class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """A safe YAML loader that refuses duplicate mapping keys instead of keeping the last.
-
-    Built on libyaml's parser (``CSafeLoader``) when PyYAML has it: an order of magnitude
-    faster than the pure-Python one, with the same nodes, marks and errors.
-    """
+    """A safe YAML loader that refuses duplicate mapping keys instead of keeping the last;
+    on libyaml (``CSafeLoader``) when PyYAML has it: ten times faster, same nodes and marks."""
 
 
 def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
@@ -56,8 +52,7 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
 
 
 def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int:
-    """PyYAML's integer, with Python's digit limit (``sys.get_int_max_str_digits``) a
-    located YAML error instead of a bare ``ValueError``."""
+    """PyYAML's integer, with Python's digit limit a located YAML error, not a ``ValueError``."""
     try:
         value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
     except ValueError:
@@ -66,10 +61,7 @@ def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int:
     return value
 
 
-UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
@@ -84,20 +76,15 @@ MAX_ALIAS_EXPANSION_BYTES = 16 * 1024 * 1024
 
 def _check_alias_expansion(root: yaml.Node, own_size: int = 0) -> None:
     """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes or
-    past ``own_size + MAX_ALIAS_EXPANSION_BYTES`` characters of scalars, or whose
-    containers nest deeper than ``MAX_DEPTH`` (canonical JSON's bound; libyaml stops at
-    1000 and would leave 513..999 levels to a recursive consumer).
+    ``own_size + MAX_ALIAS_EXPANSION_BYTES`` characters of scalars, whose containers nest
+    deeper than ``MAX_DEPTH`` (libyaml stops at 1000, too deep for a recursive consumer), or
+    whose aliases form a cycle.
 
-    The composer shares one node per anchor, so the graph stays small; the expansion happens
-    later, in whoever walks the data (canonical JSON, fingerprints, rendering). Sizes are
-    memoised per node, so this is linear in the graph; iterative, so depth is no concern; an
-    alias cycle (``&a [*a]``) is refused too. Without aliases a document's scalars are no
-    longer than its text, so only what aliases add can pass the byte budget.
+    The composer shares one node per anchor; the expansion happens later, in whoever walks
+    the data. Memoised per node (linear in the graph) and iterative (depth is no concern).
     """
     byte_budget = own_size + MAX_ALIAS_EXPANSION_BYTES
-    sizes: dict[int, int] = {}
-    weights: dict[int, int] = {}  # expanded characters of scalars (one per node besides)
-    depths: dict[int, int] = {}
+    done: dict[int, tuple[int, int, int]] = {}  # expanded nodes, characters, depth
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -105,37 +92,33 @@ def _check_alias_expansion(root: yaml.Node, own_size: int = 0) -> None:
         key = id(node)
         if children_done:
             open_nodes.discard(key)
-            children = _children(node)
-            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
-            weights[key] = (
-                1 + len(node.value)
-                if isinstance(node, yaml.ScalarNode)
-                else 1 + sum(weights[id(child)] for child in children)
-            )
-            depths[key] = max((depths[id(child)] for child in children), default=0) + (
-                not isinstance(node, yaml.ScalarNode)
-            )
-            if depths[key] > MAX_DEPTH:
+            below = [done[id(child)] for child in _children(node)]
+            scalar = isinstance(node, yaml.ScalarNode)
+            size = 1 + sum(nodes for nodes, _, _ in below)
+            weight = 1 + (len(node.value) if scalar else sum(chars for _, chars, _ in below))
+            depth = max((d for _, _, d in below), default=0) + (not scalar)
+            done[key] = (size, weight, depth)
+            if depth > MAX_DEPTH:
                 problem = f"containers nested deeper than {MAX_DEPTH} levels"
-                raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
-            if sizes[key] > MAX_ALIAS_EXPANSION + len(sizes):
+            elif size > MAX_ALIAS_EXPANSION + len(done):
                 problem = "aliases expand past the limit (anchors reused too often)"
-                raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
-            if weights[key] > byte_budget:
+            elif weight > byte_budget:
                 problem = (
                     f"aliases expand past {MAX_ALIAS_EXPANSION_BYTES // 2**20} MiB of text "
                     "beyond the document's own size (anchors of long values reused too often)"
                 )
-                raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+            else:
+                continue
+        elif key in done:
             continue
-        if key in sizes:
-            continue
-        if key in open_nodes:
+        elif key in open_nodes:
             problem = "an alias refers to its own anchor (recursive)"
-            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
-        open_nodes.add(key)
-        stack.append((node, True))
-        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+        else:
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node) if id(child) not in done)
+            continue
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -147,11 +130,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
-    """Parse YAML once: the node tree (for error locations) and the data built from it.
-
-    Alias expansion (nodes and characters) is bounded before anything is constructed
-    (``yaml.YAMLError``, located at the node that passes the bound).
-    """
+    """Parse YAML once: the node tree (for error locations) and the data built from it;
+    alias expansion is bounded before anything is constructed (a located ``YAMLError``)."""
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
@@ -230,23 +210,19 @@ def load_document(path: str | Path) -> Any:
     return parse_document(text, name=str(file))
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One line naming each offending field by its dotted path (never the input value)."""
-    problems = []
-    for item in error.errors(include_url=False, include_input=False):
-        path = ".".join(str(part) for part in item["loc"]) or "<root>"
-        problems.append(f"{path}: {item['msg']}")
-    return "; ".join(problems)
-
-
 ModelT = TypeVar("ModelT", bound="BaseModel")
 
 
 def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
-    """Validate ``data`` into ``model``; ``InvalidData`` names the source and the fields."""
+    """Validate ``data`` into ``model``; ``InvalidData`` names the source and each offending
+    field by its dotted path (never the input value)."""
     from pydantic import ValidationError
 
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise InvalidData(f"{name}: {describe_validation_error(error)}") from None
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc']) or '<root>'}: {item['msg']}"
+            for item in error.errors(include_url=False, include_input=False)
+        ]
+        raise InvalidData(f"{name}: {'; '.join(problems)}") from None

@@ -1,10 +1,8 @@
 """Network blocking while a cassette replays: only loopback reaches a socket.
 
-vcrpy answers the HTTP clients it patches, but it lets ignored hosts (the Langfuse
-endpoint) and every other client through; a forgotten re-record could then call a real
-provider. The guard is laid over whatever ``connect`` is in place, so a block already
-there (pytest-recording's ``--block-network``) still applies; nested replays share one,
-and the outermost puts the previous ``connect`` back. It is ours, not pytest-recording's
+vcrpy lets ignored hosts and unpatched clients through, so a forgotten re-record could
+call a real provider. The guard wraps whatever ``connect`` is in place (pytest-recording's
+``--block-network`` still applies); nested replays share it. Not pytest-recording's own
 guard: importing that imports pytest (≈ 85 ms), which the CLI's ``--replay`` must not pay.
 """
 
@@ -19,31 +17,30 @@ from typing import Any
 
 from templiqx_core import Unsupported
 
-__all__ = ["LOOPBACK_HOSTS", "NetworkBlocked", "offline"]
+__all__ = ["NetworkBlocked", "offline"]
 
-#: Regular expressions (``re.match``) of the hosts a blocked process may still connect to.
-LOOPBACK_HOSTS = (r"127(?:\.\d{1,3}){3}$", r"::1$", r"localhost$")
-_LOOPBACK = re.compile("|".join(f"(?:{host})" for host in LOOPBACK_HOSTS))
-
+_LOOPBACK = re.compile(r"127(?:\.\d{1,3}){3}$|::1$|localhost$")
 _lock = threading.Lock()
 _depth = 0
-_previous: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+_previous: tuple[Callable[..., Any], Callable[..., Any]] = (
+    socket.socket.connect,
+    socket.socket.connect_ex,
+)
 
 
 class NetworkBlocked(Unsupported, RuntimeError):
-    """A connection elsewhere than loopback while a cassette replays (``TQX_UNSUPPORTED``;
-    a ``RuntimeError`` like pytest-recording's own block)."""
+    """A non-loopback connection while a cassette replays (a ``RuntimeError`` like
+    pytest-recording's own block)."""
 
 
 def _guard(connect: Callable[..., Any]) -> Callable[..., Any]:
     def guarded(sock: socket.socket, address: Any, *args: Any, **kwargs: Any) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            host = str(address[0])
-            if not _LOOPBACK.match(host):
-                raise NetworkBlocked(
-                    f"Network is disabled for host {host!r} while a cassette replays "
-                    "(only loopback connects); record with --record-mode=once"
-                )
+        inet = sock.family in (socket.AF_INET, socket.AF_INET6)
+        if inet and not _LOOPBACK.match(host := str(address[0])):
+            raise NetworkBlocked(
+                f"Network is disabled for host {host!r} while a cassette replays "
+                "(only loopback connects); record with --record-mode=once"
+            )
         return connect(sock, address, *args, **kwargs)
 
     return guarded
@@ -64,6 +61,5 @@ def offline() -> Iterator[None]:
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _previous is not None:
+            if _depth == 0:
                 socket.socket.connect, socket.socket.connect_ex = _previous  # type: ignore[method-assign]
-                _previous = None

@@ -1,14 +1,10 @@
 """vcrpy rules for recording and replaying the adapter's model calls.
 
-Secrets are scrubbed before anything is written, whoever records: credential headers are
-dropped, and the configured keys (from the environment, the runtime's configuration or a
-``secrets=`` argument) and credential-shaped strings become ``[REDACTED]`` in request and
-response bodies, the URI, every remaining header and the status reason. A loopback
-server's random port is folded into one stable host so a recording replays anywhere;
-matching is method + URI + body; playback never repeats an interaction; Langfuse's API
-(spans, scores) is never recorded, on any host. The record mode is *not* part of these
-rules: it belongs to the caller (pytest-recording, or ``open_cassette(record_mode=…)``).
-A miss is described from vcrpy's own closest-match search.
+Whoever records, secrets are scrubbed before anything is written: credential headers are
+dropped; configured keys and credential shapes become ``[REDACTED]`` in bodies, URI,
+headers and status reason. A loopback port is folded into one stable host; matching is
+method + URI + body, each interaction plays once; Langfuse's API is never recorded. The
+record mode belongs to the caller (pytest-recording, or ``open_cassette``).
 """
 
 from __future__ import annotations
@@ -102,12 +98,8 @@ class CassetteMiss(NotFound):
 
 
 class Scrubber:
-    """Removes secrets from text: the given values, keys in ``env``, the keys of every live
-    runtime (the redactors they register for log redaction), credential shapes.
-
-    ``env`` is read each time (cheaply cached), so keys a test sets after the rules were
-    built are still scrubbed.
-    """
+    """Removes secrets from text: the given values, keys in ``env`` (read each time, so keys
+    set later still count), every live runtime's keys, credential shapes."""
 
     def __init__(
         self, secrets: Iterable[str | None] = (), env: Mapping[str, str] | None = None
@@ -154,11 +146,8 @@ def cassette_config(
     env: Mapping[str, str] | None = None,
     scrubber: Scrubber | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``VCR.use_cassette`` / pytest-recording's ``vcr_config``.
-
-    No ``record_mode``: pytest-recording lets a ``record_mode`` in ``vcr_config`` win
-    over ``--record-mode``, so a rule set that named one would disable the flag.
-    """
+    """Keyword arguments for ``VCR.use_cassette`` / pytest-recording's ``vcr_config``; no
+    ``record_mode``, which in ``vcr_config`` would override ``--record-mode``."""
     scrubber = scrubber or Scrubber(secrets, env)
 
     def before_record_request(request: Any) -> Any:
@@ -178,7 +167,10 @@ def cassette_config(
             status["message"] = scrubber.text(status["message"])
         headers = response.get("headers") or {}
         response["headers"] = {
-            scrubber.text(name): [scrubber.text(str(v)) for v in _values(values)]
+            scrubber.text(name): [
+                scrubber.text(str(v))
+                for v in (values if isinstance(values, (list, tuple)) else [values])
+            ]
             for name, values in headers.items()
             if name.lower() not in SCRUBBED_RESPONSE_HEADERS
         }
@@ -200,17 +192,9 @@ def cassette_config(
     }
 
 
-def _values(values: Any) -> list[Any]:
-    return list(values) if isinstance(values, (list, tuple)) else [values]
-
-
 class ScrubbingPersister:
-    """A vcrpy persister that scrubs every interaction before ``inner`` writes it.
-
-    Registered on the plugin's cassettes so a host's own ``before_record_*`` or
-    ``filter_headers`` in ``vcr_config`` can replace our request-side rules without a
-    secret ever reaching the file.
-    """
+    """A vcrpy persister that scrubs every interaction before ``inner`` writes it, so a
+    host's own ``before_record_*`` or ``filter_headers`` cannot let a secret through."""
 
     def __init__(self, inner: Any, scrubber: Scrubber) -> None:
         self.inner = inner
@@ -224,7 +208,7 @@ class ScrubbingPersister:
     def save_cassette(
         self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
     ) -> None:
-        pairs = []
+        scrubbed: dict[str, list[Any]] = {"requests": [], "responses": []}
         for request, response in zip(
             cassette_dict["requests"], cassette_dict["responses"], strict=True
         ):
@@ -233,13 +217,11 @@ class ScrubbingPersister:
                 continue  # Langfuse traffic: never written
             for name in [n for n in request.headers if n.lower() in SCRUBBED_REQUEST_HEADERS]:
                 del request.headers[name]
-            pairs.append((request, self._response(copy.deepcopy(response))))
-        scrubbed = {
-            **cassette_dict,
-            "requests": [request for request, _ in pairs],
-            "responses": [response for _, response in pairs],
-        }
-        self.inner.save_cassette(cassette_path, scrubbed, serializer=serializer)
+            scrubbed["requests"].append(request)
+            scrubbed["responses"].append(self._response(copy.deepcopy(response)))
+        self.inner.save_cassette(
+            cassette_path, {**cassette_dict, **scrubbed}, serializer=serializer
+        )
 
 
 @dataclass
@@ -283,9 +265,8 @@ def no_match_error(
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one clear ``CassetteMiss``: the cassette, and what vcrpy's closest
-    recorded requests differ in (its matchers' own messages, the body diff included);
-    ``brief``: one line without them (the CLI's; ``TEMPLIQX_DEBUG=1`` asks for the rest)."""
+    """vcrpy's miss as one ``CassetteMiss``: what the closest recorded request differs in,
+    with vcrpy's matcher messages, or (``brief``, the CLI's) on one line without them."""
     cassette = error.cassette
     scrub = (scrubber or Scrubber()).text
     request = cassette.filter_request(error.failed_request) or error.failed_request
@@ -332,22 +313,15 @@ _REQUEST_FIELDS = frozenset({"method", "uri", "body", "headers"})
 
 def check_cassette(path: Path, *, write_protected: bool) -> None:
     """Before vcrpy reads ``path``: a cassette that must replay exists (``NotFound``), and a
-    file vcrpy could not replay is one ``InvalidData`` line, not vcrpy's traceback."""
-    if path.is_file():
-        _check_cassette(path)
-    elif write_protected:
-        raise NotFound(
-            f"cassette {path} does not exist; record it (pytest --record-mode=once) or fix the path"
-        )
-
-
-def _check_cassette(path: Path) -> None:
-    """Refuse a file vcrpy could not replay, as one ``InvalidData`` line, before vcrpy reads it.
-
-    Loaded with the bounded loader (aliases cannot expand past a limit), then the shape vcrpy
-    relies on: ``interactions``, a list of ``{request: {method, uri, body, headers}, response:
-    {...}}`` mappings. vcrpy itself would raise ``KeyError``/``TypeError`` tracebacks.
-    """
+    file vcrpy could not replay (its tracebacks) is one ``InvalidData`` line. Loaded with the
+    bounded loader, so aliases cannot expand past a limit."""
+    if not path.is_file():
+        if write_protected:
+            raise NotFound(
+                f"cassette {path} does not exist; record it (pytest --record-mode=once) "
+                "or fix the path"
+            )
+        return
     try:
         data = compose_and_load(path.read_text(encoding="utf-8"))[1]
     except (OSError, UnicodeDecodeError) as error:
@@ -384,13 +358,8 @@ def open_cassette(
     env: Mapping[str, str] | None = None,
     ignore_hosts: Iterable[str] = (),
 ) -> Iterator[ActiveCassette]:
-    """Use ``path`` with pytest-recording's record-mode semantics; offline while replaying.
-
-    ``rewrite`` deletes the cassette and records it afresh (as pytest-recording does);
-    ``none`` needs the file. While the cassette only replays, nothing but loopback can
-    connect, so a forgotten re-record cannot reach a provider. ``ignore_hosts`` (vcrpy's):
-    calls to them pass through, never recorded (an ASGI app under test, say).
-    """
+    """Use ``path`` with pytest-recording's record modes; only loopback connects while it
+    replays. ``ignore_hosts`` (vcrpy's): calls that pass through, never recorded."""
     path = Path(path)
     mode = record_mode_of(record_mode)
     if mode == "rewrite":

@@ -1,14 +1,10 @@
-"""A loopback Langfuse stand-in for tests and benchmarks: OTLP/HTTP traces and scores.
-
-It decodes every trace export (protobuf or OTLP/JSON, gzip or not) so a test can count
-and inspect the spans that would have reached Langfuse, records the scores posted to
-``/api/public/scores`` or ``/api/public/ingestion``, or misbehaves on purpose (500,
-hang) to prove that a Langfuse outage costs the caller nothing.
+"""A loopback Langfuse stand-in: decodes OTLP/HTTP protobuf trace exports (gzip or not)
+and records posted scores, so a test sees what would have reached Langfuse; or misbehaves
+(500, hang) to prove that an outage costs the caller nothing.
 """
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import threading
@@ -16,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -42,17 +37,6 @@ def attributes_of(span: Any) -> dict[str, Any]:
     return {item.key: _plain(item.value) for item in span.attributes}
 
 
-def _hex_ids_to_base64(export: dict[str, Any]) -> dict[str, Any]:
-    """OTLP/JSON writes ids as hex; protobuf's JSON mapping reads bytes as base64."""
-    for resource in export.get("resourceSpans", []):
-        for scope in resource.get("scopeSpans", []):
-            for span in scope.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if span.get(key):
-                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
-    return export
-
-
 class LoopbackOtlpReceiver:
     """Receives ``POST /api/public/otel/v1/traces``; ``base_url`` is a Langfuse base URL."""
 
@@ -61,9 +45,7 @@ class LoopbackOtlpReceiver:
         self.hang_s = hang_s
         self._lock = threading.Lock()
         self.spans: list[Any] = []
-        self.scope_names: list[str] = []  # the instrumentation scope of each span
         self.scores: list[dict[str, Any]] = []
-        self.exports = 0
         self._server = LoopbackModelServer(self._respond)
 
     @property
@@ -80,21 +62,14 @@ class LoopbackOtlpReceiver:
             body = gzip.decompress(body)
         if request.path != TRACES_PATH:
             return self._receive_scores(request.path, body)
-        export = ExportTraceServiceRequest()
-        if "json" in request.headers.get("content-type", ""):
-            json_format.ParseDict(_hex_ids_to_base64(json.loads(body)), export)
-        else:
-            export.ParseFromString(body)
-        received = [
-            (scope.scope.name, span)
-            for resource in export.resource_spans
-            for scope in resource.scope_spans
-            for span in scope.spans
-        ]
+        export = ExportTraceServiceRequest.FromString(body)
         with self._lock:
-            self.exports += 1
-            self.spans.extend(span for _, span in received)
-            self.scope_names.extend(name for name, _ in received)
+            self.spans.extend(
+                span
+                for resource in export.resource_spans
+                for scope in resource.scope_spans
+                for span in scope.spans
+            )
         return Reply(status=200, headers={"content-type": "application/x-protobuf"}, body=b"")
 
     def _receive_scores(self, path: str, body: bytes) -> Reply:

@@ -1,24 +1,11 @@
-"""pytest plugin (auto-loaded through the ``pytest11`` entry point): offline-first fixtures.
+"""pytest plugin (``pytest11`` entry point): offline-first fixtures over pytest-recording.
 
-* ``templiqx_vcr_config`` — the scrubbing and matching rules as a pytest-recording
-  ``vcr_config`` (no record mode, so ``--record-mode`` keeps working); a host opts in with
-  ``def vcr_config(templiqx_vcr_config): return templiqx_vcr_config``.
-* ``templiqx_cassette`` — ``templiqx_cassette(path=None)``: the test's pytest-recording
-  cassette, or one at ``path`` opened with the same settings, until the test ends.
-* ``langfuse_span_exporter`` — an in-memory exporter, so a test asserts on exactly what
-  would have been traced to Langfuse, without any export leaving the process.
-* ``templiqx_replay_runtime`` — ``templiqx_replay_runtime(path=None)``: the
-  ``LangfuseTracedRuntime`` answered by that cassette (replaying: endpoint and model read
-  from it, no keys; recording: configured from the environment), traced into
-  ``langfuse_span_exporter``; closed and checked at teardown.
-
-A test using either cassette fixture is a ``@pytest.mark.vcr`` test: pytest-recording
-itself resolves its cassette (``vcr_config``, marks, ``--record-mode``, ``rewrite``,
-``--disable-recording``, ``--block-network``). Through its ``pytest_recording_configure``
-hook the plugin only adds its rules as the cassette's defaults (every ``vcr_config`` key
-overrides them) and a persister that scrubs whatever is written. A cause fails a test
-once; unplayed interactions fail the teardown only when the test otherwise passed. This
-module imports nothing heavy: pytest loads it in every host run.
+A test using ``templiqx_cassette`` or ``templiqx_replay_runtime`` is a ``@pytest.mark.vcr``
+test: pytest-recording resolves its cassette and record mode; through
+``pytest_recording_configure`` the plugin only adds its rules as the VCR's defaults (every
+``vcr_config`` key overrides them) and a persister that scrubs whatever is written. A
+cause fails a test once; unplayed interactions fail the teardown of a passing test only.
+Nothing heavy is imported at module level: pytest loads this in every host run.
 """
 
 from __future__ import annotations
@@ -75,9 +62,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
-    """For our fixtures' tests: our rules as the VCR's defaults (``vcr_config`` and mark
-    keys override them, as vcrpy merges ``use_cassette`` arguments), and a persister that
-    scrubs every interaction it writes, whatever those keys replaced."""
+    """For our fixtures' tests: our rules as the VCR's defaults, and a scrubbing persister."""
     item = config.stash.get(_SETTING_UP, None)
     if item is None or not _ours(item):
         return
@@ -109,7 +94,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="session")
 def templiqx_vcr_config() -> dict[str, Any]:
-    """Scrubbing and matching rules; keys in the environment are scrubbed when recording."""
+    """The scrubbing and matching rules as a ``vcr_config`` (no record mode)."""
     from .cassettes import cassette_config
 
     return cassette_config()
@@ -171,21 +156,15 @@ def _open(
 
 
 def _check_teardown(request: pytest.FixtureRequest, opened: Iterable[ActiveCassette]) -> None:
-    """After a passing test: report what would otherwise go unnoticed, once."""
-    if request.node.stash.get(_CALL_FAILED, True):
-        return  # the call failed (or never ran): that failure already names the cause
-    for active in opened:
-        unplayed = active.unplayed_error()
-        if unplayed is not None:
+    """After a passing test (a failed one already names the cause): unplayed interactions."""
+    if not request.node.stash.get(_CALL_FAILED, True):
+        for unplayed in filter(None, (active.unplayed_error() for active in opened)):
             raise unplayed
 
 
 @pytest.fixture
-def templiqx_cassette(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., Cassette | None]]:
-    """``templiqx_cassette(path=None, *, secrets=())`` uses a cassette until the test ends
-    (``None`` under ``--disable-recording``)."""
+def templiqx_cassette(request: pytest.FixtureRequest) -> Iterator[Callable[..., Cassette | None]]:
+    """``templiqx_cassette(path=None, *, secrets=())``: a cassette until the test ends."""
     opened: list[ActiveCassette] = []
     with ExitStack() as stack:
 
@@ -202,8 +181,7 @@ def templiqx_cassette(
 
 @pytest.fixture
 def templiqx_replay_runtime(
-    request: pytest.FixtureRequest,
-    langfuse_span_exporter: InMemorySpanExporter,
+    request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
 ) -> Generator[Callable[..., ReplayingRuntime], None, None]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
     from .._config import LangfuseConfig
@@ -212,9 +190,8 @@ def templiqx_replay_runtime(
     made: list[ReplayingRuntime] = []
 
     def build(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> ReplayingRuntime:
-        # Placeholder keys only switch tracing on: spans go to the in-memory exporter.
-        # A fresh public key per runtime: the SDK shares its resources per key. Scores
-        # travel beside spans, not through the exporter: off, and nowhere to go.
+        # Placeholder keys switch tracing on into the in-memory exporter; a fresh public key
+        # per runtime, as the SDK shares resources per key. Scores would bypass it: off.
         langfuse = LangfuseConfig(
             public_key=f"pk-lf-replay-{uuid.uuid4().hex[:12]}",
             secret_key="sk-lf-replay",  # noqa: S106 - a placeholder, never sent anywhere

@@ -1,9 +1,7 @@
-"""``LangfuseTracedRuntime`` answered by a cassette: the CLI's ``--replay`` and the plugin.
+"""``LangfuseTracedRuntime`` answered by a cassette, for the CLI's ``--replay`` and the plugin.
 
-``replaying_runtime`` is the one place that builds it, for both. While it replays, the
-endpoint and model come from the cassette and no key is needed; when the record mode
-lets it record (a missing cassette under ``once``, ``new_episodes``, ``all``,
-``rewrite``) the model endpoint is configured from the environment as usual.
+Replaying, the endpoint and model come from the cassette and no key is needed; when the
+record mode lets it record, the model endpoint is configured from the environment.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import dataclasses
 import logging
 import os
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -29,7 +27,7 @@ from templiqx_core.adapters import WrappingRuntime
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import TracedReceipt, collect_traces
-from .cassettes import ActiveCassette, CassetteMiss, cassette_miss, no_match_error, open_cassette
+from .cassettes import ActiveCassette, cassette_miss, no_match_error, open_cassette
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -48,9 +46,8 @@ logger = logging.getLogger("templiqx_langfuse")
 
 
 def offline_langfuse(config: LangfuseConfig, cassette: Path) -> LangfuseConfig:
-    """``config`` with tracing off, for a command-line replay (``--replay``): a replay is
-    the offline job, so it sends nothing anywhere, Langfuse included. Keys that were set
-    are still redacted; that they are ignored is said once."""
+    """``config`` with tracing off for ``--replay``: an offline job sends nothing anywhere,
+    Langfuse included. Keys that were set are still redacted."""
     if config.enabled:
         logger.warning(
             "replaying %s offline: Langfuse tracing is off (LANGFUSE_* keys ignored)", cassette
@@ -74,21 +71,9 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
     return base, str(model)
 
 
-def _trust_nothing() -> ssl.SSLContext:
-    """The TLS context while a cassette only replays: vcrpy answers every request and the
-    offline guard blocks sockets, so nothing connects, and loading the CA store (~20 ms of
-    the CLI's ~0.4 s ``--replay`` run) would buy nothing. It trusts no certificate: a
-    connection, were one ever attempted, would fail closed."""
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
 class ReplayingRuntime(WrappingRuntime):
-    """A ``LangfuseTracedRuntime`` whose HTTP calls are answered (or recorded) by a cassette.
-
-    A request the cassette cannot answer raises ``CassetteMiss`` (``TQX_NOT_FOUND``)
-    naming the cassette and what the closest recording differs in — with the body diff
-    (a test report's place for it), or on one line when ``brief_misses`` (the CLI's).
-    """
+    """A ``LangfuseTracedRuntime`` whose HTTP calls are answered (or recorded) by a cassette;
+    a request it cannot answer raises ``CassetteMiss`` (one line when ``brief_misses``)."""
 
     def __init__(
         self,
@@ -104,40 +89,28 @@ class ReplayingRuntime(WrappingRuntime):
         self.brief_misses = brief_misses
         self._stack = cassette_stack
 
-    @property
-    def cassette(self) -> Path | None:
-        """The cassette's path; ``None`` when recording is disabled (real calls)."""
-        return None if self.active is None else self.active.path
+    @contextlib.contextmanager
+    def _misses_named(self) -> Iterator[None]:
+        """The runtime maps the unexpected into a failure; a replay miss stays the cause."""
+        self._ensure_open()
+        try:
+            yield
+        except Exception as error:
+            miss = cassette_miss(error) if self.active is not None else None
+            if miss is None or self.active is None:
+                raise
+            scrubber = self.active.scrubber
+            raise no_match_error(miss, brief=self.brief_misses, scrubber=scrubber) from None
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        self._ensure_open()
-        try:
+        with self._misses_named():
             return self.runtime.execute(request)
-        except Exception as error:
-            miss = self._miss(error)
-            if miss is None:
-                raise
-            raise miss from None
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        self._ensure_open()
-        try:
+        with self._misses_named():
             return await self.runtime.aexecute(request)
-        except Exception as error:
-            miss = self._miss(error)
-            if miss is None:
-                raise
-            raise miss from None
-
-    def _miss(self, error: Exception) -> CassetteMiss | None:
-        """The runtime maps the unexpected into a failure; a replay miss stays the cause."""
-        miss = cassette_miss(error) if self.active is not None else None
-        if miss is None or self.active is None:
-            return None
-        return no_match_error(miss, brief=self.brief_misses, scrubber=self.active.scrubber)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        """``LangfuseTracedRuntime.execute_traced``, answered by the cassette."""
         with collect_traces() as found:
             receipt = self.execute(request)
         return TracedReceipt.of(receipt, found)
@@ -154,7 +127,7 @@ class ReplayingRuntime(WrappingRuntime):
         return self.runtime.last_trace_url()
 
     def release(self) -> None:
-        """Close the runtime (flushing its traces), then put the cassette away (saving it)."""
+        """Close the runtime (flushing its traces), then the cassette (saving it)."""
         try:
             self.runtime.close()
         finally:
@@ -173,8 +146,7 @@ def live_runtime(
     langfuse: LangfuseConfig | None = None,
     span_exporter: SpanExporter | None = None,
 ) -> ReplayingRuntime:
-    """The same runtime with no cassette at all (pytest-recording's ``--disable-recording``):
-    every call is real, configured from the environment, and nothing is written."""
+    """The runtime with no cassette (``--disable-recording``): real calls, nothing written."""
     environ = os.environ if env is None else env
     runtime = LangfuseTracedRuntime(
         ModelConfig.from_env(environ),
@@ -195,13 +167,8 @@ def replaying_runtime(
     brief_misses: bool = False,
     ignore_hosts: Iterable[str] = (),
 ) -> ReplayingRuntime:
-    """Build the runtime on ``cassette``, opened with ``record_mode`` (the CLI's ``--replay``).
-
-    Langfuse follows ``langfuse`` or the environment (it is never recorded; while the
-    cassette replays only a loopback Langfuse is reachable). ``brief_misses``: a miss is
-    described on one line. ``ignore_hosts``: vcrpy's, for calls the cassette must neither
-    record nor answer (an ASGI app under test).
-    """
+    """The runtime on ``cassette`` opened with ``record_mode``; Langfuse follows
+    ``langfuse`` or the environment. ``ignore_hosts``: vcrpy's (an ASGI app under test)."""
     environ = os.environ if env is None else env
     stack = contextlib.ExitStack()
     try:
@@ -236,17 +203,17 @@ def runtime_on(
     span_exporter: SpanExporter | None = None,
     brief_misses: bool = False,
 ) -> ReplayingRuntime:
-    """The runtime on a cassette already in use (the CLI's, or pytest-recording's in a test);
-    ``stack`` closes it. Replaying: endpoint and model read from the cassette, no key
-    needed; recording: configured from the environment. Every configured key is scrubbed
-    from what gets recorded."""
+    """The runtime on a cassette already in use, which ``stack`` closes; every configured
+    key is scrubbed from what gets recorded."""
     environ = os.environ if env is None else env
     langfuse = langfuse or LangfuseConfig.from_env(environ)
     active.scrubber.add([langfuse.public_key, langfuse.secret_key])
     if active.replaying:
         base_url, model_name = recorded_endpoint(active.path)
         model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
-        ssl_context: ssl.SSLContext | None = _trust_nothing()
+        # Nothing connects while replaying: skip loading the CA store (~20 ms of a
+        # ``--replay`` run); trusting no certificate, a connection would fail closed.
+        ssl_context: ssl.SSLContext | None = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     else:
         model = ModelConfig.from_env(environ)
         active.scrubber.add([model.api_key])

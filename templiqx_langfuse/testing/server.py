@@ -1,12 +1,9 @@
 """A loopback OpenAI-compatible server for tests, recordings and benchmarks.
 
-Binds 127.0.0.1 only. A ``responder`` maps each parsed request to a ``Reply``; replies
-can also misbehave on purpose (trickle, hang, reset mid-body, lie about length), which
-is how the fault matrix is exercised with real sockets instead of mocks.
-
-``python -m templiqx_langfuse.testing.server --content JSON [--port N]`` serves every
-chat-completions call with ``JSON`` as the model's content until interrupted — a provider
-to record cassettes against (``pytest --record-mode=once``) with no key and no network.
+Binds 127.0.0.1 only. A ``responder`` maps each request to a ``Reply``, which can
+misbehave on purpose (trickle, hang, reset mid-body, lie about length): the fault matrix
+runs over real sockets, not mocks. ``python -m templiqx_langfuse.testing.server
+--content JSON [--port N]`` is a keyless provider to record cassettes against.
 """
 
 from __future__ import annotations
@@ -80,23 +77,13 @@ def chat_completion(
 ) -> dict[str, Any]:
     """A chat.completion body whose ``content`` is the JSON text of ``content``."""
     text = content if isinstance(content, str) or content is None else json.dumps(content)
+    message = {"role": "assistant", "content": text, "refusal": None, **(message_extra or {})}
     return {
         "id": response_id,
         "object": "chat.completion",
         "created": 1_767_225_600,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "refusal": None,
-                    **(message_extra or {}),
-                },
-                "finish_reason": finish_reason,
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": dict(usage or {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}),
     }
 
@@ -105,7 +92,7 @@ Responder = Callable[[ServerRequest], Reply]
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: LoopbackModelServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls on loopback
 
@@ -117,10 +104,21 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         headers = {name.lower(): value for name, value in self.headers.items()}
         request = ServerRequest(self.command, self.path, headers, body)
-        self.server.record(request)
+        with self.server.lock:
+            self.server.received.append(request)
         self._send(self.server.responder(request))
 
     do_GET = do_POST
+
+    def _trickle(self, data: bytes, pause_s: float) -> None:
+        for index in range(len(data)):
+            self.wfile.write(data[index : index + 1])
+            self.wfile.flush()
+            if not self.server.sleep(pause_s):
+                break
+
+    def _chunk(self, piece: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
 
     def _send(self, reply: Reply) -> None:
         if reply.hang_s is not None:
@@ -129,85 +127,63 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.trickle_headers_s is not None:
             head = f"HTTP/1.1 {reply.status} OK\r\ncontent-length: {len(reply.body)}\r\n\r\n"
-            for byte in head.encode():
-                self.wfile.write(bytes([byte]))
-                self.wfile.flush()
-                if not self.server.sleep(reply.trickle_headers_s):
-                    break
+            self._trickle(head.encode(), reply.trickle_headers_s)
             self.close_connection = True
             return
         self.send_response_only(reply.status, reply.reason)
         for name, value in reply.headers.items():
             self.send_header(name, value)
-        if reply.pieces is not None:
-            self._send_pieces(reply)
-            return
-        if reply.chunked:
+        if reply.chunked or reply.pieces is not None:
             self.send_header("transfer-encoding", "chunked")
         elif not reply.omit_length:
             length = len(reply.body) if reply.declared_length is None else reply.declared_length
             self.send_header("content-length", str(length))
-        if reply.omit_length or reply.reset_after is not None:
+        if reply.pieces is None and (reply.omit_length or reply.reset_after is not None):
             self.send_header("connection", "close")
             self.close_connection = True
         self.end_headers()
         body = reply.body if reply.reset_after is None else reply.body[: reply.reset_after]
         try:
-            if reply.chunked:
+            if reply.pieces is not None:
+                for piece in reply.pieces:
+                    if isinstance(piece, float):
+                        if not self.server.sleep(piece):
+                            break
+                    elif piece:
+                        self._chunk(piece)
+                        self.wfile.flush()
+                        with self.server.lock:
+                            self.server.bytes_sent += len(piece)
+            elif reply.chunked:
                 for start in range(0, len(body), 64 * 1024):
-                    piece = body[start : start + 64 * 1024]
-                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-                if reply.reset_after is None:
-                    self.wfile.write(b"0\r\n\r\n")
+                    self._chunk(body[start : start + 64 * 1024])
             elif reply.trickle_s is not None:
-                for index in range(len(body)):
-                    self.wfile.write(body[index : index + 1])
-                    self.wfile.flush()
-                    if not self.server.sleep(reply.trickle_s):
-                        break
+                self._trickle(body, reply.trickle_s)
             else:
                 self.wfile.write(body)
+            if (reply.chunked or reply.pieces is not None) and reply.reset_after is None:
+                self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            if reply.pieces is not None:
+                with self.server.lock:
+                    self.server.aborted += 1
             self.close_connection = True
             return
-        if reply.reset_after is not None:
-            self._reset()
-        if reply.omit_length:
+        if reply.reset_after is not None:  # SO_LINGER 0 turns close() into a TCP RST
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
             self.close_connection = True
 
-    def _reset(self) -> None:
-        # SO_LINGER 0 turns close() into a TCP RST: a reset mid-body.
-        self.connection.setsockopt(
-            socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
-        )
-        self.close_connection = True
 
-    def _send_pieces(self, reply: Reply) -> None:
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        assert reply.pieces is not None
-        try:
-            for piece in reply.pieces:
-                if isinstance(piece, float):
-                    if not self.server.sleep(piece):
-                        break
-                elif piece:
-                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-                    self.wfile.flush()
-                    self.server.count_sent(len(piece))
-            if reply.reset_after is None:
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            self.server.count_aborted()
-            self.close_connection = True
-            return
-        if reply.reset_after is not None:
-            self._reset()
+class LoopbackModelServer(ThreadingHTTPServer):
+    """A server on 127.0.0.1; ``base_url`` ends in ``/v1`` like a real provider's.
 
+    ``bytes_sent``: body bytes of streamed (``pieces``) replies written so far;
+    ``aborted``: streamed replies the client hung up on (a write failed).
+    """
 
-class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
@@ -215,75 +191,45 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, responder: Responder, port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.responder = responder
-        self.requests: list[ServerRequest] = []
-        self._lock = threading.Lock()
+        self.received: list[ServerRequest] = []
+        self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.bytes_sent = 0  # body bytes of streamed (pieces) replies written so far
-        self.aborted = 0  # streamed replies the client hung up on
+        self.bytes_sent = 0
+        self.aborted = 0
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients that abandon a connection (oversize body, deadline) are part of the
-        # scenarios this server exists for: not worth a traceback on stderr.
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
 
-    def record(self, request: ServerRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
+    @property
+    def requests(self) -> list[ServerRequest]:
+        return list(self.received)
 
-    def count_sent(self, n: int) -> None:
-        with self._lock:
-            self.bytes_sent += n
-
-    def count_aborted(self) -> None:
-        with self._lock:
-            self.aborted += 1
+    def set_responder(self, responder: Responder) -> None:
+        self.responder = responder
 
     def sleep(self, seconds: float) -> bool:
         """Sleep unless the server is stopping; False when interrupted."""
         return not self.stopping.wait(seconds)
 
-
-class LoopbackModelServer:
-    """A running server; ``base_url`` ends in ``/v1`` like a real provider's."""
-
-    def __init__(self, responder: Responder, port: int = 0) -> None:
-        self._server = _Server(responder, port)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    @property
-    def requests(self) -> list[ServerRequest]:
-        return list(self._server.requests)
-
-    @property
-    def bytes_sent(self) -> int:
-        """Body bytes of streamed replies written so far."""
-        return self._server.bytes_sent
-
-    @property
-    def aborted(self) -> int:
-        """Streamed replies the client hung up on (a write failed)."""
-        return self._server.aborted
-
-    def set_responder(self, responder: Responder) -> None:
-        self._server.responder = responder
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that abandon a connection (oversize body, deadline) are the scenarios
+        # this server exists for: not worth a traceback on stderr.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
     def start(self) -> LoopbackModelServer:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
         self._thread.join(timeout=5)
 
 
@@ -310,10 +256,9 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     args = parser.parse_args(argv)
     try:
-        content = json.loads(args.content)
+        reply = json_reply(chat_completion(json.loads(args.content)))
     except ValueError:
         parser.error("--content must be JSON")
-    reply = json_reply(chat_completion(content))
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
