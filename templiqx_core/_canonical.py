@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -77,59 +77,28 @@ def fingerprint_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n"}
-_SHORT_ESCAPES.update({"\f": "\\f", "\r": "\\r"})
+def json_pointer(segments: Iterable[object]) -> str:
+    """RFC 6901 pointer of ``segments`` (``""`` for none)."""
+    return "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
 
 
 def _pointer(segments: Sequence[str]) -> str:
-    """RFC 6901 pointer; a lone surrogate in a key is shown escaped (messages must print)."""
-    text = "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in segments)
+    """``json_pointer``; a lone surrogate in a key is shown escaped (messages must print)."""
+    text = json_pointer(segments)
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
 
 
 def _encode_str(text: str, segments: Sequence[str]) -> str:
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
-    out = ['"']
-    for ch in text:
-        if ch in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[ch])
-        elif ch < "\x20":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    try:  # orjson escapes strings as serde_json does (the fast path relies on it too)
+        return orjson.dumps(text).decode()
+    except orjson.JSONEncodeError:
+        raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
 
 
 def format_float(number: float) -> str:
-    """Lay out a float as serde_json (zmij) does; non-finite values become ``null``."""
-    if not math.isfinite(number):
-        return "null"
-    digits_repr = repr(number)
-    sign = "-" if digits_repr.startswith("-") else ""
-    mantissa, _, exp_text = digits_repr.lstrip("-").partition("e")
-    int_part, _, frac_part = mantissa.partition(".")
-    exp = int(exp_text) if exp_text else 0
-    digits = (int_part + frac_part).lstrip("0")
-    if not digits:  # zero
-        return f"{sign}0.0"
-    # Decimal exponent of the first significant digit.
-    leading_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
-    point = len(int_part) + exp - leading_zeros  # digits before the decimal point
-    digits = digits.rstrip("0")
-    e = point - 1
-    if -5 <= e <= 15:
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
-        if point >= len(digits):
-            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    body = digits[0] if len(digits) == 1 else f"{digits[0]}.{digits[1:]}"
-    return f"{sign}{body}e{'+' if e >= 0 else '-'}{abs(e)}"
+    """Lay out a float as serde_json does (orjson's layout is the same; the fast path
+    writes floats with it); non-finite values become ``null``."""
+    return orjson.dumps(float(number)).decode()
 
 
 class _Frame:
