@@ -25,8 +25,6 @@ import orjson
 
 from ._errors import InvalidData
 
-__all__ = ["MAX_DEPTH", "NotJson", "canonical_json", "fingerprint", "fingerprint_bytes"]
-
 _OPTIONS = (
     orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 )  # subclasses of str/int/dict/list (frozen containers) encode like their base: fast path

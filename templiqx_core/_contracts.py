@@ -30,36 +30,11 @@ from pydantic import (
 from ._frozen import freeze
 from ._serde import sort_keys, wire_json
 
-__all__ = [
-    "API_VERSION",
-    "AdapterDescriptor",
-    "CompiledInteraction",
-    "CompiledMessage",
-    "CompleteEvent",
-    "DeltaEvent",
-    "Diagnostic",
-    "ExecutionReceipt",
-    "ExecutionRequest",
-    "FailedEvent",
-    "OperationEnvelope",
-    "RenderRequest",
-    "Role",
-    "Severity",
-    "SourceSpan",
-    "StreamEvent",
-    "TestCaseResult",
-    "TestReport",
-    "ToolCallDeltaEvent",
-    "parse_stream_event",
-]
-
 API_VERSION: Final = "templiqx/v1alpha1"
 
 Role = Literal["system", "developer", "user", "assistant"]
 Severity = Literal["error", "warning", "info"]
 
-
-_U32_MAX: Final = 2**32 - 1
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -141,8 +116,7 @@ class CompiledInteraction(WireModel):
         return self
 
     def _freeze(self) -> None:
-        for name in _INTERACTION_CONTAINERS:
-            value = getattr(self, name)
+        for name, value in self.__dict__.items():  # the fields; strings stay as they are
             frozen = freeze(value)
             if frozen is not value:
                 object.__setattr__(self, name, frozen)
@@ -164,16 +138,6 @@ class CompiledInteraction(WireModel):
             copy._fingerprint = None
             copy._freeze()
         return copy
-
-
-_INTERACTION_CONTAINERS = (
-    "messages",
-    "output_schema",
-    "required_capabilities",
-    "target_capabilities",
-    "runtime_policy",
-    "extensions",
-)
 
 
 class AdapterDescriptor(WireModel):
@@ -199,12 +163,7 @@ class ExecutionReceipt(WireModel):
     output_schema_valid: bool
 
     def output_as(self, model: type[ModelT], *, schema: Any = None) -> ModelT:
-        """The output as the host's pydantic ``model`` (the wire value is unchanged).
-
-        Schema-invalid output raises ``OutputSchemaError`` (``TQX_OUTPUT_SCHEMA``; given
-        the contract's ``schema``, naming each failed rule); output the model refuses
-        raises ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) naming each field.
-        """
+        """The output as the host's pydantic ``model`` (``templiqx_core.output_as``)."""
         from ._typed import output_as
 
         return output_as(self, model, schema=schema)
@@ -267,7 +226,7 @@ def parse_stream_event(data: Any) -> StreamEvent:
     return _stream_event_adapter().validate_python(data)
 
 
-_U32 = Annotated[int, Field(ge=0, le=_U32_MAX)]
+_U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):
