@@ -99,25 +99,11 @@ def format_float(number: float) -> str:
     return orjson.dumps(float(number)).decode()
 
 
-class _Frame:
-    """One open container of the iterative encoder."""
-
-    __slots__ = ("closer", "count", "items", "segment")
-
-    def __init__(self, items: Iterator[tuple[str, Any]], closer: str) -> None:
-        self.items = items
-        self.closer = closer
-        self.count = 0
-        self.segment = ""
-
-
 def _encode(value: Any) -> str:
     """The slow path: iterative, so depth is bounded by ``MAX_DEPTH``, not the stack."""
     out: list[str] = []
-    stack: list[_Frame] = []
-
-    def segments() -> list[str]:
-        return [frame.segment for frame in stack]
+    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []  # open containers' rest, closer
+    path: list[str] = []  # the segment being written in each open container
 
     def put(item: Any) -> None:
         if item is None:
@@ -132,47 +118,47 @@ def _encode(value: Any) -> str:
             elif abs(item) < _F64_LIMIT:
                 out.append(format_float(float(item)))
             else:
-                raise NotJson("an integer beyond the f64 range", _pointer(segments()))
+                raise NotJson("an integer beyond the f64 range", _pointer(path))
         elif isinstance(item, float):
             if not math.isfinite(item):
-                raise NotJson(f"a non-finite number ({item})", _pointer(segments()))
+                raise NotJson(f"a non-finite number ({item})", _pointer(path))
             out.append(format_float(item))
         elif isinstance(item, str):
-            out.append(_encode_str(item, segments()))
+            out.append(_encode_str(item, path))
         elif isinstance(item, Mapping) or (
             isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray))
         ):
             if len(stack) >= MAX_DEPTH:
-                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(segments()))
+                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(path))
             if isinstance(item, Mapping):
                 keys = list(item)
                 for key in keys:
                     if not isinstance(key, str):
                         reason = f"{type(key).__name__}, not a string"
-                        raise NotJson(reason, _pointer(segments()), what="object key")
+                        raise NotJson(reason, _pointer(path), what="object key")
                 out.append("{")
-                stack.append(_Frame(((key, item[key]) for key in sorted(keys)), "}"))
+                stack.append((((key, item[key]) for key in sorted(keys)), "}"))
             else:
                 out.append("[")
-                stack.append(_Frame(((str(i), v) for i, v in enumerate(item)), "]"))
+                stack.append((((str(i), v) for i, v in enumerate(item)), "]"))
+            path.append("")
         else:
-            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(segments()))
+            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(path))
 
     put(value)
     while stack:
-        frame = stack[-1]
-        entry = next(frame.items, None)
+        items, closer = stack[-1]
+        entry = next(items, None)
         if entry is None:
-            out.append(frame.closer)
+            out.append(closer)
             stack.pop()
+            path.pop()
             continue
-        if frame.count:
+        if out[-1] not in ("[", "{"):  # not the container's first entry
             out.append(",")
-        frame.count += 1
-        frame.segment = entry[0]
-        if frame.closer == "}":
-            out.append(_encode_str(entry[0], segments()))
-            out.append(":")
+        path[-1] = entry[0]
+        if closer == "}":
+            out += (_encode_str(entry[0], path), ":")
         put(entry[1])
     return "".join(out)
 
