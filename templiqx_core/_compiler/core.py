@@ -82,8 +82,7 @@ def _extension_problem(
 ) -> dict[str, Any] | None:
     """The diagnostic for an extension the target cannot take, or None."""
     pointer = f"/extensions/{key}"
-    namespace, dot, name = key.partition(".")
-    if not dot or not namespace or not name:
+    if not all(key.partition(".")):  # a namespace, a dot and a name
         message = f"extension {key!r} must be namespaced as <namespace>.<name>"
         return diagnostic(codes.EXTENSION_NAMESPACE, message, pointer)
     if spec["capability"] not in targets:
@@ -144,15 +143,11 @@ def compile_plain(
     if not values_ok:  # render against the declared schemas only
         scope = {name: Binding(bound.schema, MISSING) for name, bound in scope.items()}
     renderer = Renderer(contract.get("components", {}))
-    messages = [
-        {
-            "role": message["role"],
-            "content": renderer.render(
-                message["content"], scope, f"/messages/{index}/content", active=values_ok
-            ),
-        }
-        for index, message in enumerate(contract["messages"])
-    ]
+    messages = []
+    for index, message in enumerate(contract["messages"]):
+        pointer = f"/messages/{index}/content"
+        content = renderer.render(message["content"], scope, pointer, active=values_ok)
+        messages.append({"role": message["role"], "content": content})
     diagnostics += renderer.diagnostics
     if diagnostics or static:
         return None, diagnostics
@@ -180,11 +175,10 @@ def _in_eval(item: dict[str, Any], index: int, eval_id: str) -> dict[str, Any]:
 
 
 def check_plain(contract: Mapping[str, Any], *, file: str | None = None) -> list[dict[str, Any]]:
-    """Everything wrong with a validated contract that needs no request: its schemas,
-    references, conditions, ``for_each`` collections, components and extensions (against
-    its declared capabilities); then each eval fixture, which also reaches what only
-    values reveal (filters): its inputs and context compiled, its ``fake_output`` against
-    ``output_schema``. Diagnostics point into the contract (``/evals/0/inputs/subject``)."""
+    """Everything wrong with a validated contract that needs no request (compiled for its
+    declared capabilities), then what each eval fixture reveals: its values compiled (which
+    reaches filters), its ``fake_output`` against ``output_schema``; pointers into the
+    contract (``/evals/0/inputs/subject``)."""
     extensions = contract.get("extensions", {}).values()
     targets = [*contract.get("capabilities", []), *(spec["capability"] for spec in extensions)]
     _, diagnostics = compile_plain(contract, {}, {}, targets, static=True)

@@ -107,7 +107,6 @@ class Renderer:
         self.diagnostics.append(diagnostic(code, message, pointer))
         return _Abort()
 
-    # -- expressions ---------------------------------------------------------------
     def resolve(self, expr: Node, scope: Scope, pointer: str) -> Binding:
         path: str = expr["path"]
         head, *rest = path.split(".")
@@ -165,7 +164,6 @@ class Renderer:
             raise self.fail(codes.CONDITION_TYPE, message, pointer)
         return binding.value
 
-    # -- filters ---------------------------------------------------------------------
     def apply_filter(self, flt: str | Node, value: Any, pointer: str) -> Any:
         call: Node = flt if isinstance(flt, dict) else {"name": flt}
         name = call["name"]
@@ -192,7 +190,6 @@ class Renderer:
         decimals = call.get("decimals")
         return f"{value:.{decimals}f}" if decimals is not None else str(value)
 
-    # -- nodes -----------------------------------------------------------------------
     def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
         parts: list[str] = []
         for index, node in enumerate(nodes):
