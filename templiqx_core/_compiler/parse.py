@@ -26,10 +26,8 @@ _READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_read
 @contextmanager
 def reading_each_file_once() -> Iterator[None]:
     """Within the block, each contract file is read and validated once (a CLI run reads
-    its contract to compile it and again for its declared capabilities).
-
-    Scoped to the block (a context variable), so no host ever sees a stale contract.
-    """
+    its contract to compile it and again for its declared capabilities); scoped to the
+    block (a context variable), so no host ever sees a stale contract."""
     token = _READS.set({})
     try:
         yield
@@ -66,13 +64,10 @@ def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: 
 
 
 def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
-    """The document keys and indices of a pydantic error location.
-
-    pydantic puts union tags in locations (a node's ``kind`` such as ``interpolate``,
-    ``literal[...]``, ``TypedComponent``); walking the document tells them from keys. A
-    last segment absent from the document is kept unless it is a tag: it names a missing
-    field.
-    """
+    """The document keys and indices of a pydantic error location, without the union tags
+    pydantic puts in (``interpolate``, ``literal[...]``, ``TypedComponent``): walking the
+    document tells them apart. A last segment absent from the document is kept unless it
+    is a tag: it names a missing field."""
     cleaned: list[Any] = []
     node = data
     for index, part in enumerate(loc):
@@ -120,20 +115,18 @@ def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     key = os.fspath(path)
     found = memo.get(key) if memo is not None else None
     if found is None:
-        found = _read_contract(Path(path))
+        file = str(Path(path))
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            missing = isinstance(error, FileNotFoundError)
+            code = NotFound.code if missing else IoFailure.code
+            reason = "no such file" if missing else type(error).__name__
+            message = f"cannot read contract: {reason}"
+            found = None, [Diagnostic(code=code, severity="error", message=message, file=file)]
+        else:
+            found = parse_contract(text, file=file)
         if memo is not None:
             memo[key] = found
     contract, diagnostics = found
     return contract, list(diagnostics)
-
-
-def _read_contract(file: Path) -> _Read:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        missing = isinstance(error, FileNotFoundError)
-        code = NotFound.code if missing else IoFailure.code
-        reason = "no such file" if missing else type(error).__name__
-        message = f"cannot read contract: {reason}"
-        return None, [Diagnostic(code=code, severity="error", message=message, file=str(file))]
-    return parse_contract(text, file=str(file))
