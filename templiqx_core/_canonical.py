@@ -2,16 +2,13 @@
 
 The reference writes a ``serde_json::Value`` whose object keys are sorted. orjson with
 ``OPT_SORT_KEYS`` produces exactly those bytes (same escaping, same shortest-round-trip
-float layout, keys ordered by code point) and is an order of magnitude faster than the
-stdlib, so it is the fast path. Inputs outside orjson take the slow path, a small
-iterative encoder (it never recurses, so no input can exhaust the stack): integers beyond
-the 64-bit range (the reference turns them into the nearest f64) and nesting deeper than
-orjson's limit of 255.
+float layout, keys ordered by code point), so it is the fast path. What orjson refuses
+takes an iterative slow path (no input can exhaust the stack): integers beyond 64 bits
+(the reference turns them into the nearest f64) and nesting deeper than 255.
 
 What is not JSON is ``InvalidData`` naming the JSON pointer of the offending value, never a
 raw Python error: NaN/Infinity (orjson would write ``null``), a string with a lone
-surrogate (not encodable as UTF-8), a non-string object key, any other type, and nesting
-deeper than ``MAX_DEPTH`` containers.
+surrogate, a non-string object key, any other type, nesting deeper than ``MAX_DEPTH``.
 """
 
 from __future__ import annotations

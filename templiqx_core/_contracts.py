@@ -39,12 +39,6 @@ Severity = Literal["error", "warning", "info"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-def _holds_model(value: Any) -> bool:
-    if isinstance(value, BaseModel):
-        return True
-    return isinstance(value, list) and any(isinstance(item, BaseModel) for item in value)
-
-
 class WireModel(BaseModel):
     """Strict, immutable base with serde's layout.
 
@@ -72,7 +66,9 @@ class WireModel(BaseModel):
             if key in data and data[key] == []:
                 del data[key]
         for key in self._maps:
-            if key in data and not _holds_model(getattr(self, key)):
+            value = getattr(self, key)
+            models = value if isinstance(value, list) else [value]  # models lay out their own
+            if key in data and not any(isinstance(item, BaseModel) for item in models):
                 data[key] = sort_keys(data[key])
         return data
 

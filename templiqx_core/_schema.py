@@ -59,9 +59,8 @@ def _build(schema: Any, *, what: str) -> SchemaValidator:
 
 _LOCK = threading.Lock()
 _BY_CONTENT: OrderedDict[bytes, SchemaValidator] = OrderedDict()
-# Identity fast path for frozen schemas (an interaction's output_schema, reused call after
-# call): no re-serializing. The entry holds the object, so its id cannot be recycled while
-# cached; a frozen schema cannot change under it.
+# Frozen schemas also by identity (no re-serializing): an entry holds its schema, so the
+# id cannot be recycled while cached, and a frozen schema cannot change under it.
 _BY_IDENTITY: OrderedDict[int, tuple[Any, SchemaValidator]] = OrderedDict()
 
 

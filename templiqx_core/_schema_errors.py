@@ -67,12 +67,12 @@ def declared_names(schema: Any) -> frozenset[str]:
             continue
         if not isinstance(node, dict):
             continue
+        properties, dependent = node.get("properties"), node.get("dependentRequired")
         listed = [node.get("required")]
-        for key in ("properties", "dependentRequired"):
-            if isinstance(node.get(key), dict):
-                listed.append(list(node[key]))
-        if isinstance(node.get("dependentRequired"), dict):
-            listed.extend(node["dependentRequired"].values())
+        if isinstance(properties, dict):
+            listed.append(list(properties))
+        if isinstance(dependent, dict):
+            listed += [list(dependent), *dependent.values()]
         for items in listed:
             if isinstance(items, list):
                 names.update(item for item in items if isinstance(item, str))

@@ -27,9 +27,7 @@ M = TypeVar("M", bound="BaseModel")
 
 # Keywords that annotate a schema without constraining what validates: a contract written
 # by hand and the model's generated schema may differ in them and still agree.
-_ANNOTATIONS: Final = frozenset(
-    {"title", "description", "examples", "default", "$comment", "deprecated"}
-)
+_ANNOTATIONS: Final = {"title", "description", "examples", "default", "$comment", "deprecated"}
 _SCHEMA_MAPS: Final = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 )
