@@ -2,30 +2,25 @@
 
 The reference writes a ``serde_json::Value`` whose object keys are sorted. orjson with
 ``OPT_SORT_KEYS`` produces exactly those bytes (same escaping, same shortest-round-trip
-float layout, keys ordered by code point) and is an order of magnitude faster than the
-stdlib, so it is the fast path. Inputs outside orjson take the slow path, a small
-iterative encoder (it never recurses, so no input can exhaust the stack): integers beyond
-the 64-bit range (the reference turns them into the nearest f64) and nesting deeper than
-orjson's limit of 255.
+float layout, keys ordered by code point), so it is the fast path. What orjson refuses
+takes an iterative slow path (no input can exhaust the stack): integers beyond 64 bits
+(the reference turns them into the nearest f64) and nesting deeper than 255.
 
 What is not JSON is ``InvalidData`` naming the JSON pointer of the offending value, never a
 raw Python error: NaN/Infinity (orjson would write ``null``), a string with a lone
-surrogate (not encodable as UTF-8), a non-string object key, any other type, and nesting
-deeper than ``MAX_DEPTH`` containers.
+surrogate, a non-string object key, any other type, nesting deeper than ``MAX_DEPTH``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import orjson
 
 from ._errors import InvalidData
-
-__all__ = ["MAX_DEPTH", "NotJson", "canonical_json", "fingerprint", "fingerprint_bytes"]
 
 _OPTIONS = (
     orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -77,80 +72,35 @@ def fingerprint_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n"}
-_SHORT_ESCAPES.update({"\f": "\\f", "\r": "\\r"})
+def json_pointer(segments: Iterable[object]) -> str:
+    """RFC 6901 pointer of ``segments`` (``""`` for none)."""
+    return "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
 
 
 def _pointer(segments: Sequence[str]) -> str:
-    """RFC 6901 pointer; a lone surrogate in a key is shown escaped (messages must print)."""
-    text = "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in segments)
+    """``json_pointer``; a lone surrogate in a key is shown escaped (messages must print)."""
+    text = json_pointer(segments)
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
 
 
 def _encode_str(text: str, segments: Sequence[str]) -> str:
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
-    out = ['"']
-    for ch in text:
-        if ch in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[ch])
-        elif ch < "\x20":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    try:  # orjson escapes strings as serde_json does (the fast path relies on it too)
+        return orjson.dumps(text).decode()
+    except orjson.JSONEncodeError:
+        raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
 
 
 def format_float(number: float) -> str:
-    """Lay out a float as serde_json (zmij) does; non-finite values become ``null``."""
-    if not math.isfinite(number):
-        return "null"
-    digits_repr = repr(number)
-    sign = "-" if digits_repr.startswith("-") else ""
-    mantissa, _, exp_text = digits_repr.lstrip("-").partition("e")
-    int_part, _, frac_part = mantissa.partition(".")
-    exp = int(exp_text) if exp_text else 0
-    digits = (int_part + frac_part).lstrip("0")
-    if not digits:  # zero
-        return f"{sign}0.0"
-    # Decimal exponent of the first significant digit.
-    leading_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
-    point = len(int_part) + exp - leading_zeros  # digits before the decimal point
-    digits = digits.rstrip("0")
-    e = point - 1
-    if -5 <= e <= 15:
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
-        if point >= len(digits):
-            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    body = digits[0] if len(digits) == 1 else f"{digits[0]}.{digits[1:]}"
-    return f"{sign}{body}e{'+' if e >= 0 else '-'}{abs(e)}"
-
-
-class _Frame:
-    """One open container of the iterative encoder."""
-
-    __slots__ = ("closer", "count", "items", "segment")
-
-    def __init__(self, items: Iterator[tuple[str, Any]], closer: str) -> None:
-        self.items = items
-        self.closer = closer
-        self.count = 0
-        self.segment = ""
+    """Lay out a float as serde_json does (orjson's layout is the same; the fast path
+    writes floats with it); non-finite values become ``null``."""
+    return orjson.dumps(float(number)).decode()
 
 
 def _encode(value: Any) -> str:
     """The slow path: iterative, so depth is bounded by ``MAX_DEPTH``, not the stack."""
     out: list[str] = []
-    stack: list[_Frame] = []
-
-    def segments() -> list[str]:
-        return [frame.segment for frame in stack]
+    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []  # open containers' rest, closer
+    path: list[str] = []  # the segment being written in each open container
 
     def put(item: Any) -> None:
         if item is None:
@@ -165,47 +115,47 @@ def _encode(value: Any) -> str:
             elif abs(item) < _F64_LIMIT:
                 out.append(format_float(float(item)))
             else:
-                raise NotJson("an integer beyond the f64 range", _pointer(segments()))
+                raise NotJson("an integer beyond the f64 range", _pointer(path))
         elif isinstance(item, float):
             if not math.isfinite(item):
-                raise NotJson(f"a non-finite number ({item})", _pointer(segments()))
+                raise NotJson(f"a non-finite number ({item})", _pointer(path))
             out.append(format_float(item))
         elif isinstance(item, str):
-            out.append(_encode_str(item, segments()))
+            out.append(_encode_str(item, path))
         elif isinstance(item, Mapping) or (
             isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray))
         ):
             if len(stack) >= MAX_DEPTH:
-                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(segments()))
+                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(path))
             if isinstance(item, Mapping):
                 keys = list(item)
                 for key in keys:
                     if not isinstance(key, str):
                         reason = f"{type(key).__name__}, not a string"
-                        raise NotJson(reason, _pointer(segments()), what="object key")
+                        raise NotJson(reason, _pointer(path), what="object key")
                 out.append("{")
-                stack.append(_Frame(((key, item[key]) for key in sorted(keys)), "}"))
+                stack.append((((key, item[key]) for key in sorted(keys)), "}"))
             else:
                 out.append("[")
-                stack.append(_Frame(((str(i), v) for i, v in enumerate(item)), "]"))
+                stack.append((((str(i), v) for i, v in enumerate(item)), "]"))
+            path.append("")
         else:
-            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(segments()))
+            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(path))
 
     put(value)
     while stack:
-        frame = stack[-1]
-        entry = next(frame.items, None)
+        items, closer = stack[-1]
+        entry = next(items, None)
         if entry is None:
-            out.append(frame.closer)
+            out.append(closer)
             stack.pop()
+            path.pop()
             continue
-        if frame.count:
+        if out[-1] not in ("[", "{"):  # not the container's first entry
             out.append(",")
-        frame.count += 1
-        frame.segment = entry[0]
-        if frame.closer == "}":
-            out.append(_encode_str(entry[0], segments()))
-            out.append(":")
+        path[-1] = entry[0]
+        if closer == "}":
+            out += (_encode_str(entry[0], path), ":")
         put(entry[1])
     return "".join(out)
 

@@ -30,44 +30,13 @@ from pydantic import (
 from ._frozen import freeze
 from ._serde import sort_keys, wire_json
 
-__all__ = [
-    "API_VERSION",
-    "AdapterDescriptor",
-    "CompiledInteraction",
-    "CompiledMessage",
-    "CompleteEvent",
-    "DeltaEvent",
-    "Diagnostic",
-    "ExecutionReceipt",
-    "ExecutionRequest",
-    "FailedEvent",
-    "OperationEnvelope",
-    "RenderRequest",
-    "Role",
-    "Severity",
-    "SourceSpan",
-    "StreamEvent",
-    "TestCaseResult",
-    "TestReport",
-    "ToolCallDeltaEvent",
-    "parse_stream_event",
-]
-
 API_VERSION: Final = "templiqx/v1alpha1"
 
 Role = Literal["system", "developer", "user", "assistant"]
 Severity = Literal["error", "warning", "info"]
 
 
-_U32_MAX: Final = 2**32 - 1
-
 ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-def _holds_model(value: Any) -> bool:
-    if isinstance(value, BaseModel):
-        return True
-    return isinstance(value, list) and any(isinstance(item, BaseModel) for item in value)
 
 
 class WireModel(BaseModel):
@@ -97,7 +66,9 @@ class WireModel(BaseModel):
             if key in data and data[key] == []:
                 del data[key]
         for key in self._maps:
-            if key in data and not _holds_model(getattr(self, key)):
+            value = getattr(self, key)
+            models = value if isinstance(value, list) else [value]  # models lay out their own
+            if key in data and not any(isinstance(item, BaseModel) for item in models):
                 data[key] = sort_keys(data[key])
         return data
 
@@ -141,8 +112,7 @@ class CompiledInteraction(WireModel):
         return self
 
     def _freeze(self) -> None:
-        for name in _INTERACTION_CONTAINERS:
-            value = getattr(self, name)
+        for name, value in self.__dict__.items():  # the fields; strings stay as they are
             frozen = freeze(value)
             if frozen is not value:
                 object.__setattr__(self, name, frozen)
@@ -164,16 +134,6 @@ class CompiledInteraction(WireModel):
             copy._fingerprint = None
             copy._freeze()
         return copy
-
-
-_INTERACTION_CONTAINERS = (
-    "messages",
-    "output_schema",
-    "required_capabilities",
-    "target_capabilities",
-    "runtime_policy",
-    "extensions",
-)
 
 
 class AdapterDescriptor(WireModel):
@@ -199,12 +159,7 @@ class ExecutionReceipt(WireModel):
     output_schema_valid: bool
 
     def output_as(self, model: type[ModelT], *, schema: Any = None) -> ModelT:
-        """The output as the host's pydantic ``model`` (the wire value is unchanged).
-
-        Schema-invalid output raises ``OutputSchemaError`` (``TQX_OUTPUT_SCHEMA``; given
-        the contract's ``schema``, naming each failed rule); output the model refuses
-        raises ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) naming each field.
-        """
+        """The output as the host's pydantic ``model`` (``templiqx_core.output_as``)."""
         from ._typed import output_as
 
         return output_as(self, model, schema=schema)
@@ -267,7 +222,7 @@ def parse_stream_event(data: Any) -> StreamEvent:
     return _stream_event_adapter().validate_python(data)
 
 
-_U32 = Annotated[int, Field(ge=0, le=_U32_MAX)]
+_U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):

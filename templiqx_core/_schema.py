@@ -25,8 +25,6 @@ from ._canonical import canonical_json
 from ._errors import InvalidData
 from ._frozen import is_frozen, thaw
 
-__all__ = ["SchemaValidator", "compile_schema"]
-
 _CACHE_SIZE = 512
 #: Linear-time matching; the default size limits bound each compiled pattern's memory.
 _LINEAR = jsonschema_rs.RegexOptions()
@@ -39,44 +37,6 @@ class SchemaValidator(Protocol):
 
 def _no_remote_refs(uri: str) -> Any:
     raise ValueError(f"remote $ref retrieval is disabled ({uri})")
-
-
-class _ValidatorCache:
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[bytes, SchemaValidator] = OrderedDict()
-        # Identity fast path for frozen schemas (an interaction's output_schema, reused
-        # call after call): no re-serializing. The entry holds the object, so its id
-        # cannot be recycled while cached; a frozen schema cannot change under it.
-        self._by_identity: OrderedDict[int, tuple[Any, SchemaValidator]] = OrderedDict()
-
-    def get(self, schema: Any, *, what: str) -> SchemaValidator:
-        hit = self._by_identity.get(id(schema))
-        if hit is not None and hit[0] is schema:
-            return hit[1]
-        validator = self._get_by_content(schema, what=what)
-        if not is_frozen(schema):
-            return validator
-        with self._lock:
-            self._by_identity[id(schema)] = (schema, validator)
-            if len(self._by_identity) > self._size:
-                self._by_identity.popitem(last=False)
-        return validator
-
-    def _get_by_content(self, schema: Any, *, what: str) -> SchemaValidator:
-        key = canonical_json(schema)
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                return found
-        validator = _build(schema, what=what)
-        with self._lock:
-            self._entries[key] = validator
-            if len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-        return validator
 
 
 def _build(schema: Any, *, what: str) -> SchemaValidator:
@@ -97,9 +57,32 @@ def _build(schema: Any, *, what: str) -> SchemaValidator:
     return validator
 
 
-_CACHE = _ValidatorCache(_CACHE_SIZE)
+_LOCK = threading.Lock()
+_BY_CONTENT: OrderedDict[bytes, SchemaValidator] = OrderedDict()
+# Frozen schemas also by identity (no re-serializing): an entry holds its schema, so the
+# id cannot be recycled while cached, and a frozen schema cannot change under it.
+_BY_IDENTITY: OrderedDict[int, tuple[Any, SchemaValidator]] = OrderedDict()
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, entry: Any) -> None:
+    with _LOCK:  # least recently used first out
+        cache[key] = entry
+        cache.move_to_end(key)
+        if len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
 
 
 def compile_schema(schema: Any, *, what: str = "output_schema") -> SchemaValidator:
     """Return a (cached) Draft 2020-12 validator; ``InvalidData`` names ``what`` if invalid."""
-    return _CACHE.get(schema, what=what)
+    hit = _BY_IDENTITY.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    key = canonical_json(schema)
+    with _LOCK:
+        validator = _BY_CONTENT.get(key)
+    if validator is None:
+        validator = _build(schema, what=what)
+    _remember(_BY_CONTENT, key, validator)
+    if is_frozen(schema):
+        _remember(_BY_IDENTITY, id(schema), (schema, validator))
+    return validator

@@ -11,21 +11,15 @@ reads ``*``); array indices are shown as they are.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
+from ._canonical import json_pointer
 from ._frozen import thaw
-
-__all__ = [
-    "MAX_FAILURES",
-    "SchemaFailure",
-    "declared_names",
-    "more_failures",
-    "schema_failures",
-]
 
 MAX_FAILURES: Final = 20
 """At most this many failures are reported per validated value; the rest are counted."""
@@ -39,15 +33,10 @@ class SchemaFailure:
 
     pointer: str
     rule: str
-    keyword: str
 
     def message(self, prefix: str = "") -> str:
         """``/priority: not one of the enum [1, 2, 3]`` (the pointer after ``prefix``)."""
         return f"{prefix + self.pointer or '/'}: {self.rule}"
-
-
-def _escape(segment: str) -> str:
-    return segment.replace("~", "~0").replace("/", "~1")
 
 
 def more_failures(count: int) -> str:
@@ -78,159 +67,17 @@ def declared_names(schema: Any) -> frozenset[str]:
             continue
         if not isinstance(node, dict):
             continue
-        properties = node.get("properties")
+        properties, dependent = node.get("properties"), node.get("dependentRequired")
+        listed = [node.get("required")]
         if isinstance(properties, dict):
-            names.update(key for key in properties if isinstance(key, str))
-        for key in ("required",):
-            listed = node.get(key)
-            if isinstance(listed, list):
-                names.update(item for item in listed if isinstance(item, str))
-        dependent = node.get("dependentRequired")
+            listed.append(list(properties))
         if isinstance(dependent, dict):
-            names.update(key for key in dependent if isinstance(key, str))
-            for listed in dependent.values():
-                if isinstance(listed, list):
-                    names.update(item for item in listed if isinstance(item, str))
+            listed += [list(dependent), *dependent.values()]
+        for items in listed:
+            if isinstance(items, list):
+                names.update(item for item in items if isinstance(item, str))
         pending.extend(node.values())
     return frozenset(names)
-
-
-def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str:
-    """The pointer along ``path`` in ``instance``: an array index as is, an object key
-    only if declared. The instance decides which a segment is (the validator reports a
-    key that looks like a number as a number)."""
-    parts = []
-    node = instance
-    for segment in path:
-        if isinstance(node, list) and isinstance(segment, int):
-            parts.append(str(segment))
-            node = node[segment] if 0 <= segment < len(node) else None
-            continue
-        key = str(segment)
-        parts.append(_escape(key) if key in names else "*")
-        node = node.get(key) if isinstance(node, dict) else None
-    return "".join("/" + part for part in parts)
-
-
-_JSON_TYPES: Final = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    bool: "boolean",
-    int: "integer",
-    float: "number",
-    type(None): "null",
-}
-
-
-def _type_of(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def _rule(keyword: str, details: dict[str, Any], instance_type: str) -> str:
-    """The rule that failed, in words, from the schema's values only."""
-    limit = details.get("limit")
-    if keyword == "type":
-        types = details.get("types") or []
-        wanted = " or ".join(str(t) for t in types) if types else "the declared type"
-        return f"not of type {wanted} (got {instance_type})"
-    if keyword == "enum":
-        return f"not one of the enum {_schema_text(details.get('options'))}"
-    if keyword == "const":
-        return f"not equal to const {_schema_text(details.get('expected_value'))}"
-    if keyword == "minLength":
-        return f"shorter than minLength {limit}"
-    if keyword == "maxLength":
-        return f"longer than maxLength {limit}"
-    if keyword == "minimum":
-        return f"less than minimum {limit}"
-    if keyword == "maximum":
-        return f"greater than maximum {limit}"
-    if keyword == "exclusiveMinimum":
-        return f"not greater than exclusiveMinimum {limit}"
-    if keyword == "exclusiveMaximum":
-        return f"not less than exclusiveMaximum {limit}"
-    if keyword == "minItems":
-        return f"fewer items than minItems {limit}"
-    if keyword == "maxItems":
-        return f"more items than maxItems {limit}"
-    if keyword == "minProperties":
-        return f"fewer properties than minProperties {limit}"
-    if keyword == "maxProperties":
-        return f"more properties than maxProperties {limit}"
-    if keyword == "multipleOf":
-        return f"not a multiple of multipleOf {_schema_text(details.get('multiple_of'))}"
-    if keyword == "pattern":
-        return f"does not match pattern {_schema_text(details.get('pattern'))}"
-    if keyword == "format":
-        return f"not a valid {_schema_text(details.get('format'))} (format)"
-    if keyword == "required":
-        return "missing (required)"
-    if keyword in ("additionalProperties", "unevaluatedProperties"):
-        count = len(details.get("unexpected") or ())
-        if not count:
-            return f"properties not allowed by {keyword}"
-        noun = "property" if count == 1 else "properties"
-        return f"{count} {noun} not allowed by {keyword}"
-    if keyword == "uniqueItems":
-        return "items are not unique (uniqueItems)"
-    if keyword == "anyOf":
-        return "matches none of the anyOf alternatives"
-    if keyword == "oneOf":
-        return "does not match exactly one of the oneOf alternatives"
-    if keyword == "not":
-        return "matches the schema under not"
-    if keyword == "falseSchema":
-        return "not allowed (the schema is false)"
-    return f"fails {keyword}"
-
-
-# jsonschema-rs names its error kinds after the keyword, in PascalCase.
-_KEYWORDS: Final = {
-    "AdditionalItems": "additionalItems",
-    "AdditionalProperties": "additionalProperties",
-    "AnyOf": "anyOf",
-    "Constant": "const",
-    "Contains": "contains",
-    "ContentEncoding": "contentEncoding",
-    "ContentMediaType": "contentMediaType",
-    "Enum": "enum",
-    "ExclusiveMaximum": "exclusiveMaximum",
-    "ExclusiveMinimum": "exclusiveMinimum",
-    "FalseSchema": "falseSchema",
-    "Format": "format",
-    "MaxItems": "maxItems",
-    "MaxLength": "maxLength",
-    "MaxProperties": "maxProperties",
-    "Maximum": "maximum",
-    "MinItems": "minItems",
-    "MinLength": "minLength",
-    "MinProperties": "minProperties",
-    "Minimum": "minimum",
-    "MultipleOf": "multipleOf",
-    "Not": "not",
-    "OneOfMultipleValid": "oneOf",
-    "OneOfNotValid": "oneOf",
-    "Pattern": "pattern",
-    "PropertyNames": "propertyNames",
-    "Required": "required",
-    "Type": "type",
-    "UnevaluatedItems": "unevaluatedItems",
-    "UnevaluatedProperties": "unevaluatedProperties",
-    "UniqueItems": "uniqueItems",
-}
-
-
-def _keyword(error: Any) -> str:
-    kind = type(error.kind).__name__
-    path = list(error.schema_path)
-    last = path[-1] if path and isinstance(path[-1], str) else None
-    if kind == "FalseSchema" and last is not None and last in _KEYWORDS.values():
-        return last  # e.g. additionalProperties: false with no properties declared
-    keyword = _KEYWORDS.get(kind)
-    if keyword is not None:
-        return keyword
-    return last or kind
 
 
 def _value_at(instance: Any, path: list[str | int]) -> Any:
@@ -244,18 +91,105 @@ def _value_at(instance: Any, path: list[str | int]) -> Any:
     return instance
 
 
+def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str:
+    """The pointer along ``path`` in ``instance``: an array index as is, an object key
+    only if declared. The instance decides which a segment is (the validator reports a
+    key that looks like a number as a number)."""
+    parts: list[str | int] = []
+    for segment in path:
+        is_index = isinstance(instance, list) and isinstance(segment, int)
+        parts.append(segment if is_index or str(segment) in names else "*")
+        instance = _value_at(instance, [segment])
+    return json_pointer(parts)
+
+
+_JSON_TYPES: Final = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
+
+_RULES: Final = {  # keyword: the rule, ``{}`` the schema's value under that detail
+    "minLength": ("shorter than minLength {}", "limit"),
+    "maxLength": ("longer than maxLength {}", "limit"),
+    "minimum": ("less than minimum {}", "limit"),
+    "maximum": ("greater than maximum {}", "limit"),
+    "exclusiveMinimum": ("not greater than exclusiveMinimum {}", "limit"),
+    "exclusiveMaximum": ("not less than exclusiveMaximum {}", "limit"),
+    "minItems": ("fewer items than minItems {}", "limit"),
+    "maxItems": ("more items than maxItems {}", "limit"),
+    "minProperties": ("fewer properties than minProperties {}", "limit"),
+    "maxProperties": ("more properties than maxProperties {}", "limit"),
+    "enum": ("not one of the enum {}", "options"),
+    "const": ("not equal to const {}", "expected_value"),
+    "multipleOf": ("not a multiple of multipleOf {}", "multiple_of"),
+    "pattern": ("does not match pattern {}", "pattern"),
+    "format": ("not a valid {} (format)", "format"),
+    "required": ("missing (required)", None),
+    "uniqueItems": ("items are not unique (uniqueItems)", None),
+    "anyOf": ("matches none of the anyOf alternatives", None),
+    "oneOf": ("does not match exactly one of the oneOf alternatives", None),
+    "not": ("matches the schema under not", None),
+    "falseSchema": ("not allowed (the schema is false)", None),
+}
+
+
+def _rule(keyword: str, details: dict[str, Any], instance: Any) -> str:
+    """The rule that failed, in words, from the schema's values only."""
+    if keyword == "type":
+        types = details.get("types") or []
+        wanted = " or ".join(str(t) for t in types) if types else "the declared type"
+        got = _JSON_TYPES.get(type(instance), type(instance).__name__)
+        return f"not of type {wanted} (got {got})"
+    if keyword in ("additionalProperties", "unevaluatedProperties"):
+        count = len(details.get("unexpected") or ())
+        if not count:
+            return f"properties not allowed by {keyword}"
+        return f"{count} {'property' if count == 1 else 'properties'} not allowed by {keyword}"
+    if keyword not in _RULES:
+        return f"fails {keyword}"
+    text, detail = _RULES[keyword]
+    if detail is None:
+        return text
+    value = details.get(detail)
+    return text.format(value if detail == "limit" else _schema_text(value))
+
+
+# jsonschema-rs names its error kinds after the keyword, in PascalCase.
+_KINDS: Final = (
+    "AdditionalItems AdditionalProperties AnyOf Constant Contains ContentEncoding "
+    "ContentMediaType Enum ExclusiveMaximum ExclusiveMinimum FalseSchema Format MaxItems "
+    "MaxLength MaxProperties Maximum MinItems MinLength MinProperties Minimum MultipleOf "
+    "Not OneOfMultipleValid OneOfNotValid Pattern PropertyNames Required Type "
+    "UnevaluatedItems UnevaluatedProperties UniqueItems"
+)
+_RENAMED: Final = {"Constant": "const", "OneOfMultipleValid": "oneOf", "OneOfNotValid": "oneOf"}
+_KEYWORDS: Final = {kind: _RENAMED.get(kind, kind[0].lower() + kind[1:]) for kind in _KINDS.split()}
+
+
+def _keyword(error: Any) -> str:
+    kind = type(error.kind).__name__
+    path = list(error.schema_path)
+    last = path[-1] if path and isinstance(path[-1], str) else None
+    if kind == "FalseSchema" and last is not None and last in _KEYWORDS.values():
+        return last  # e.g. additionalProperties: false with no properties declared
+    return _KEYWORDS.get(kind) or last or kind
+
+
 def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[SchemaFailure]:
     for error in validator.iter_errors(instance):
         keyword = _keyword(error)
         path = list(error.instance_path)
         details = error.kind.as_dict()
-        if keyword == "required":
-            missing = details.get("property")
-            if isinstance(missing, str):
-                path.append(missing)
-        failing = _value_at(instance, list(error.instance_path))
-        rule = _rule(keyword, details, _type_of(failing))
-        yield SchemaFailure(_pointer(path, names, instance), rule, keyword)
+        rule = _rule(keyword, details, _value_at(instance, path))
+        missing = details.get("property")
+        if keyword == "required" and isinstance(missing, str):
+            path.append(missing)
+        yield SchemaFailure(_pointer(path, names, instance), rule)
 
 
 def schema_failures(
@@ -263,14 +197,18 @@ def schema_failures(
 ) -> tuple[list[SchemaFailure], int]:
     """The first ``limit`` failures of ``instance`` and how many more there are (counted
     up to a bound). ``validator`` is ``schema`` compiled (``compile_schema``)."""
-    names = declared_names(thaw(schema))
-    found: list[SchemaFailure] = []
-    more = 0
-    for failure in _failures(validator, instance, names):
-        if len(found) < limit:
-            found.append(failure)
-        else:
-            more += 1
-            if more >= _COUNT_LIMIT:
-                break
-    return found, more
+    failures = _failures(validator, instance, declared_names(thaw(schema)))
+    found = list(itertools.islice(failures, limit))
+    return found, sum(1 for _ in itertools.islice(failures, _COUNT_LIMIT))
+
+
+def schema_messages(
+    validator: Any, schema: Any, instance: Any, prefix: str = ""
+) -> list[tuple[str, str]]:
+    """(pointer, message) per reported failure, pointers relative to ``instance`` and
+    messages naming it as ``prefix``; the count of the rest last, at ``instance`` itself."""
+    failures, more = schema_failures(validator, schema, instance)
+    found = [(failure.pointer, failure.message(prefix)) for failure in failures]
+    if more:
+        found.append(("", f"{prefix or '/'}: {more_failures(more)}"))
+    return found

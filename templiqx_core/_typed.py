@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ._canonical import canonical_json
+from ._canonical import canonical_json, json_pointer
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
 from ._frozen import thaw
 from ._schema_errors import MAX_FAILURES, declared_names
@@ -23,32 +23,18 @@ if TYPE_CHECKING:
     from ._compiler import Contract
     from ._contracts import ExecutionReceipt
 
-__all__ = ["check_output_model", "output_as", "output_schema_for"]
-
 M = TypeVar("M", bound="BaseModel")
 
 # Keywords that annotate a schema without constraining what validates: a contract written
 # by hand and the model's generated schema may differ in them and still agree.
-_ANNOTATIONS: Final = frozenset(
-    {"title", "description", "examples", "default", "$comment", "deprecated"}
-)
+_ANNOTATIONS: Final = {"title", "description", "examples", "default", "$comment", "deprecated"}
 _SCHEMA_MAPS: Final = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 )
 _SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
 _SCHEMA_VALUES: Final = frozenset(
-    {
-        "items",
-        "additionalProperties",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "contains",
-        "propertyNames",
-        "not",
-        "if",
-        "then",
-        "else",
-    }
+    {"items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "contains"}
+    | {"propertyNames", "not", "if", "then", "else"}
 )
 
 
@@ -86,7 +72,7 @@ def output_schema_for(model: type[BaseModel]) -> dict[str, Any]:
 def _first_difference(left: Any, right: Any, pointer: str = "") -> str:
     if isinstance(left, dict) and isinstance(right, dict):
         for key in sorted(set(left) | set(right)):
-            here = f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}"
+            here = pointer + json_pointer([key])
             if key not in left:
                 return f"{here}: in the model's schema, not in output_schema"
             if key not in right:
@@ -123,24 +109,14 @@ def check_output_model(
         raise OutputTypeError(f"output_schema does not match {model.__name__}: {where}")
 
 
-def _pydantic_pointer(loc: tuple[int | str, ...], names: frozenset[str]) -> str:
-    parts = []
-    for segment in loc:
-        if isinstance(segment, int) or segment in names:
-            parts.append(str(segment).replace("~", "~0").replace("/", "~1"))
-        else:
-            parts.append("*")
-    return "".join("/" + part for part in parts) or "/"
-
-
-# pydantic error types whose message quotes the input (a discriminator's value).
-_QUOTING_TYPES: Final = frozenset({"union_tag_invalid"})
-
-
-def _rule(item: Any) -> str:
-    if item["type"] in _QUOTING_TYPES:
-        return "the discriminator matches none of the expected tags"
-    return str(item["msg"])
+def _problem(item: Any, names: frozenset[str]) -> str:
+    """One pydantic error: an object key shown only if declared, the message never
+    quoting the output (a discriminator's message quotes its value)."""
+    loc = (s if isinstance(s, int) or s in names else "*" for s in item["loc"])
+    rule = item["msg"]
+    if item["type"] == "union_tag_invalid":
+        rule = "the discriminator matches none of the expected tags"
+    return f"{json_pointer(loc) or '/'}: {rule} ({item['type']})"
 
 
 def output_as(
@@ -167,10 +143,8 @@ def output_as(
         return model.model_validate(output)
     except ValidationError as error:
         names = declared_names(model.model_json_schema(mode="validation"))
-        problems = [
-            f"{_pydantic_pointer(item['loc'], names)}: {_rule(item)} ({item['type']})"
-            for item in error.errors(include_url=False, include_input=False)[:MAX_FAILURES]
-        ]
+        errors = error.errors(include_url=False, include_input=False)[:MAX_FAILURES]
+        problems = [_problem(item, names) for item in errors]
         more = error.error_count() - len(problems)
         if more > 0:
             problems.append(f"{more} more")

@@ -14,26 +14,6 @@ from pydantic import Field, JsonValue
 from .._contracts import Role, WireModel
 from .._eval_cases import Check
 
-__all__ = [
-    "CONTRACT_SCHEMA_PATH",
-    "ComponentDefinition",
-    "ComponentNode",
-    "ContentNode",
-    "Contract",
-    "EvalCase",
-    "Expression",
-    "ExtensionSpec",
-    "FieldSpec",
-    "Filter",
-    "ForEachNode",
-    "InterpolateNode",
-    "MessageSpec",
-    "TextNode",
-    "TypedComponent",
-    "WhenNode",
-    "contract_json_schema",
-]
-
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
 

@@ -13,14 +13,11 @@ import yaml
 from pydantic import ValidationError
 
 from .. import codes
+from .._canonical import json_pointer
 from .._contracts import Diagnostic, SourceSpan
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load
 from .model import Contract
-
-__all__ = ["PARSE_YAML", "parse_contract", "read_contract", "reading_each_file_once"]
-
-PARSE_YAML = codes.PARSE_YAML
 
 _Read = tuple[Contract | None, list[Diagnostic]]
 _READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_reads", default=None)
@@ -29,20 +26,13 @@ _READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_read
 @contextmanager
 def reading_each_file_once() -> Iterator[None]:
     """Within the block, each contract file is read and validated once (a CLI run reads
-    its contract to compile it and again for its declared capabilities).
-
-    Scoped to the block (a context variable), so no host ever sees a stale contract.
-    """
+    its contract to compile it and again for its declared capabilities); scoped to the
+    block (a context variable), so no host ever sees a stale contract."""
     token = _READS.set({})
     try:
         yield
     finally:
         _READS.reset(token)
-
-
-def _pointer(loc: Sequence[Any]) -> str:
-    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in loc]
-    return "/" + "/".join(parts) if parts else ""
 
 
 def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
@@ -65,21 +55,19 @@ def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
     return mark
 
 
-def _span(mark: yaml.Mark | None) -> SourceSpan | None:
-    if mark is None:
-        return None
-    line, column = mark.line + 1, mark.column + 1
-    return SourceSpan(line=line, column=column, end_line=line, end_column=column)
+def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
+    """A ``TQX_PARSE_YAML`` diagnostic, at ``mark`` (line and column) when known."""
+    if mark is not None:
+        line, column = mark.line + 1, mark.column + 1
+        at["span"] = SourceSpan(line=line, column=column, end_line=line, end_column=column)
+    return Diagnostic(code=codes.PARSE_YAML, severity="error", message=message, file=file, **at)
 
 
 def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
-    """The document keys and indices of a pydantic error location.
-
-    pydantic puts union tags in locations (a node's ``kind`` such as ``interpolate``,
-    ``literal[...]``, ``TypedComponent``); walking the document tells them from keys. A
-    last segment absent from the document is kept unless it is a tag: it names a missing
-    field.
-    """
+    """The document keys and indices of a pydantic error location, without the union tags
+    pydantic puts in (``interpolate``, ``literal[...]``, ``TypedComponent``): walking the
+    document tells them apart. A last segment absent from the document is kept unless it
+    is a tag: it names a missing field."""
     cleaned: list[Any] = []
     node = data
     for index, part in enumerate(loc):
@@ -99,44 +87,26 @@ def parse_contract(
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
     except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
-        message = "invalid YAML: nested too deeply to parse"
-        return None, [Diagnostic(code=PARSE_YAML, severity="error", message=message, file=file)]
+        return None, [_error("invalid YAML: nested too deeply to parse", file)]
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or "malformed YAML"
-        diagnostic = Diagnostic(
-            code=PARSE_YAML,
-            severity="error",
-            message=f"invalid YAML: {problem}",
-            file=file,
-            span=_span(mark),
-        )
-        return None, [diagnostic]
+        return None, [
+            _error(f"invalid YAML: {problem}", file, getattr(error, "problem_mark", None))
+        ]
     if not isinstance(data, dict):
-        message = "a contract is a YAML mapping"
-        return None, [Diagnostic(code=PARSE_YAML, severity="error", message=message, file=file)]
+        return None, [_error("a contract is a YAML mapping", file)]
     try:
         return Contract.model_validate(data), []
     except ValidationError as error:
-        diagnostics = []
-        seen: set[tuple[str, str]] = set()
+        diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
         for item in error.errors(include_url=False, include_input=False):
             loc = _clean_loc(data, item["loc"])
-            pointer = _pointer(loc)
-            if (pointer, item["msg"]) in seen:
-                continue
-            seen.add((pointer, item["msg"]))
-            diagnostics.append(
-                Diagnostic(
-                    code=PARSE_YAML,
-                    severity="error",
-                    message=f"{pointer or '/'}: {item['msg']}",
-                    file=file,
-                    json_pointer=pointer,
-                    span=_span(_mark_for(root, loc)),
-                )
-            )
-        return None, diagnostics
+            pointer, rule = json_pointer(loc), item["msg"]
+            if (pointer, rule) not in diagnostics:
+                mark = _mark_for(root, loc)
+                message = f"{pointer or '/'}: {rule}"
+                diagnostics[pointer, rule] = _error(message, file, mark, json_pointer=pointer)
+        return None, list(diagnostics.values())
 
 
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
@@ -145,20 +115,18 @@ def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     key = os.fspath(path)
     found = memo.get(key) if memo is not None else None
     if found is None:
-        found = _read_contract(Path(path))
+        file = str(Path(path))
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            missing = isinstance(error, FileNotFoundError)
+            code = NotFound.code if missing else IoFailure.code
+            reason = "no such file" if missing else type(error).__name__
+            message = f"cannot read contract: {reason}"
+            found = None, [Diagnostic(code=code, severity="error", message=message, file=file)]
+        else:
+            found = parse_contract(text, file=file)
         if memo is not None:
             memo[key] = found
     contract, diagnostics = found
     return contract, list(diagnostics)
-
-
-def _read_contract(file: Path) -> _Read:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        missing = isinstance(error, FileNotFoundError)
-        code = NotFound.code if missing else IoFailure.code
-        reason = "no such file" if missing else type(error).__name__
-        message = f"cannot read contract: {reason}"
-        return None, [Diagnostic(code=code, severity="error", message=message, file=str(file))]
-    return parse_contract(text, file=str(file))

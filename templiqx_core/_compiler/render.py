@@ -1,36 +1,28 @@
 """Rendering content nodes with schema-checked references.
 
-It works on validated plain data (the contract document as a dict, its nodes as dicts
-with the model's defaults read where absent) and records plain diagnostics; the public
-API wraps what it returns in models.
-
-Every reference is resolved twice: statically against the declared JSON Schema (so a
-typo in an untaken ``when`` branch is still an error) and dynamically against the value.
-A path that cannot exist or has no value is a diagnostic, never an empty string.
+It works on validated plain data (nodes as dicts, the model's defaults read where absent)
+and records plain diagnostics. Every reference is resolved twice: statically against the
+declared JSON Schema (so a typo in an untaken ``when`` branch is still an error) and
+dynamically against the value. A path that cannot exist or has no value is a diagnostic,
+never an empty string.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codes
 from .._canonical import canonical_json
 from .._errors import InvalidData
-from .._schema import SchemaValidator, compile_schema
+from .._schema import compile_schema
 from .._schema_errors import schema_failures
 
-__all__ = ["MISSING", "Binding", "Node", "Renderer", "diagnostic"]
-
 MISSING: Any = object()
-_STRING_FILTERS: dict[str, Callable[[str], str]] = {
-    "trim": str.strip,
-    "lower": str.lower,
-    "upper": str.upper,
-}
 ANY_SCHEMA: dict[str, Any] = {}
+_BOOLEAN: dict[str, Any] = {"type": "boolean"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +34,7 @@ class Binding:
 
 
 Node = dict[str, Any]  # a content node or an expression: a validated JSON object
+Scope = Mapping[str, Binding]
 
 
 def diagnostic(code: str, message: str, pointer: str) -> dict[str, Any]:
@@ -62,16 +55,12 @@ def _json_type(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _schema_types(schema: Any) -> set[str] | None:
     """The JSON types a schema admits, or None when it does not say."""
-    if not isinstance(schema, dict):
-        return None
-    declared = schema.get("type")
+    declared = schema.get("type") if isinstance(schema, dict) else None
     if declared is None:
         return None
     types = {declared} if isinstance(declared, str) else set(declared)
@@ -113,95 +102,68 @@ class Renderer:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
 
-    def error(self, code: str, message: str, pointer: str) -> None:
+    def fail(self, code: str, message: str, pointer: str) -> _Abort:
+        """Record the diagnostic; what it returns aborts the node when raised."""
         self.diagnostics.append(diagnostic(code, message, pointer))
+        return _Abort()
 
-    def parameter_schema(self, component: str, name: str, schema: Any) -> SchemaValidator | None:
-        """The parameter's validator; an invalid schema is ``TQX_VALUE_SCHEMA`` at its
-        pointer (reported once however often the component is used), as for inputs."""
-        try:
-            return compile_schema(schema, what=f"parameter {name} schema")
-        except InvalidData as error:
-            pointer = f"/components/{component}/parameters/{name}/schema"
-            if all(item["json_pointer"] != pointer for item in self.diagnostics):
-                self.error(codes.VALUE_SCHEMA, str(error), pointer)
-            return None
-
-    # -- expressions ---------------------------------------------------------------
-    def resolve(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Binding:
+    def resolve(self, expr: Node, scope: Scope, pointer: str) -> Binding:
         path: str = expr["path"]
         head, *rest = path.split(".")
         if head not in scope:
             known = ", ".join(sorted(scope)) or "nothing"
-            self.error(
-                codes.REF_UNKNOWN, f"unknown reference {path!r} (in scope: {known})", pointer
-            )
-            raise _Abort
-        binding = scope[head]
-        schema, value = binding.schema, binding.value
+            message = f"unknown reference {path!r} (in scope: {known})"
+            raise self.fail(codes.REF_UNKNOWN, message, pointer)
+        schema, value = scope[head].schema, scope[head].value
         walked = head
         for segment in rest:
             walked = f"{walked}.{segment}"
             schema = _child_schema(schema, segment)
             if schema is None:
-                self.error(
-                    codes.REF_UNKNOWN,
-                    f"reference {path!r}: {walked!r} is not declared by its schema",
-                    pointer,
-                )
-                raise _Abort
+                message = f"reference {path!r}: {walked!r} is not declared by its schema"
+                raise self.fail(codes.REF_UNKNOWN, message, pointer)
             if value is not MISSING:
                 value = _child_value(value, segment)
                 if value is MISSING:
-                    self.error(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
-                    raise _Abort
+                    message = f"reference {path!r} has no value"
+                    raise self.fail(codes.REF_UNKNOWN, message, pointer)
         return Binding(schema, value)
 
-    def evaluate(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Binding:
+    def evaluate(self, expr: Node, scope: Scope, pointer: str) -> Binding:
         kind = expr["kind"]
         if kind == "ref":
             return self.resolve(expr, scope, pointer)
         if kind == "literal":
             return Binding(ANY_SCHEMA, expr["value"])
-        boolean: dict[str, Any] = {"type": "boolean"}
         if kind == "equals":
             left = self.evaluate(expr["left"], scope, f"{pointer}/left")
             right = self.evaluate(expr["right"], scope, f"{pointer}/right")
             if MISSING in (left.value, right.value):
-                return Binding(boolean, MISSING)
-            return Binding(boolean, left.value == right.value)
+                return Binding(_BOOLEAN, MISSING)
+            return Binding(_BOOLEAN, left.value == right.value)
         if kind == "not":
             operand = self.condition(expr["value"], scope, f"{pointer}/value")
-            return Binding(boolean, MISSING if operand is MISSING else not operand)
+            return Binding(_BOOLEAN, MISSING if operand is MISSING else not operand)
         assert kind in ("and", "or")
         values = [
             self.condition(op, scope, f"{pointer}/values/{i}")
             for i, op in enumerate(expr["values"])
         ]
         if MISSING in values:
-            return Binding(boolean, MISSING)
-        return Binding(boolean, all(values) if kind == "and" else any(values))
+            return Binding(_BOOLEAN, MISSING)
+        return Binding(_BOOLEAN, all(values) if kind == "and" else any(values))
 
-    def condition(self, expr: Node, scope: Mapping[str, Binding], pointer: str) -> Any:
+    def condition(self, expr: Node, scope: Scope, pointer: str) -> Any:
         binding = self.evaluate(expr, scope, pointer)
         types = _schema_types(binding.schema)
         if types is not None and types != {"boolean"}:
-            self.error(
-                codes.CONDITION_TYPE,
-                f"a condition must be boolean, the schema says {'/'.join(sorted(types))}",
-                pointer,
-            )
-            raise _Abort
+            message = f"a condition must be boolean, the schema says {'/'.join(sorted(types))}"
+            raise self.fail(codes.CONDITION_TYPE, message, pointer)
         if binding.value is not MISSING and not isinstance(binding.value, bool):
-            self.error(
-                codes.CONDITION_TYPE,
-                f"a condition must be boolean, got {_json_type(binding.value)}",
-                pointer,
-            )
-            raise _Abort
+            message = f"a condition must be boolean, got {_json_type(binding.value)}"
+            raise self.fail(codes.CONDITION_TYPE, message, pointer)
         return binding.value
 
-    # -- filters ---------------------------------------------------------------------
     def apply_filter(self, flt: str | Node, value: Any, pointer: str) -> Any:
         call: Node = flt if isinstance(flt, dict) else {"name": flt}
         name = call["name"]
@@ -210,46 +172,25 @@ class Renderer:
             return canonical_json(value).decode("utf-8")
         if name in ("trim", "lower", "upper"):
             if not isinstance(value, str):
-                self.error(
-                    codes.FILTER_TYPE,
-                    f"filter {name} needs a string, got {_json_type(value)}",
-                    pointer,
-                )
-                raise _Abort
-            transform: Callable[[str], str] = _STRING_FILTERS[name]
-            return transform(value)
+                message = f"filter {name} needs a string, got {_json_type(value)}"
+                raise self.fail(codes.FILTER_TYPE, message, pointer)
+            return getattr(str, "strip" if name == "trim" else name)(value)  # str.lower/upper
         if name == "format_date":
             try:
                 parsed = dt.date.fromisoformat(value) if isinstance(value, str) else None
             except ValueError:
                 parsed = None
             if parsed is None:
-                self.error(
-                    codes.FILTER_TYPE,
-                    "filter format_date needs an ISO date string (YYYY-MM-DD)",
-                    pointer,
-                )
-                raise _Abort
+                message = "filter format_date needs an ISO date string (YYYY-MM-DD)"
+                raise self.fail(codes.FILTER_TYPE, message, pointer)
             return parsed.strftime(call.get("format") or "%Y-%m-%d")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.error(
-                codes.FILTER_TYPE,
-                f"filter format_number needs a number, got {_json_type(value)}",
-                pointer,
-            )
-            raise _Abort
+            message = f"filter format_number needs a number, got {_json_type(value)}"
+            raise self.fail(codes.FILTER_TYPE, message, pointer)
         decimals = call.get("decimals")
         return f"{value:.{decimals}f}" if decimals is not None else str(value)
 
-    # -- nodes -----------------------------------------------------------------------
-    def render(
-        self,
-        nodes: list[Node],
-        scope: Mapping[str, Binding],
-        pointer: str,
-        *,
-        active: bool = True,
-    ) -> str:
+    def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
         parts: list[str] = []
         for index, node in enumerate(nodes):
             try:
@@ -258,7 +199,7 @@ class Renderer:
                 continue
         return "".join(parts)
 
-    def node(self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool) -> str:
+    def node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         kind = node["kind"]
         if kind == "text":
             text: str = node["value"]
@@ -276,82 +217,54 @@ class Renderer:
             return self.for_each(node, scope, pointer, active=active)
         return self.component(node, scope, pointer, active=active)
 
-    def interpolate(
-        self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool
-    ) -> str:
+    def interpolate(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         binding = self.evaluate(node["expression"], scope, f"{pointer}/expression")
         filters = node.get("filters", [])
         stringifies = any((f if isinstance(f, str) else f["name"]) == "json" for f in filters)
         types = _schema_types(binding.schema)
         if not stringifies and types is not None and types <= {"object", "array"}:
-            self.error(
-                codes.INTERPOLATION_TYPE,
-                "cannot interpolate an object or array without the json filter",
-                f"{pointer}/expression",
-            )
-            raise _Abort
+            message = "cannot interpolate an object or array without the json filter"
+            raise self.fail(codes.INTERPOLATION_TYPE, message, f"{pointer}/expression")
         value = binding.value
         if not active or value is MISSING:
             return ""
         for index, flt in enumerate(filters):
             value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
         if isinstance(value, (dict, list)) or value is None:
-            self.error(
-                codes.INTERPOLATION_TYPE,
-                f"cannot interpolate {_json_type(value)} without the json filter",
-                f"{pointer}/expression",
-            )
-            raise _Abort
+            message = f"cannot interpolate {_json_type(value)} without the json filter"
+            raise self.fail(codes.INTERPOLATION_TYPE, message, f"{pointer}/expression")
         if isinstance(value, bool):
             return "true" if value else "false"
         return str(value)
 
-    def for_each(
-        self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool
-    ) -> str:
+    def for_each(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         binding = self.evaluate(node["collection"], scope, f"{pointer}/collection")
-        types = _schema_types(binding.schema)
+        schema, items = binding.schema, binding.value
+        types = _schema_types(schema)
         if (types is not None and "array" not in types) or (
-            binding.value is not MISSING and not isinstance(binding.value, list)
+            items is not MISSING and not isinstance(items, list)
         ):
-            self.error(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/collection")
-            raise _Abort
-        item_schema = (
-            binding.schema.get("items", ANY_SCHEMA)
-            if isinstance(binding.schema, dict)
-            else ANY_SCHEMA
-        )
-        body, nodes, item_name = f"{pointer}/body", node["body"], node["item"]
-        if not active or binding.value is MISSING or not binding.value:
-            self.render(
-                nodes,
-                {**scope, item_name: Binding(item_schema, MISSING)},
-                body,
-                active=False,
-            )
+            raise self.fail(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/collection")
+        item_schema = schema.get("items", ANY_SCHEMA) if isinstance(schema, dict) else ANY_SCHEMA
+        body, nodes, name = f"{pointer}/body", node["body"], node["item"]
+        if not active or items is MISSING or not items:
+            self.render(nodes, {**scope, name: Binding(item_schema, MISSING)}, body, active=False)
             return ""
         rendered = [
-            self.render(nodes, {**scope, item_name: Binding(item_schema, item)}, body)
-            for item in binding.value
+            self.render(nodes, {**scope, name: Binding(item_schema, item)}, body) for item in items
         ]
         separator: str = node.get("separator", "")
         return separator.join(rendered)
 
-    def component(
-        self, node: Node, scope: Mapping[str, Binding], pointer: str, *, active: bool
-    ) -> str:
+    def component(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         name: str = node["name"]
         definition = self.components.get(name)
         if definition is None:
-            self.error(
-                codes.COMPONENT_MISSING,
-                f"component {name!r} is not defined",
-                f"{pointer}/name",
-            )
-            raise _Abort
+            message = f"component {name!r} is not defined"
+            raise self.fail(codes.COMPONENT_MISSING, message, f"{pointer}/name")
         if self._depth > 16:
-            self.error(codes.COMPONENT_MISSING, "components nest deeper than 16 levels", pointer)
-            raise _Abort
+            message = "components nest deeper than 16 levels"
+            raise self.fail(codes.COMPONENT_MISSING, message, pointer)
         args = {
             arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}")
             for arg, expr in node.get("with", {}).items()
@@ -369,43 +282,32 @@ class Renderer:
             self._depth -= 1
 
     def typed_arguments(
-        self,
-        component: str,
-        parameters: Mapping[str, Node],
-        args: Mapping[str, Binding],
-        pointer: str,
+        self, component: str, parameters: Mapping[str, Node], args: Scope, pointer: str
     ) -> dict[str, Binding]:
-        bound: dict[str, Binding] = {}
         for name in args:
             if name not in parameters:
-                self.error(
-                    codes.COMPONENT_ARGUMENT_UNKNOWN,
-                    f"argument {name!r} is not a parameter of the component",
-                    f"{pointer}/with/{name}",
-                )
+                message = f"argument {name!r} is not a parameter of the component"
+                self.fail(codes.COMPONENT_ARGUMENT_UNKNOWN, message, f"{pointer}/with/{name}")
+        bound: dict[str, Binding] = {}
         for name, spec in parameters.items():
             schema = spec["schema"]
-            validator = self.parameter_schema(component, name, schema)
-            if validator is None:
-                schema = ANY_SCHEMA  # reported; rendering on only finds further errors
-            if name not in args:
-                if spec.get("required", False):
-                    self.error(
-                        codes.COMPONENT_ARGUMENT_MISSING,
-                        f"required argument {name!r} is missing",
-                        f"{pointer}/with",
-                    )
-                bound[name] = Binding(schema, MISSING)
-                continue
-            value = args[name].value
-            if value is not MISSING and validator is not None and not validator.is_valid(value):
+            try:
+                validator = compile_schema(schema, what=f"parameter {name} schema")
+            except InvalidData as error:
+                # As for inputs; reported once however often the component is used.
+                schema_pointer = f"/components/{component}/parameters/{name}/schema"
+                if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
+                    self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
+                validator, schema = None, ANY_SCHEMA  # rendering on only finds further errors
+            value = args[name].value if name in args else MISSING
+            if name not in args and spec.get("required", False):
+                message = f"required argument {name!r} is missing"
+                self.fail(codes.COMPONENT_ARGUMENT_MISSING, message, f"{pointer}/with")
+            elif value is not MISSING and validator is not None and not validator.is_valid(value):
                 failures, _ = schema_failures(validator, schema, value)
                 rules = "; ".join(failure.message() for failure in failures)
-                self.error(
-                    codes.COMPONENT_ARGUMENT_TYPE,
-                    f"argument {name!r} does not match the parameter's schema"
-                    + (f": {rules}" if rules else ""),
-                    f"{pointer}/with/{name}",
-                )
+                message = f"argument {name!r} does not match the parameter's schema"
+                message += f": {rules}" if rules else ""
+                self.fail(codes.COMPONENT_ARGUMENT_TYPE, message, f"{pointer}/with/{name}")
             bound[name] = Binding(schema, value)
         return bound
