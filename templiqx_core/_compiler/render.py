@@ -10,7 +10,7 @@ never an empty string.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,11 @@ from .._schema_errors import schema_failures
 MISSING: Any = object()
 ANY_SCHEMA: dict[str, Any] = {}
 _BOOLEAN: dict[str, Any] = {"type": "boolean"}
+_STRING_FILTERS: dict[str, Callable[[str], str]] = {
+    "trim": str.strip,
+    "lower": str.lower,
+    "upper": str.upper,
+}
 
 
 @dataclass(frozen=True)
@@ -170,11 +175,11 @@ class Renderer:
         if name == "json":
             # The reference's json filter writes a sorted serde_json Value: canonical JSON.
             return canonical_json(value).decode("utf-8")
-        if name in ("trim", "lower", "upper"):
+        if name in _STRING_FILTERS:
             if not isinstance(value, str):
                 message = f"filter {name} needs a string, got {_json_type(value)}"
                 raise self.fail(codes.FILTER_TYPE, message, pointer)
-            return getattr(str, "strip" if name == "trim" else name)(value)  # str.lower/upper
+            return _STRING_FILTERS[name](value)
         if name == "format_date":
             try:
                 parsed = dt.date.fromisoformat(value) if isinstance(value, str) else None
