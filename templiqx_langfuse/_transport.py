@@ -1,49 +1,29 @@
 """The thin socket layers: one bounded POST over a pooled ``httpx.Client`` or
-``httpx.AsyncClient``, read whole or incrementally (streaming adapters).
-
-Everything that can go wrong on the wire is translated here, in one place, into a
-``WireFailure``; parsing and mapping of what came back live in ``wire``. The sync and
-async layers share every check and differ only in how bytes move.
+``httpx.AsyncClient``, read whole or incrementally (streaming adapters). Every wire error
+becomes a ``WireFailure`` here, in one place; both layers share every check.
 
 The body is read raw and decoded here, not by httpx: httpx decodes any stack of
-encodings a server names (``gzip, gzip, gzip``) and bounds nothing until a decoded
-chunk is handed over, so a few hundred bytes on the wire can become gigabytes in
-memory. Here one coding at most is accepted (``gzip`` or ``deflate``), and decoding
-proceeds in steps of at most ``_STEP`` bytes, checking the size cap and the deadline
-after each: peak memory stays within the cap plus one step.
+encodings a server names (``gzip, gzip, gzip``) and bounds nothing until a decoded chunk
+is handed over, so a few hundred bytes on the wire can become gigabytes in memory. Here
+one coding at most is accepted (``gzip`` or ``deflate``), decoded in steps of at most
+``_STEP`` bytes with the size cap and the deadline checked after each.
 """
 
 from __future__ import annotations
 
-import functools
-import ssl
 import time
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import httpx
 
 from templiqx_core import RuntimeFailureCode
 
 from ._deadline import ConnectionCutShort, ResponseOverrun, deadline
-from ._wire import MAX_RESPONSE_BYTES, WireFailure
-
-__all__ = [
-    "ACCEPT_ENCODING",
-    "BoundedStream",
-    "HttpResponse",
-    "aopen_bounded",
-    "apost_bounded",
-    "build_async_client",
-    "build_client",
-    "client_limits",
-    "default_ssl_context",
-    "open_bounded",
-    "post_bounded",
-]
+from ._wire import MAX_RESPONSE_BYTES, WireFailure, _invalid
 
 ACCEPT_ENCODING = "gzip"
 """What the adapter asks for; ``deflate`` is tolerated from servers that ignore it."""
@@ -57,17 +37,18 @@ class HttpResponse:
     body: bytes
 
 
-def _invalid(detail: str) -> WireFailure:
-    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
+class Post(TypedDict):
+    """A bounded POST's keywords: ``max_bytes`` bounds the decoded body (default
+    ``MAX_RESPONSE_BYTES``), ``timeout_s`` the whole round trip."""
+
+    content: bytes
+    headers: dict[str, str]
+    timeout_s: float
+    max_bytes: NotRequired[int]
 
 
 def _too_large(max_bytes: int) -> WireFailure:
     return _invalid(f"response body exceeds {max_bytes} bytes")
-
-
-def _timeout(timeout_s: float, capped: bool) -> WireFailure:
-    whose = "the caller's overall deadline" if capped else f"its {timeout_s:g} s deadline"
-    return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
 
 
 def _content_coding(headers: httpx.Headers) -> str | None:
@@ -143,32 +124,23 @@ class _Decoder:
 
 
 class BoundedStream:
-    """An open response whose body is read within the call's deadline and size bound.
-
-    ``iter_bytes`` and ``aiter_bytes`` differ only in how raw bytes arrive: decoding,
-    the size bound and the deadline checks are the same code.
-    """
+    """An open response whose body is read within the call's deadline and size bound;
+    ``iter_bytes`` and ``aiter_bytes`` differ only in how raw bytes arrive."""
 
     def __init__(
-        self,
-        response: httpx.Response,
-        *,
-        at: float,
-        late: WireFailure,
-        max_bytes: int,
-        coding: str | None,
+        self, response: httpx.Response, at: float, late: WireFailure, max_bytes: int
     ) -> None:
+        coding = _content_coding(response.headers)  # the head is checked before the body
+        declared = response.headers.get("content-length")
+        limit = max_bytes if coding is None else 2 * max_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _too_large(max_bytes)
         self.status = response.status_code
         self.headers = response.headers
         self._response = response
         self._at = at
         self._late = late
         self._decoder = _Decoder(coding, max_bytes)
-
-    @property
-    def bytes_read(self) -> int:
-        """Decoded body bytes handed out so far."""
-        return self._decoder.decoded
 
     def _in_memory(self) -> bytes | None:
         """The body of a response built from bytes already in memory (a cassette replay):
@@ -255,140 +227,68 @@ def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireF
 
 
 @contextmanager
-def _round_trip(timeout_s: float) -> Iterator[tuple[float, WireFailure]]:
-    """The deadline of one round trip, and every wire error inside it as a ``WireFailure``."""
-    started = time.monotonic()
+def _round_trip(
+    url: httpx.URL | str, post: Post
+) -> Iterator[tuple[dict[str, Any], Callable[[httpx.Response], BoundedStream]]]:
+    """One round trip's deadline: ``client.stream``'s arguments, and what makes the
+    response a ``BoundedStream``. Every wire error inside becomes a ``WireFailure``."""
+    started, timeout_s = time.monotonic(), post["timeout_s"]
     with deadline(timeout_s) as at:
-        late = _timeout(timeout_s, capped=at < started + timeout_s)
+        capped = at < started + timeout_s
+        whose = "the caller's overall deadline" if capped else f"its {timeout_s:g} s deadline"
+        late = WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
+        args = {
+            "method": "POST",
+            "url": url,
+            "content": post["content"],
+            "headers": {**post["headers"], "accept-encoding": ACCEPT_ENCODING},
+            # Every phase (pool wait included) gets what is left of the deadline.
+            "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
+        }
+        max_bytes = post.get("max_bytes", MAX_RESPONSE_BYTES)
         try:
-            yield at, late
+            yield args, lambda response: BoundedStream(response, at, late, max_bytes)
         except httpx.HTTPError as error:
             raise _wire_failure(error, late, at) from None
 
 
-def _stream_args(
-    url: httpx.URL | str, content: bytes, headers: dict[str, str], at: float
-) -> dict[str, Any]:
-    return {
-        "method": "POST",
-        "url": url,
-        "content": content,
-        "headers": {**headers, "accept-encoding": ACCEPT_ENCODING},
-        # Every phase (pool wait included) gets what is left of the deadline.
-        "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
-    }
-
-
-def _bounded(
-    response: httpx.Response, at: float, late: WireFailure, max_bytes: int
-) -> BoundedStream:
-    """Checks on the response head, before any body byte is read."""
-    coding = _content_coding(response.headers)
-    declared = response.headers.get("content-length")
-    limit = max_bytes if coding is None else 2 * max_bytes
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(max_bytes)
-    return BoundedStream(response, at=at, late=late, max_bytes=max_bytes, coding=coding)
-
-
 @contextmanager
 def open_bounded(
-    client: httpx.Client,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
+    client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
     """POST and hold the response open: the seam streaming adapters read incrementally.
 
-    The deadline covers the whole round trip, decoding included: with a bounded
-    transport underneath, every socket operation (and the wait for a pooled connection)
-    gets only what is left of it, or of an enclosing caller's deadline, whichever ends
-    first; the body loop checks it between reads and decoding steps. The body is
-    abandoned past ``max_bytes`` (decoded), whatever ``Content-Length`` says. Every wire
-    error raised inside the block becomes a ``WireFailure``; leaving the block (normally,
-    on a failure, or because the caller cancelled) releases the connection.
+    The deadline (``timeout_s``) covers the whole round trip, decoding included: every
+    socket operation (and the wait for a pooled connection) gets only what is left of it,
+    or of an enclosing caller's deadline, whichever ends first; the body loop checks it
+    between reads and decoding steps. The body is abandoned past ``max_bytes`` (decoded),
+    whatever ``Content-Length`` says. Every wire error raised inside the block becomes a
+    ``WireFailure``; leaving the block (normally, on a failure, or because the caller
+    cancelled) releases the connection.
     """
-    with (
-        _round_trip(timeout_s) as (at, late),
-        client.stream(**_stream_args(url, content, headers, at)) as response,
-    ):
-        yield _bounded(response, at, late, max_bytes)
+    with _round_trip(url, post) as (args, bounded), client.stream(**args) as response:
+        yield bounded(response)
 
 
 @asynccontextmanager
 async def aopen_bounded(
-    client: httpx.AsyncClient,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
+    client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
 ) -> AsyncIterator[BoundedStream]:
     """``open_bounded`` on an ``httpx.AsyncClient``; cancelling the task closes the stream."""
-    with _round_trip(timeout_s) as (at, late):
-        async with client.stream(**_stream_args(url, content, headers, at)) as response:
-            yield _bounded(response, at, late, max_bytes)
+    with _round_trip(url, post) as (args, bounded):
+        async with client.stream(**args) as response:
+            yield bounded(response)
 
 
-def post_bounded(
-    client: httpx.Client,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
-) -> HttpResponse:
+def post_bounded(client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]) -> HttpResponse:
     """POST and read the whole response within ``timeout_s`` and ``max_bytes``."""
-    with open_bounded(
-        client, url, content=content, headers=headers, timeout_s=timeout_s, max_bytes=max_bytes
-    ) as stream:
+    with open_bounded(client, url, **post) as stream:
         return stream.body()
 
 
 async def apost_bounded(
-    client: httpx.AsyncClient,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
+    client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
 ) -> HttpResponse:
     """``post_bounded`` on an ``httpx.AsyncClient``."""
-    async with aopen_bounded(
-        client, url, content=content, headers=headers, timeout_s=timeout_s, max_bytes=max_bytes
-    ) as stream:
+    async with aopen_bounded(client, url, **post) as stream:
         return await stream.abody()
-
-
-@functools.cache
-def default_ssl_context() -> ssl.SSLContext:
-    """httpx's verifying TLS context, loaded once per process: loading the CA store costs
-    ~30 ms, and one context serves every transport (sync, and one per event loop)."""
-    return httpx.create_ssl_context()
-
-
-def client_limits(max_connections: int) -> httpx.Limits:
-    """Pool limits for ``max_connections`` calls in flight (keep-alive as AsyncOpenAI's)."""
-    return httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=min(max_connections, 100)
-    )
-
-
-def build_client(transport: httpx.BaseTransport) -> httpx.Client:
-    """A client around ``transport``: no redirects, no environment (proxies are explicit).
-
-    ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read: a proxy sees where every call goes,
-    and over plain ``http://`` the key itself.
-    """
-    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
-
-
-def build_async_client(transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
-    """``build_client`` for async calls."""
-    return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
