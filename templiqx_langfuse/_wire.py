@@ -25,18 +25,6 @@ from templiqx_core import (
 
 from ._redaction import Redactor
 
-__all__ = [
-    "FORWARDED_POLICY_KEYS",
-    "MAX_RESPONSE_BYTES",
-    "RESERVED_FIELDS",
-    "Completion",
-    "WireFailure",
-    "build_request_body",
-    "failure_for_status",
-    "parse_completion",
-    "parse_retry_after_ms",
-]
-
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 FORWARDED_POLICY_KEYS = frozenset(
     {
@@ -64,6 +52,10 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 # ``llm_provider-`` prefix and drops the originals.
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
+
+
+def _invalid(detail: str) -> WireFailure:
+    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
 class WireFailure(Exception):
@@ -179,12 +171,10 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
 
     Each also under LiteLLM's ``llm_provider-`` prefix.
     """
-    millis = _hint(headers, _HINTS_MS)
-    if millis is not None:
-        return int(millis)
-    seconds = _hint(headers, _HINTS_S)
-    if seconds is not None:
-        return int(seconds * 1000)
+    for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
+        value = _hint(headers, names)
+        if value is not None:
+            return int(value * scale)
     for name in _HINTS_S:
         raw = headers.get(name)
         if raw is None:
@@ -246,18 +236,13 @@ class Completion:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _invalid(detail: str) -> WireFailure:
-    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
-
-
 def usage_details(usage: Any) -> dict[str, int]:
     """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object (never the raw object).
 
-    Normalised as the Langfuse server normalises raw OpenAI usage (``UsageDetails`` in its
-    ingestion types): every ``prompt_tokens_details`` count becomes ``input_<key>`` and is
-    taken out of ``input``, every ``completion_tokens_details`` count becomes
-    ``output_<key>`` and is taken out of ``output``; ``total`` is unchanged. Langfuse prices
-    each key separately, so sending the raw counts would bill cached/reasoning tokens twice.
+    Normalised as the Langfuse server normalises raw OpenAI usage: each count of
+    ``prompt_tokens_details`` (``completion_tokens_details``) becomes ``input_<key>``
+    (``output_<key>``) and is taken out of ``input`` (``output``); ``total`` is unchanged.
+    Langfuse prices each key, so the raw counts would bill cached/reasoning tokens twice.
     """
     if not isinstance(usage, dict):
         return {}
@@ -267,25 +252,17 @@ def usage_details(usage: Any) -> dict[str, int]:
         return value if ok else None
 
     details: dict[str, int] = {}
-    for key, source in (("input", "prompt_tokens"), ("output", "completion_tokens")):
-        value = count(usage.get(source))
-        if value is not None:
+    sides = (("input", "prompt_tokens"), ("output", "completion_tokens"))
+    for key, source in (*sides, ("total", "total_tokens")):
+        if (value := count(usage.get(source))) is not None:
             details[key] = value
-    total = count(usage.get("total_tokens"))
-    if total is not None:
-        details["total"] = total
-    details_of = (("input", "prompt_tokens_details"), ("output", "completion_tokens_details"))
-    for side, source in details_of:
-        parts = usage.get(source)
-        if not isinstance(parts, dict):
-            continue
-        for key, raw in parts.items():
-            value = count(raw)
-            if value is None or not isinstance(key, str):
-                continue
-            details[f"{side}_{key}"] = value
-            if side in details:
-                details[side] = max(details[side] - value, 0)
+    for side, source in sides:
+        parts = usage.get(f"{source}_details")
+        for key, raw in parts.items() if isinstance(parts, dict) else ():
+            if (value := count(raw)) is not None and isinstance(key, str):
+                details[f"{side}_{key}"] = value
+                if side in details:
+                    details[side] = max(details[side] - value, 0)
     return details
 
 
@@ -306,8 +283,7 @@ def parse_completion(body: bytes) -> Completion:
     message = choice.get("message")
     if not isinstance(message, dict):
         raise _invalid("choices[0] has no message")
-    finish = choice.get("finish_reason")
-    finish_reason = finish if isinstance(finish, str) else None
+    finish_reason = _text(choice.get("finish_reason"))
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
         raise _invalid("model refused (message.refusal is set)")
@@ -327,12 +303,14 @@ def parse_completion(body: bytes) -> Completion:
             raise _invalid("message content is not JSON") from None
     else:
         raise _invalid("message content is not a string")
-    response_id = data.get("id")
-    provider_model = data.get("model")
     return Completion(
         output=output,
         finish_reason=finish_reason,
-        response_id=response_id if isinstance(response_id, str) else None,
-        provider_model=provider_model if isinstance(provider_model, str) else None,
+        response_id=_text(data.get("id")),
+        provider_model=_text(data.get("model")),
         usage=usage_details(data.get("usage")),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
