@@ -1,19 +1,16 @@
 """Bounded httpx transports: one wall-clock deadline per round trip, enforced at the socket.
 
 httpx timeouts bound each socket operation, not the exchange: a server trickling one
-byte at a time keeps every read short and the call alive forever. These transports are
-httpcore2 connection pools (AsyncOpenAI's; httpcore 1's assign connections in time
-quadratic in the calls in flight) whose network backend gives every connect, read and
-write only what is left of the caller's deadline. The deadline lives in a context
-variable, so one pool serves calls with different deadlines, and deadlines nest: an
-outer one (a ``RetryingRuntime``'s) caps every inner one (each attempt's).
+byte at a time keeps every read short and the call alive forever. Here httpcore2 pools
+(AsyncOpenAI's; httpcore 1's are quadratic in calls in flight) run on a network backend
+that gives every connect, read and write only what is left of the deadline, held in a
+context variable: one pool serves calls with different deadlines, and an outer deadline
+(a ``RetryingRuntime``'s) caps every inner one (each attempt's).
 
-Only the socket layer sees two framing rules: a connection that delivered bytes past the
-end of a response, or a body on a status that has none, is never reused (those bytes
-would become the next call's response); a connection the server closed mid-response is
-a network error (worth a retry), never a protocol error. After ``os.fork()`` the child
-starts with empty pools: parent and child would otherwise share keep-alive sockets and
-receive each other's responses.
+Only the socket layer sees that a connection delivered bytes past a response's end, or a
+body on a status that has none (never reused: those bytes would become the next call's
+response), or was closed mid-response (a network error, worth a retry, not a protocol
+one). A forked child starts with empty pools, lest both processes share keep-alive sockets.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import h11
 import httpcore2
@@ -35,14 +32,8 @@ import httpx
 
 from templiqx_core import InvalidData
 
-__all__ = [
-    "AsyncDeadlineTransport",
-    "ConnectionCutShort",
-    "DeadlineTransport",
-    "ResponseOverrun",
-    "deadline",
-    "deadline_at",
-]
+if TYPE_CHECKING:
+    import asyncio
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "templiqx_langfuse_deadline", default=None
@@ -98,9 +89,7 @@ class _Wire:
 
     def sending(self) -> None:
         if self._reading:  # a new request on a kept-alive connection
-            self._chunks.clear()
-            self._size = 0
-            self._reading = False
+            self._chunks, self._size, self._reading = [], 0, False
         _EXCHANGE_WIRE.set(self)
 
     def received(self, data: bytes) -> None:
@@ -195,9 +184,8 @@ class _DeadlineStream(_Watched[httpcore2.NetworkStream], httpcore2.NetworkStream
         self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
-        # Closing a descriptor does not wake a thread blocked reading it; shutting the
-        # socket down does. ``close()`` on a runtime (on another thread) closes the pool, so
-        # a call in flight fails at once instead of waiting for the server to answer.
+        # Shutting a socket down (not just closing it) wakes a thread blocked reading it: a
+        # runtime closed on another thread fails its call in flight at once.
         sock = self._inner.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
@@ -397,7 +385,7 @@ _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool
 class _Bounded(Generic[_Pool]):
     """Construction shared by both transports: httpx's arguments, a fresh pool on demand."""
 
-    _served: Any = None  # the event loop an async pool's sockets belong to
+    _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
 
     def __init__(
         self,
@@ -435,12 +423,6 @@ class _Bounded(Generic[_Pool]):
 
     def _new_pool(self) -> _Pool:
         raise NotImplementedError
-
-    def _reset_after_fork(self) -> None:
-        """A fresh pool; the parent's connections are dropped, never closed or used
-        (closing would shut down sockets the parent still reads)."""
-        self.pool = self._new_pool()
-        self._served = None
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
@@ -485,7 +467,7 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
         bound = self._served
         if bound is loop:
             return
-        if isinstance(bound, asyncio.AbstractEventLoop) and not bound.is_closed():
+        if bound is not None and not bound.is_closed():
             raise InvalidData(
                 "this AsyncDeadlineTransport serves another event loop: its pooled "
                 "sockets belong to that loop (lend one per loop, or none)"
@@ -509,8 +491,10 @@ _LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    """Fresh pools; the parent's connections are dropped, never closed or used (closing
+    would shut down sockets the parent still reads)."""
     for transport in list(_LIVE):
-        transport._reset_after_fork()
+        transport.pool, transport._served = transport._new_pool(), None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -25,8 +25,6 @@ from templiqx_core import RuntimeFailureCode
 from ._deadline import ConnectionCutShort, ResponseOverrun, deadline
 from ._wire import MAX_RESPONSE_BYTES, WireFailure, _invalid
 
-ACCEPT_ENCODING = "gzip"
-"""What the adapter asks for; ``deflate`` is tolerated from servers that ignore it."""
 _STEP = 64 * 1024
 
 
@@ -87,20 +85,7 @@ class _Decoder:
         # Compressed input that decodes to nothing (empty deflate blocks) is bounded too.
         if self.raw > 2 * self.max_bytes:
             raise _too_large(self.max_bytes)
-        if self._zlib is None:
-            yield from self._count(data)
-            return
-        try:
-            yield from self._inflate(data)
-        except zlib.error:
-            if self._coding != "deflate" or self.decoded:
-                raise _invalid("response body could not be decoded") from None
-            # Some servers send raw deflate under that name (httpx tolerates it too).
-            self._coding, self._zlib = "raw-deflate", zlib.decompressobj(-zlib.MAX_WBITS)
-            try:
-                yield from self._inflate(data)
-            except zlib.error:
-                raise _invalid("response body could not be decoded") from None
+        yield from self._count(data) if self._zlib is None else self._inflate(data)
 
     def _count(self, piece: bytes) -> Iterator[bytes]:
         self.decoded += len(piece)
@@ -110,11 +95,19 @@ class _Decoder:
             yield piece
 
     def _inflate(self, data: bytes) -> Iterator[bytes]:
-        while data:
-            if self._zlib.eof:
-                raise _invalid("bytes after the end of the compressed body")
-            yield from self._count(self._zlib.decompress(data, _STEP))
-            data = self._zlib.unconsumed_tail
+        try:
+            rest = data
+            while rest:
+                if self._zlib.eof:
+                    raise _invalid("bytes after the end of the compressed body")
+                yield from self._count(self._zlib.decompress(rest, _STEP))
+                rest = self._zlib.unconsumed_tail
+        except zlib.error:
+            if self._coding != "deflate" or self.decoded:
+                raise _invalid("response body could not be decoded") from None
+            # Some servers send raw deflate under that name (httpx tolerates it too).
+            self._coding, self._zlib = "raw-deflate", zlib.decompressobj(-zlib.MAX_WBITS)
+            yield from self._inflate(data)
         if self._zlib.eof and self._zlib.unused_data:
             raise _invalid("bytes after the end of the compressed body")
 
@@ -241,7 +234,8 @@ def _round_trip(
             "method": "POST",
             "url": url,
             "content": post["content"],
-            "headers": {**post["headers"], "accept-encoding": ACCEPT_ENCODING},
+            # ``deflate`` is tolerated too, from servers that ignore what was asked for.
+            "headers": {**post["headers"], "accept-encoding": "gzip"},
             # Every phase (pool wait included) gets what is left of the deadline.
             "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
         }

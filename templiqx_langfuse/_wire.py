@@ -42,7 +42,6 @@ EXTENSION_NAMESPACE = "openai."
 # Fields the adapter owns: an extension setting them would switch the model behind the
 # trace's back, drop the output schema or break the one-round-trip promise (streaming).
 RESERVED_FIELDS = frozenset({"model", "messages", "response_format", "stream", "stream_options"})
-SCHEMA_NAME = "templiqx_output"
 _BAD_FINISH = frozenset({"length", "content_filter"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 # Gateways (LiteLLM) rewrite the upstream error to a generic throttling one; only the
@@ -138,7 +137,7 @@ def build_request_body(
         "response_format": {
             "type": "json_schema",
             "json_schema": {
-                "name": SCHEMA_NAME,
+                "name": "templiqx_output",
                 "strict": strict,
                 "schema": interaction.output_schema,
             },
