@@ -267,37 +267,15 @@ class ResponseOverrun(httpx.RemoteProtocolError):
     """Bytes followed the end of a response on its connection."""
 
 
-# httpcore2's exceptions as httpx's, by type, most specific first. Written out because
-# httpx's own table is private; a transport must raise httpx's exceptions.
-_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore2.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore2.ReadTimeout, httpx.ReadTimeout),
-    (httpcore2.WriteTimeout, httpx.WriteTimeout),
-    (httpcore2.PoolTimeout, httpx.PoolTimeout),
-    (httpcore2.TimeoutException, httpx.TimeoutException),
-    (httpcore2.ConnectError, httpx.ConnectError),
-    (httpcore2.ReadError, httpx.ReadError),
-    (httpcore2.WriteError, httpx.WriteError),
-    (httpcore2.NetworkError, httpx.NetworkError),
-    (httpcore2.ProxyError, httpx.ProxyError),
-    (httpcore2.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore2.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore2.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore2.ProtocolError, httpx.ProtocolError),
-)
-
-
 def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
-    """httpx's exception for what httpcore2 raised (anything else is returned as is).
-
-    A protocol error after the server closed the socket is a connection cut short (a
-    network error, worth a retry); one raised on bytes that did arrive is a server not
-    speaking HTTP/1.1.
-    """
+    """httpx's namesake of what httpcore2 raised, most specific type first (httpx's own
+    table is private); anything else is returned as is. A protocol error after the server
+    closed the socket is a connection cut short."""
     if isinstance(error, httpcore2.RemoteProtocolError) and wire is not None and wire.eof:
         return ConnectionCutShort("the server closed the connection mid-response")
-    for core, mapped in _HTTPX_ERRORS:
-        if isinstance(error, core):
+    for kind in type(error).mro():
+        core, mapped = getattr(httpcore2, kind.__name__, None), getattr(httpx, kind.__name__, None)
+        if core is kind and isinstance(mapped, type) and issubclass(mapped, httpx.TransportError):
             return mapped(str(error))
     return error
 
@@ -426,12 +404,9 @@ class _Bounded(Generic[_Pool]):
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
-    """An httpx transport whose round trips end by the caller's deadline.
-
-    Takes ``httpx.HTTPTransport``'s connection arguments (``verify``, ``cert``,
-    ``limits``, ``proxy``...). A host lends one to a runtime (``transport=``) to set
-    TLS, a proxy or pool limits; the round-trip deadline and the fork reset hold for it.
-    """
+    """An httpx transport whose round trips end by the caller's deadline. Takes
+    ``httpx.HTTPTransport``'s connection arguments; a host lends one to a runtime
+    (``transport=``) to set TLS, a proxy or pool limits."""
 
     def _new_pool(self) -> httpcore2.ConnectionPool:
         return httpcore2.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
@@ -448,10 +423,7 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
 class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
     """``DeadlineTransport`` for ``httpx.AsyncClient``: same arguments, same guarantees.
-
-    A pool belongs to the event loop that first used it (its sockets do); a runtime
-    keeps one per loop.
-    """
+    A pool belongs to the event loop that first used it (its sockets do)."""
 
     def _new_pool(self) -> httpcore2.AsyncConnectionPool:
         return httpcore2.AsyncConnectionPool(

@@ -54,11 +54,8 @@ def default_ssl_context() -> ssl.SSLContext:
 class Clients:
     """The wiring's HTTP clients on bounded transports (a host's, if it lent them): one
     for sync calls, one per event loop for async ones (a pool holds its loop's sockets).
-
-    Each reaches its transport through ``httpx.MockTransport`` (httpx's public
-    transport-from-a-function), which vcrpy patches: a host's cassettes record and replay
-    these calls as any other httpx call's.
-    """
+    Each reaches its transport through ``httpx.MockTransport``, which vcrpy patches: a
+    host's cassettes record and replay these calls as any other httpx call's."""
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")
@@ -200,10 +197,8 @@ class HostWiring:
     ) -> HostWiring:
         """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``.
 
-        A lent ``transport``/``async_transport`` is used and left open by ``close``;
-        without one the adapter builds its own (``ssl_context``: httpx's verifying one
-        unless given). If building fails midway, whatever was already installed or
-        opened is released again.
+        A lent ``transport``/``async_transport`` is used and left open by ``close``; what
+        a build failing midway already installed or opened is released again.
         """
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), config.public_key, config.secret_key])

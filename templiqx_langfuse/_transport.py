@@ -51,11 +51,8 @@ def _too_large(max_bytes: int) -> WireFailure:
 
 def _content_coding(headers: httpx.Headers) -> str | None:
     """The one content coding to undo, or a failure for stacks and codings never asked for."""
-    codings = [
-        c.strip().lower()
-        for c in headers.get_list("content-encoding", split_commas=True)
-        if c.strip() and c.strip().lower() != "identity"
-    ]
+    named = [c.strip().lower() for c in headers.get_list("content-encoding", split_commas=True)]
+    codings = [c for c in named if c not in ("", "identity")]
     if len(codings) > 1:
         raise _invalid("stacked content encodings are refused")
     if not codings:
@@ -252,13 +249,10 @@ def open_bounded(
 ) -> Iterator[BoundedStream]:
     """POST and hold the response open: the seam streaming adapters read incrementally.
 
-    The deadline (``timeout_s``) covers the whole round trip, decoding included: every
-    socket operation (and the wait for a pooled connection) gets only what is left of it,
-    or of an enclosing caller's deadline, whichever ends first; the body loop checks it
-    between reads and decoding steps. The body is abandoned past ``max_bytes`` (decoded),
-    whatever ``Content-Length`` says. Every wire error raised inside the block becomes a
-    ``WireFailure``; leaving the block (normally, on a failure, or because the caller
-    cancelled) releases the connection.
+    ``timeout_s`` bounds the whole round trip, decoding included (capped by an enclosing
+    caller's deadline); the body is abandoned past ``max_bytes`` decoded, whatever
+    ``Content-Length`` says. Every wire error inside the block becomes a ``WireFailure``;
+    leaving the block (normally, on a failure, or cancelled) releases the connection.
     """
     with _round_trip(url, post) as (args, bounded), client.stream(**args) as response:
         yield bounded(response)
