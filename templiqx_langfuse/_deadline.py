@@ -1,16 +1,15 @@
 """Bounded httpx transports: one wall-clock deadline per round trip, enforced at the socket.
 
 httpx timeouts bound each socket operation, not the exchange: a server trickling one
-byte at a time keeps every read short and the call alive forever. Here httpcore2 pools
-(AsyncOpenAI's; httpcore 1's are quadratic in calls in flight) run on a network backend
-that gives every connect, read and write only what is left of the deadline, held in a
-context variable: one pool serves calls with different deadlines, and an outer deadline
-(a ``RetryingRuntime``'s) caps every inner one (each attempt's).
+byte at a time keeps the call alive forever. Here httpcore2 pools (AsyncOpenAI's;
+httpcore 1's are quadratic in calls in flight) run on a network backend giving every
+connect, read and write what is left of the deadline, a context variable: one pool
+serves calls with different deadlines; an outer one (a retry loop's) caps inner ones.
 
-Only the socket layer sees that a connection delivered bytes past a response's end, or a
-body on a status that has none (never reused: those bytes would become the next call's
-response), or was closed mid-response (a network error, worth a retry, not a protocol
-one). A forked child starts with empty pools, lest both processes share keep-alive sockets.
+Only the socket layer sees a connection deliver bytes past a response's end, or a body
+on a status that has none (never reused: they would become the next call's response),
+or close mid-response (a network error, worth a retry). A forked child starts with empty
+pools, lest both processes share keep-alive sockets.
 """
 
 from __future__ import annotations
@@ -101,13 +100,9 @@ class _Wire:
             self.eof = True
 
     def overran(self, method: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
-        """Whether bytes were read past the end of the response just completed.
-
-        httpcore2 keeps such bytes in its h11 state, which no public API exposes. A final
-        response framed by ``Content-Length`` whose header block ends at its first blank
-        line is settled by arithmetic; anything else is parsed again with h11's public
-        API and its ``trailing_data`` asked. The recorded bytes are released either way.
-        """
+        """Whether bytes were read past the end of the response just completed (httpcore2
+        keeps them in h11 state no public API exposes). A final response framed by
+        ``Content-Length`` is settled by arithmetic, anything else by h11's public API."""
         chunks, size = self._chunks, self._size
         self._chunks, self._size = [], 0
         length = _content_length(headers)
@@ -281,11 +276,17 @@ def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
 
 
 @contextmanager
-def _exchange() -> Iterator[None]:
+def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
     """One request through a pool, its errors told apart by the wire it last wrote to."""
     token = _EXCHANGE_WIRE.set(None)
     try:
-        yield
+        yield httpcore2.Request(
+            method=request.method,
+            url=_core_url(request.url),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
     except Exception as error:
         raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
     finally:
@@ -295,16 +296,6 @@ def _exchange() -> Iterator[None]:
 def _core_url(url: httpx.URL) -> httpcore2.URL:
     return httpcore2.URL(
         scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-    )
-
-
-def _core_request(request: httpx.Request) -> httpcore2.Request:
-    return httpcore2.Request(
-        method=request.method,
-        url=_core_url(request.url),
-        headers=request.headers.raw,
-        content=request.stream,
-        extensions=request.extensions,
     )
 
 
@@ -393,9 +384,8 @@ class _Bounded(Generic[_Pool]):
             "keepalive_expiry": limits.keepalive_expiry,
             "local_address": local_address,
             "uds": uds,
+            "socket_options": None if socket_options is None else list(socket_options),
         }
-        if socket_options is not None:
-            self._options["socket_options"] = list(socket_options)
         self.pool: _Pool = self._new_pool()
         _LIVE.add(self)
 
@@ -413,8 +403,8 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
-        with _exchange():
-            response = self.pool.handle_request(_core_request(request))
+        with _exchange(request) as core:
+            response = self.pool.handle_request(core)
         return _httpx_response(request, response)
 
     def close(self) -> None:
@@ -451,8 +441,8 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)
         self._bind()
-        with _exchange():
-            response = await self.pool.handle_async_request(_core_request(request))
+        with _exchange(request) as core:
+            response = await self.pool.handle_async_request(core)
         return _httpx_response(request, response)
 
     async def aclose(self) -> None:

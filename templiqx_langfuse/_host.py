@@ -1,10 +1,7 @@
-"""``HostWiring``: what every host adapter of an OpenAI-compatible endpoint is wired from.
-
-A redactor knowing both configurations' secrets, deadline-bound clients, the redacting
-log filter, URL and headers, the Langfuse tracing: one of them built slightly
-differently breaks a guarantee silently (a key missing from the redactor, a client on
-another transport, a filter left installed), so they are built, and released, here once.
-"""
+"""``HostWiring``: what every host adapter of an OpenAI-compatible endpoint is wired from,
+built and released here once: one part built slightly differently breaks a guarantee
+silently (a key missing from the redactor, a client on another transport, a filter left
+installed)."""
 
 from __future__ import annotations
 
@@ -59,8 +56,15 @@ class Clients:
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")
-        _check_lent(transport, DeadlineTransport)
-        _check_lent(async_transport, AsyncDeadlineTransport)
+        for lent, kind in (
+            (transport, DeadlineTransport),
+            (async_transport, AsyncDeadlineTransport),
+        ):
+            if lent is not None and not isinstance(lent, kind):
+                raise InvalidData(
+                    f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
+                    "transports cannot enforce the round-trip deadline"
+                )
         most = model.max_connections  # keep-alive as AsyncOpenAI's
         self._options: dict[str, Any] = {
             "verify": options.get("ssl_context") or default_ssl_context(),
@@ -68,9 +72,7 @@ class Clients:
             "proxy": model.proxy,
         }
         self._lent_async = async_transport
-        self._owned: list[DeadlineTransport] = (
-            [] if transport else [DeadlineTransport(**self._options)]
-        )
+        self._owned = [] if transport else [DeadlineTransport(**self._options)]
         via = httpx.MockTransport((transport or self._owned[0]).handle_request)
         # No redirects, no environment: ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read (a
         # proxy sees where every call goes, and over plain ``http://`` the key itself).
@@ -131,14 +133,6 @@ class Clients:
         self.sync.close()  # later calls fail fast; a lent transport stays open
         for transport in self._owned:
             transport.close()
-
-
-def _check_lent(lent: object, kind: type) -> None:
-    if lent is not None and not isinstance(lent, kind):
-        raise InvalidData(
-            f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
-            "transports cannot enforce the round-trip deadline"
-        )
 
 
 _CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they finish

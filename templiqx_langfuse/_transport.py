@@ -1,12 +1,10 @@
 """The thin socket layers: one bounded POST over a pooled ``httpx.Client`` or
-``httpx.AsyncClient``, read whole or incrementally (streaming adapters). Every wire error
-becomes a ``WireFailure`` here, in one place; both layers share every check.
+``httpx.AsyncClient``, read whole or incrementally; every wire error becomes a
+``WireFailure`` here, and both layers share every check.
 
-The body is read raw and decoded here, not by httpx: httpx decodes any stack of
-encodings a server names (``gzip, gzip, gzip``) and bounds nothing until a decoded chunk
-is handed over, so a few hundred bytes on the wire can become gigabytes in memory. Here
-one coding at most is accepted (``gzip`` or ``deflate``), decoded in steps of at most
-``_STEP`` bytes with the size cap and the deadline checked after each.
+The body is decoded here, not by httpx, which decodes any stack of codings a server
+names (``gzip, gzip, gzip``) unbounded: a few hundred bytes could become gigabytes. Here
+one coding at most is undone, in ``_STEP``-byte steps, size cap and deadline checked after each.
 """
 
 from __future__ import annotations
@@ -181,17 +179,14 @@ class BoundedStream:
 
 def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireFailure:
     """The one mapping of httpx's exceptions (and the bounded transports') to failures."""
+    unavailable = RuntimeFailureCode.UNAVAILABLE
     if isinstance(error, httpx.PoolTimeout):
-        return WireFailure(
-            RuntimeFailureCode.TIMEOUT,
-            "no connection became free before the deadline (max_connections calls in flight)",
-        )
+        detail = "no connection became free before the deadline (max_connections calls in flight)"
+        return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
     if isinstance(error, httpx.TimeoutException):
         return late
     if isinstance(error, ConnectionCutShort):
-        return WireFailure(
-            RuntimeFailureCode.UNAVAILABLE, "model gateway closed the connection mid-response"
-        )
+        return WireFailure(unavailable, "model gateway closed the connection mid-response")
     if isinstance(error, ResponseOverrun):
         return _invalid("bytes follow the end of the response")
     if isinstance(error, httpx.RemoteProtocolError):
@@ -201,19 +196,12 @@ def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireF
             return late
         # Connecting (or the proxy) failed: unreachable; a read or write failed: the
         # connection broke after the gateway was reached.
-        what = (
-            "unreachable"
-            if isinstance(error, (httpx.ConnectError, httpx.ProxyError))
-            else "connection broke mid-exchange"
-        )
-        return WireFailure(
-            RuntimeFailureCode.UNAVAILABLE, f"model gateway {what} ({type(error).__name__})"
-        )
+        refused = isinstance(error, (httpx.ConnectError, httpx.ProxyError))
+        what = "unreachable" if refused else "connection broke mid-exchange"
+        return WireFailure(unavailable, f"model gateway {what} ({type(error).__name__})")
     if isinstance(error, httpx.DecodingError):
         return _invalid("response body could not be decoded")
-    return WireFailure(
-        RuntimeFailureCode.UNAVAILABLE, f"model call failed ({type(error).__name__})"
-    )
+    return WireFailure(unavailable, f"model call failed ({type(error).__name__})")
 
 
 @contextmanager
