@@ -73,9 +73,8 @@ _NO_BODY = frozenset({204, 304})
 
 
 class _Wire:
-    """What one connection's socket delivered for the exchange in progress (the bytes
-    read since the request was written, dropped once the response is checked), whether
-    the server closed, and whether the connection must never be reused."""
+    """What a connection's socket delivered since the request was written (dropped once
+    the response is checked), whether the server closed, and whether it is poisoned."""
 
     __slots__ = ("_chunks", "_reading", "_size", "eof", "poisoned")
 
@@ -154,9 +153,8 @@ _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStre
 
 
 class _Watched(Generic[_Stream]):
-    """Both layers' stream wrappers: the wire, and a poisoned connection's answer to the
-    pool, which asks an idle one whether it is readable (the server spoke out of turn)
-    before reusing it."""
+    """Both layers' stream wrappers: the wire, and a poisoned connection's "readable" (the
+    server spoke out of turn) when the pool asks an idle one before reusing it."""
 
     def __init__(self, inner: _Stream) -> None:
         self._inner: _Stream = inner
@@ -371,9 +369,8 @@ class _Bounded(Generic[_Pool]):
         proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
         self._options: dict[str, Any] = {
             "ssl_context": httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
-            "proxy": None
-            if proxy is None
-            else httpcore2.Proxy(
+            "proxy": proxy
+            and httpcore2.Proxy(
                 url=_core_url(proxy.url),
                 auth=proxy.raw_auth,
                 headers=proxy.headers.raw,
@@ -425,16 +422,15 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
         connections are dropped with it); another live loop's call is refused."""
         import asyncio  # not at import time: httpx and httpcore2 do without it
 
-        loop = asyncio.get_running_loop()
-        bound = self._served
+        loop, bound = asyncio.get_running_loop(), self._served
         if bound is loop:
             return
-        if bound is not None and not bound.is_closed():
-            raise InvalidData(
-                "this AsyncDeadlineTransport serves another event loop: its pooled "
-                "sockets belong to that loop (lend one per loop, or none)"
-            )
         if bound is not None:
+            if not bound.is_closed():
+                raise InvalidData(
+                    "this AsyncDeadlineTransport serves another event loop: its pooled "
+                    "sockets belong to that loop (lend one per loop, or none)"
+                )
             self.pool = self._new_pool()  # the closed loop's connections go with it
         self._served = loop
 

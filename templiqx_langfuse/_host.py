@@ -200,12 +200,8 @@ class HostWiring:
         log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
         log_filter.install()
         try:
-            tracing = Tracing.build(
-                config,
-                redactor,
-                client=options.get("langfuse_client"),
-                span_exporter=options.get("span_exporter"),
-            )
+            client, exporter = options.get("langfuse_client"), options.get("span_exporter")
+            tracing = Tracing.build(config, redactor, client=client, span_exporter=exporter)
         except BaseException:
             log_filter.uninstall()
             clients.close()

@@ -34,13 +34,12 @@ class HttpResponse:
 
 
 class Post(TypedDict):
-    """A bounded POST's keywords: ``max_bytes`` bounds the decoded body (default
-    ``MAX_RESPONSE_BYTES``), ``timeout_s`` the whole round trip."""
+    """A bounded POST's keywords."""
 
     content: bytes
     headers: dict[str, str]
-    timeout_s: float
-    max_bytes: NotRequired[int]
+    timeout_s: float  # the whole round trip's
+    max_bytes: NotRequired[int]  # the decoded body's bound: MAX_RESPONSE_BYTES if not given
 
 
 def _too_large(max_bytes: int) -> WireFailure:

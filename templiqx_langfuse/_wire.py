@@ -86,9 +86,9 @@ class RequestBody:
 def _extension_fields(extensions: Mapping[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key in sorted(extensions):
-        if not key.startswith(EXTENSION_NAMESPACE):
+        name = key.removeprefix(EXTENSION_NAMESPACE)
+        if name == key:
             continue
-        name = key[len(EXTENSION_NAMESPACE) :]
         if name in RESERVED_FIELDS:
             raise InvalidData(
                 f"extension {key} is reserved: the adapter sets "
@@ -120,12 +120,10 @@ def _unserializable(interaction: CompiledInteraction, error: Exception) -> Inval
 def build_request_body(
     interaction: CompiledInteraction, *, model: str, strict: bool
 ) -> RequestBody:
-    """Serialize the chat-completions request; same interaction → same bytes.
-
-    Raises ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a
-    value JSON cannot carry. ``runtime_policy`` keys outside the forwarded set (reserved
-    ones included) are never sent; they are listed in ``ignored_policy_keys``.
-    """
+    """Serialize the chat-completions request; same interaction → same bytes. Raises
+    ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a value JSON
+    cannot carry; ``runtime_policy`` keys outside the forwarded set are never sent, only
+    listed in ``ignored_policy_keys``."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -166,10 +164,8 @@ def _hint(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
-    """``retry-after-ms`` / ``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date).
-
-    Each also under LiteLLM's ``llm_provider-`` prefix.
-    """
+    """``retry-after-ms``/``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date),
+    each also under LiteLLM's ``llm_provider-`` prefix."""
     for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
         value = _hint(headers, names)
         if value is not None:
@@ -205,11 +201,8 @@ def _is_quota(body: bytes) -> bool:
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx.
-
-    The body is consulted only to tell a billing-quota 429 (permanent) from a rate
-    limit; none of its text is kept.
-    """
+    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx. The body
+    only tells a billing-quota 429 (permanent) from a rate limit; none of its text is kept."""
     if 200 <= status < 300:
         return None
     detail = f"model gateway returned HTTP {status}"
