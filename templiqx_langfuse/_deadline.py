@@ -120,10 +120,9 @@ class _Wire:
         parser.send(h11.EndOfMessage())
         try:
             parser.receive_data(b"".join(chunks))
-            while True:
+            event = parser.next_event()
+            while event is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
                 event = parser.next_event()
-                if event is h11.NEED_DATA or isinstance(event, h11.EndOfMessage):
-                    break
         except h11.ProtocolError:
             return False  # httpcore2 parsed it; a disagreement is not an overrun
         return bool(parser.trailing_data[0])
@@ -215,9 +214,8 @@ class _AsyncDeadlineStream(_Watched[httpcore2.AsyncNetworkStream], httpcore2.Asy
         timeout: float | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _AsyncDeadlineStream(
-            await self._inner.start_tls(ssl_context, server_hostname, budget)
-        )
+        inner = await self._inner.start_tls(ssl_context, server_hostname, budget)
+        return _AsyncDeadlineStream(inner)
 
 
 # httpcore2 calls a backend with keywords; the rest (local address, socket options)
@@ -247,9 +245,8 @@ class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
         self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _AsyncDeadlineStream(
-            await super().connect_unix_socket(path, budget, *args, **kwargs)
-        )
+        inner = await super().connect_unix_socket(path, budget, *args, **kwargs)
+        return _AsyncDeadlineStream(inner)
 
 
 class ConnectionCutShort(httpx.ReadError):

@@ -160,8 +160,7 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
     """The shared wiring of a host adapter: build it in ``__init__``, ``close`` it in
-    ``release``. Thread-safe as its parts are: one wiring (and its pools) serves all calls.
-    """
+    ``release``. Thread-safe as its parts are: one wiring (and its pools) serves all calls."""
 
     model: ModelConfig
     langfuse: LangfuseConfig

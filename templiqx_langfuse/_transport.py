@@ -65,14 +65,11 @@ class _Decoder:
 
     def __init__(self, coding: str | None, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.decoded = 0
-        self.raw = 0
+        self.decoded = self.raw = 0  # body bytes handed out, and read off the wire
         self._coding = coding
-        self._zlib: Any = None
-        if coding == "gzip":
-            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif coding == "deflate":
-            self._zlib = zlib.decompressobj()  # zlib-wrapped; raw deflate tried on error
+        # deflate: zlib-wrapped first, raw deflate tried on error
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(coding or "")
+        self._zlib: Any = None if wbits is None else zlib.decompressobj(wbits)
 
     def feed(self, data: bytes) -> Iterator[bytes]:
         self.raw += len(data)
@@ -125,8 +122,7 @@ class BoundedStream:
         self.status = response.status_code
         self.headers = response.headers
         self._response = response
-        self._at = at
-        self._late = late
+        self._at, self._late = at, late
         self._decoder = _Decoder(coding, max_bytes)
 
     def _in_memory(self) -> bytes | None:
@@ -171,9 +167,8 @@ class BoundedStream:
         return HttpResponse(self.status, self.headers, b"".join(self.iter_bytes()))
 
     async def abody(self) -> HttpResponse:
-        return HttpResponse(
-            self.status, self.headers, b"".join([p async for p in self.aiter_bytes()])
-        )
+        body = b"".join([piece async for piece in self.aiter_bytes()])
+        return HttpResponse(self.status, self.headers, body)
 
 
 def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireFailure:
@@ -193,8 +188,7 @@ def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireF
     if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
         if time.monotonic() > at:  # a socket shut by the deadline's last read
             return late
-        # Connecting (or the proxy) failed: unreachable; a read or write failed: the
-        # connection broke after the gateway was reached.
+        # A read or write failed after the gateway was reached: not "unreachable".
         refused = isinstance(error, (httpx.ConnectError, httpx.ProxyError))
         what = "unreachable" if refused else "connection broke mid-exchange"
         return WireFailure(unavailable, f"model gateway {what} ({type(error).__name__})")
@@ -205,9 +199,9 @@ def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireF
 
 @contextmanager
 def _round_trip(
-    url: httpx.URL | str, post: Post
+    post: Post,
 ) -> Iterator[tuple[dict[str, Any], Callable[[httpx.Response], BoundedStream]]]:
-    """One round trip's deadline: ``client.stream``'s arguments, and what makes the
+    """One round trip's deadline: ``client.stream``'s keywords, and what makes the
     response a ``BoundedStream``. Every wire error inside becomes a ``WireFailure``."""
     started, timeout_s = time.monotonic(), post["timeout_s"]
     with deadline(timeout_s) as at:
@@ -215,8 +209,6 @@ def _round_trip(
         whose = "the caller's overall deadline" if capped else f"its {timeout_s:g} s deadline"
         late = WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
         args = {
-            "method": "POST",
-            "url": url,
             "content": post["content"],
             # ``deflate`` is tolerated too, from servers that ignore what was asked for.
             "headers": {**post["headers"], "accept-encoding": "gzip"},
@@ -241,7 +233,7 @@ def open_bounded(
     ``Content-Length`` says. Every wire error inside the block becomes a ``WireFailure``;
     leaving the block (normally, on a failure, or cancelled) releases the connection.
     """
-    with _round_trip(url, post) as (args, bounded), client.stream(**args) as response:
+    with _round_trip(post) as (args, bounded), client.stream("POST", url, **args) as response:
         yield bounded(response)
 
 
@@ -250,8 +242,8 @@ async def aopen_bounded(
     client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
 ) -> AsyncIterator[BoundedStream]:
     """``open_bounded`` on an ``httpx.AsyncClient``; cancelling the task closes the stream."""
-    with _round_trip(url, post) as (args, bounded):
-        async with client.stream(**args) as response:
+    with _round_trip(post) as (args, bounded):
+        async with client.stream("POST", url, **args) as response:
             yield bounded(response)
 
 

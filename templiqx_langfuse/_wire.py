@@ -1,8 +1,7 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-Pure functions, no sockets: everything here is tested with literal inputs. No provider
-body text ever enters a failure detail; details name statuses, fields and sizes only.
-"""
+Pure functions, no sockets, tested with literal inputs. No provider body text ever
+enters a failure detail; details name statuses, fields and sizes only."""
 
 from __future__ import annotations
 
