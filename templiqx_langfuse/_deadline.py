@@ -1,23 +1,15 @@
 """Bounded httpx transports: one wall-clock deadline per round trip, enforced at the socket.
 
-httpx timeouts bound each socket operation, not the exchange: a server that trickles
-one byte at a time (headers included) keeps every read short and the call alive
-forever. These transports are httpcore2 connection pools (the pools AsyncOpenAI runs on:
-httpcore 1's assign connections in time quadratic in the calls in flight) built with a
-network backend that gives every connect, read and write only what is left of the
-caller's deadline (``ConnectionPool(network_backend=...)``, public API), wrapped as
-httpx transports. The deadline lives in a context variable, so one pool serves calls with
-different deadlines on different threads or tasks, and deadlines nest: an outer one (a
-``RetryingRuntime``'s) caps every inner one (each attempt's).
+httpx timeouts bound each socket operation, not the exchange: a server trickling one
+byte at a time keeps the call alive forever. Here httpcore2 pools (AsyncOpenAI's;
+httpcore 1's are quadratic in calls in flight) run on a network backend giving every
+connect, read and write what is left of the deadline, a context variable: one pool
+serves calls with different deadlines; an outer one (a retry loop's) caps inner ones.
 
-Two framing rules live here because only the socket layer sees them: a connection that
-delivered bytes past the end of a response, or a body on a status that has none, is
-never reused (those bytes would become the next call's response); a connection the
-server closed mid-response is a network error (worth a retry), never a protocol error.
-
-A transport's pooled connections belong to the process that opened them: after
-``os.fork()`` the child starts with an empty pool (parent and child would otherwise
-write to and read from the same keep-alive sockets and receive each other's responses).
+Only the socket layer sees a connection deliver bytes past a response's end, or a body
+on a status that has none (never reused: they would become the next call's response),
+or close mid-response (a network error, worth a retry). A forked child starts with empty
+pools, lest both processes share keep-alive sockets.
 """
 
 from __future__ import annotations
@@ -31,7 +23,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import h11
 import httpcore2
@@ -39,14 +31,8 @@ import httpx
 
 from templiqx_core import InvalidData
 
-__all__ = [
-    "AsyncDeadlineTransport",
-    "ConnectionCutShort",
-    "DeadlineTransport",
-    "ResponseOverrun",
-    "deadline",
-    "deadline_at",
-]
+if TYPE_CHECKING:
+    import asyncio
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "templiqx_langfuse_deadline", default=None
@@ -55,16 +41,9 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 @contextmanager
 def deadline(seconds: float) -> Iterator[float]:
-    """Socket operations inside the block share one budget of ``seconds``.
-
-    Yields the monotonic instant the block must end by: ``seconds`` from now, or an
-    enclosing deadline's instant if that comes first.
-    """
-    at = time.monotonic() + seconds
-    outer = _DEADLINE.get()
-    if outer is not None:
-        at = min(at, outer)
-    token = _DEADLINE.set(at)
+    """Socket operations inside the block share one budget of ``seconds``; yields the
+    instant the block must end by (``deadline_at(seconds)``)."""
+    token = _DEADLINE.set(at := deadline_at(seconds))
     try:
         yield at
     finally:
@@ -94,12 +73,8 @@ _NO_BODY = frozenset({204, 304})
 
 
 class _Wire:
-    """What one connection's socket delivered for the exchange in progress.
-
-    Shared by the sync and async streams: the bytes read since the request was written
-    (dropped once the response is checked), whether the server closed, and whether the
-    connection must never be reused.
-    """
+    """What a connection's socket delivered since the request was written (dropped once
+    the response is checked), whether the server closed, and whether it is poisoned."""
 
     __slots__ = ("_chunks", "_reading", "_size", "eof", "poisoned")
 
@@ -112,9 +87,7 @@ class _Wire:
 
     def sending(self) -> None:
         if self._reading:  # a new request on a kept-alive connection
-            self._chunks.clear()
-            self._size = 0
-            self._reading = False
+            self._chunks, self._size, self._reading = [], 0, False
         _EXCHANGE_WIRE.set(self)
 
     def received(self, data: bytes) -> None:
@@ -126,15 +99,9 @@ class _Wire:
             self.eof = True
 
     def overran(self, method: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
-        """Whether bytes were read past the end of the response just completed.
-
-        httpcore2 keeps such bytes in its h11 state, which no public API exposes. The
-        common case is settled by arithmetic: a final response whose header block ends
-        at its first blank line, framed by ``Content-Length``, ends exactly there plus the
-        length. Anything else (chunked, interim responses, odd line endings) is parsed
-        again with h11's own public API and its ``trailing_data`` asked. The recorded
-        bytes are released either way.
-        """
+        """Whether bytes were read past the end of the response just completed (httpcore2
+        keeps them in h11 state no public API exposes). A final response framed by
+        ``Content-Length`` is settled by arithmetic, anything else by h11's public API."""
         chunks, size = self._chunks, self._size
         self._chunks, self._size = [], 0
         length = _content_length(headers)
@@ -153,10 +120,9 @@ class _Wire:
         parser.send(h11.EndOfMessage())
         try:
             parser.receive_data(b"".join(chunks))
-            while True:
+            event = parser.next_event()
+            while event is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
                 event = parser.next_event()
-                if event is h11.NEED_DATA or isinstance(event, h11.EndOfMessage):
-                    break
         except h11.ProtocolError:
             return False  # httpcore2 parsed it; a disagreement is not an overrun
         return bool(parser.trailing_data[0])
@@ -182,12 +148,24 @@ _EXCHANGE_WIRE: contextvars.ContextVar[_Wire | None] = contextvars.ContextVar(
     "templiqx_langfuse_exchange_wire", default=None
 )
 
+_Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStream)
 
-class _DeadlineStream(httpcore2.NetworkStream):
-    def __init__(self, inner: httpcore2.NetworkStream) -> None:
-        self._inner = inner
+
+class _Watched(Generic[_Stream]):
+    """Both layers' stream wrappers: the wire, and a poisoned connection's "readable" (the
+    server spoke out of turn) when the pool asks an idle one before reusing it."""
+
+    def __init__(self, inner: _Stream) -> None:
+        self._inner: _Stream = inner
         self.wire = _Wire()
 
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self.wire.poisoned:
+            return True
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineStream(_Watched[httpcore2.NetworkStream], httpcore2.NetworkStream):
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout))
         self.wire.received(data)
@@ -198,9 +176,8 @@ class _DeadlineStream(httpcore2.NetworkStream):
         self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
-        # Closing a descriptor does not wake a thread blocked reading it; shutting the
-        # socket down does. ``close()`` on a runtime (on another thread) closes the pool, so
-        # a call in flight fails at once instead of waiting for the server to answer.
+        # Shutting a socket down (not just closing it) wakes a thread blocked reading it: a
+        # runtime closed on another thread fails its call in flight at once.
         sock = self._inner.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
@@ -216,19 +193,8 @@ class _DeadlineStream(httpcore2.NetworkStream):
         budget = _budget(timeout, httpcore2.ConnectTimeout)
         return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, budget))
 
-    def get_extra_info(self, info: str) -> Any:
-        # The pool asks an idle connection whether it is readable before reusing it
-        # (readable = the server spoke out of turn); a poisoned one always says yes.
-        if info == "is_readable" and self.wire.poisoned:
-            return True
-        return self._inner.get_extra_info(info)
 
-
-class _AsyncDeadlineStream(httpcore2.AsyncNetworkStream):
-    def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self.wire = _Wire()
-
+class _AsyncDeadlineStream(_Watched[httpcore2.AsyncNetworkStream], httpcore2.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = await self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout))
         self.wire.received(data)
@@ -251,63 +217,36 @@ class _AsyncDeadlineStream(httpcore2.AsyncNetworkStream):
         inner = await self._inner.start_tls(ssl_context, server_hostname, budget)
         return _AsyncDeadlineStream(inner)
 
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and self.wire.poisoned:
-            return True
-        return self._inner.get_extra_info(info)
 
-
-class _DeadlineBackend(httpcore2.NetworkBackend):
-    def __init__(self) -> None:
-        self._inner = httpcore2.SyncBackend()
-
+# httpcore2 calls a backend with keywords; the rest (local address, socket options)
+# passes through untouched.
+class _DeadlineBackend(httpcore2.SyncBackend):
     def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
+        self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        stream = self._inner.connect_tcp(host, port, budget, local_address, socket_options)
-        return _DeadlineStream(stream)
+        return _DeadlineStream(super().connect_tcp(host, port, budget, *args, **kwargs))
 
     def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+        self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _DeadlineStream(self._inner.connect_unix_socket(path, budget, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
+        return _DeadlineStream(super().connect_unix_socket(path, budget, *args, **kwargs))
 
 
-class _AsyncDeadlineBackend(httpcore2.AsyncNetworkBackend):
-    def __init__(self) -> None:
-        self._inner = httpcore2.AnyIOBackend()
-
+class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
     async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
+        self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        stream = await self._inner.connect_tcp(host, port, budget, local_address, socket_options)
-        return _AsyncDeadlineStream(stream)
+        return _AsyncDeadlineStream(await super().connect_tcp(host, port, budget, *args, **kwargs))
 
     async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+        self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        stream = await self._inner.connect_unix_socket(path, budget, socket_options)
-        return _AsyncDeadlineStream(stream)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+        inner = await super().connect_unix_socket(path, budget, *args, **kwargs)
+        return _AsyncDeadlineStream(inner)
 
 
 class ConnectionCutShort(httpx.ReadError):
@@ -318,111 +257,90 @@ class ResponseOverrun(httpx.RemoteProtocolError):
     """Bytes followed the end of a response on its connection."""
 
 
-# httpcore2's exceptions as httpx's, by type, most specific first. Written out because
-# httpx's own table is private; a transport must raise httpx's exceptions.
-_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore2.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore2.ReadTimeout, httpx.ReadTimeout),
-    (httpcore2.WriteTimeout, httpx.WriteTimeout),
-    (httpcore2.PoolTimeout, httpx.PoolTimeout),
-    (httpcore2.TimeoutException, httpx.TimeoutException),
-    (httpcore2.ConnectError, httpx.ConnectError),
-    (httpcore2.ReadError, httpx.ReadError),
-    (httpcore2.WriteError, httpx.WriteError),
-    (httpcore2.NetworkError, httpx.NetworkError),
-    (httpcore2.ProxyError, httpx.ProxyError),
-    (httpcore2.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore2.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore2.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore2.ProtocolError, httpx.ProtocolError),
-)
-
-
 def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
-    """httpx's exception for what httpcore2 raised (anything else is returned as is).
-
-    A protocol error after the server closed the socket is a connection cut short (a
-    network error, worth a retry); one raised on bytes that did arrive is a server not
-    speaking HTTP/1.1.
-    """
+    """httpx's namesake of what httpcore2 raised, most specific type first (httpx's own
+    table is private); anything else is returned as is. A protocol error after the server
+    closed the socket is a connection cut short."""
     if isinstance(error, httpcore2.RemoteProtocolError) and wire is not None and wire.eof:
         return ConnectionCutShort("the server closed the connection mid-response")
-    for core, mapped in _HTTPX_ERRORS:
-        if isinstance(error, core):
+    for kind in type(error).mro():
+        core, mapped = getattr(httpcore2, kind.__name__, None), getattr(httpx, kind.__name__, None)
+        if core is kind and isinstance(mapped, type) and issubclass(mapped, httpx.TransportError):
             return mapped(str(error))
     return error
 
 
-def _core_request(request: httpx.Request, stream: Any) -> httpcore2.Request:
-    url = request.url
-    return httpcore2.Request(
-        method=request.method,
-        url=httpcore2.URL(
-            scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-        ),
-        headers=request.headers.raw,
-        content=stream,
-        extensions=request.extensions,
+@contextmanager
+def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
+    """One request through a pool, its errors told apart by the wire it last wrote to."""
+    token = _EXCHANGE_WIRE.set(None)
+    try:
+        yield httpcore2.Request(
+            method=request.method,
+            url=_core_url(request.url),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+    except Exception as error:
+        raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
+    finally:
+        _EXCHANGE_WIRE.reset(token)
+
+
+def _core_url(url: httpx.URL) -> httpcore2.URL:
+    return httpcore2.URL(
+        scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
     )
 
 
-def _wire_of(response: httpcore2.Response) -> _Wire | None:
+def _httpx_response(request: httpx.Request, response: httpcore2.Response) -> httpx.Response:
+    """httpx's response of both layers; a no-body status's connection is poisoned at once."""
     stream = response.extensions.get("network_stream")
-    wire = getattr(stream, "wire", None)
-    return wire if isinstance(wire, _Wire) else None
-
-
-def _end_check(request: httpx.Request, response: httpcore2.Response) -> tuple[_Wire | None, bytes]:
-    """What the body stream checks at its end: the response's wire and the method. A
-    no-body status's connection is poisoned at once."""
-    wire = _wire_of(response)
+    wire = stream.wire if isinstance(stream, _Watched) else None
     if wire is not None and (response.status in _NO_BODY or response.status < 200):
         wire.poisoned = True
-    return wire, request.method.encode()
-
-
-def _httpx_response(
-    response: httpcore2.Response, stream: httpx.SyncByteStream | httpx.AsyncByteStream
-) -> httpx.Response:
     return httpx.Response(
         status_code=response.status,
         headers=response.headers,
-        stream=stream,
+        stream=_ResponseStream(response, wire, request.method.encode()),
         extensions=response.extensions,
     )
 
 
-def _pool_options(
-    verify: ssl.SSLContext | str | bool,
-    cert: Any,
-    limits: httpx.Limits,
-    proxy: str | httpx.Proxy | None,
-    options: dict[str, Any],
-) -> dict[str, Any]:
-    """httpcore2 pool arguments from httpx transport arguments (public APIs of both)."""
-    ssl_context = httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False)
-    core_proxy = None
-    if proxy is not None:
-        proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
-        core_proxy = httpcore2.Proxy(
-            url=httpcore2.URL(
-                scheme=proxy.url.raw_scheme,
-                host=proxy.url.raw_host,
-                port=proxy.url.port,
-                target=proxy.url.raw_path,
-            ),
-            auth=proxy.raw_auth,
-            headers=proxy.headers.raw,
-            ssl_context=proxy.ssl_context,
-        )
-    return {
-        "ssl_context": ssl_context,
-        "proxy": core_proxy,
-        "max_connections": limits.max_connections,
-        "max_keepalive_connections": limits.max_keepalive_connections,
-        "keepalive_expiry": limits.keepalive_expiry,
-        **options,
-    }
+class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body of either layer: httpcore2's errors as httpx's, and after the last byte,
+    before the connection goes back to the pool, the check for bytes past its end."""
+
+    def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
+        self._response = response
+        self._wire = wire
+        self._method = method
+
+    @contextmanager
+    def _checked(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as error:
+            raise _as_httpx(error, self._wire) from None
+        if self._wire is not None and self._wire.overran(self._method, self._response.headers):
+            self._wire.poisoned = True
+            raise ResponseOverrun("bytes follow the end of the response")
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self._checked():
+            yield from self._response.iter_stream()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with self._checked():
+            async for chunk in self._response.aiter_stream():
+                yield chunk
+
+    def close(self) -> None:
+        self._response.close()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
 
 
 _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool)
@@ -430,6 +348,8 @@ _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool
 
 class _Bounded(Generic[_Pool]):
     """Construction shared by both transports: httpx's arguments, a fresh pool on demand."""
+
+    _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
 
     def __init__(
         self,
@@ -442,76 +362,52 @@ class _Bounded(Generic[_Pool]):
         uds: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> None:
-        options: dict[str, Any] = {"local_address": local_address, "uds": uds}
-        if socket_options is not None:
-            options["socket_options"] = list(socket_options)
-        self._options = _pool_options(
-            verify, cert, limits or httpx.Limits(max_connections=100), proxy, options
-        )
+        limits = limits or httpx.Limits(max_connections=100)
+        proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
+        self._options: dict[str, Any] = {
+            "ssl_context": httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
+            "proxy": proxy
+            and httpcore2.Proxy(
+                url=_core_url(proxy.url),
+                auth=proxy.raw_auth,
+                headers=proxy.headers.raw,
+                ssl_context=proxy.ssl_context,
+            ),
+            "max_connections": limits.max_connections,
+            "max_keepalive_connections": limits.max_keepalive_connections,
+            "keepalive_expiry": limits.keepalive_expiry,
+            "local_address": local_address,
+            "uds": uds,
+            "socket_options": None if socket_options is None else list(socket_options),
+        }
         self.pool: _Pool = self._new_pool()
         _LIVE.add(self)
 
     def _new_pool(self) -> _Pool:
         raise NotImplementedError
 
-    def _reset_after_fork(self) -> None:
-        """A fresh pool; the parent's connections are dropped, never closed or used
-        (closing would shut down sockets the parent still reads)."""
-        self.pool = self._new_pool()
-        self._served = None
-
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
-    """An httpx transport whose round trips end by the caller's deadline.
-
-    Takes ``httpx.HTTPTransport``'s connection arguments (``verify``, ``cert``,
-    ``limits``, ``proxy``...). A host lends one to a runtime (``transport=``) to set
-    TLS, a proxy or pool limits; the round-trip deadline and the fork reset hold for it.
-    """
+    """An httpx transport whose round trips end by the caller's deadline. Takes
+    ``httpx.HTTPTransport``'s connection arguments; a host lends one to a runtime
+    (``transport=``) to set TLS, a proxy or pool limits."""
 
     def _new_pool(self) -> httpcore2.ConnectionPool:
         return httpcore2.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
-        token = _EXCHANGE_WIRE.set(None)
-        try:
-            response = self.pool.handle_request(_core_request(request, request.stream))
-        except Exception as error:
-            raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
-        finally:
-            _EXCHANGE_WIRE.reset(token)
-        return _httpx_response(response, _ResponseStream(response, *_end_check(request, response)))
+        with _exchange(request) as core:
+            response = self.pool.handle_request(core)
+        return _httpx_response(request, response)
 
     def close(self) -> None:
         self.pool.close()
 
 
-class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
-        self._response = response
-        self._wire = wire
-        self._method = method
-
-    def __iter__(self) -> Iterator[bytes]:
-        try:
-            yield from self._response.iter_stream()
-        except Exception as error:
-            raise _as_httpx(error, self._wire) from None
-        _check_end(self._wire, self._method, self._response.headers)
-
-    def close(self) -> None:
-        self._response.close()
-
-
 class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
     """``DeadlineTransport`` for ``httpx.AsyncClient``: same arguments, same guarantees.
-
-    A pool belongs to the event loop that first used it (its sockets do); a runtime
-    keeps one per loop.
-    """
-
-    _served: Any = None  # the event loop the pool's sockets belong to
+    A pool belongs to the event loop that first used it (its sockets do)."""
 
     def _new_pool(self) -> httpcore2.AsyncConnectionPool:
         return httpcore2.AsyncConnectionPool(
@@ -521,69 +417,39 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
     def _bind(self) -> None:
         """Serve the running loop: the first one, or a new one once that has closed (its
         connections are dropped with it); another live loop's call is refused."""
-        import asyncio
+        import asyncio  # not at import time: httpx and httpcore2 do without it
 
-        loop = asyncio.get_running_loop()
-        bound = self._served
+        loop, bound = asyncio.get_running_loop(), self._served
         if bound is loop:
             return
-        if isinstance(bound, asyncio.AbstractEventLoop) and not bound.is_closed():
-            raise InvalidData(
-                "this AsyncDeadlineTransport serves another event loop: its pooled "
-                "sockets belong to that loop (lend one per loop, or none)"
-            )
         if bound is not None:
+            if not bound.is_closed():
+                raise InvalidData(
+                    "this AsyncDeadlineTransport serves another event loop: its pooled "
+                    "sockets belong to that loop (lend one per loop, or none)"
+                )
             self.pool = self._new_pool()  # the closed loop's connections go with it
         self._served = loop
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)
         self._bind()
-        token = _EXCHANGE_WIRE.set(None)
-        try:
-            response = await self.pool.handle_async_request(_core_request(request, request.stream))
-        except Exception as error:
-            raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
-        finally:
-            _EXCHANGE_WIRE.reset(token)
-        stream = _AsyncResponseStream(response, *_end_check(request, response))
-        return _httpx_response(response, stream)
+        with _exchange(request) as core:
+            response = await self.pool.handle_async_request(core)
+        return _httpx_response(request, response)
 
     async def aclose(self) -> None:
         await self.pool.aclose()
-
-
-class _AsyncResponseStream(httpx.AsyncByteStream):
-    def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
-        self._response = response
-        self._wire = wire
-        self._method = method
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.aiter_stream():
-                yield chunk
-        except Exception as error:
-            raise _as_httpx(error, self._wire) from None
-        _check_end(self._wire, self._method, self._response.headers)
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
-
-
-def _check_end(wire: _Wire | None, method: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    """After the last body byte, before the connection goes back to the pool."""
-    if wire is not None and wire.overran(method, headers):
-        wire.poisoned = True
-        raise ResponseOverrun("bytes follow the end of the response")
 
 
 _LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    """Fresh pools; the parent's connections are dropped, never closed or used (closing
+    would shut down sockets the parent still reads)."""
     for transport in list(_LIVE):
-        transport._reset_after_fork()
+        transport.pool, transport._served = transport._new_pool(), None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

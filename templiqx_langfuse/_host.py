@@ -1,23 +1,17 @@
-"""``HostWiring``: what a host adapter of an OpenAI-compatible endpoint is wired from.
-
-The Langfuse adapter and every host adapter beside it (the streaming one, another
-provider's) need the same pieces built the same way: a redactor that knows every
-secret of both configurations, clients that honour the round-trip deadline (sync, and
-one per event loop for async calls; on a host's bounded transports if it lends them),
-the redacting log filter, the endpoint URL and headers, and the Langfuse tracing. One of
-them built slightly differently breaks a guarantee silently (a key missing from the
-redactor, a client on another transport, a filter left installed), so they are built
-here once, and released here once.
-"""
+"""``HostWiring``: what every host adapter of an OpenAI-compatible endpoint is wired from,
+built and released here once: one part built slightly differently breaks a guarantee
+silently (a key missing from the redactor, a client on another transport, a filter left
+installed)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 
@@ -28,7 +22,6 @@ from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor
 from ._tracing import GenerationRecord, Tracing
-from ._transport import build_async_client, build_client, client_limits, default_ssl_context
 from ._wire import RequestBody, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
@@ -37,13 +30,10 @@ if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracin
     from langfuse import Langfuse
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ["HostWiring", "WiringOptions"]
-
 
 class WiringOptions(TypedDict, total=False):
-    """What a host may lend an adapter's wiring. An adapter takes them as
-    ``**options: Unpack[WiringOptions]`` and hands them to ``HostWiring.build`` unchanged,
-    so every adapter accepts the same ones, typed, and a new one reaches them all."""
+    """What a host may lend an adapter's wiring; an adapter hands its ``**options`` to
+    ``HostWiring.build`` unchanged, so a new one reaches every adapter, typed."""
 
     transport: DeadlineTransport | None
     async_transport: AsyncDeadlineTransport | None
@@ -52,40 +42,43 @@ class WiringOptions(TypedDict, total=False):
     span_exporter: SpanExporter | None
 
 
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    """httpx's verifying TLS context, loaded once per process (the CA store costs ~30 ms)."""
+    return httpx.create_ssl_context()
+
+
 class Clients:
-    """The wiring's HTTP clients: one for sync calls, one per event loop for async ones.
+    """The wiring's HTTP clients on bounded transports (a host's, if it lent them): one
+    for sync calls, one per event loop for async ones (a pool holds its loop's sockets).
+    Each reaches its transport through ``httpx.MockTransport``, which vcrpy patches: a
+    host's cassettes record and replay these calls as any other httpx call's."""
 
-    Built on bounded transports (a host's, if it lent them, else the adapter's own from
-    the model configuration: pool size, proxy, one TLS context). An async pool belongs to
-    the event loop whose sockets it holds, so each loop gets its client on first use there.
-    Each client reaches its transport through ``httpx.MockTransport`` (httpx's public
-    transport-from-a-function), which vcrpy patches: a host's cassettes record and replay
-    these calls as any other httpx call's.
-    """
-
-    def __init__(
-        self,
-        model: ModelConfig,
-        *,
-        ssl_context: ssl.SSLContext | None = None,
-        transport: DeadlineTransport | None = None,
-        async_transport: AsyncDeadlineTransport | None = None,
-    ) -> None:
-        _check_lent(transport, DeadlineTransport)
-        _check_lent(async_transport, AsyncDeadlineTransport)
+    def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
+        transport, async_transport = options.get("transport"), options.get("async_transport")
+        for lent, kind in (
+            (transport, DeadlineTransport),
+            (async_transport, AsyncDeadlineTransport),
+        ):
+            if lent is not None and not isinstance(lent, kind):
+                raise InvalidData(
+                    f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
+                    "transports cannot enforce the round-trip deadline"
+                )
+        most = model.max_connections  # keep-alive as AsyncOpenAI's
         self._options: dict[str, Any] = {
-            "verify": ssl_context or default_ssl_context(),
-            "limits": client_limits(model.max_connections),
+            "verify": options.get("ssl_context") or default_ssl_context(),
+            "limits": httpx.Limits(max_connections=most, max_keepalive_connections=min(most, 100)),
             "proxy": model.proxy,
         }
         self._lent_async = async_transport
-        self._owned: list[DeadlineTransport] = (
-            [] if transport else [DeadlineTransport(**self._options)]
-        )
-        self.sync = build_client(httpx.MockTransport((transport or self._owned[0]).handle_request))
-        # Not weak: a pool references its loop, so an entry would never go by itself.
-        # Entries of closed loops are dropped whenever a new loop comes (their sockets
-        # are closed as the loop and its transports are collected).
+        self._owned = [] if transport else [DeadlineTransport(**self._options)]
+        via = httpx.MockTransport((transport or self._owned[0]).handle_request)
+        # No redirects, no environment: ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read (a
+        # proxy sees where every call goes, and over plain ``http://`` the key itself).
+        self.sync = httpx.Client(transport=via, follow_redirects=False, trust_env=False)
+        # Not weak (a pool references its loop): closed loops' entries are dropped when a
+        # new loop comes, their sockets closed as the loop and its transports are collected.
         self._async: dict[
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncDeadlineTransport]
         ] = {}
@@ -104,7 +97,10 @@ class Clients:
                 entry = self._async.get(loop)
                 if entry is None:
                     transport = self._lent_async or AsyncDeadlineTransport(**self._options)
-                    client = build_async_client(httpx.MockTransport(transport.handle_async_request))
+                    via = httpx.MockTransport(transport.handle_async_request)
+                    client = httpx.AsyncClient(
+                        transport=via, follow_redirects=False, trust_env=False
+                    )
                     entry = self._async[loop] = (client, transport)
         return entry[0]
 
@@ -139,14 +135,6 @@ class Clients:
             transport.close()
 
 
-def _check_lent(lent: object, kind: type) -> None:
-    if lent is not None and not isinstance(lent, kind):
-        raise InvalidData(
-            f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
-            "transports cannot enforce the round-trip deadline"
-        )
-
-
 _CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they finish
 
 
@@ -159,24 +147,20 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
-    if running is loop:
-        task = loop.create_task(transport.aclose())
-        _CLOSING.add(task)
-        task.add_done_callback(_CLOSING.discard)
-    else:
-        future = asyncio.run_coroutine_threadsafe(transport.aclose(), loop)
-        _CLOSING.add(future)
-        future.add_done_callback(_CLOSING.discard)
+    closing = transport.aclose()
+    pending = (
+        loop.create_task(closing)
+        if running is loop
+        else asyncio.run_coroutine_threadsafe(closing, loop)
+    )
+    _CLOSING.add(pending)
+    pending.add_done_callback(_CLOSING.discard)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
     """The shared wiring of a host adapter: build it in ``__init__``, ``close`` it in
-    ``release``; the adapter keeps only its own wire handling (``produce_output`` and
-    ``aproduce_output``).
-
-    Thread-safe as its parts are: one wiring (and its pools) serves all calls.
-    """
+    ``release``. Thread-safe as its parts are: one wiring (and its pools) serves all calls."""
 
     model: ModelConfig
     langfuse: LangfuseConfig
@@ -202,30 +186,21 @@ class HostWiring:
         *,
         accept: str = "application/json",
         path: str = "/chat/completions",
-        transport: DeadlineTransport | None = None,
-        async_transport: AsyncDeadlineTransport | None = None,
-        ssl_context: ssl.SSLContext | None = None,
-        langfuse_client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
+        **options: Unpack[WiringOptions],
     ) -> HostWiring:
         """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``.
 
-        A lent ``transport``/``async_transport`` is used and left open by ``close``;
-        without one the adapter builds its own (``ssl_context``: httpx's verifying one
-        unless given). If building fails midway, whatever was already installed or
-        opened is released again.
+        A lent ``transport``/``async_transport`` is used and left open by ``close``; what
+        a build failing midway already installed or opened is released again.
         """
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), config.public_key, config.secret_key])
-        clients = Clients(
-            model, ssl_context=ssl_context, transport=transport, async_transport=async_transport
-        )
+        clients = Clients(model, **options)
         log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
         log_filter.install()
         try:
-            tracing = Tracing.build(
-                config, redactor, client=langfuse_client, span_exporter=span_exporter
-            )
+            client, exporter = options.get("langfuse_client"), options.get("span_exporter")
+            tracing = Tracing.build(config, redactor, client=client, span_exporter=exporter)
         except BaseException:
             log_filter.uninstall()
             clients.close()

@@ -1,52 +1,28 @@
 """The thin socket layers: one bounded POST over a pooled ``httpx.Client`` or
-``httpx.AsyncClient``, read whole or incrementally (streaming adapters).
+``httpx.AsyncClient``, read whole or incrementally; every wire error becomes a
+``WireFailure`` here, and both layers share every check.
 
-Everything that can go wrong on the wire is translated here, in one place, into a
-``WireFailure``; parsing and mapping of what came back live in ``wire``. The sync and
-async layers share every check and differ only in how bytes move.
-
-The body is read raw and decoded here, not by httpx: httpx decodes any stack of
-encodings a server names (``gzip, gzip, gzip``) and bounds nothing until a decoded
-chunk is handed over, so a few hundred bytes on the wire can become gigabytes in
-memory. Here one coding at most is accepted (``gzip`` or ``deflate``), and decoding
-proceeds in steps of at most ``_STEP`` bytes, checking the size cap and the deadline
-after each: peak memory stays within the cap plus one step.
+The body is decoded here, not by httpx, which decodes any stack of codings a server
+names (``gzip, gzip, gzip``) unbounded: a few hundred bytes could become gigabytes. Here
+one coding at most is undone, in ``_STEP``-byte steps, size cap and deadline checked after each.
 """
 
 from __future__ import annotations
 
-import functools
-import ssl
 import time
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import httpx
 
 from templiqx_core import RuntimeFailureCode
 
 from ._deadline import ConnectionCutShort, ResponseOverrun, deadline
-from ._wire import MAX_RESPONSE_BYTES, WireFailure
+from ._wire import MAX_RESPONSE_BYTES, WireFailure, _invalid
 
-__all__ = [
-    "ACCEPT_ENCODING",
-    "BoundedStream",
-    "HttpResponse",
-    "aopen_bounded",
-    "apost_bounded",
-    "build_async_client",
-    "build_client",
-    "client_limits",
-    "default_ssl_context",
-    "open_bounded",
-    "post_bounded",
-]
-
-ACCEPT_ENCODING = "gzip"
-"""What the adapter asks for; ``deflate`` is tolerated from servers that ignore it."""
 _STEP = 64 * 1024
 
 
@@ -57,26 +33,23 @@ class HttpResponse:
     body: bytes
 
 
-def _invalid(detail: str) -> WireFailure:
-    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
+class Post(TypedDict):
+    """A bounded POST's keywords."""
+
+    content: bytes
+    headers: dict[str, str]
+    timeout_s: float  # the whole round trip's
+    max_bytes: NotRequired[int]  # the decoded body's bound: MAX_RESPONSE_BYTES if not given
 
 
 def _too_large(max_bytes: int) -> WireFailure:
     return _invalid(f"response body exceeds {max_bytes} bytes")
 
 
-def _timeout(timeout_s: float, capped: bool) -> WireFailure:
-    whose = "the caller's overall deadline" if capped else f"its {timeout_s:g} s deadline"
-    return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
-
-
 def _content_coding(headers: httpx.Headers) -> str | None:
     """The one content coding to undo, or a failure for stacks and codings never asked for."""
-    codings = [
-        c.strip().lower()
-        for c in headers.get_list("content-encoding", split_commas=True)
-        if c.strip() and c.strip().lower() != "identity"
-    ]
+    named = [c.strip().lower() for c in headers.get_list("content-encoding", split_commas=True)]
+    codings = [c for c in named if c not in ("", "identity")]
     if len(codings) > 1:
         raise _invalid("stacked content encodings are refused")
     if not codings:
@@ -92,34 +65,18 @@ class _Decoder:
 
     def __init__(self, coding: str | None, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.decoded = 0
-        self.raw = 0
+        self.decoded = self.raw = 0  # body bytes handed out, and read off the wire
         self._coding = coding
-        self._zlib: Any = None
-        if coding == "gzip":
-            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif coding == "deflate":
-            self._zlib = zlib.decompressobj()  # zlib-wrapped; raw deflate tried on error
+        # deflate: zlib-wrapped first, raw deflate tried on error
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(coding or "")
+        self._zlib: Any = None if wbits is None else zlib.decompressobj(wbits)
 
     def feed(self, data: bytes) -> Iterator[bytes]:
         self.raw += len(data)
         # Compressed input that decodes to nothing (empty deflate blocks) is bounded too.
         if self.raw > 2 * self.max_bytes:
             raise _too_large(self.max_bytes)
-        if self._zlib is None:
-            yield from self._count(data)
-            return
-        try:
-            yield from self._inflate(data)
-        except zlib.error:
-            if self._coding != "deflate" or self.decoded:
-                raise _invalid("response body could not be decoded") from None
-            # Some servers send raw deflate under that name (httpx tolerates it too).
-            self._coding, self._zlib = "raw-deflate", zlib.decompressobj(-zlib.MAX_WBITS)
-            try:
-                yield from self._inflate(data)
-            except zlib.error:
-                raise _invalid("response body could not be decoded") from None
+        yield from self._count(data) if self._zlib is None else self._inflate(data)
 
     def _count(self, piece: bytes) -> Iterator[bytes]:
         self.decoded += len(piece)
@@ -129,11 +86,19 @@ class _Decoder:
             yield piece
 
     def _inflate(self, data: bytes) -> Iterator[bytes]:
-        while data:
-            if self._zlib.eof:
-                raise _invalid("bytes after the end of the compressed body")
-            yield from self._count(self._zlib.decompress(data, _STEP))
-            data = self._zlib.unconsumed_tail
+        try:
+            rest = data
+            while rest:
+                if self._zlib.eof:
+                    raise _invalid("bytes after the end of the compressed body")
+                yield from self._count(self._zlib.decompress(rest, _STEP))
+                rest = self._zlib.unconsumed_tail
+        except zlib.error:
+            if self._coding != "deflate" or self.decoded:
+                raise _invalid("response body could not be decoded") from None
+            # Some servers send raw deflate under that name (httpx tolerates it too).
+            self._coding, self._zlib = "raw-deflate", zlib.decompressobj(-zlib.MAX_WBITS)
+            yield from self._inflate(data)
         if self._zlib.eof and self._zlib.unused_data:
             raise _invalid("bytes after the end of the compressed body")
 
@@ -143,32 +108,22 @@ class _Decoder:
 
 
 class BoundedStream:
-    """An open response whose body is read within the call's deadline and size bound.
-
-    ``iter_bytes`` and ``aiter_bytes`` differ only in how raw bytes arrive: decoding,
-    the size bound and the deadline checks are the same code.
-    """
+    """An open response whose body is read within the call's deadline and size bound;
+    ``iter_bytes`` and ``aiter_bytes`` differ only in how raw bytes arrive."""
 
     def __init__(
-        self,
-        response: httpx.Response,
-        *,
-        at: float,
-        late: WireFailure,
-        max_bytes: int,
-        coding: str | None,
+        self, response: httpx.Response, at: float, late: WireFailure, max_bytes: int
     ) -> None:
+        coding = _content_coding(response.headers)  # the head is checked before the body
+        declared = response.headers.get("content-length")
+        limit = max_bytes if coding is None else 2 * max_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _too_large(max_bytes)
         self.status = response.status_code
         self.headers = response.headers
         self._response = response
-        self._at = at
-        self._late = late
+        self._at, self._late = at, late
         self._decoder = _Decoder(coding, max_bytes)
-
-    @property
-    def bytes_read(self) -> int:
-        """Decoded body bytes handed out so far."""
-        return self._decoder.decoded
 
     def _in_memory(self) -> bytes | None:
         """The body of a response built from bytes already in memory (a cassette replay):
@@ -212,24 +167,20 @@ class BoundedStream:
         return HttpResponse(self.status, self.headers, b"".join(self.iter_bytes()))
 
     async def abody(self) -> HttpResponse:
-        return HttpResponse(
-            self.status, self.headers, b"".join([p async for p in self.aiter_bytes()])
-        )
+        body = b"".join([piece async for piece in self.aiter_bytes()])
+        return HttpResponse(self.status, self.headers, body)
 
 
 def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireFailure:
     """The one mapping of httpx's exceptions (and the bounded transports') to failures."""
+    unavailable = RuntimeFailureCode.UNAVAILABLE
     if isinstance(error, httpx.PoolTimeout):
-        return WireFailure(
-            RuntimeFailureCode.TIMEOUT,
-            "no connection became free before the deadline (max_connections calls in flight)",
-        )
+        detail = "no connection became free before the deadline (max_connections calls in flight)"
+        return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
     if isinstance(error, httpx.TimeoutException):
         return late
     if isinstance(error, ConnectionCutShort):
-        return WireFailure(
-            RuntimeFailureCode.UNAVAILABLE, "model gateway closed the connection mid-response"
-        )
+        return WireFailure(unavailable, "model gateway closed the connection mid-response")
     if isinstance(error, ResponseOverrun):
         return _invalid("bytes follow the end of the response")
     if isinstance(error, httpx.RemoteProtocolError):
@@ -237,158 +188,74 @@ def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireF
     if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
         if time.monotonic() > at:  # a socket shut by the deadline's last read
             return late
-        # Connecting (or the proxy) failed: unreachable; a read or write failed: the
-        # connection broke after the gateway was reached.
-        what = (
-            "unreachable"
-            if isinstance(error, (httpx.ConnectError, httpx.ProxyError))
-            else "connection broke mid-exchange"
-        )
-        return WireFailure(
-            RuntimeFailureCode.UNAVAILABLE, f"model gateway {what} ({type(error).__name__})"
-        )
+        # A read or write failed after the gateway was reached: not "unreachable".
+        refused = isinstance(error, (httpx.ConnectError, httpx.ProxyError))
+        what = "unreachable" if refused else "connection broke mid-exchange"
+        return WireFailure(unavailable, f"model gateway {what} ({type(error).__name__})")
     if isinstance(error, httpx.DecodingError):
         return _invalid("response body could not be decoded")
-    return WireFailure(
-        RuntimeFailureCode.UNAVAILABLE, f"model call failed ({type(error).__name__})"
-    )
+    return WireFailure(unavailable, f"model call failed ({type(error).__name__})")
 
 
 @contextmanager
-def _round_trip(timeout_s: float) -> Iterator[tuple[float, WireFailure]]:
-    """The deadline of one round trip, and every wire error inside it as a ``WireFailure``."""
-    started = time.monotonic()
+def _round_trip(
+    post: Post,
+) -> Iterator[tuple[dict[str, Any], Callable[[httpx.Response], BoundedStream]]]:
+    """One round trip's deadline: ``client.stream``'s keywords, and what makes the
+    response a ``BoundedStream``. Every wire error inside becomes a ``WireFailure``."""
+    started, timeout_s = time.monotonic(), post["timeout_s"]
     with deadline(timeout_s) as at:
-        late = _timeout(timeout_s, capped=at < started + timeout_s)
+        capped = at < started + timeout_s
+        whose = "the caller's overall deadline" if capped else f"its {timeout_s:g} s deadline"
+        late = WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
+        args = {
+            "content": post["content"],
+            # ``deflate`` is tolerated too, from servers that ignore what was asked for.
+            "headers": {**post["headers"], "accept-encoding": "gzip"},
+            # Every phase (pool wait included) gets what is left of the deadline.
+            "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
+        }
+        max_bytes = post.get("max_bytes", MAX_RESPONSE_BYTES)
         try:
-            yield at, late
+            yield args, lambda response: BoundedStream(response, at, late, max_bytes)
         except httpx.HTTPError as error:
             raise _wire_failure(error, late, at) from None
 
 
-def _stream_args(
-    url: httpx.URL | str, content: bytes, headers: dict[str, str], at: float
-) -> dict[str, Any]:
-    return {
-        "method": "POST",
-        "url": url,
-        "content": content,
-        "headers": {**headers, "accept-encoding": ACCEPT_ENCODING},
-        # Every phase (pool wait included) gets what is left of the deadline.
-        "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
-    }
-
-
-def _bounded(
-    response: httpx.Response, at: float, late: WireFailure, max_bytes: int
-) -> BoundedStream:
-    """Checks on the response head, before any body byte is read."""
-    coding = _content_coding(response.headers)
-    declared = response.headers.get("content-length")
-    limit = max_bytes if coding is None else 2 * max_bytes
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(max_bytes)
-    return BoundedStream(response, at=at, late=late, max_bytes=max_bytes, coding=coding)
-
-
 @contextmanager
 def open_bounded(
-    client: httpx.Client,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
+    client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
     """POST and hold the response open: the seam streaming adapters read incrementally.
 
-    The deadline covers the whole round trip, decoding included: with a bounded
-    transport underneath, every socket operation (and the wait for a pooled connection)
-    gets only what is left of it, or of an enclosing caller's deadline, whichever ends
-    first; the body loop checks it between reads and decoding steps. The body is
-    abandoned past ``max_bytes`` (decoded), whatever ``Content-Length`` says. Every wire
-    error raised inside the block becomes a ``WireFailure``; leaving the block (normally,
-    on a failure, or because the caller cancelled) releases the connection.
+    ``timeout_s`` bounds the whole round trip, decoding included (capped by an enclosing
+    caller's deadline); the body is abandoned past ``max_bytes`` decoded, whatever
+    ``Content-Length`` says. Every wire error inside the block becomes a ``WireFailure``;
+    leaving the block (normally, on a failure, or cancelled) releases the connection.
     """
-    with (
-        _round_trip(timeout_s) as (at, late),
-        client.stream(**_stream_args(url, content, headers, at)) as response,
-    ):
-        yield _bounded(response, at, late, max_bytes)
+    with _round_trip(post) as (args, bounded), client.stream("POST", url, **args) as response:
+        yield bounded(response)
 
 
 @asynccontextmanager
 async def aopen_bounded(
-    client: httpx.AsyncClient,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
+    client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
 ) -> AsyncIterator[BoundedStream]:
     """``open_bounded`` on an ``httpx.AsyncClient``; cancelling the task closes the stream."""
-    with _round_trip(timeout_s) as (at, late):
-        async with client.stream(**_stream_args(url, content, headers, at)) as response:
-            yield _bounded(response, at, late, max_bytes)
+    with _round_trip(post) as (args, bounded):
+        async with client.stream("POST", url, **args) as response:
+            yield bounded(response)
 
 
-def post_bounded(
-    client: httpx.Client,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
-) -> HttpResponse:
+def post_bounded(client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]) -> HttpResponse:
     """POST and read the whole response within ``timeout_s`` and ``max_bytes``."""
-    with open_bounded(
-        client, url, content=content, headers=headers, timeout_s=timeout_s, max_bytes=max_bytes
-    ) as stream:
+    with open_bounded(client, url, **post) as stream:
         return stream.body()
 
 
 async def apost_bounded(
-    client: httpx.AsyncClient,
-    url: httpx.URL | str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeout_s: float,
-    max_bytes: int = MAX_RESPONSE_BYTES,
+    client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
 ) -> HttpResponse:
     """``post_bounded`` on an ``httpx.AsyncClient``."""
-    async with aopen_bounded(
-        client, url, content=content, headers=headers, timeout_s=timeout_s, max_bytes=max_bytes
-    ) as stream:
+    async with aopen_bounded(client, url, **post) as stream:
         return await stream.abody()
-
-
-@functools.cache
-def default_ssl_context() -> ssl.SSLContext:
-    """httpx's verifying TLS context, loaded once per process: loading the CA store costs
-    ~30 ms, and one context serves every transport (sync, and one per event loop)."""
-    return httpx.create_ssl_context()
-
-
-def client_limits(max_connections: int) -> httpx.Limits:
-    """Pool limits for ``max_connections`` calls in flight (keep-alive as AsyncOpenAI's)."""
-    return httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=min(max_connections, 100)
-    )
-
-
-def build_client(transport: httpx.BaseTransport) -> httpx.Client:
-    """A client around ``transport``: no redirects, no environment (proxies are explicit).
-
-    ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read: a proxy sees where every call goes,
-    and over plain ``http://`` the key itself.
-    """
-    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
-
-
-def build_async_client(transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
-    """``build_client`` for async calls."""
-    return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)

@@ -1,8 +1,7 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-Pure functions, no sockets: everything here is tested with literal inputs. No provider
-body text ever enters a failure detail; details name statuses, fields and sizes only.
-"""
+Pure functions, no sockets, tested with literal inputs. No provider body text ever
+enters a failure detail; details name statuses, fields and sizes only."""
 
 from __future__ import annotations
 
@@ -25,18 +24,6 @@ from templiqx_core import (
 
 from ._redaction import Redactor
 
-__all__ = [
-    "FORWARDED_POLICY_KEYS",
-    "MAX_RESPONSE_BYTES",
-    "RESERVED_FIELDS",
-    "Completion",
-    "WireFailure",
-    "build_request_body",
-    "failure_for_status",
-    "parse_completion",
-    "parse_retry_after_ms",
-]
-
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 FORWARDED_POLICY_KEYS = frozenset(
     {
@@ -54,7 +41,6 @@ EXTENSION_NAMESPACE = "openai."
 # Fields the adapter owns: an extension setting them would switch the model behind the
 # trace's back, drop the output schema or break the one-round-trip promise (streaming).
 RESERVED_FIELDS = frozenset({"model", "messages", "response_format", "stream", "stream_options"})
-SCHEMA_NAME = "templiqx_output"
 _BAD_FINISH = frozenset({"length", "content_filter"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 # Gateways (LiteLLM) rewrite the upstream error to a generic throttling one; only the
@@ -64,6 +50,10 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 # ``llm_provider-`` prefix and drops the originals.
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
+
+
+def _invalid(detail: str) -> WireFailure:
+    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
 class WireFailure(Exception):
@@ -95,9 +85,9 @@ class RequestBody:
 def _extension_fields(extensions: Mapping[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key in sorted(extensions):
-        if not key.startswith(EXTENSION_NAMESPACE):
+        name = key.removeprefix(EXTENSION_NAMESPACE)
+        if name == key:
             continue
-        name = key[len(EXTENSION_NAMESPACE) :]
         if name in RESERVED_FIELDS:
             raise InvalidData(
                 f"extension {key} is reserved: the adapter sets "
@@ -129,12 +119,10 @@ def _unserializable(interaction: CompiledInteraction, error: Exception) -> Inval
 def build_request_body(
     interaction: CompiledInteraction, *, model: str, strict: bool
 ) -> RequestBody:
-    """Serialize the chat-completions request; same interaction → same bytes.
-
-    Raises ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a
-    value JSON cannot carry. ``runtime_policy`` keys outside the forwarded set (reserved
-    ones included) are never sent; they are listed in ``ignored_policy_keys``.
-    """
+    """Serialize the chat-completions request; same interaction → same bytes. Raises
+    ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a value JSON
+    cannot carry; ``runtime_policy`` keys outside the forwarded set are never sent, only
+    listed in ``ignored_policy_keys``."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -146,7 +134,7 @@ def build_request_body(
         "response_format": {
             "type": "json_schema",
             "json_schema": {
-                "name": SCHEMA_NAME,
+                "name": "templiqx_output",
                 "strict": strict,
                 "schema": interaction.output_schema,
             },
@@ -175,16 +163,12 @@ def _hint(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
-    """``retry-after-ms`` / ``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date).
-
-    Each also under LiteLLM's ``llm_provider-`` prefix.
-    """
-    millis = _hint(headers, _HINTS_MS)
-    if millis is not None:
-        return int(millis)
-    seconds = _hint(headers, _HINTS_S)
-    if seconds is not None:
-        return int(seconds * 1000)
+    """``retry-after-ms``/``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date),
+    each also under LiteLLM's ``llm_provider-`` prefix."""
+    for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
+        value = _hint(headers, names)
+        if value is not None:
+            return int(value * scale)
     for name in _HINTS_S:
         raw = headers.get(name)
         if raw is None:
@@ -216,11 +200,8 @@ def _is_quota(body: bytes) -> bool:
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx.
-
-    The body is consulted only to tell a billing-quota 429 (permanent) from a rate
-    limit; none of its text is kept.
-    """
+    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx. The body
+    only tells a billing-quota 429 (permanent) from a rate limit; none of its text is kept."""
     if 200 <= status < 300:
         return None
     detail = f"model gateway returned HTTP {status}"
@@ -246,18 +227,13 @@ class Completion:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _invalid(detail: str) -> WireFailure:
-    return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
-
-
 def usage_details(usage: Any) -> dict[str, int]:
     """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object (never the raw object).
 
-    Normalised as the Langfuse server normalises raw OpenAI usage (``UsageDetails`` in its
-    ingestion types): every ``prompt_tokens_details`` count becomes ``input_<key>`` and is
-    taken out of ``input``, every ``completion_tokens_details`` count becomes
-    ``output_<key>`` and is taken out of ``output``; ``total`` is unchanged. Langfuse prices
-    each key separately, so sending the raw counts would bill cached/reasoning tokens twice.
+    Normalised as the Langfuse server normalises raw OpenAI usage: each count of
+    ``prompt_tokens_details`` (``completion_tokens_details``) becomes ``input_<key>``
+    (``output_<key>``) and is taken out of ``input`` (``output``); ``total`` is unchanged.
+    Langfuse prices each key, so the raw counts would bill cached/reasoning tokens twice.
     """
     if not isinstance(usage, dict):
         return {}
@@ -267,25 +243,17 @@ def usage_details(usage: Any) -> dict[str, int]:
         return value if ok else None
 
     details: dict[str, int] = {}
-    for key, source in (("input", "prompt_tokens"), ("output", "completion_tokens")):
-        value = count(usage.get(source))
-        if value is not None:
+    sides = (("input", "prompt_tokens"), ("output", "completion_tokens"))
+    for key, source in (*sides, ("total", "total_tokens")):
+        if (value := count(usage.get(source))) is not None:
             details[key] = value
-    total = count(usage.get("total_tokens"))
-    if total is not None:
-        details["total"] = total
-    details_of = (("input", "prompt_tokens_details"), ("output", "completion_tokens_details"))
-    for side, source in details_of:
-        parts = usage.get(source)
-        if not isinstance(parts, dict):
-            continue
-        for key, raw in parts.items():
-            value = count(raw)
-            if value is None or not isinstance(key, str):
-                continue
-            details[f"{side}_{key}"] = value
-            if side in details:
-                details[side] = max(details[side] - value, 0)
+    for side, source in sides:
+        parts = usage.get(f"{source}_details")
+        for key, raw in parts.items() if isinstance(parts, dict) else ():
+            if (value := count(raw)) is not None and isinstance(key, str):
+                details[f"{side}_{key}"] = value
+                if side in details:
+                    details[side] = max(details[side] - value, 0)
     return details
 
 
@@ -306,8 +274,7 @@ def parse_completion(body: bytes) -> Completion:
     message = choice.get("message")
     if not isinstance(message, dict):
         raise _invalid("choices[0] has no message")
-    finish = choice.get("finish_reason")
-    finish_reason = finish if isinstance(finish, str) else None
+    finish_reason = _text(choice.get("finish_reason"))
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
         raise _invalid("model refused (message.refusal is set)")
@@ -327,12 +294,14 @@ def parse_completion(body: bytes) -> Completion:
             raise _invalid("message content is not JSON") from None
     else:
         raise _invalid("message content is not a string")
-    response_id = data.get("id")
-    provider_model = data.get("model")
     return Completion(
         output=output,
         finish_reason=finish_reason,
-        response_id=response_id if isinstance(response_id, str) else None,
-        provider_model=provider_model if isinstance(provider_model, str) else None,
+        response_id=_text(data.get("id")),
+        provider_model=_text(data.get("model")),
         usage=usage_details(data.get("usage")),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
