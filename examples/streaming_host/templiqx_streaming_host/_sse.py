@@ -1,12 +1,9 @@
 """An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation").
 
-Fed raw body bytes in whatever pieces the socket delivers; yields each dispatched event.
-Why not ``httpx-sse``: its public API reads ``iter_text()`` itself (no place for the size
-and deadline bounds, which must count raw bytes as they arrive), refuses a response
-without ``text/event-stream`` (a recorded Together stream has none), decodes with the
-declared charset instead of always UTF-8, and keeps a leading BOM (the first field name
-then becomes ``\\ufeffdata`` and the first event is lost). Its decoders are private.
-This is the spec's algorithm on bytes, in one small class.
+Not ``httpx-sse``: it reads ``iter_text()`` itself (no room for the byte-counting size and
+deadline bounds), refuses a response without ``text/event-stream`` (a recorded Together
+stream has none), decodes with the declared charset instead of UTF-8, and keeps a leading
+BOM (losing the first event).
 """
 
 from __future__ import annotations
@@ -60,8 +57,7 @@ class SSEParser:
 
     def _lines(self) -> Iterator[ServerSentEvent]:
         buffer = self._buffer
-        start = 0
-        end = len(buffer)
+        start, end = 0, len(buffer)
         while start < end:
             lf = buffer.find(b"\n", start)
             cr = buffer.find(b"\r", start, lf if lf >= 0 else end)
