@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -45,7 +46,7 @@ from ._application import compile_envelope, execute_contract
 from ._compiler import read_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidData, InvalidPath, NotFound, PortError
-from ._mcp_stdio import guarded_stdio_server
+from ._mcp_stdio import error_result, guarded_stdio_server
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
@@ -73,24 +74,20 @@ async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) ->
     """
     async with slots:
         done, token = anyio.Event(), anyio.lowlevel.current_token()
-        outcome: list[tuple[bool, Any]] = []
+        outcome: Future[T] = Future()
         context = contextvars.copy_context()  # as anyio's threads see the caller's
 
         def target() -> None:
             try:
-                outcome.append((True, context.run(work)))
+                outcome.set_result(context.run(work))
             except BaseException as error:  # handed to the awaiting task as is
-                outcome.append((False, error))
+                outcome.set_exception(error)
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
                 anyio.from_thread.run_sync(done.set, token=token)
 
         threading.Thread(target=target, name="templiqx-mcp-tool", daemon=True).start()
         await done.wait()
-    succeeded, value = outcome[0]
-    if not succeeded:
-        raise value
-    result: T = value
-    return result
+    return outcome.result()
 
 
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
@@ -106,21 +103,10 @@ def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
     )
 
 
-def _error_result(code: str, message: str) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"error": {"code": code, "message": message}},
-        is_error=True,
-    )
-
-
-def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | None:
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__
-    return None
+def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    while error is not None and not isinstance(error, kind):
+        error = error.__cause__
+    return error
 
 
 class _Server(MCPServer):
@@ -136,7 +122,7 @@ class _Server(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         if self._in_flight >= MAX_TOOL_CALLS:
-            return _error_result(
+            return error_result(
                 codes.RUNTIME_RATE_LIMITED,
                 f"the server is running {MAX_TOOL_CALLS} tool calls, its limit; "
                 "retry once one has finished",
@@ -147,20 +133,20 @@ class _Server(MCPServer):
         except ToolError as error:
             refusal = _cause(error, PortError)
             if isinstance(refusal, PortError):
-                return _error_result(refusal.code, refusal.message)
+                return error_result(refusal.code, refusal.message)
             invalid = _cause(error, ValidationError)
             if isinstance(invalid, ValidationError):
                 # Field names only: the rejected values are the caller's data.
                 fields = sorted({".".join(map(str, e["loc"])) for e in invalid.errors()})
-                return _error_result(
+                return error_result(
                     codes.DATA_INVALID, f"arguments of {name} do not match its schema: {fields}"
                 )
             if name not in {tool.name for tool in await self.list_tools()}:
-                return _error_result(codes.NOT_FOUND, f"no tool named {name!r}")
+                return error_result(codes.NOT_FOUND, f"no tool named {name!r}")
             if isinstance(error, UnexpectedToolError):
                 logger.error("tool %r crashed", name, exc_info=error.__cause__)
-                return _error_result(codes.PORT, f"internal error in {name}")
-            return _error_result(codes.PORT, f"{name} failed")
+                return error_result(codes.PORT, f"internal error in {name}")
+            return error_result(codes.PORT, f"{name} failed")
         finally:
             self._in_flight -= 1
 
