@@ -108,12 +108,12 @@ def _refusal(request_id: str | int | None, code: int, problem: str) -> types.JSO
     )
 
 
-def _valid_id(value: object) -> bool:
-    """MCP ids are strings or integers (JSON-RPC's fractions and null are not allowed)."""
+def _valid_id(value: object) -> bool:  # MCP forbids JSON-RPC's fractional and null ids
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 _ABSENT = object()
+_BAD_ID = "its id must be a string or an integer"
 
 
 def _invalid_id(parsed: types.JSONRPCMessage, line: str) -> bool:
@@ -131,8 +131,8 @@ def _invalid_id(parsed: types.JSONRPCMessage, line: str) -> bool:
 
 
 def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
-    """What to send back for ``line`` the SDK would drop, as JSON-RPC 2.0 §5 says;
-    ``None`` when nobody waits for an answer (a blank line, a notification, a response)."""
+    """The JSON-RPC 2.0 answer to ``line`` the SDK would drop; ``None`` when nobody waits
+    for one (a blank line, a notification, a response)."""
     if not line.strip():
         return None
     try:
@@ -163,12 +163,11 @@ def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
     if "method" not in message and ("result" in message or "error" in message):
         return None  # the client's own response
     if not _valid_id(message["id"]):
-        return _refusal(None, types.INVALID_REQUEST, "its id must be a string or an integer")
+        return _refusal(None, types.INVALID_REQUEST, _BAD_ID)
     return _request_answer(message, error)
 
 
 def _request_answer(members: dict[str, Any], error: ValidationError) -> types.JSONRPCMessage:
-    """The answer to a request with a valid ``id`` the SDK refused."""
     request_id, method = members["id"], members.get("method", _ABSENT)
     # An id that cannot be echoed was, for JSON-RPC 2.0, not determined: it is null.
     reply_id = None if isinstance(request_id, str) and not _utf8(request_id) else request_id
@@ -205,9 +204,7 @@ class _GuardedStdin(anyio.AsyncFile[str]):
             else:
                 if not _invalid_id(parsed, line):
                     return line
-                reply = _refusal(
-                    None, types.INVALID_REQUEST, "its id must be a string or an integer"
-                )
+                reply = _refusal(None, types.INVALID_REQUEST, _BAD_ID)
             if reply is None:
                 if line.strip():
                     logger.warning("ignored a line from the client the SDK cannot read")

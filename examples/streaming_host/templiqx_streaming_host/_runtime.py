@@ -49,12 +49,11 @@ _DONE = "[DONE]"
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """Streams one chat completion per call. Thread-safe: one pooled client serves all.
+    """Streams one chat completion per call; thread-safe (one pooled client serves all).
 
-    ``max_response_bytes`` bounds the whole event stream (decoded), as the Langfuse
-    adapter bounds a body; ``ModelConfig.timeout_s`` is the deadline of the whole stream.
-    Cancelling: an exception raised by the sink (or a ``KeyboardInterrupt``) stops the
-    read at once and closes the connection; it propagates unchanged.
+    ``max_response_bytes`` bounds the decoded event stream, ``ModelConfig.timeout_s`` is
+    its deadline. An exception from the sink (a cancel) stops the read, closes the
+    connection and propagates unchanged.
     """
 
     def __init__(
