@@ -1,24 +1,18 @@
 """MCP surface: ``compile_contract`` and ``execute_contract`` over stdio.
 
-Agents get the same ``OperationEnvelope`` JSON the CLI prints for the same inputs. With
-``stream=true`` each ``StreamEvent`` reaches the client as a progress notification (its
-message is the event's JSON) while it happens; the tool result carries the envelope.
-Needs the optional extra: ``pip install 'templiqx-langfuse[mcp]'``.
+Agents get the ``OperationEnvelope`` JSON the CLI prints; with ``stream=true`` each
+``StreamEvent`` is also sent, as it happens, as a progress notification. Needs the extra:
+``pip install 'templiqx-langfuse[mcp]'``.
 
-The caller is an agent, not the operator: every path it names (and the cassette or
-scenario the operator configured) must resolve inside the server's roots — its working
-directory plus ``TEMPLIQX_MCP_ROOTS`` (``os.pathsep``-separated) — or the call is refused
-with ``TQX_PATH_INVALID`` before the file is opened. Every tool error, the SDK's own
-(unknown tool, arguments off the schema, a crash) included, is a result whose text starts
-with its ``TQX_*`` code and whose structured content is ``{"error": {code, message}}``;
-a request the SDK cannot even parse is answered too, as JSON-RPC 2.0 says (``_mcp_stdio``).
+The caller is an agent, not the operator: every path it names (and the operator's cassette
+or scenario) must resolve inside the roots — the working directory plus
+``TEMPLIQX_MCP_ROOTS`` — or the call is refused with ``TQX_PATH_INVALID``. Every tool error,
+the SDK's own included, is a result whose text starts with its ``TQX_*`` code and whose
+structured content is ``{"error": {code, message}}``.
 
-Load never stalls the transport: tool work runs on threads of the server's own (bounded
-by ``TOOL_THREADS``), never on anyio's shared default limiter, which the stdio reader and
-writer need; a streaming call's thread hands its events to a per-call buffer that an
-async task turns into progress notifications, so no thread waits on stdout. At most
-``MAX_TOOL_CALLS`` calls run at once; one more is refused at once with
-``TQX_RUNTIME_RATE_LIMITED``. When stdin closes the server exits, whatever is in flight.
+Load never stalls the transport: tool work runs on the server's own bounded threads, never
+on anyio's default limiter that the stdio reader and writer need, and a streaming call
+hands its events to a per-call buffer, so no tool thread waits on stdout.
 """
 
 from __future__ import annotations
@@ -28,7 +22,8 @@ import contextvars
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -50,8 +45,8 @@ from . import codes
 from ._application import compile_envelope, execute_contract
 from ._compiler import read_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
-from ._errors import InvalidPath, PortError
-from ._mcp_stdio import guarded_stdio_server
+from ._errors import InvalidData, InvalidPath, NotFound, PortError
+from ._mcp_stdio import error_result, guarded_stdio_server
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
@@ -74,41 +69,30 @@ T = TypeVar("T")
 async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) -> T:
     """``work()`` on a daemon thread, holding one of ``slots`` while it runs.
 
-    Written here rather than ``anyio.to_thread.run_sync``: anyio's worker threads are not
-    daemons, so a call stuck in I/O when stdin closes would keep the process alive. A
-    cancelled caller stops waiting; the thread finishes (or dies with the process) alone.
+    Not ``anyio.to_thread.run_sync``: its threads are not daemons, so a call stuck in I/O
+    when stdin closes would keep the process alive. A cancelled caller stops waiting.
     """
     async with slots:
-        done = anyio.Event()
-        token = anyio.lowlevel.current_token()
-        outcome: list[tuple[bool, Any]] = []
-
+        done, token = anyio.Event(), anyio.lowlevel.current_token()
+        outcome: Future[T] = Future()
         context = contextvars.copy_context()  # as anyio's threads see the caller's
 
         def target() -> None:
             try:
-                outcome.append((True, context.run(work)))
+                outcome.set_result(context.run(work))
             except BaseException as error:  # handed to the awaiting task as is
-                outcome.append((False, error))
+                outcome.set_exception(error)
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
                 anyio.from_thread.run_sync(done.set, token=token)
 
         threading.Thread(target=target, name="templiqx-mcp-tool", daemon=True).start()
         await done.wait()
-    succeeded, value = outcome[0]
-    if not succeeded:
-        raise value
-    result: T = value
-    return result
+    return outcome.result()
 
 
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
-    """The envelope as the reference MCP server returns it (``StructuredEnvelope``).
-
-    A not-ok envelope is a normal result (domain diagnostics are not MCP errors, as in the
-    reference); ``result`` goes through ``serde_json::Value`` there, so its keys are
-    sorted at every level. The text content is that JSON, compact, as serde writes it.
-    """
+    """The envelope as the reference MCP server returns it: a not-ok envelope is a normal
+    result, ``result`` keys sorted at every level, the text compact JSON as serde writes."""
     data: dict[str, Any] = envelope.to_json()
     if "result" in data:
         data["result"] = sort_keys(data["result"])
@@ -119,38 +103,15 @@ def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
     )
 
 
-class _Refusal(ToolError):
-    """A call the server will not run; ``code`` is what the agent branches on."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
-
-    @classmethod
-    def of(cls, error: PortError) -> _Refusal:
-        return cls(error.code, str(error))
-
-
-def _error_result(code: str, message: str) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"error": {"code": code, "message": message}},
-        is_error=True,
-    )
-
-
-def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | None:
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__
-    return None
+def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    while error is not None and not isinstance(error, kind):
+        error = error.__cause__
+    return error
 
 
 class _Server(MCPServer):
-    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code, with at most
-    ``MAX_TOOL_CALLS`` calls in flight."""
+    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code (a ``PortError`` a
+    tool raises keeps its own), with at most ``MAX_TOOL_CALLS`` calls in flight."""
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
@@ -161,47 +122,39 @@ class _Server(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         if self._in_flight >= MAX_TOOL_CALLS:
-            return _error_result(
+            return error_result(
                 codes.RUNTIME_RATE_LIMITED,
                 f"the server is running {MAX_TOOL_CALLS} tool calls, its limit; "
                 "retry once one has finished",
             )
         self._in_flight += 1
         try:
-            return await self._call_tool(name, arguments, context)
-        finally:
-            self._in_flight -= 1
-
-    async def _call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
-    ) -> Any:
-        try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
-            refusal = _cause(error, _Refusal)
-            if isinstance(refusal, _Refusal):
-                return _error_result(refusal.code, refusal.message)
+            refusal = _cause(error, PortError)
+            if isinstance(refusal, PortError):
+                return error_result(refusal.code, refusal.message)
             invalid = _cause(error, ValidationError)
             if isinstance(invalid, ValidationError):
                 # Field names only: the rejected values are the caller's data.
                 fields = sorted({".".join(map(str, e["loc"])) for e in invalid.errors()})
-                return _error_result(
+                return error_result(
                     codes.DATA_INVALID, f"arguments of {name} do not match its schema: {fields}"
                 )
             if name not in {tool.name for tool in await self.list_tools()}:
-                return _error_result(codes.NOT_FOUND, f"no tool named {name!r}")
+                return error_result(codes.NOT_FOUND, f"no tool named {name!r}")
             if isinstance(error, UnexpectedToolError):
                 logger.error("tool %r crashed", name, exc_info=error.__cause__)
-                return _error_result(codes.PORT, f"internal error in {name}")
-            return _error_result(codes.PORT, f"{name} failed")
+                return error_result(codes.PORT, f"internal error in {name}")
+            return error_result(codes.PORT, f"{name} failed")
+        finally:
+            self._in_flight -= 1
 
     async def run_stdio_async(self) -> None:
         """The SDK's stdio loop on a transport that answers what the SDK would drop.
 
-        ``MCPServer.run_stdio_async`` opens its own ``stdio_server()`` and takes no
-        streams, and the low-level server it runs is not public (the SDK's own in-memory
-        client reads ``_lowlevel_server`` too): the one private read product code keeps,
-        pinned by ``tests/test_private_attributes.py`` and exercised by the MCP suites.
+        ``MCPServer.run_stdio_async`` takes no streams and its low-level server is not
+        public (the SDK's own in-memory client reads ``_lowlevel_server`` too).
         """
         async with guarded_stdio_server() as (read_stream, write_stream):
             await self._lowlevel_server.run(
@@ -234,24 +187,17 @@ def _render_request(inputs: dict[str, Any] | None, context: dict[str, Any] | Non
     try:
         return RenderRequest(inputs=inputs or {}, context=context or {})
     except ValueError as error:
-        raise _Refusal(
-            codes.DATA_INVALID, f"inputs/context must be JSON objects ({error})"
-        ) from None
+        raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
 
 
 def _contract_path(contract: str, roots: _Roots) -> Path:
-    try:
-        path = roots.confine(contract, "contract")
-    except PortError as error:
-        raise _Refusal.of(error) from None
+    path = roots.confine(contract, "contract")
     try:
         found = path.is_file()
     except OSError as error:  # e.g. a name too long for the file system
-        raise _Refusal(
-            codes.PATH_INVALID, f"contract path cannot be used: {error.strerror}"
-        ) from None
+        raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
     if not found:
-        raise _Refusal(codes.NOT_FOUND, f"{contract}: no such contract file")
+        raise NotFound(f"{contract}: no such contract file")
     return path
 
 
@@ -306,20 +252,12 @@ class _Runtimes:
 
     def __init__(self, name: str, options: RuntimeOptions) -> None:
         self.name, self.options = name, options
-        self._shared: RuntimeAdapter | None = None
-        if options.replay is None:
-            self._shared = load_runtime(name, options)
+        self._shared = None if options.replay is not None else load_runtime(name, options)
 
-    @contextlib.contextmanager
-    def acquire(self) -> Iterator[RuntimeAdapter]:
+    def acquire(self) -> contextlib.AbstractContextManager[RuntimeAdapter]:
         if self._shared is not None:
-            yield self._shared
-            return
-        runtime = load_runtime(self.name, self.options)
-        try:
-            yield runtime
-        finally:
-            runtime.close()
+            return contextlib.nullcontext(self._shared)
+        return contextlib.closing(load_runtime(self.name, self.options))
 
     def close(self) -> None:
         if self._shared is not None:
@@ -362,11 +300,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
             caps = _targets(path, capabilities)
             return compile_envelope(path, request, capabilities=caps)
 
-        try:
-            envelope = await _on_own_thread(run, server.tool_slots)
-        except PortError as error:
-            raise _Refusal.of(error) from None
-        return _envelope_result(envelope)
+        return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
     # Named for the wire; the Python name avoids shadowing the application function.
     @server.tool(name="execute_contract")
@@ -424,7 +358,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
             finally:
                 events_in.close()
         if refused is not None:
-            raise _Refusal.of(refused) from None
+            raise refused
         return _envelope_result(envelope)
 
     return server, runtimes

@@ -1,14 +1,11 @@
 """The MCP stdio transport, with an answer for every request the SDK would drop.
 
-The SDK's stdio reader parses each line with pydantic (jiter); a line it cannot parse
-(a lone surrogate such as ``"\\ud800"``, nesting deeper than about 200 levels) becomes an
-exception the session only logs at debug level, so the client waits forever for its
-answer. Here each line is checked with the SDK's own parser before the SDK reads it; a
-request that fails is answered at once — a ``tools/call`` with a ``TQX_DATA_INVALID``
-tool error (as every other tool error), any other method with a JSON-RPC error whose
-message starts with the code — and the server goes on with the next line. Lines that are
-not requests at all (not JSON, a batch, an id of the wrong type, which the SDK takes for a
-notification) get the JSON-RPC 2.0 error with ``"id": null``, as the spec says.
+A line the SDK's parser rejects (a lone surrogate such as ``"\\ud800"``, nesting deeper
+than about 200 levels) is only logged by the session, so the client would wait forever.
+Each line is checked with that parser first; a refused ``tools/call`` gets a
+``TQX_DATA_INVALID`` tool error, any other request a JSON-RPC error whose message starts
+with the code, and a line that is no request at all (not JSON, a batch, an id of the wrong
+type) the JSON-RPC 2.0 error with ``"id": null``.
 """
 
 from __future__ import annotations
@@ -31,11 +28,12 @@ from pydantic import ValidationError
 
 from . import codes
 
-__all__ = ["guarded_stdio_server"]
+__all__ = ["error_result", "guarded_stdio_server"]
 
 logger = logging.getLogger("templiqx.mcp")
 
 _TOKENS = re.compile(r'["{}\[\],]')
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _skip_blank(text: str, i: int) -> int:
@@ -90,11 +88,16 @@ def _problem(error: ValidationError) -> str:
 def _utf8(text: str) -> bool:
     """Whether ``text`` can go back to the client: a JSON-escaped lone surrogate decodes
     fine but cannot be written as UTF-8, so echoing it would kill the stdout writer."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return _SURROGATE.search(text) is None
+
+
+def error_result(code: str, message: str) -> types.CallToolResult:
+    """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"error": {"code": code, "message": message}},
+        is_error=True,
+    )
 
 
 def _refusal(request_id: str | int | None, code: int, problem: str) -> types.JSONRPCError:
@@ -105,12 +108,12 @@ def _refusal(request_id: str | int | None, code: int, problem: str) -> types.JSO
     )
 
 
-def _valid_id(value: object) -> bool:
-    """MCP ids are strings or integers (JSON-RPC's fractions and null are not allowed)."""
+def _valid_id(value: object) -> bool:  # MCP forbids JSON-RPC's fractional and null ids
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 _ABSENT = object()
+_BAD_ID = "its id must be a string or an integer"
 
 
 def _invalid_id(parsed: types.JSONRPCMessage, line: str) -> bool:
@@ -128,8 +131,8 @@ def _invalid_id(parsed: types.JSONRPCMessage, line: str) -> bool:
 
 
 def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
-    """What to send back for ``line`` the SDK would drop, as JSON-RPC 2.0 §5 says;
-    ``None`` when nobody waits for an answer (a blank line, a notification, a response)."""
+    """The JSON-RPC 2.0 answer to ``line`` the SDK would drop; ``None`` when nobody waits
+    for one (a blank line, a notification, a response)."""
     if not line.strip():
         return None
     try:
@@ -160,12 +163,11 @@ def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
     if "method" not in message and ("result" in message or "error" in message):
         return None  # the client's own response
     if not _valid_id(message["id"]):
-        return _refusal(None, types.INVALID_REQUEST, "its id must be a string or an integer")
+        return _refusal(None, types.INVALID_REQUEST, _BAD_ID)
     return _request_answer(message, error)
 
 
 def _request_answer(members: dict[str, Any], error: ValidationError) -> types.JSONRPCMessage:
-    """The answer to a request with a valid ``id`` the SDK refused."""
     request_id, method = members["id"], members.get("method", _ABSENT)
     # An id that cannot be echoed was, for JSON-RPC 2.0, not determined: it is null.
     reply_id = None if isinstance(request_id, str) and not _utf8(request_id) else request_id
@@ -175,16 +177,9 @@ def _request_answer(members: dict[str, Any], error: ValidationError) -> types.JS
     shown = method if _utf8(method) else ascii(method)
     message = f"the {shown} request was refused: {_problem(error)}"
     if method == "tools/call" and reply_id is not None:
-        result = types.CallToolResult(
-            content=[types.TextContent(type="text", text=f"{codes.DATA_INVALID}: {message}")],
-            structured_content={"error": {"code": codes.DATA_INVALID, "message": message}},
-            is_error=True,
-        )
-        return types.JSONRPCResponse(
-            jsonrpc="2.0",
-            id=reply_id,
-            result=result.model_dump(by_alias=True, exclude_none=True, mode="json"),
-        )
+        result = error_result(codes.DATA_INVALID, message)
+        dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return types.JSONRPCResponse(jsonrpc="2.0", id=reply_id, result=dumped)
     invalid_json = error.errors()[0]["type"] == "json_invalid"
     return _refusal(reply_id, types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST, message)
 
@@ -209,9 +204,7 @@ class _GuardedStdin(anyio.AsyncFile[str]):
             else:
                 if not _invalid_id(parsed, line):
                     return line
-                reply = _refusal(
-                    None, types.INVALID_REQUEST, "its id must be a string or an integer"
-                )
+                reply = _refusal(None, types.INVALID_REQUEST, _BAD_ID)
             if reply is None:
                 if line.strip():
                     logger.warning("ignored a line from the client the SDK cannot read")
@@ -232,10 +225,6 @@ def _claimed_stdin() -> Iterator[BinaryIO]:
     handler or child process can take the client's bytes (as the SDK does itself)."""
     try:
         private = os.dup(0)
-    except OSError:
-        yield sys.stdin.buffer
-        return
-    try:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)

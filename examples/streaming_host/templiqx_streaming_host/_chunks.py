@@ -1,20 +1,13 @@
 """Folding ``chat.completion.chunk`` payloads into stream events and one final message.
 
-Pure: no sockets. Text deltas of choice 0 become ``Delta`` events as they arrive.
-Tool-call fragments are assembled by the provider's ``index`` (OpenAI's
-``ChatCompletionMessageToolCallChunk``), whatever order they come in: interleaved calls,
-several indices in one chunk, indices that skip numbers. Where a provider sends no index
-(Mistral), a fragment with an ``id`` or a name starts the next call in arrival order.
+Pure: no sockets. Text deltas of choice 0 become ``Delta`` events as they arrive. Tool-call
+fragments are assembled by the provider's ``index``, in whatever order they come; without
+an index (Mistral) a fragment with an ``id`` or a name starts the next call.
 
-The calls are projected onto ``ToolCallDelta{name, arguments_fragment}``, which has no
-index: the first event of a call carries its name, later ones an empty name, and the
-fragments of one call are contiguous. So one call streams live (the first to arrive)
-until its arguments close a JSON object or array — nothing can validly follow — and the
-next call to send a fragment takes over; the others are held and emitted at the end of
-the stream, in index order, one event each. Sequential calls (OpenAI's usual order) thus
-all stream live; only calls whose fragments interleave with an unfinished one wait.
-With the usual ascending indices the events come in index order, as in the final
-message; a call's index, not its arrival, orders the message.
+``ToolCallDelta{name, arguments_fragment}`` has no index, so one call's fragments must be
+contiguous: one call streams live until its arguments close a JSON object or array, then
+the next call to send a fragment takes over; calls interleaved with an unfinished one are
+held and emitted at the end, in index order. The final message is in index order.
 """
 
 from __future__ import annotations
@@ -28,8 +21,6 @@ from templiqx_langfuse.building_blocks import WireFailure
 __all__ = ["ChunkFolder", "ToolCall", "stream_error"]
 
 Emitted = DeltaEvent | ToolCallDeltaEvent
-
-
 CallKey = tuple[int, int]  # (0, provider index) or (1, arrival ordinal)
 
 
@@ -48,11 +39,8 @@ class ToolCall:
     _escaped: bool = False
 
     def _scan(self, piece: str) -> None:
-        """Track whether the arguments have closed their top-level object/array.
-
-        Incremental (each character once): re-parsing the whole argument text on every
-        fragment would let an interleaving stream cost quadratic time.
-        """
+        """Track whether the arguments closed their top-level object/array, incrementally:
+        re-parsing them on every fragment would make an interleaving stream quadratic."""
         for char in piece:
             if self.closed:
                 return
@@ -79,12 +67,8 @@ class ToolCall:
         return f"tool call {self.key[1]}" if self.key[0] == 0 else "a tool call"
 
     def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
-        """Fold one fragment in; a second, different id or name is invalid.
-
-        A repeated id or name is the same call (some servers resend them on every
-        fragment). Name fragments concatenate until the arguments begin (some servers
-        split a name); after that the name is fixed.
-        """
+        """Fold one fragment in. A repeated id or name is the same call (some servers resend
+        them); name fragments concatenate until the arguments begin (some split a name)."""
         new_id = fragment.get("id")
         if isinstance(new_id, str) and new_id:
             if self.id is None:
@@ -111,30 +95,23 @@ def _invalid(detail: str) -> WireFailure:
 
 
 def stream_error(error: Any) -> WireFailure:
-    """Map an ``{"error": …}`` event like the HTTP status it names (never its text).
-
-    A status comes from ``status_code``/``status`` or a numeric ``code``; 429 is rate
-    limited, 408 a timeout, 5xx (and no status at all: the provider broke off) unavailable,
-    any other status permanent.
-    """
+    """Map an ``{"error": …}`` event like the HTTP status it names (``status_code``,
+    ``status`` or a numeric ``code``), never by its text; no status means the provider
+    broke off: unavailable."""
     status = None
     if isinstance(error, dict):
         for key in ("status_code", "status", "code"):
             value = error.get(key)
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
             if isinstance(value, int) and not isinstance(value, bool):
                 status = value
                 break
-            if isinstance(value, str) and value.isdigit():
-                status = int(value)
-                break
     detail = "model stream reported an error" + (f" (status {status})" if status else "")
-    if status == 429:
-        return WireFailure(RuntimeFailureCode.RATE_LIMITED, detail)
-    if status == 408:
-        return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
+    by_status = {429: RuntimeFailureCode.RATE_LIMITED, 408: RuntimeFailureCode.TIMEOUT}
     if status is None or status >= 500:
         return WireFailure(RuntimeFailureCode.UNAVAILABLE, detail)
-    return WireFailure(RuntimeFailureCode.PERMANENT, detail)
+    return WireFailure(by_status.get(status, RuntimeFailureCode.PERMANENT), detail)
 
 
 class ChunkFolder:
@@ -198,16 +175,17 @@ class ChunkFolder:
         return events
 
     def _tool_fragment(self, fragment: dict[str, Any]) -> list[Emitted]:
-        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
-        assert isinstance(function, dict)
+        function = fragment.get("function")
+        function = function if isinstance(function, dict) else {}
         name = function.get("name") if isinstance(function.get("name"), str) else None
         arguments = function.get("arguments")
         piece = arguments if isinstance(arguments, str) else ""
         index = fragment.get("index")
         if isinstance(index, int) and not isinstance(index, bool):
-            call = self._call((0, index))
+            call = self.calls.setdefault((0, index), ToolCall((0, index)))
         elif fragment.get("id") or name or self._last_unindexed is None:
-            call = self._last_unindexed = self._call((1, self._arrivals))
+            key = (1, self._arrivals)
+            call = self._last_unindexed = self.calls.setdefault(key, ToolCall(key))
             self._arrivals += 1  # no index: the next call in arrival order
         else:
             call = self._last_unindexed
@@ -217,12 +195,6 @@ class ChunkFolder:
         if call is not self._live or not (call.name and call.started):
             return []  # held: another call streams, or the name may still be growing
         return self._release(call)
-
-    def _call(self, key: CallKey) -> ToolCall:
-        call = self.calls.get(key)
-        if call is None:
-            call = self.calls[key] = ToolCall(key)
-        return call
 
     @staticmethod
     def _release(call: ToolCall) -> list[Emitted]:

@@ -26,7 +26,7 @@ __all__ = ["ReplayingHost", "runtime_factory"]
 _REPLAY_KEY = "replay-no-key"
 
 
-def _replay_miss(error: PortError, *, brief: bool) -> PortError | None:
+def _replay_miss(error: BaseException, *, brief: bool) -> PortError | None:
     """The cassette's clear ``NotFound`` when ``error`` is the port's mapping of a miss
     (on one line when ``brief``: a person reads it; ``TEMPLIQX_DEBUG=1`` adds the diff)."""
     from vcr.errors import CannotOverwriteExistingCassetteException
@@ -34,7 +34,7 @@ def _replay_miss(error: PortError, *, brief: bool) -> PortError | None:
     from templiqx_langfuse.testing.cassettes import no_match_error
 
     cause = error.__cause__
-    if isinstance(cause, CannotOverwriteExistingCassetteException):
+    if isinstance(error, PortError) and isinstance(cause, CannotOverwriteExistingCassetteException):
         return no_match_error(cause, brief=brief)
     return None
 
@@ -84,18 +84,14 @@ class ReplayingHost(WrappingRuntime):
 
         try:
             return self.inner.execute_streaming(request, forward)
-        except PortError as error:
+        except BaseException as error:
             miss = _replay_miss(error, brief=self._brief_misses)
             if miss is None:
-                for event in held:
+                for event in held:  # empty when the exception is the sink's own (a cancel)
                     sink(event)
                 raise
             sink(FailedEvent(code=miss.code, message=str(miss)))
             raise miss from None
-        except BaseException:
-            for event in held:  # empty when the exception is the sink's own (a cancel)
-                sink(event)
-            raise
 
     def release(self) -> None:
         try:

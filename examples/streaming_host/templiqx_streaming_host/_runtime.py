@@ -1,17 +1,16 @@
 """``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``.
 
-The streaming side the Langfuse adapter leaves out on purpose: ``execute_streaming`` emits
-``Delta``/``ToolCallDelta`` events as the provider's Server-Sent Events arrive, then the
-same receipt a non-streaming call produces. Everything below the SSE framing is the
-Langfuse adapter's own, imported (``templiqx_langfuse.building_blocks``): request bytes,
-the bounded transport (one deadline for the whole stream, a size bound on the body),
-the failure mapping and the secret rules. ``execute`` runs the same stream and drops the
-deltas, so both paths build the receipt from the same assembled message.
+``execute_streaming`` emits ``Delta``/``ToolCallDelta`` events as the provider's SSE
+arrive; ``execute`` reads the same stream and drops them, so both build the receipt from
+one assembled message. Below the SSE framing all is the Langfuse adapter's own
+(``templiqx_langfuse.building_blocks``): request bytes, the bounded transport (one
+deadline and one size bound for the whole stream), the failure mapping, the secret rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
@@ -22,7 +21,6 @@ from templiqx_core import (
     DeltaEvent,
     RuntimeAdapter,
     RuntimeFailureCode,
-    ToolCallDeltaEvent,
 )
 from templiqx_core.adapters import Produced, RuntimeCall
 from templiqx_langfuse import LangfuseConfig, ModelConfig
@@ -39,7 +37,7 @@ from templiqx_langfuse.building_blocks import (
     parse_completion,
 )
 
-from ._chunks import ChunkFolder, stream_error
+from ._chunks import ChunkFolder, Emitted, stream_error
 from ._sse import SSEParser
 
 __all__ = ["ADAPTER_ID", "StreamingHostRuntime"]
@@ -49,16 +47,13 @@ CAPABILITIES = ("structured_output",)
 _VERSION = "0.1.0"
 _DONE = "[DONE]"
 
-Emit = Callable[[DeltaEvent | ToolCallDeltaEvent], None]
-
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """Streams one chat completion per call. Thread-safe: one pooled client serves all.
+    """Streams one chat completion per call; thread-safe (one pooled client serves all).
 
-    ``max_response_bytes`` bounds the whole event stream (decoded), as the Langfuse
-    adapter bounds a body; ``ModelConfig.timeout_s`` is the deadline of the whole stream.
-    Cancelling: an exception raised by the sink (or a ``KeyboardInterrupt``) stops the
-    read at once and closes the connection; it propagates unchanged.
+    ``max_response_bytes`` bounds the decoded event stream, ``ModelConfig.timeout_s`` is
+    its deadline. An exception from the sink (a cancel) stops the read, closes the
+    connection and propagates unchanged.
     """
 
     def __init__(
@@ -84,29 +79,29 @@ class StreamingHostRuntime(RuntimeAdapter):
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
 
-    def _prepare(self, call: RuntimeCall) -> tuple[bytes, Emit]:
-        """The streaming request bytes, and the emitter that also notes the first token
+    def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
+        """The response reader and the streaming request; the reader notes the first token
         (the generation's ``completion_start_time``, on success and failure alike)."""
         body, record = self._wiring.begin(call)
-        first_token: list[datetime] = []
-
-        def emit(event: DeltaEvent | ToolCallDeltaEvent) -> None:
-            if not first_token:
-                first_token.append(datetime.now(UTC))
-            call.emit(event)
-
-        call.on_finish(
-            lambda outcome: record.finish(
-                outcome, first_token_at=first_token[0] if first_token else None
-            )
-        )
+        wiring = self._wiring
+        reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
+        call.on_finish(lambda outcome: record.finish(outcome, first_token_at=reader.first_token))
         payload = orjson.loads(body.content)
-        payload["stream"] = True
-        payload["stream_options"] = {"include_usage": True}
-        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS), emit
+        payload |= {"stream": True, "stream_options": {"include_usage": True}}
+        return reader, {
+            "url": wiring.url,
+            "content": orjson.dumps(payload, option=orjson.OPT_SORT_KEYS),
+            "headers": wiring.headers,
+            "timeout_s": wiring.model.timeout_s,
+            "max_bytes": self.max_response_bytes,
+        }
 
-    def _deadline(self) -> float:
-        return deadline_at(self._wiring.model.timeout_s)
+    @contextlib.contextmanager
+    def _mapped_failures(self) -> Iterator[None]:
+        try:
+            yield
+        except WireFailure as wire:
+            raise wire.to_error(self._descriptor, self._wiring.redactor) from None
 
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
@@ -114,54 +109,27 @@ class StreamingHostRuntime(RuntimeAdapter):
         The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
         emits the one terminal event and maps anything unexpected.
         """
-        content, emit = self._prepare(call)
-        wiring, at = self._wiring, self._deadline()
-        try:
-            with open_bounded(
-                wiring.http,
-                wiring.url,
-                content=content,
-                headers=wiring.headers,
-                timeout_s=wiring.model.timeout_s,
-                max_bytes=self.max_response_bytes,
-            ) as stream:
-                reader = _Reader(stream.status, stream.headers, emit)
-                if reader.whole:
-                    completion = reader.whole_body(stream.body().body)
-                else:
-                    for chunk in stream.iter_bytes():
-                        if reader.feed(chunk):
-                            break
-                    completion = reader.completion()
-        except WireFailure as wire:
-            raise wire.to_error(self._descriptor, wiring.redactor) from None
-        return Produced(completion.output, completion, deadline_at=at)
+        reader, request = self._begin(call)
+        with self._mapped_failures(), open_bounded(self._wiring.http, **request) as stream:
+            if _read_whole(stream.status, stream.headers):
+                return reader.whole_body(stream.status, stream.headers, stream.body().body)
+            for chunk in stream.iter_bytes():
+                if reader.feed(chunk):
+                    break
+            return reader.completion()
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
-        """``produce_output`` on the event loop: deltas as the async stream delivers them;
-        cancelling the awaiting task stops reading and closes the stream."""
-        content, emit = self._prepare(call)
-        wiring, at = self._wiring, self._deadline()
-        try:
-            async with aopen_bounded(
-                wiring.clients.for_loop(),
-                wiring.url,
-                content=content,
-                headers=wiring.headers,
-                timeout_s=wiring.model.timeout_s,
-                max_bytes=self.max_response_bytes,
-            ) as stream:
-                reader = _Reader(stream.status, stream.headers, emit)
-                if reader.whole:
-                    completion = reader.whole_body((await stream.abody()).body)
-                else:
-                    async for chunk in stream.aiter_bytes():
-                        if reader.feed(chunk):
-                            break
-                    completion = reader.completion()
-        except WireFailure as wire:
-            raise wire.to_error(self._descriptor, wiring.redactor) from None
-        return Produced(completion.output, completion, deadline_at=at)
+        """``produce_output`` on the event loop; cancelling the task closes the stream."""
+        reader, request = self._begin(call)
+        with self._mapped_failures():
+            async with aopen_bounded(self._wiring.clients.for_loop(), **request) as stream:
+                if _read_whole(stream.status, stream.headers):
+                    body = (await stream.abody()).body
+                    return reader.whole_body(stream.status, stream.headers, body)
+                async for chunk in stream.aiter_bytes():
+                    if reader.feed(chunk):
+                        break
+                return reader.completion()
 
     def release(self) -> None:
         """Release pooled connections, flush the adapter-owned Langfuse client (bounded)."""
@@ -171,25 +139,40 @@ class StreamingHostRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
-class _Reader:
-    """The response as it arrives, fed chunk by chunk (sans-IO: the sync and async paths
-    differ only in how they get the chunks): deltas out through ``emit``, then the
-    completion the non-streaming rules give for the assembled message."""
+def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
+    """An error status, or a gateway that ignored ``stream: true``: read the body whole."""
+    media = headers.get("content-type", "").partition(";")[0].strip().lower()
+    return not 200 <= status < 300 or media == "application/json"
 
-    def __init__(self, status: int, headers: Mapping[str, str], emit: Emit) -> None:
-        self._status = status
-        self._emit = emit
-        media = headers.get("content-type", "").partition(";")[0].strip().lower()
-        #: An error status, or a gateway that ignored ``stream: true``: read it whole.
-        self.whole = not 200 <= status < 300 or media == "application/json"
-        self._headers = headers
+
+class _Reader:
+    """The response fed chunk by chunk (sans-IO: the sync and async paths differ only in
+    how they get the chunks): deltas out through ``emit``, then the ``Produced`` the
+    non-streaming rules give for the assembled message."""
+
+    def __init__(self, emit: Callable[[Emitted], None], deadline: float) -> None:
+        self._call_emit, self.deadline = emit, deadline
+        self.first_token: datetime | None = None
         self._parser, self._folder, self._done = SSEParser(), ChunkFolder(), False
 
-    def whole_body(self, body: bytes) -> Completion:
-        failure = failure_for_status(self._status, self._headers, body)
+    def _emit(self, event: Emitted) -> None:
+        if self.first_token is None:
+            self.first_token = datetime.now(UTC)
+        self._call_emit(event)
+
+    def _produced(self, completion: Completion) -> Produced:
+        return Produced(completion.output, completion, deadline_at=self.deadline)
+
+    def whole_body(self, status: int, headers: Mapping[str, str], body: bytes) -> Produced:
+        """An error status, or one delta with the whole content of a plain completion."""
+        failure = failure_for_status(status, headers, body)
         if failure is not None:
             raise failure
-        return _whole_body(body, self._emit)
+        completion = parse_completion(body)
+        message = orjson.loads(body)["choices"][0]["message"]
+        if isinstance(message.get("content"), str):
+            self._emit(DeltaEvent(text=message["content"]))
+        return self._produced(completion)
 
     def feed(self, chunk: bytes) -> bool:
         """Fold one chunk; True once the stream said it is done (``[DONE]``)."""
@@ -209,7 +192,7 @@ class _Reader:
                 self._emit(out)
         return False
 
-    def completion(self) -> Completion:
+    def completion(self) -> Produced:
         folder = self._folder
         if not self._done and folder.finish_reason is None:
             raise WireFailure(
@@ -218,22 +201,7 @@ class _Reader:
             )
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
-        completion = {
-            "id": folder.response_id,
-            "model": folder.model,
-            "choices": [
-                {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-            ],
-            "usage": folder.usage,
-        }
+        choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
         # The non-streaming rules, applied to the assembled message: same outcome as execute.
-        return parse_completion(orjson.dumps(completion))
-
-
-def _whole_body(body: bytes, emit: Emit) -> Completion:
-    """A gateway that ignored ``stream: true``: one delta with the whole content."""
-    completion = parse_completion(body)
-    message = orjson.loads(body)["choices"][0]["message"]
-    if isinstance(message.get("content"), str):
-        emit(DeltaEvent(text=message["content"]))
-    return completion
+        completion = {"id": folder.response_id, "model": folder.model, "usage": folder.usage}
+        return self._produced(parse_completion(orjson.dumps(completion | {"choices": [choice]})))

@@ -1,22 +1,21 @@
 """An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation").
 
-Fed raw body bytes in whatever pieces the socket delivers; yields each dispatched event.
-Why not ``httpx-sse``: its public API reads ``iter_text()`` itself (no place for the size
-and deadline bounds, which must count raw bytes as they arrive), refuses a response
-without ``text/event-stream`` (a recorded Together stream has none), decodes with the
-declared charset instead of always UTF-8, and keeps a leading BOM (the first field name
-then becomes ``\\ufeffdata`` and the first event is lost). Its decoders are private.
-This is the spec's algorithm on bytes, in one small class.
+Not ``httpx-sse``: it reads ``iter_text()`` itself (no room for the byte-counting size and
+deadline bounds), refuses a response without ``text/event-stream`` (a recorded Together
+stream has none), decodes with the declared charset instead of UTF-8, and keeps a leading
+BOM (losing the first event).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = ["SSEParser", "ServerSentEvent"]
 
 _BOM = b"\xef\xbb\xbf"
+_EOL = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -59,24 +58,12 @@ class SSEParser:
         yield from self._lines()
 
     def _lines(self) -> Iterator[ServerSentEvent]:
-        buffer = self._buffer
-        start = 0
-        end = len(buffer)
-        while start < end:
-            lf = buffer.find(b"\n", start)
-            cr = buffer.find(b"\r", start, lf if lf >= 0 else end)
-            if cr >= 0:
-                stop, after = cr, cr + 1
-                if after < end and buffer[after] == 0x0A:
-                    after += 1
-                elif after == end:
-                    self._pending_cr = True  # CRLF may be split across two chunks
-            elif lf >= 0:
-                stop, after = lf, lf + 1
-            else:
-                break
-            event = self._line(bytes(buffer[start:stop]).decode("utf-8", "replace"))
-            start = after
+        buffer, start = self._buffer, 0
+        while (end := _EOL.search(buffer, start)) is not None:
+            if end.group() == b"\r" and end.end() == len(buffer):
+                self._pending_cr = True  # CRLF may be split across two chunks
+            event = self._line(bytes(buffer[start : end.start()]).decode("utf-8", "replace"))
+            start = end.end()
             if event is not None:
                 yield event
         del buffer[:start]
