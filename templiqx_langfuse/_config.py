@@ -47,41 +47,28 @@ __all__ = [
     "ModelConfig",
 ]
 
-ENV_MODEL_BASE_URL = "TEMPLIQX_MODEL_BASE_URL"
-"""Model endpoint base URL (…/v1). Falls back to ``OPENAI_BASE_URL``, then the default."""
+ENV_MODEL_BASE_URL = "TEMPLIQX_MODEL_BASE_URL"  # …/v1; else OPENAI_BASE_URL, else the default
 ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
-ENV_MODEL_API_KEY = "TEMPLIQX_MODEL_API_KEY"
-"""Model API key. Falls back to ``OPENAI_API_KEY``."""
+ENV_MODEL_API_KEY = "TEMPLIQX_MODEL_API_KEY"  # else OPENAI_API_KEY
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
-ENV_MODEL = "TEMPLIQX_MODEL"
-"""Model id sent as ``model`` (required)."""
-ENV_MODEL_TIMEOUT_S = "TEMPLIQX_MODEL_TIMEOUT_S"
-"""Total wall-clock deadline of one round trip, in seconds (default 60)."""
-ENV_MODEL_MAX_CONNECTIONS = "TEMPLIQX_MODEL_MAX_CONNECTIONS"
-"""Model calls in flight at once per runtime (per event loop for async calls)."""
-ENV_MODEL_PROXY = "TEMPLIQX_MODEL_PROXY"
-"""Explicit HTTP(S) proxy for model calls. ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read."""
-ENV_LANGFUSE_PUBLIC_KEY = "LANGFUSE_PUBLIC_KEY"
-ENV_LANGFUSE_SECRET_KEY = "LANGFUSE_SECRET_KEY"  # noqa: S105 - a variable name, not a secret
-ENV_LANGFUSE_BASE_URL = "LANGFUSE_BASE_URL"
-"""Langfuse base URL. Falls back to ``LANGFUSE_HOST``, then Langfuse Cloud."""
-ENV_LANGFUSE_HOST = "LANGFUSE_HOST"
+ENV_MODEL = "TEMPLIQX_MODEL"  # the model id sent as ``model`` (required)
+ENV_MODEL_TIMEOUT_S = "TEMPLIQX_MODEL_TIMEOUT_S"  # one round trip's whole deadline (60 s)
+ENV_MODEL_MAX_CONNECTIONS = "TEMPLIQX_MODEL_MAX_CONNECTIONS"  # calls in flight per runtime/loop
+ENV_MODEL_PROXY = "TEMPLIQX_MODEL_PROXY"  # HTTP(S)_PROXY/ALL_PROXY are not read
 # The langfuse SDK's own variables (``langfuse._client.environment_variables``), read with
 # its meaning: a host configures both through one environment.
-ENV_LANGFUSE_TRACING_ENABLED = "LANGFUSE_TRACING_ENABLED"
-"""``false`` (any case) switches tracing off, keys or not; anything else leaves it on."""
+ENV_LANGFUSE_PUBLIC_KEY = "LANGFUSE_PUBLIC_KEY"
+ENV_LANGFUSE_SECRET_KEY = "LANGFUSE_SECRET_KEY"  # noqa: S105 - a variable name, not a secret
+ENV_LANGFUSE_BASE_URL = "LANGFUSE_BASE_URL"  # else LANGFUSE_HOST, else Langfuse Cloud
+ENV_LANGFUSE_HOST = "LANGFUSE_HOST"
+ENV_LANGFUSE_TRACING_ENABLED = "LANGFUSE_TRACING_ENABLED"  # only ``false`` (any case) is off
 ENV_LANGFUSE_SAMPLE_RATE = "LANGFUSE_SAMPLE_RATE"
-"""Share of traces sent, in [0, 1] (default 1)."""
 ENV_LANGFUSE_TRACING_ENVIRONMENT = "LANGFUSE_TRACING_ENVIRONMENT"
 ENV_LANGFUSE_RELEASE = "LANGFUSE_RELEASE"
 ENV_LANGFUSE_FLUSH_AT = "LANGFUSE_FLUSH_AT"
-"""Generations per export batch."""
 ENV_LANGFUSE_FLUSH_INTERVAL = "LANGFUSE_FLUSH_INTERVAL"
-"""Seconds between exports of a partial batch."""
 ENV_LANGFUSE_TIMEOUT = "LANGFUSE_TIMEOUT"
-"""Seconds one request to Langfuse may take (default 5, as the SDK's)."""
-ENV_LANGFUSE_PROJECT_ID = "LANGFUSE_PROJECT_ID"
-"""Langfuse project id: only used to build trace URLs locally (the CLI prints them)."""
+ENV_LANGFUSE_PROJECT_ID = "LANGFUSE_PROJECT_ID"  # only for trace URLs built locally
 
 DEFAULT_MODEL_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_LANGFUSE_BASE_URL = "https://cloud.langfuse.com"
@@ -105,6 +92,7 @@ def _has_control(value: str) -> bool:
 
 
 def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
+    """An ``http(s)://`` URL naming a host, and its parts."""
     if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
     # urlsplit silently drops tabs and newlines, httpx refuses them at call time: refuse
@@ -117,16 +105,16 @@ def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
         httpx.URL(value)  # the parser the request will use (IDNA, ports, characters)
     except (ValueError, httpx.InvalidURL):
         raise InvalidData(f"{field_name} is not a valid URL") from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidData(f"{field_name} must use http:// or https://")
+    if not parts.hostname:
+        raise InvalidData(f"{field_name} must name a host")
     return value, parts
 
 
 def validate_url(value: str, field_name: str) -> str:
     """An ``http(s)://host[:port][/path]`` URL without user-info, query or fragment."""
     value, parts = _parse_url(value, field_name)
-    if parts.scheme not in ("http", "https"):
-        raise InvalidData(f"{field_name} must use http:// or https://")
-    if not parts.hostname:
-        raise InvalidData(f"{field_name} must name a host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise InvalidData(f"{field_name} must not contain user-info (put keys in their fields)")
     if parts.query or parts.fragment or value.endswith(("?", "#")):
@@ -137,10 +125,6 @@ def validate_url(value: str, field_name: str) -> str:
 def validate_proxy(value: str, field_name: str) -> str:
     """An ``http(s)://[user:password@]host[:port]`` proxy URL (user-info is proxy auth)."""
     value, parts = _parse_url(value, field_name)
-    if parts.scheme not in ("http", "https"):
-        raise InvalidData(f"{field_name} must use http:// or https://")
-    if not parts.hostname:
-        raise InvalidData(f"{field_name} must name a host")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise InvalidData(f"{field_name} must be scheme://host[:port] only")
     return value
@@ -162,18 +146,22 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
 
 
 def _sendable(value: object, field_name: str) -> None:
-    """Refuse a string no export can carry: every trace would fail to encode, for the
-    process's whole life (a lone surrogate has no UTF-8 form). ``None`` is unset."""
-    if value is None:
-        return
-    if not isinstance(value, str):
+    """Refuse a string no export can carry (a lone surrogate has no UTF-8 form): every
+    trace would fail to encode, for the process's whole life. ``None`` is unset."""
+    if value is not None and not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+    if value is not None and any(0xD800 <= ord(c) < 0xE000 for c in value):
         raise InvalidData(
             f"{field_name} must be Unicode text that can be sent (it has a lone surrogate)"
-        ) from None
+        )
+
+
+def _number_text(env: Mapping[str, str], variable: str, pattern: re.Pattern[str], what: str) -> str:
+    """A number variable's text ("" when unset), refused unless ``pattern`` matches it."""
+    text = env.get(variable, "").strip()
+    if text and not pattern.fullmatch(text):
+        raise InvalidData(f"{variable} must be {what} (ASCII digits)")
+    return text
 
 
 def _non_empty(value: str | None, field_name: str) -> str:
@@ -245,13 +233,8 @@ class ModelConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
-        timeout_text = env.get(ENV_MODEL_TIMEOUT_S, "").strip()
-        if timeout_text and not _SECONDS.fullmatch(timeout_text):
-            raise InvalidData(f"{ENV_MODEL_TIMEOUT_S} must be a number of seconds (ASCII digits)")
-        timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT_S
-        connections_text = env.get(ENV_MODEL_MAX_CONNECTIONS, "").strip()
-        if connections_text and not (connections_text.isascii() and connections_text.isdigit()):
-            raise InvalidData(f"{ENV_MODEL_MAX_CONNECTIONS} must be a whole number (ASCII digits)")
+        timeout = _number_text(env, ENV_MODEL_TIMEOUT_S, _SECONDS, "a number of seconds")
+        connections = _number_text(env, ENV_MODEL_MAX_CONNECTIONS, _DIGITS, "a whole number")
         return cls(
             base_url=env.get(ENV_MODEL_BASE_URL)
             or env.get(ENV_OPENAI_BASE_URL)
@@ -261,11 +244,9 @@ class ModelConfig:
                 f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})",
             ),
             model=_non_empty(env.get(ENV_MODEL), ENV_MODEL),
-            timeout_s=timeout,
+            timeout_s=float(timeout) if timeout else DEFAULT_TIMEOUT_S,
             proxy=env.get(ENV_MODEL_PROXY) or None,
-            max_connections=(
-                int(connections_text) if connections_text else DEFAULT_MAX_CONNECTIONS
-            ),
+            max_connections=int(connections) if connections else DEFAULT_MAX_CONNECTIONS,
         )
 
 
@@ -372,13 +353,9 @@ class LangfuseConfig:
             (ENV_LANGFUSE_FLUSH_INTERVAL, "flush_interval_s", float),
             (ENV_LANGFUSE_TIMEOUT, "timeout_s", float),
         ):
-            text = env.get(variable, "").strip()
-            if not text:
-                continue
             pattern = _SECONDS if kind is float else _DIGITS
-            if not pattern.fullmatch(text):
-                raise InvalidData(f"{variable} must be a number (ASCII digits)")
-            read[name] = kind(text)
+            if text := _number_text(env, variable, pattern, "a number"):
+                read[name] = kind(text)
         return cls(**{**read, **overrides})
 
     def trace_url(self, trace_id: str) -> str | None:

@@ -1,15 +1,15 @@
 """What a call carries into tracing: its trace attributes, experiment and where it landed.
 
-Imported by ``_tracing`` (every runtime) and ``_recording`` (tracing on): a leaf, so
-neither imports the other for these.
+A leaf imported by ``_tracing`` (every runtime) and ``_recording`` (tracing on).
 """
 
 from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = [
     "CALL_ATTRIBUTES",
@@ -18,6 +18,7 @@ __all__ = [
     "TraceAttributes",
     "TraceRef",
     "experiment_attributes",
+    "scoped",
     "trace_attributes",
 ]
 
@@ -35,28 +36,6 @@ class TraceAttributes:
     user_id: str | None = None
 
 
-#: Set by ``trace_attributes`` for the calls inside its block; read when one starts.
-CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
-    "templiqx_langfuse_trace_attributes", default=None
-)
-
-
-@contextmanager
-def trace_attributes(
-    *, tags: Sequence[str] = (), session_id: str | None = None, user_id: str | None = None
-) -> Iterator[None]:
-    """Per-call trace attributes for executions inside the block (overrides configuration).
-
-    They reach the trace wherever the generation lands: as the trace's own attributes
-    when it is the root, as a trace update when it is nested under a host observation.
-    """
-    token = CALL_ATTRIBUTES.set(TraceAttributes(tuple(tags), session_id, user_id))
-    try:
-        yield
-    finally:
-        CALL_ATTRIBUTES.reset(token)
-
-
 @dataclass(frozen=True)
 class TraceRef:
     """Where one execution landed in Langfuse: its trace, its generation, a URL if known."""
@@ -66,6 +45,23 @@ class TraceRef:
     url: str | None = None
 
 
+_T = TypeVar("_T")
+
+
+@contextmanager
+def scoped(var: contextvars.ContextVar[_T], value: _T) -> Iterator[None]:
+    """``var`` is ``value`` for the calls started inside the block."""
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
+#: Set by ``trace_attributes`` for the calls inside its block; read when one starts.
+CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
+    "templiqx_langfuse_trace_attributes", default=None
+)
 #: Span attributes an eval runner sets for the calls of one case (Langfuse's
 #: ``langfuse.experiment.*``); the generation also names itself the item's root observation.
 EXPERIMENT_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
@@ -73,11 +69,17 @@ EXPERIMENT_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contex
 )
 
 
-@contextmanager
-def experiment_attributes(attributes: Mapping[str, str] | None) -> Iterator[None]:
+def trace_attributes(
+    *, tags: Sequence[str] = (), session_id: str | None = None, user_id: str | None = None
+) -> AbstractContextManager[None]:
+    """Per-call trace attributes for executions inside the block (overrides configuration).
+
+    They reach the trace wherever the generation lands: as the trace's own attributes
+    when it is the root, as a trace update when it is nested under a host observation.
+    """
+    return scoped(CALL_ATTRIBUTES, TraceAttributes(tuple(tags), session_id, user_id))
+
+
+def experiment_attributes(attributes: Mapping[str, str] | None) -> AbstractContextManager[None]:
     """Executions started inside the block land as items of a Langfuse experiment."""
-    token = EXPERIMENT_ATTRIBUTES.set(dict(attributes) if attributes else None)
-    try:
-        yield
-    finally:
-        EXPERIMENT_ATTRIBUTES.reset(token)
+    return scoped(EXPERIMENT_ATTRIBUTES, dict(attributes) if attributes else None)

@@ -1,25 +1,15 @@
 """Traces and scores to Langfuse through OpenTelemetry's own pipeline.
 
 Each runtime owns a private ``TracerProvider`` (never the global one, never shared: the
-SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown)
-with OTel's ``TraceIdRatioBased`` sampler, a ``BatchSpanProcessor`` and an
-``OTLPSpanExporter`` (protobuf, gzip) posting to Langfuse's OTel endpoint. It retries
-429/502/503/504 and refused connections with backoff within ``LangfuseConfig.timeout_s``.
-
-Written here, only what those parts do not do:
-
-* ``_Delivery`` wraps the exporter: a batch refused for its size (413) is halved down to
-  the one generation too large, which alone is dropped (OTel drops the whole batch); a
-  string no UTF-8 encoder takes (a lone surrogate) becomes ``?`` in its span alone (OTel
-  fails the whole batch); and each generation's score goes to the ingestion API only once
-  its span has arrived, so Langfuse never holds a score for an observation it lacks (one
-  attempt per batch turn, kept for the next on failure: scores never hold spans up).
-* ``_BoundedAdapter`` reads at most ``MAX_RESPONSE_BYTES`` of an answer: requests reads
-  any body whole, and Langfuse's body is never used.
-* exit hooks: ``close()`` bounds the processor's shutdown by ``flush_timeout_s`` (its own
-  waits up to 30 s), a ``multiprocessing`` child (which leaves through ``os._exit``, past
-  ``atexit``) flushes through ``multiprocessing.util.Finalize``, and
-  ``LangfuseConfig(flush_on_sigterm=True)`` flushes on SIGTERM, then hands the signal on.
+SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown),
+sampled by ``TraceIdRatioBased``, with a ``BatchSpanProcessor`` and a gzip protobuf
+``OTLPSpanExporter`` (which retries 429/502/503/504 within ``timeout_s``). Added here,
+only what those lack: ``_Delivery`` halves a batch refused for its size (413) down to the
+one span too large, makes an unencodable string ``?`` in its span alone (OTel would lose
+the batch), and posts each score only once its span has arrived; ``_BoundedAdapter``
+reads at most ``MAX_RESPONSE_BYTES`` of an answer; ``close()`` is bounded by
+``flush_timeout_s``, a ``multiprocessing`` child (gone through ``os._exit``) flushes via
+``Finalize``, and ``flush_on_sigterm`` flushes on SIGTERM before handing the signal on.
 """
 
 from __future__ import annotations
@@ -31,6 +21,7 @@ import io
 import logging
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -49,7 +40,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Status, Tracer
 from requests.adapters import HTTPAdapter
 
@@ -82,17 +73,9 @@ class _BoundedAdapter(HTTPAdapter):
 
     status: int | None = None
 
-    def send(
-        self,
-        request: requests.PreparedRequest,
-        stream: bool = False,
-        timeout: float | tuple[float, float] | tuple[float, None] | None = None,
-        verify: bool | str = True,
-        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
-        proxies: Mapping[str, str] | None = None,
-    ) -> requests.Response:
-        del stream  # always streamed: the body is read here, bounded
-        response = super().send(request, True, timeout, verify, cert, proxies)
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
+        kwargs["stream"] = True  # requests passes it by name; the body is read here, bounded
+        response = super().send(request, *args, **kwargs)
         self.status = response.status_code
         raw = response.raw
         body = raw.read(MAX_RESPONSE_BYTES + 1, decode_content=False)
@@ -104,18 +87,13 @@ class _BoundedAdapter(HTTPAdapter):
         return response
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # the one thing UTF-8 cannot encode
+
+
 def _encodable(value: Any) -> bool:
     if isinstance(value, str):
-        if value.isascii():
-            return True
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_encodable(item) for item in value)
-    return True
+        return value.isascii() or _SURROGATE.search(value) is None
+    return not isinstance(value, (list, tuple)) or all(map(_encodable, value))
 
 
 def _replaced(value: Any) -> Any:
@@ -153,9 +131,9 @@ def _sendable(span: ReadableSpan) -> ReadableSpan:
 
 
 class _Scores:
-    """Scores wait, keyed by span id, until their generation's span has arrived; then
-    they go out with the next span batch's turn, one attempt each turn (a failed post is
-    tried again next turn, so a scores outage never holds the spans up)."""
+    """Scores wait, keyed by span id, until their span has arrived, then go out with the
+    batch's turn: one attempt a turn, kept for the next on failure, so a scores outage
+    never holds the spans up."""
 
     def __init__(self, config: LangfuseConfig, session: requests.Session) -> None:
         self._url = config.base_url.rstrip("/") + INGESTION_PATH
@@ -173,18 +151,15 @@ class _Scores:
                 self._waiting.popitem(last=False)
                 self.dropped += 1
 
-    def _take(self, spans: Sequence[ReadableSpan]) -> list[dict[str, Any]]:
+    def settle(self, spans: Sequence[ReadableSpan], *, arrived: bool) -> None:
+        """The spans' scores are ready to go (``arrived``), or lost with them."""
         with self._lock:
             taken = (self._waiting.pop(s.context.span_id, None) for s in spans if s.context)
-            return [score for score in taken if score is not None]
-
-    def arrived(self, spans: Sequence[ReadableSpan]) -> None:
-        scores = self._take(spans)
-        with self._lock:
-            self._ready += scores
-
-    def drop(self, spans: Sequence[ReadableSpan]) -> None:
-        self.dropped += len(self._take(spans))
+            scores = [score for score in taken if score is not None]
+            if arrived:
+                self._ready += scores
+            else:
+                self.dropped += len(scores)
 
     def send(self, headers: Mapping[str, str], *, last: bool = False) -> None:
         """Post the ready scores as one ingestion batch; keep them for the next turn if
@@ -194,15 +169,8 @@ class _Scores:
         if not scores:
             return
         timestamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        events = [
-            {
-                "id": f"{random.getrandbits(128):032x}",
-                "type": "score-create",
-                "timestamp": timestamp,
-                "body": score,
-            }
-            for score in scores
-        ]
+        event = {"type": "score-create", "timestamp": timestamp}
+        events = [{**event, "id": f"{random.getrandbits(128):032x}", "body": s} for s in scores]
         body = gzip.compress(orjson.dumps({"batch": events}), compresslevel=1)
         headers = {**headers, "content-encoding": "gzip", "content-type": "application/json"}
         try:
@@ -250,7 +218,7 @@ class _Delivery(SpanExporter):
             if self.inner.export(batch) is SpanExportResult.SUCCESS:
                 self.exported += len(batch)
                 self._warned.discard("outage")
-                self._scores.arrived(batch)
+                self._scores.settle(batch, arrived=True)
                 continue
             complete = False
             status = self._adapter.status if self._adapter is not None else None
@@ -268,8 +236,8 @@ class _Delivery(SpanExporter):
     def _drop(self, batch: Sequence[ReadableSpan], why: str, *, key: str | None) -> None:
         """Count, forget their scores, and say so (an outage once, a too-large span each)."""
         self.dropped += len(batch)
-        self._scores.drop(batch)
-        if key is not None and key in self._warned:
+        self._scores.settle(batch, arrived=False)
+        if key in self._warned:
             return
         if key is not None:
             self._warned.add(key)
@@ -287,11 +255,6 @@ class _Delivery(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
-
-
-def _sampler(rate: float | None) -> Sampler:
-    """The SDK's sampler: by trace id, so every span and score of a trace agrees."""
-    return ALWAYS_ON if rate is None or rate >= 1 else TraceIdRatioBased(rate)
 
 
 class ExportPipeline:
@@ -316,7 +279,9 @@ class ExportPipeline:
         adapter = _BoundedAdapter()
         session.mount(base + "/", adapter)
         self._session = session
-        scores = _Scores(config, session)
+        self.scores = _Scores(config, session)
+        # A host's exporter retries as it sees fit, and its status is its own.
+        hosts = span_exporter is not None
         if span_exporter is None:
             span_exporter = OTLPSpanExporter(
                 endpoint=base + OTLP_TRACES_PATH,
@@ -325,23 +290,22 @@ class ExportPipeline:
                 compression=Compression.Gzip,
                 session=session,
             )
-            self.delivery = _Delivery(span_exporter, scores, headers, adapter)
-        else:  # a host's exporter: it retries as it sees fit, its status is its own
-            self.delivery = _Delivery(span_exporter, scores, headers, None)
-        self.scores = scores
+        self.delivery = _Delivery(span_exporter, self.scores, headers, None if hosts else adapter)
+        rate = config.sample_rate  # by trace id, as the SDK's: a trace's spans all agree
         self.provider = TracerProvider(
-            sampler=_sampler(config.sample_rate),
+            sampler=ALWAYS_ON if rate is None or rate >= 1 else TraceIdRatioBased(rate),
             resource=Resource.create(),
             shutdown_on_exit=False,  # ours is bounded by flush_timeout_s
             span_limits=_UNLIMITED,
         )
-        self._processor = BatchSpanProcessor(
-            self.delivery,
-            max_queue_size=MAX_QUEUE,
-            schedule_delay_millis=config.flush_interval_s * 1000,
-            max_export_batch_size=config.flush_at,
+        self.provider.add_span_processor(
+            BatchSpanProcessor(
+                self.delivery,
+                max_queue_size=MAX_QUEUE,
+                schedule_delay_millis=config.flush_interval_s * 1000,
+                max_export_batch_size=config.flush_at,
+            )
         )
-        self.provider.add_span_processor(self._processor)
         self.tracer: Tracer = self.provider.get_tracer(
             LANGFUSE_SCOPE, __version__, attributes={"public_key": str(config.public_key)}
         )
@@ -418,11 +382,8 @@ _sigterm_flushed = False  # done: the next SIGTERM goes where it would have gone
 
 
 def _install_sigterm_flush() -> None:
-    """Put ``_on_sigterm`` in front of the SIGTERM handler there is, and start the thread
-    that flushes for it (once per process).
-
-    Only the main thread may set a handler; elsewhere this says so once and does nothing.
-    """
+    """Put ``_on_sigterm`` in front of the SIGTERM handler there is and start its flusher
+    (once per process; only the main thread may set a handler)."""
     global _previous_sigterm
     try:
         current = signal.getsignal(signal.SIGTERM)
@@ -440,46 +401,42 @@ def _install_sigterm_flush() -> None:
 
 
 def _start_flusher() -> None:
-    """A daemon thread, waiting for the handler's word, with SIGTERM blocked: the
-    process-directed signal always lands on the main thread, which runs the handler."""
-    global _sigterm
+    """A daemon thread awaiting the handler's word, started with SIGTERM blocked (threads
+    inherit the mask): the process-directed signal always lands on the main thread."""
+    global _sigterm, _flusher
     _sigterm = threading.Event()
-    if hasattr(signal, "pthread_sigmask"):
-        # Threads inherit their creator's mask: block here, start, restore.
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            _spawn_flusher(_sigterm)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    else:  # pragma: no cover - POSIX has it
-        _spawn_flusher(_sigterm)
-
-
-def _spawn_flusher(event: threading.Event) -> None:
-    global _flusher
     _flusher = threading.Thread(
-        target=_flush_for_sigterm, args=(event,), name="templiqx-langfuse-sigterm", daemon=True
+        target=_flush_for_sigterm, args=(_sigterm,), name="templiqx-langfuse-sigterm", daemon=True
     )
-    _flusher.start()
+    mask = getattr(signal, "pthread_sigmask", None)  # POSIX
+    old = mask(signal.SIG_BLOCK, {signal.SIGTERM}) if mask else None
+    try:
+        _flusher.start()
+    finally:
+        if mask:
+            mask(signal.SIG_SETMASK, old)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """Wake the flusher and return at once; once it is done, it sends SIGTERM to the main
-    thread again and this handler does what the previous one would have done: call it,
-    ignore the signal, or die of it.
+    """Wake the flusher and return at once; when it is done it signals the main thread
+    again, and this does what the previous handler would have: call it, ignore the
+    signal, or die of it.
 
-    The handler interrupts arbitrary code on the main thread, so it takes no lock that
-    code could hold (starting a thread here takes ``threading``'s own) and waits for
-    nothing: flushing here could wait for a lock the interrupted code holds (an ``Event``
-    it was setting, a thread it was joining — a ``Pool`` worker flushing its own exit is
-    one) and wait out the whole deadline for nothing.
+    It interrupts arbitrary code, so it takes no lock that code could hold (starting a
+    thread takes ``threading``'s own) and waits for nothing: a flush here could wait out
+    the deadline on a lock the interrupted code holds (an ``Event`` it was setting, a
+    thread it was joining).
     """
     global _sigterm_flushing
-    if _sigterm_flushed or not _LIVE or _flusher is None or not _flusher.is_alive():
-        _chain_sigterm(signum, frame)
-    elif not _sigterm_flushing:  # a second SIGTERM meanwhile: the flush is under way
-        _sigterm_flushing = True
-        _sigterm.set()
+    if not _sigterm_flushed and _LIVE and _flusher is not None and _flusher.is_alive():
+        if not _sigterm_flushing:  # a second SIGTERM meanwhile: the flush is under way
+            _sigterm_flushing = True
+            _sigterm.set()
+    elif callable(previous := _previous_sigterm):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _flush_for_sigterm(event: threading.Event) -> None:
@@ -498,15 +455,6 @@ def _flush_for_sigterm(event: threading.Event) -> None:
         main = threading.main_thread().ident
         if main is not None:
             signal.pthread_kill(main, signal.SIGTERM)
-
-
-def _chain_sigterm(signum: int, frame: FrameType | None) -> None:
-    previous = _previous_sigterm
-    if callable(previous):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _sigterm_flush_after_fork() -> None:

@@ -1,11 +1,8 @@
-"""Opening and ending Langfuse generations: the part of tracing that needs the SDK.
-
-Imported only when tracing is on (keys configured, or a host's Langfuse client):
-langfuse and OpenTelemetry cost ~0.2 s to import, more than a whole replayed CLI run
-takes without them. ``_tracing`` holds what every runtime uses, traced or not.
+"""Opening and ending Langfuse generations: the part of tracing that needs the SDK, so
+imported only with tracing on (langfuse and OpenTelemetry cost ~0.2 s to import).
 
 The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
-each rule this module relies on is named where it is used.
+each rule relied on is named where it is used.
 """
 
 from __future__ import annotations
@@ -44,18 +41,12 @@ def generation_attributes(
     completion_start_time: datetime | None = None,
     serialize: Callable[[Any], str] = json_text,
 ) -> dict[str, Any]:
-    """The generation's Langfuse OTel attributes, serialized once with orjson.
+    """The attributes the SDK's ``update()`` writes, written directly and serialized once:
+    its per-field ``json.dumps`` and media scan cost more than the model call itself.
 
-    These are the attributes the SDK's ``update()`` writes (the public
-    ``LangfuseOtelSpanAttributes`` schema Langfuse ingests), written directly: the SDK's
-    per-field ``json.dumps`` and its media scan cost more than the model call's own
-    client work on the hot path.
-
-    Metadata travels as one JSON object in ``langfuse.observation.metadata``: the server
-    parses that object (``parseMetadataAttribute``) and stores each value as the SDK's
-    per-key attributes would be stored (strings as they are, anything else as JSON), so
-    the meaning is the same at a fraction of the attributes. Keys whose value is None are
-    dropped, as the SDK drops them.
+    Metadata is one JSON object in ``langfuse.observation.metadata``, which the server
+    parses (``parseMetadataAttribute``) and stores as it would the SDK's per-key
+    attributes; keys whose value is None are dropped, as the SDK drops them.
     """
     attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
     for key, value in (
@@ -137,15 +128,21 @@ class Recorder:
         out. The adapter-owned ``pipeline`` is used when there is one, else ``client``."""
         parent = otel_trace.get_current_span()
         trace = self._trace_level(interaction.contract_id, parent)
-        handle: Generation | None
         if pipeline is not None:
-            handle, ref = self._start_owned(pipeline, interaction, model, parent, trace)
+            started = self._start_owned(pipeline, interaction, model, trace)
         elif client is not None:
-            handle, ref = self._start_sdk(client, interaction, model)
+            started = self._start_sdk(client, interaction, model)
         else:
             return None
-        if handle is None or ref is None:
+        if started is None:
             return None
+        handle, ref = started
+        experiment = EXPERIMENT_ATTRIBUTES.get()
+        if experiment is not None:
+            # Server (extractExperimentFields): the item's root observation is this one.
+            handle.span.set_attributes(
+                {**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: ref.observation_id}
+            )
         return handle, ref, trace
 
     def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
@@ -178,9 +175,8 @@ class Recorder:
         pipeline: ExportPipeline,
         interaction: CompiledInteraction,
         model: str,
-        parent: otel_trace.Span,
         trace: dict[str, Any],
-    ) -> tuple[Generation | None, TraceRef | None]:
+    ) -> tuple[Generation, TraceRef] | None:
         pipeline.adopt()  # a forked child's exit hooks, once
         # What the SDK writes when it opens a generation (observation type, version,
         # model, environment, release, and ``is_app_root`` for the first span of a trace
@@ -199,14 +195,8 @@ class Recorder:
             attributes[A.IS_APP_ROOT] = True
         span = pipeline.tracer.start_span(redact(interaction.contract_id), attributes=attributes)
         if not span.is_recording():  # sampled out
-            return None, None
+            return None
         context = span.get_span_context()
-        experiment = EXPERIMENT_ATTRIBUTES.get()
-        if experiment is not None:
-            # Server (extractExperimentFields): the item's root observation is this one.
-            span.set_attributes(
-                {**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: f"{context.span_id:016x}"}
-            )
         trace_hex = f"{context.trace_id:032x}"
         ref = TraceRef(trace_hex, f"{context.span_id:016x}", self.config.trace_url(trace_hex))
         return Generation(span), ref
@@ -225,11 +215,6 @@ class Recorder:
             end_on_exit=False,
         ) as generation:
             span = otel_trace.get_current_span()
-        experiment = EXPERIMENT_ATTRIBUTES.get()
-        if experiment is not None:
-            span.set_attributes(
-                {**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: generation.id}
-            )
         ref = TraceRef(
             generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
         )

@@ -4,6 +4,7 @@ in each form it can take there (raw, JSON-escaped, percent-encoded, Basic-auth).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import threading
@@ -47,13 +48,11 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str | None]) -> None:
         values = {s for s in secrets if s and len(s) >= _MIN_SECRET_LENGTH}
-        pairs = [s for s in values]
         # Langfuse authenticates with Basic base64(public:secret); cover that form too.
-        for left in pairs:
-            for right in pairs:
-                if left != right:
-                    token = base64.b64encode(f"{left}:{right}".encode()).decode("ascii")
-                    values.add(token)
+        values |= {
+            base64.b64encode(f"{left}:{right}".encode()).decode("ascii")
+            for left, right in itertools.permutations(values, 2)
+        }
         values = {form for value in values for form in _encodings(value)}
         # Longest first, so a secret containing another is replaced whole.
         self._secrets = sorted(values, key=len, reverse=True)
@@ -108,18 +107,12 @@ class Redactor:
         return data
 
 
+_HTTPCORE_PARTS = ("connection", "http11", "http2", "proxy")
 # httpx/httpcore log raw response headers and reason phrases at DEBUG; a server that
 # echoes a credential would put it in the host's logs. These are the loggers they use.
 HTTP_LOGGERS = (
     "httpx",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-    "httpcore2.connection",
-    "httpcore2.http11",
-    "httpcore2.http2",
-    "httpcore2.proxy",
+    *(f"{core}.{part}" for core in ("httpcore", "httpcore2") for part in _HTTPCORE_PARTS),
 )
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
-    RetryError,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
@@ -75,7 +74,8 @@ class RetryingRuntime(WrappingRuntime):
         self.max_wait_s = max_wait_s
         self.deadline_s = deadline_s
         self._sleep = sleep
-        self._asleep = asleep  # ``asyncio.sleep`` unless given
+        # Unless given, tenacity's own: ``asyncio.sleep``, imported only by async hosts.
+        self._asleep: dict[str, Any] = {"sleep": asleep} if asleep else {}
         self._backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -92,7 +92,7 @@ class RetryingRuntime(WrappingRuntime):
             "stop": stop,
             "wait": self._wait,
             "retry": retry_if_exception(_retryable),
-            "reraise": False,
+            "retry_error_callback": self._exhausted,
         }
 
     def _budget(self) -> contextlib.AbstractContextManager[object]:
@@ -102,41 +102,28 @@ class RetryingRuntime(WrappingRuntime):
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
-        retrying = Retrying(sleep=self._sleep, **self._policy())
-        try:
-            with self._budget():
-                result: ExecutionReceipt = retrying(self.inner.execute, request)
-        except RetryError as exhausted:
-            raise self._exhausted(exhausted) from None
-        return result
+        with self._budget():
+            return Retrying(sleep=self._sleep, **self._policy())(self.inner.execute, request)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """``execute`` for async hosts: waits are ``asyncio.sleep``, attempts the inner
         runtime's ``aexecute``; the same hints, deadline and outcome."""
         self._ensure_open()
-        retrying = AsyncRetrying(sleep=self._asleep or _asyncio_sleep, **self._policy())
-        try:
-            with self._budget():
-                result: ExecutionReceipt = await retrying(self.inner.aexecute, request)
-        except RetryError as exhausted:
-            raise self._exhausted(exhausted) from None
-        return result
+        with self._budget():
+            retrying = AsyncRetrying(**self._asleep, **self._policy())
+            return await retrying(self.inner.aexecute, request)
 
-    def _exhausted(self, exhausted: RetryError) -> RuntimeFailureError:
-        last = exhausted.last_attempt.exception()
+    def _exhausted(self, state: RetryCallState) -> NoReturn:
+        """Attempts or deadline ran out: the caller gets the last failure, named."""
+        assert state.outcome is not None
+        last = state.outcome.exception()
         assert isinstance(last, RuntimeFailureError)
-        tries = exhausted.last_attempt.attempt_number
         failure = RuntimeFailure.for_adapter(
             self.descriptor(),
             RuntimeFailureCode.RETRY_EXHAUSTED,
-            f"gave up after {tries} attempt(s); last failure {last.code}: {last.failure.detail}",
+            f"gave up after {state.attempt_number} attempt(s); "
+            f"last failure {last.code}: {last.failure.detail}",
             retry_after_ms=last.failure.retry_after_ms,
             scenario_id=last.failure.scenario_id,
         )
-        return RuntimeFailureError(failure)
-
-
-async def _asyncio_sleep(seconds: float) -> None:
-    import asyncio  # only async hosts get here
-
-    await asyncio.sleep(seconds)
+        raise RuntimeFailureError(failure) from None

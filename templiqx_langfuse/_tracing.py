@@ -1,14 +1,9 @@
-"""Tracing executions to Langfuse, off the critical path.
+"""Tracing executions to Langfuse, off the critical path: one generation per ``execute``.
 
-One generation observation per ``execute``. Recording is best effort: every SDK call is
-guarded so that a tracing failure is logged once and never reaches the caller, and
-nothing here blocks on the network (no per-call flush, no ``get_trace_url``).
-
-This module is what every runtime uses, traced or not: it never imports langfuse or
-OpenTelemetry. Opening and ending generations (``_recording``) and the export path
-(``_export``) are imported when tracing is on: keys configured (a host's span exporter
-then receives the spans), or a host's Langfuse client. A run with tracing off (the CLI
-replaying a cassette, say) does not pay ~0.2 s for importing them.
+Best effort: a tracing failure is logged once and never reaches the caller, and nothing
+here blocks on the network. Every runtime imports this, traced or not, so it never
+imports langfuse or OpenTelemetry: ``_recording`` and ``_export`` are imported only with
+tracing on, and a run without (the CLI replaying a cassette) does not pay ~0.2 s for them.
 """
 
 from __future__ import annotations
@@ -19,10 +14,10 @@ import random
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt, codes
 from templiqx_core.adapters import CallOutcome
@@ -33,6 +28,7 @@ from ._context import (
     TraceAttributes,
     TraceRef,
     experiment_attributes,
+    scoped,
     trace_attributes,
 )
 from ._redaction import Redactor
@@ -87,11 +83,9 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     if not isinstance(value, dict):
         return None
     name, version = value.get("name"), value.get("version")
-    if not isinstance(name, str) or not name.strip():
-        return None
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        return None
-    return name, version
+    if isinstance(name, str) and name.strip() and isinstance(version, int) and version >= 1:
+        return None if isinstance(version, bool) else (name, version)
+    return None
 
 
 @dataclass(frozen=True)
@@ -106,48 +100,41 @@ class TracedReceipt:
     @classmethod
     def of(cls, receipt: ExecutionReceipt, found: Sequence[TraceRef]) -> TracedReceipt:
         """The receipt with the last trace ``collect_traces`` found for it (if any)."""
-        ref = found[-1] if found else None
-        if ref is None:
+        if not found:
             return cls(receipt, None, None, None)
-        return cls(receipt, ref.trace_id, ref.observation_id, ref.url)
+        return cls(receipt, found[-1].trace_id, found[-1].observation_id, found[-1].url)
 
 
 _COLLECTORS: contextvars.ContextVar[tuple[list[TraceRef], ...]] = contextvars.ContextVar(
     "templiqx_langfuse_trace_collectors", default=()
 )
-
-
-@contextmanager
-def collect_traces() -> Iterator[list[TraceRef]]:
-    """Collect a ``TraceRef`` for every traced execution started inside the block.
-
-    The receipt is a wire contract and carries no trace id; this is how a host finds the
-    trace of a receipt without searching (``runtime.execute_traced`` uses it). Blocks nest:
-    an execution is collected by every enclosing block.
-    """
-    found: list[TraceRef] = []
-    token = _COLLECTORS.set((*_COLLECTORS.get(), found))
-    try:
-        yield found
-    finally:
-        _COLLECTORS.reset(token)
-
-
 _USAGE_SINKS: contextvars.ContextVar[tuple[list[dict[str, int]], ...]] = contextvars.ContextVar(
     "templiqx_langfuse_usage_sinks", default=()
 )
+_Found = TypeVar("_Found")
 
 
 @contextmanager
-def collect_usage() -> Iterator[list[dict[str, int]]]:
+def _collecting(sinks: contextvars.ContextVar[tuple[list[_Found], ...]]) -> Iterator[list[_Found]]:
+    """A list every enclosing block's sink receives (blocks nest)."""
+    found: list[_Found] = []
+    with scoped(sinks, (*sinks.get(), found)):
+        yield found
+
+
+def collect_traces() -> AbstractContextManager[list[TraceRef]]:
+    """Collect a ``TraceRef`` for every traced execution started inside the block.
+
+    The receipt is a wire contract and carries no trace id; this is how a host finds the
+    trace of a receipt without searching (``runtime.execute_traced`` uses it).
+    """
+    return _collecting(_COLLECTORS)
+
+
+def collect_usage() -> AbstractContextManager[list[dict[str, int]]]:
     """Collect the token usage of every successful execution started inside the block
     (traced or not): the receipt is a wire contract and carries none."""
-    found: list[dict[str, int]] = []
-    token = _USAGE_SINKS.set((*_USAGE_SINKS.get(), found))
-    try:
-        yield found
-    finally:
-        _USAGE_SINKS.reset(token)
+    return _collecting(_USAGE_SINKS)
 
 
 class GenerationRecord:
@@ -174,21 +161,22 @@ class GenerationRecord:
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
         """End the generation with the port's outcome of the call, whatever it is.
 
-        ``first_token_at`` (streaming adapters) becomes the generation's
-        ``completion_start_time``, on success and on failure alike.
+        ``first_token_at`` (streaming adapters) becomes ``completion_start_time`` either way.
         """
-        if outcome.receipt is not None and isinstance(outcome.details, Completion):
-            self.succeed(outcome.receipt, outcome.details, first_token_at=first_token_at)
-        else:
-            self.fail(code=outcome.code or "", detail=outcome.detail, first_token_at=first_token_at)
-
-    def succeed(
-        self,
-        receipt: ExecutionReceipt,
-        completion: Completion,
-        *,
-        first_token_at: datetime | None = None,
-    ) -> None:
+        receipt, completion = outcome.receipt, outcome.details
+        if receipt is None or not isinstance(completion, Completion):
+            code = outcome.code or ""
+            self._finish(
+                metadata={
+                    **self._metadata,
+                    META_ERROR_CODE: code,
+                    META_ERROR_DETAIL: outcome.detail,
+                },
+                level="ERROR",
+                status_message=code,
+                completion_start_time=first_token_at,
+            )
+            return
         valid = receipt.output_schema_valid
         model = completion.provider_model
         for sink in self._usage_sinks:
@@ -211,14 +199,6 @@ class GenerationRecord:
             **({"model": model} if model else {}),
             level=None if valid else "WARNING",
             status_message=None if valid else codes.OUTPUT_SCHEMA,
-            completion_start_time=first_token_at,
-        )
-
-    def fail(self, *, code: str, detail: str, first_token_at: datetime | None = None) -> None:
-        self._finish(
-            metadata={**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail},
-            level="ERROR",
-            status_message=code,
             completion_start_time=first_token_at,
         )
 
