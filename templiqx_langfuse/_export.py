@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import gzip
 import io
 import logging
@@ -28,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
@@ -298,14 +299,19 @@ class ExportPipeline:
             shutdown_on_exit=False,  # ours is bounded by flush_timeout_s
             span_limits=_UNLIMITED,
         )
-        self.provider.add_span_processor(
-            BatchSpanProcessor(
+        # The processor starts its thread now and again in a forked child (from its own
+        # fork hook, registered now): both inherit a mask without the stop signals, so
+        # the main thread gets them (see ``_stop_signals_blocked``).
+        _register_at_fork(after_in_child=_block_stop_signals)
+        with _stop_signals_blocked():
+            processor = BatchSpanProcessor(
                 self.delivery,
                 max_queue_size=MAX_QUEUE,
                 schedule_delay_millis=config.flush_interval_s * 1000,
                 max_export_batch_size=config.flush_at,
             )
-        )
+        _register_at_fork(after_in_child=_restore_stop_signals)
+        self.provider.add_span_processor(processor)
         self.tracer: Tracer = self.provider.get_tracer(
             LANGFUSE_SCOPE, __version__, attributes={"public_key": str(config.public_key)}
         )
@@ -400,6 +406,44 @@ def _install_sigterm_flush() -> None:
     _start_flusher()
 
 
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_saved_masks = threading.local()  # each thread's mask while it starts threads
+
+
+@contextlib.contextmanager
+def _stop_signals_blocked() -> Iterator[None]:
+    """Threads started inside never take SIGTERM/SIGINT (threads inherit the mask).
+
+    A process-directed signal goes to any thread that does not block it. Python runs the
+    handler on the main thread only, and only once that thread runs bytecode again: one
+    that waits in C for a lock (a ``Pool`` worker waiting for its next task) is woken only
+    by a signal delivered to it. Landing on a background thread instead, the signal would
+    leave a handler (ours, the host's, a ``KeyboardInterrupt``) waiting forever.
+    """
+    _block_stop_signals()
+    try:
+        yield
+    finally:
+        _restore_stop_signals()
+
+
+def _block_stop_signals() -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX
+        _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _restore_stop_signals() -> None:
+    mask = getattr(_saved_masks, "mask", None)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _saved_masks.mask = None
+
+
+def _register_at_fork(**hooks: Callable[[], None]) -> None:
+    if hasattr(os, "register_at_fork"):  # POSIX only
+        os.register_at_fork(**hooks)
+
+
 def _start_flusher() -> None:
     """A daemon thread awaiting the handler's word, started with SIGTERM blocked (threads
     inherit the mask): the process-directed signal always lands on the main thread."""
@@ -408,13 +452,8 @@ def _start_flusher() -> None:
     _flusher = threading.Thread(
         target=_flush_for_sigterm, args=(_sigterm,), name="templiqx-langfuse-sigterm", daemon=True
     )
-    mask = getattr(signal, "pthread_sigmask", None)  # POSIX
-    old = mask(signal.SIG_BLOCK, {signal.SIGTERM}) if mask else None
-    try:
+    with _stop_signals_blocked():
         _flusher.start()
-    finally:
-        if mask:
-            mask(signal.SIG_SETMASK, old)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -466,5 +505,4 @@ def _sigterm_flush_after_fork() -> None:
         _start_flusher()
 
 
-if hasattr(os, "register_at_fork"):  # POSIX only
-    os.register_at_fork(after_in_child=_sigterm_flush_after_fork)
+_register_at_fork(after_in_child=_sigterm_flush_after_fork)

@@ -221,3 +221,41 @@ def test_exit_without_close_right_after_a_failed_send_still_delivers() -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         assert server.span_names() == ["greeting"] * 25
         assert [r.path for r in server.requests].count(losses.TRACES) == 2
+
+
+def _threads_taking_sigterm() -> list[str]:
+    """Names of this process's threads, other than the main one, that do not block SIGTERM
+    (Linux: each thread's mask is in /proc)."""
+    import threading
+
+    taking = []
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.native_id is None:
+            continue
+        status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+        blocked = int(
+            next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16
+        )
+        if not blocked & (1 << (signal.SIGTERM - 1)):
+            taking.append(thread.name)
+    return taking
+
+
+def _export_threads_taking_sigterm() -> list[str]:
+    return [name for name in _threads_taking_sigterm() if "Otel" in name or "templiqx" in name]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread masks read from /proc")
+def test_export_threads_leave_sigterm_to_the_main_thread_also_in_forked_children(
+    receiver: LoopbackOtlpReceiver, make_runtime: RuntimeFactory
+) -> None:
+    """A signal that lands on a background thread waits for the main thread to run Python
+    again; a Pool worker waiting for its next task never does, and hung (1 run in 10)."""
+    runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
+    assert _export_threads_taking_sigterm() == []
+    fork = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        with fork.Pool(1) as pool:
+            assert pool.apply(_export_threads_taking_sigterm) == []
+    runtime.close()
