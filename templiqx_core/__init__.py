@@ -7,64 +7,70 @@ This namespace is what a host needs: contracts, the compiler and application flo
 wire models, errors (every code in ``templiqx_core.codes``), fingerprints and the
 ``RuntimeAdapter`` it calls. What an adapter author needs besides (``build_receipt``,
 ``request_fingerprint``, ``compile_schema``, the hook types, the conformance kit) lives in
-``templiqx_core.adapters``.
+``templiqx_core.adapters``. Names load on first use, so the CLI starts without the ones
+a command does not need.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from . import codes
-from ._application import (
-    EvalResult,
-    check_envelope,
-    compile_envelope,
-    execute_contract,
-    run_evals,
-)
-from ._canonical import canonical_json, fingerprint, fingerprint_bytes
-from ._compiler import CONTRACT_SCHEMA_PATH, CompileResult, Contract, compile_contract
-from ._contracts import (
-    API_VERSION,
-    AdapterDescriptor,
-    CompiledInteraction,
-    CompiledMessage,
-    CompleteEvent,
-    DeltaEvent,
-    Diagnostic,
-    ExecutionReceipt,
-    ExecutionRequest,
-    FailedEvent,
-    OperationEnvelope,
-    RenderRequest,
-    Role,
-    SourceSpan,
-    StreamEvent,
-    ToolCallDeltaEvent,
-    parse_stream_event,
-)
-from ._errors import (
-    InvalidData,
-    InvalidPath,
-    IoFailure,
-    NotFound,
-    OutputSchemaError,
-    OutputTypeError,
-    PortError,
-    RuntimeClosed,
-    Unsupported,
-)
-from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
-from ._ports import EventSink, RuntimeAdapter
-from ._scenarios import Scenario, load_inventory, load_scenario
-from ._scripted import (
-    ScriptedFailure,
-    ScriptedOutcome,
-    ScriptedRuntime,
-    ScriptedSuccess,
-    failure_receipt_fingerprint,
-    success_receipt_fingerprint,
-)
-from ._typed import check_output_model, output_as, output_schema_for
+from ._lazy import lazy_names as _lazy_names
 from ._version import __version__
+
+if _TYPE_CHECKING:
+    from ._application import (
+        EvalResult,
+        check_envelope,
+        compile_envelope,
+        execute_contract,
+        run_evals,
+    )
+    from ._canonical import canonical_json, fingerprint, fingerprint_bytes
+    from ._compiler import CONTRACT_SCHEMA_PATH, CompileResult, Contract, compile_contract
+    from ._contracts import (
+        API_VERSION,
+        AdapterDescriptor,
+        CompiledInteraction,
+        CompiledMessage,
+        CompleteEvent,
+        DeltaEvent,
+        Diagnostic,
+        ExecutionReceipt,
+        ExecutionRequest,
+        FailedEvent,
+        OperationEnvelope,
+        RenderRequest,
+        Role,
+        SourceSpan,
+        StreamEvent,
+        ToolCallDeltaEvent,
+        parse_stream_event,
+    )
+    from ._errors import (
+        InvalidData,
+        InvalidPath,
+        IoFailure,
+        NotFound,
+        OutputSchemaError,
+        OutputTypeError,
+        PortError,
+        RuntimeClosed,
+        Unsupported,
+    )
+    from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
+    from ._ports import EventSink, RuntimeAdapter
+    from ._scenarios import Scenario, load_inventory, load_scenario
+    from ._scripted import (
+        ScriptedFailure,
+        ScriptedOutcome,
+        ScriptedRuntime,
+        ScriptedSuccess,
+        failure_receipt_fingerprint,
+        success_receipt_fingerprint,
+    )
+    from ._typed import check_output_model, output_as, output_schema_for
 
 __all__ = [
     "API_VERSION",
@@ -126,3 +132,65 @@ __all__ = [
     "success_receipt_fingerprint",
     "to_diagnostic",
 ]
+
+__getattr__, __dir__ = _lazy_names(
+    __name__,
+    {
+        "._application": (
+            "EvalResult",
+            "check_envelope",
+            "compile_envelope",
+            "execute_contract",
+            "run_evals",
+        ),
+        "._canonical": ("canonical_json", "fingerprint", "fingerprint_bytes"),
+        "._compiler": ("CONTRACT_SCHEMA_PATH", "CompileResult", "Contract", "compile_contract"),
+        "._contracts": (
+            "API_VERSION",
+            "AdapterDescriptor",
+            "CompiledInteraction",
+            "CompiledMessage",
+            "CompleteEvent",
+            "DeltaEvent",
+            "Diagnostic",
+            "ExecutionReceipt",
+            "ExecutionRequest",
+            "FailedEvent",
+            "OperationEnvelope",
+            "RenderRequest",
+            "Role",
+            "SourceSpan",
+            "StreamEvent",
+            "ToolCallDeltaEvent",
+            "parse_stream_event",
+        ),
+        "._errors": (
+            "InvalidData",
+            "InvalidPath",
+            "IoFailure",
+            "NotFound",
+            "OutputSchemaError",
+            "OutputTypeError",
+            "PortError",
+            "RuntimeClosed",
+            "Unsupported",
+        ),
+        "._failures": (
+            "RuntimeFailure",
+            "RuntimeFailureCode",
+            "RuntimeFailureError",
+            "to_diagnostic",
+        ),
+        "._ports": ("EventSink", "RuntimeAdapter"),
+        "._scenarios": ("Scenario", "load_inventory", "load_scenario"),
+        "._scripted": (
+            "ScriptedFailure",
+            "ScriptedOutcome",
+            "ScriptedRuntime",
+            "ScriptedSuccess",
+            "failure_receipt_fingerprint",
+            "success_receipt_fingerprint",
+        ),
+        "._typed": ("check_output_model", "output_as", "output_schema_for"),
+    },
+)

@@ -4,6 +4,7 @@ stdout carries the ``OperationEnvelope`` (pretty JSON; compact with ``--json``; 
 ``--stream``, NDJSON events, then the envelope on one line). Exit 0 when the envelope is
 ok, 2 when not and for usage errors, 1 when the command itself fails, with one line on
 stderr; no traceback unless ``TEMPLIQX_DEBUG=1``. An agent may call it once per step, so
+each command imports what it uses when it runs: ``--help`` loads no pydantic model, and
 runtimes, the eval runner and the MCP extra load only when a command asks for them.
 """
 
@@ -15,18 +16,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from ._application import check_envelope, compile_envelope, eval_envelope, execute_contract
-from ._canonical import fingerprint
-from ._compiler import EvalCase, read_contract
-from ._compiler.parse import reading_each_file_once
-from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
-from ._errors import InvalidData, PortError
-from ._loading import load_document, validate_model
-from ._runtimes import RuntimeOptions, available_runtimes, load_runtime
-from ._scenarios import Scenario, load_scenario
+from ._errors import PortError
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._compiler import EvalCase
+    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
+    from ._runtimes import RuntimeOptions
+    from ._scenarios import Scenario
 
 __all__ = ["main"]
 
@@ -228,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_document(path: Path, what: str) -> Any:
+    from ._loading import load_document
+
     try:
         return load_document(path)
     except PortError as error:
@@ -236,6 +237,8 @@ def _read_document(path: Path, what: str) -> Any:
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
     """The contract's eval fixture ``--eval ID``: its inputs, context and fake output."""
+    from ._compiler import read_contract
+
     contract, diagnostics = read_contract(args.contract)
     if contract is None:
         raise CommandError(_diagnostic_line(diagnostics[0]))
@@ -247,6 +250,10 @@ def _eval_case(args: argparse.Namespace) -> EvalCase:
 
 
 def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
+    from ._contracts import RenderRequest
+    from ._errors import InvalidData
+    from ._loading import validate_model
+
     if args.eval_id is not None:
         case = _eval_case(args)
         return RenderRequest(inputs=case.inputs, context=case.context)
@@ -273,6 +280,8 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
 
 
 def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
+    from ._runtimes import RuntimeOptions
+
     for flag, path in (("--replay", args.replay), ("--scenario", args.scenario)):
         if path is not None and not path.is_file():
             raise CommandError(f"{flag}: {path}: no such file")
@@ -314,6 +323,8 @@ def _declared_capabilities(args: argparse.Namespace) -> list[str]:
     """``--capability``, or what the contract declares: never the runtime's, so the
     interaction and its request fingerprint do not depend on which runtime runs it (the
     reference takes only ``--capability``); a runtime must offer each required one."""
+    from ._compiler import read_contract
+
     if args.capability is not None:
         return list(args.capability)
     contract, _ = read_contract(args.contract)
@@ -337,6 +348,8 @@ def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
     )
     if len(args.contract) > 1:
         raise UsageError("eval: the self-check takes one contract; --runtime NAME runs several")
+    from ._application import eval_envelope
+
     return eval_envelope(args.contract[0], capabilities=args.capability)
 
 
@@ -358,6 +371,8 @@ def _runtime_name(args: argparse.Namespace) -> str:
         return str(args.runtime)
     if args.fixture_output is not None or args.scenario is not None or args.eval_id is not None:
         return "scripted"
+    from ._runtimes import available_runtimes
+
     installed = ", ".join(available_runtimes()) or "none"
     raise UsageError(
         f"execute: choose a runtime with --runtime NAME (installed: {installed}), "
@@ -366,6 +381,10 @@ def _runtime_name(args: argparse.Namespace) -> str:
 
 
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+    from ._application import execute_contract
+    from ._runtimes import load_runtime
+    from ._scenarios import load_scenario
+
     name = _runtime_name(args)
     options = _runtime_options(args)
     scenario = None
@@ -414,29 +433,42 @@ def _mcp(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "mcp":
         return _mcp(args)
+    from ._contracts import OperationEnvelope
+
     envelope: OperationEnvelope[Any]
-    with reading_each_file_once():  # a contract is read and parsed once per run
-        if args.command == "eval" and (args.runtime is not None or args.merge is not None):
-            return _eval_run(args, out, err)
-        if args.command == "fingerprint":
-            document = _read_document(args.file, "fingerprint")
-            try:
-                value = fingerprint(document)
-            except PortError as error:
-                raise CommandError(f"fingerprint: {args.file}: {error}") from None
-            envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
-        elif args.command == "runtimes":
-            names = available_runtimes()
-            envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
-        elif args.command == "compile":
-            request, capabilities = _render_request(args, None), _declared_capabilities(args)
-            envelope = compile_envelope(args.contract, request, capabilities=capabilities)
-        elif args.command == "check":
-            envelope = check_envelope(args.contract)
-        elif args.command == "eval":
-            envelope = _eval(args, err)
-        else:
-            envelope = _execute(args, out, err)
+    if args.command == "fingerprint":
+        from ._canonical import fingerprint
+
+        document = _read_document(args.file, "fingerprint")
+        try:
+            value = fingerprint(document)
+        except PortError as error:
+            raise CommandError(f"fingerprint: {args.file}: {error}") from None
+        envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
+    elif args.command == "runtimes":
+        from ._runtimes import available_runtimes
+
+        names = available_runtimes()
+        envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+    else:
+        from ._compiler.parse import reading_each_file_once
+
+        with reading_each_file_once():  # a contract is read and parsed once per run
+            if args.command == "eval" and (args.runtime is not None or args.merge is not None):
+                return _eval_run(args, out, err)
+            if args.command == "compile":
+                from ._application import compile_envelope
+
+                request, capabilities = _render_request(args, None), _declared_capabilities(args)
+                envelope = compile_envelope(args.contract, request, capabilities=capabilities)
+            elif args.command == "check":
+                from ._application import check_envelope
+
+                envelope = check_envelope(args.contract)
+            elif args.command == "eval":
+                envelope = _eval(args, err)
+            else:
+                envelope = _execute(args, out, err)
     return _emit(envelope, out, err, compact=args.json or getattr(args, "stream", False))
 
 

@@ -1,16 +1,16 @@
 """templiqx_langfuse: the Langfuse-traced runtime adapter for OpenAI-compatible endpoints.
 
-Names load on first use (PEP 562), the one lazy loader of both packages: pytest imports
-this package with the bundled plugin in every host test run, which must not pay for
-httpx, pydantic, the core, langfuse or OpenTelemetry unless a test builds a runtime.
+Names load on first use (PEP 562): pytest imports this package with the bundled plugin in
+every host test run, which must not pay for httpx, pydantic, langfuse or OpenTelemetry
+unless a test builds a runtime.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
+
+from templiqx_core._lazy import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
@@ -47,9 +47,9 @@ __all__ = [
     "trace_attributes",
 ]
 
-_LAZY = {
-    name: module
-    for module, names in {
+__getattr__, __dir__ = _lazy_names(
+    __name__,
+    {
         "._config": ("LangfuseConfig", "ModelConfig"),
         "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
         "._redaction": ("REDACTED", "Redactor"),
@@ -64,22 +64,7 @@ _LAZY = {
             "trace_attributes",
         ),
         "._version": ("__version__",),
-    }.items()
-    for name in names
-}
-
-
-def __getattr__(name: str) -> _Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
+    },
+)
 
 logging.getLogger("templiqx_langfuse").addHandler(logging.NullHandler())

@@ -143,3 +143,17 @@ def test_live_job_with_keys_imports_them_and_exports_its_generation() -> None:
 def test_commands_that_run_no_model_load_no_runtime(command: list[str], ok: bool) -> None:
     report = _run({}, command, ok=ok)
     assert [m for m in RUNTIME_MODULES if _loaded(report, m)] == []
+
+
+def test_help_loads_no_model_class_and_no_parser() -> None:
+    """``--help`` is argparse alone: the package namespace loads its names on first use."""
+    report = _run({}, ["--help"])
+    assert [
+        m for m in ("pydantic", "yaml", "orjson", "templiqx_core._contracts") if _loaded(report, m)
+    ] == []
+
+
+def test_fingerprint_and_runtimes_read_no_contract() -> None:
+    for command in (["fingerprint", "examples/greeting.inputs.json"], ["runtimes"]):
+        report = _run({}, command)
+        assert not _loaded(report, "templiqx_core._compiler"), command

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("langfuse", "opentelemetry", "vcr", "httpx", "pydantic", "templiqx_core", "yaml")
+HEAVY = ("langfuse", "opentelemetry", "vcr", "httpx", "pydantic", "yaml", "jsonschema_rs", "orjson")
 
 
 def test_plugin_load_imports_nothing_heavy() -> None:
