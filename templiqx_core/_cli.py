@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -288,6 +289,10 @@ def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
     return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ))
 
 
+def _print_trace_url(url: str) -> None:
+    sys.stderr.write(f"trace: {url}\n")
+
+
 # -- output --------------------------------------------------------------------------
 
 
@@ -386,7 +391,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
     from ._scenarios import load_scenario
 
     name = _runtime_name(args)
-    options = _runtime_options(args)
+    options = replace(_runtime_options(args), on_trace_url=_print_trace_url)
     scenario = None
     if args.scenario is not None:
         try:
@@ -414,10 +419,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
             stream=args.stream,
             on_event=print_event if args.stream else None,
         )
-    trace_url = getattr(runtime, "last_trace_url", None)  # traced runtimes only
-    url = trace_url() if callable(trace_url) else None
-    if isinstance(url, str):
-        err.write(f"trace: {url}\n")
     return envelope
 
 

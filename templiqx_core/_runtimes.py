@@ -38,12 +38,15 @@ class RuntimeOptions:
 
     ``replay``: a cassette to replay instead of calling the network (adapters that make
     HTTP calls); ``scenario``: a scripted manifest (the scripted runtime); ``env``: the
-    environment to read configuration from.
+    environment to read configuration from; ``on_trace_url``: a runtime that traces calls
+    it with the URL of each execution's trace, as that execution starts (the CLI prints
+    it: a callback, not a "last trace" attribute, which concurrent calls would race for).
     """
 
     replay: Path | None = None
     scenario: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    on_trace_url: Callable[[str], None] | None = None
 
 
 RuntimeFactory = Callable[[RuntimeOptions], "RuntimeAdapter"]

@@ -6,16 +6,36 @@ an optional, vcrpy-backed way of building the same runtime, chosen here and only
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from templiqx_core import RuntimeAdapter, Unsupported
 from templiqx_core.adapters import RuntimeOptions
 
 from ._config import LangfuseConfig
+from ._context import TraceRef
 from ._runtime import LangfuseTracedRuntime
+
+if TYPE_CHECKING:
+    from .testing.replay import ReplayingRuntime
 
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     """Entry point ``langfuse``: configured from the environment, or replaying a cassette
     (offline: no model call, no trace export)."""
+    runtime = _build(options)
+    on_url = options.on_trace_url
+    if on_url is not None:
+        traced = runtime if isinstance(runtime, LangfuseTracedRuntime) else runtime.runtime
+
+        def on_ref(ref: TraceRef) -> None:
+            if ref.url is not None:
+                on_url(ref.url)
+
+        traced.tracing.on_ref = on_ref
+    return runtime
+
+
+def _build(options: RuntimeOptions) -> LangfuseTracedRuntime | ReplayingRuntime:
     if options.replay is not None:
         try:
             from .testing.replay import offline_langfuse, replaying_runtime

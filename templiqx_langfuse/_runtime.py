@@ -85,11 +85,6 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             receipt = await self.aexecute(request)
         return TracedReceipt.of(receipt, found)
 
-    def last_trace_url(self) -> str | None:
-        """URL of the trace of the last execution started (one-shot tools such as the CLI)."""
-        ref = self.tracing.last_ref
-        return ref.url if ref is not None else None
-
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;
         the generation is finished by the port's outcome, whatever it is."""

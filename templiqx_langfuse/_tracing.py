@@ -13,7 +13,7 @@ import logging
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -250,8 +250,8 @@ class Tracing:
         self.config = config
         self.redactor = redactor
         self._error_logged = threading.Event()
-        #: The last execution this runtime started (for one-shot tools such as the CLI).
-        self.last_ref: TraceRef | None = None
+        #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
+        self.on_ref: Callable[[TraceRef], None] | None = None
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
@@ -338,7 +338,8 @@ class Tracing:
         handle, ref, trace = opened
         for collector in _COLLECTORS.get():
             collector.append(ref)
-        self.last_ref = ref
+        if self.on_ref is not None:
+            self.on_ref(ref)
         return GenerationRecord(
             self,
             handle,

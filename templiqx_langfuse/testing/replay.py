@@ -123,9 +123,6 @@ class ReplayingRuntime(WrappingRuntime):
     def trace_url(self, trace_id: str) -> str | None:
         return self.runtime.trace_url(trace_id)
 
-    def last_trace_url(self) -> str | None:
-        return self.runtime.last_trace_url()
-
     def release(self) -> None:
         """Close the runtime (flushing its traces), then the cassette (saving it)."""
         try:

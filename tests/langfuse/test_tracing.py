@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,14 @@ from templiqx_core import (
     RuntimeFailureError,
     compile_contract,
 )
-from templiqx_langfuse import PROMPT_CAPABILITY, collect_traces, trace_attributes
+from templiqx_core.adapters import RuntimeOptions
+from templiqx_langfuse import (
+    PROMPT_CAPABILITY,
+    LangfuseTracedRuntime,
+    collect_traces,
+    trace_attributes,
+)
+from templiqx_langfuse._factory import runtime_factory
 from templiqx_langfuse._tracing import (
     META_ADAPTER_ID,
     META_ADAPTER_VERSION,
@@ -480,8 +488,32 @@ def test_execute_traced_names_the_trace_of_the_receipt(
     assert hex_id(span.trace_id) == traced.trace_id
     assert traced.trace_url is None  # no project_id configured: no URL, and no lookup
     assert linked.trace_url == f"{receiver.base_url}/project/proj-1/traces/{linked.trace_id}"
-    assert runtime_with_project.last_trace_url() == linked.trace_url
     assert [ref.trace_id for ref in found] == [linked.trace_id]
+
+
+def test_a_surface_hears_each_concurrent_executions_trace_url_once(
+    model_server: LoopbackModelServer, greeting_request: ExecutionRequest
+) -> None:
+    """The ``langfuse`` entry point reports every execution's URL to the surface's
+    callback as it starts: concurrent calls on one runtime never hear each other's."""
+    heard: list[str] = []
+    env = {
+        "TEMPLIQX_MODEL": "m",
+        "TEMPLIQX_MODEL_API_KEY": MODEL_KEY,
+        "TEMPLIQX_MODEL_BASE_URL": model_server.base_url,
+        "LANGFUSE_PUBLIC_KEY": "pk-lf-surface",
+        "LANGFUSE_SECRET_KEY": "sk-lf-surface",
+        "LANGFUSE_PROJECT_ID": "proj-1",
+    }
+    with otlp_receiver("ok") as receiver:
+        env["LANGFUSE_BASE_URL"] = receiver.base_url
+        runtime = runtime_factory(RuntimeOptions(env=env, on_trace_url=heard.append))
+        assert isinstance(runtime, LangfuseTracedRuntime)
+        with runtime, ThreadPoolExecutor(8) as pool:
+            traced = list(pool.map(runtime.execute_traced, [greeting_request] * 16))
+    urls = [str(t.trace_url) for t in traced if t.trace_url is not None]
+    assert len(set(urls)) == 16
+    assert sorted(heard) == sorted(urls)
 
 
 def test_execute_traced_without_tracing_still_returns_the_receipt(
