@@ -16,22 +16,18 @@ from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
 import gzip
 import io
 import logging
 import os
 import random
 import re
-import signal
 import sys
 import threading
 import time
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any
 
 import orjson
@@ -45,6 +41,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Status, Tracer
 from requests.adapters import HTTPAdapter
 
+from . import _sigterm as sigterm
 from ._config import LangfuseConfig
 from ._version import DISTRIBUTION, __version__
 
@@ -299,18 +296,15 @@ class ExportPipeline:
             shutdown_on_exit=False,  # ours is bounded by flush_timeout_s
             span_limits=_UNLIMITED,
         )
-        # The processor starts its thread now and again in a forked child (from its own
-        # fork hook, registered now): both inherit a mask without the stop signals, so
-        # the main thread gets them (see ``_stop_signals_blocked``).
-        _register_at_fork(after_in_child=_block_stop_signals)
-        with _stop_signals_blocked():
+        # The processor starts its thread now, and again in a forked child from the fork
+        # hook it registers now: neither may take the stop signals from the main thread.
+        with sigterm.stop_signals_blocked(after_fork_too=True):
             processor = BatchSpanProcessor(
                 self.delivery,
                 max_queue_size=MAX_QUEUE,
                 schedule_delay_millis=config.flush_interval_s * 1000,
                 max_export_batch_size=config.flush_at,
             )
-        _register_at_fork(after_in_child=_restore_stop_signals)
         self.provider.add_span_processor(processor)
         self.tracer: Tracer = self.provider.get_tracer(
             LANGFUSE_SCOPE, __version__, attributes={"public_key": str(config.public_key)}
@@ -323,8 +317,7 @@ class ExportPipeline:
         self._pid = -1
         self.adopt()
         if config.flush_on_sigterm:
-            _install_sigterm_flush()
-            _LIVE.add(self)
+            sigterm.flush_on_sigterm(self)
 
     def adopt(self) -> None:
         """Exit hooks for this process (at construction, and once in a forked child: the
@@ -374,135 +367,4 @@ class ExportPipeline:
                     self.config.flush_timeout_s,
                 )
         self._session.close()
-        _LIVE.discard(self)
-
-
-# -- SIGTERM: how containers and process managers stop a process ----------------------
-
-_LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()
-_previous_sigterm: Any = None
-_sigterm = threading.Event()  # set by the handler: the flusher thread takes it from there
-_flusher: threading.Thread | None = None
-_sigterm_flushing = False  # the flusher has been woken
-_sigterm_flushed = False  # done: the next SIGTERM goes where it would have gone
-
-
-def _install_sigterm_flush() -> None:
-    """Put ``_on_sigterm`` in front of the SIGTERM handler there is and start its flusher
-    (once per process; only the main thread may set a handler)."""
-    global _previous_sigterm
-    try:
-        current = signal.getsignal(signal.SIGTERM)
-        if current is _on_sigterm:
-            return
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread (or not the main interpreter)
-        logger.warning(
-            "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
-            "SIGTERM will not flush"
-        )
-        return
-    _previous_sigterm = current
-    _start_flusher()
-
-
-_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
-_saved_masks = threading.local()  # each thread's mask while it starts threads
-
-
-@contextlib.contextmanager
-def _stop_signals_blocked() -> Iterator[None]:
-    """Threads started inside never take SIGTERM/SIGINT (threads inherit the mask).
-
-    A process-directed signal goes to any thread that does not block it. Python runs the
-    handler on the main thread only, and only once that thread runs bytecode again: one
-    that waits in C for a lock (a ``Pool`` worker waiting for its next task) is woken only
-    by a signal delivered to it. Landing on a background thread instead, the signal would
-    leave a handler (ours, the host's, a ``KeyboardInterrupt``) waiting forever.
-    """
-    _block_stop_signals()
-    try:
-        yield
-    finally:
-        _restore_stop_signals()
-
-
-def _block_stop_signals() -> None:
-    if hasattr(signal, "pthread_sigmask"):  # POSIX
-        _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-
-
-def _restore_stop_signals() -> None:
-    mask = getattr(_saved_masks, "mask", None)
-    if mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        _saved_masks.mask = None
-
-
-def _register_at_fork(**hooks: Callable[[], None]) -> None:
-    if hasattr(os, "register_at_fork"):  # POSIX only
-        os.register_at_fork(**hooks)
-
-
-def _start_flusher() -> None:
-    """A daemon thread awaiting the handler's word, started with SIGTERM blocked (threads
-    inherit the mask): the process-directed signal always lands on the main thread."""
-    global _sigterm, _flusher
-    _sigterm = threading.Event()
-    _flusher = threading.Thread(
-        target=_flush_for_sigterm, args=(_sigterm,), name="templiqx-langfuse-sigterm", daemon=True
-    )
-    with _stop_signals_blocked():
-        _flusher.start()
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """Wake the flusher and return at once; when it is done it signals the main thread
-    again, and this does what the previous handler would have: call it, ignore the
-    signal, or die of it.
-
-    It interrupts arbitrary code, so it takes no lock that code could hold (starting a
-    thread takes ``threading``'s own) and waits for nothing: a flush here could wait out
-    the deadline on a lock the interrupted code holds (an ``Event`` it was setting, a
-    thread it was joining).
-    """
-    global _sigterm_flushing
-    if not _sigterm_flushed and _LIVE and _flusher is not None and _flusher.is_alive():
-        if not _sigterm_flushing:  # a second SIGTERM meanwhile: the flush is under way
-            _sigterm_flushing = True
-            _sigterm.set()
-    elif callable(previous := _previous_sigterm):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _flush_for_sigterm(event: threading.Event) -> None:
-    """Once woken, flush every live pipeline (their deadlines run side by side), then
-    signal the main thread again."""
-    global _sigterm_flushed
-    event.wait()
-    try:
-        pipelines = list(_LIVE)
-        for pipeline in pipelines:
-            pipeline._begin_close()
-        for pipeline in pipelines:
-            pipeline._end_close()
-    finally:
-        _sigterm_flushed = True
-        main = threading.main_thread().ident
-        if main is not None:
-            signal.pthread_kill(main, signal.SIGTERM)
-
-
-def _sigterm_flush_after_fork() -> None:
-    """A forked child has no flush under way, whatever its parent was doing, and no
-    flusher thread: it gets its own."""
-    global _sigterm_flushing, _sigterm_flushed
-    _sigterm_flushing = _sigterm_flushed = False
-    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-        _start_flusher()
-
-
-_register_at_fork(after_in_child=_sigterm_flush_after_fork)
+        sigterm.forget(self)

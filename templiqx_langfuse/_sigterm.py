@@ -1,0 +1,232 @@
+"""``flush_on_sigterm``: flush on SIGTERM (how containers and process managers stop a
+process), then let the signal do what it would have done.
+
+Python runs a handler on the main thread, and only once that thread runs bytecode again.
+A signal that arrives just as that thread starts waiting in C (a ``Pool`` worker taking
+its next task) leaves the handler pending for good: any Python SIGTERM handler makes
+about one ``Pool.terminate()`` in a hundred hang that way. So the flush does not wait for
+the handler: a flusher thread also wakes on the signal itself, through the wakeup fd
+(when no one else holds it), and once done signals the main thread again until the
+handler has run and handed the signal on. Threads started here and by the OTel processor
+block SIGTERM/SIGINT, so a process-directed signal goes to the main thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any, Protocol
+
+__all__ = ["flush_on_sigterm", "forget", "stop_signals_blocked"]
+
+logger = logging.getLogger("templiqx_langfuse")
+
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_HANDLER_WAKE = b"\xff"  # what the handler writes: no signal has this number
+_HAND_ON_TRIES = 20  # signal the main thread again every 0.5 s, for 10 s at most
+
+
+class _Flushable(Protocol):
+    def _begin_close(self) -> None: ...
+    def _end_close(self) -> None: ...
+
+
+_LIVE: weakref.WeakSet[_Flushable] = weakref.WeakSet()
+_previous: Any = None  # the handler ours stands in front of
+_wake: tuple[int, int] | None = None  # the flusher's pipe (read, write)
+_owns_wakeup_fd = False  # its write end is the wakeup fd: the signal itself wakes it
+_flusher: threading.Thread | None = None
+_flushing = False  # the flusher has been woken
+_flushed = False  # done: the next SIGTERM goes where it would have gone
+_handed_on = False  # the handler has run after the flush
+_fork_mask: set[int | signal.Signals] | None = None
+_saved_masks = threading.local()  # each thread's mask while it starts threads
+
+
+def flush_on_sigterm(pipeline: _Flushable) -> None:
+    """Flush ``pipeline`` (held weakly) on SIGTERM; installs the handler once per process
+    (only the main thread may)."""
+    global _previous
+    try:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is not _on_sigterm:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+            _previous = current
+            _start_flusher(inherited=None)
+    except ValueError:  # not the main thread (or not the main interpreter)
+        logger.warning(
+            "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
+            "SIGTERM will not flush"
+        )
+        return
+    _LIVE.add(pipeline)
+
+
+def forget(pipeline: _Flushable) -> None:
+    """``pipeline`` is closed: nothing of it to flush."""
+    _LIVE.discard(pipeline)
+
+
+def _start_flusher(*, inherited: int | None) -> None:
+    """A new pipe (made the wakeup fd unless another one is set: asyncio's, a host's),
+    and a daemon flusher reading it, started with the stop signals blocked."""
+    global _wake, _owns_wakeup_fd, _flusher
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    _owns_wakeup_fd = previous_fd in (-1, inherited)
+    if not _owns_wakeup_fd:
+        signal.set_wakeup_fd(previous_fd)
+    _wake = (read, write)
+    _flusher = threading.Thread(
+        target=_flush_when_told, args=(read,), name="templiqx-langfuse-sigterm", daemon=True
+    )
+    with stop_signals_blocked():
+        _flusher.start()
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Wake the flusher and return at once; after the flush (the flusher signals again),
+    do what the previous handler would have: call it, ignore the signal, or die of it.
+
+    It interrupts arbitrary code, so it takes no lock (an ``os.write`` to a pipe wakes
+    the flusher) and waits for nothing.
+    """
+    global _flushing, _handed_on
+    if not _flushed and _LIVE and _wake is not None:
+        if not _flushing:  # a second SIGTERM meanwhile: the flush is under way
+            _flushing = True
+            with contextlib.suppress(OSError):
+                os.write(_wake[1], _HANDLER_WAKE)
+        return
+    _handed_on = True
+    if callable(previous := _previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _told(data: bytes) -> bool:
+    if _HANDLER_WAKE in data:
+        return True
+    # The signal itself (written by CPython's C handler): ours only while our handler is
+    # the one installed; a host's own handler may mean to do something else.
+    return (
+        _owns_wakeup_fd
+        and bytes([signal.SIGTERM]) in data
+        and signal.getsignal(signal.SIGTERM) is _on_sigterm
+    )
+
+
+def _flush_when_told(read: int) -> None:
+    """Once told, flush every live pipeline (their deadlines run side by side), then
+    signal the main thread until its handler has run."""
+    global _flushing, _flushed
+    while not _told(data := os.read(read, 512)):
+        if not data:  # the pipe closed: nobody can tell us any more
+            return
+    _flushing = True
+    try:
+        pipelines = list(_LIVE)
+        for pipeline in pipelines:
+            pipeline._begin_close()
+        for pipeline in pipelines:
+            pipeline._end_close()
+    finally:
+        _flushed = True
+        _hand_on()
+
+
+def _hand_on() -> None:
+    """Signal the main thread until its handler has run: it may have been about to wait
+    in C again (bounded: 10 s)."""
+    main = threading.main_thread().ident
+    for _ in range(_HAND_ON_TRIES if main is not None else 0):
+        if _handed_on:
+            return
+        signal.pthread_kill(main, signal.SIGTERM)  # type: ignore[arg-type]
+        for _ in range(10):
+            time.sleep(0.05)
+            if _handed_on:
+                return
+
+
+# -- signal masks and fork ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def stop_signals_blocked(*, after_fork_too: bool = False) -> Iterator[None]:
+    """Threads started inside never take SIGTERM/SIGINT (threads inherit the mask): a
+    signal landing on a background thread would leave the handler (ours, the host's, a
+    ``KeyboardInterrupt``) waiting for a main thread that may wait in C for good.
+
+    ``after_fork_too``: so are the ones the fork hooks registered inside start in a
+    forked child (the OTel processor restarts its thread from its own)."""
+    if after_fork_too:
+        register_at_fork(after_in_child=_block_stop_signals)
+    _block_stop_signals()
+    try:
+        yield
+    finally:
+        _restore_stop_signals()
+        if after_fork_too:
+            register_at_fork(after_in_child=_restore_stop_signals)
+
+
+def _block_stop_signals() -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX
+        _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _restore_stop_signals() -> None:
+    mask = getattr(_saved_masks, "mask", None)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _saved_masks.mask = None
+
+
+def register_at_fork(**hooks: Callable[[], None]) -> None:
+    if hasattr(os, "register_at_fork"):  # POSIX only
+        os.register_at_fork(**hooks)
+
+
+def _before_fork() -> None:
+    """The child starts with SIGTERM blocked until it has its own pipe: one sent to it
+    before then would otherwise reach the parent's flusher through the shared pipe."""
+    global _fork_mask
+    if _wake is not None:
+        _fork_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _after_fork_in_parent() -> None:
+    global _fork_mask
+    if _fork_mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _fork_mask)
+        _fork_mask = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no flush under way, whatever its parent was doing, and no
+    flusher thread: it gets its own, on its own pipe."""
+    global _flushing, _flushed, _handed_on, _wake
+    _flushing = _flushed = _handed_on = False
+    inherited, _wake = _wake, None
+    if inherited is not None:
+        with contextlib.suppress(ValueError):  # not the main interpreter
+            _start_flusher(inherited=inherited[1])
+        for fd in inherited:
+            os.close(fd)
+    _after_fork_in_parent()  # restores the mask: a signal held back arrives now
+
+
+register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+)
