@@ -14,6 +14,7 @@ block SIGTERM/SIGINT, so a process-directed signal goes to the main thread.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -59,6 +60,7 @@ def flush_on_sigterm(pipeline: _Flushable) -> None:
         if current is not _on_sigterm:
             signal.signal(signal.SIGTERM, _on_sigterm)
             _previous = current
+            _register_fork_hooks()
             _start_flusher(inherited=None)
     except ValueError:  # not the main thread (or not the main interpreter)
         logger.warning(
@@ -227,6 +229,14 @@ def _after_fork_in_child() -> None:
     _after_fork_in_parent()  # restores the mask: a signal held back arrives now
 
 
-register_at_fork(
-    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
-)
+@functools.cache
+def _register_fork_hooks() -> None:
+    """Once, when first installed. asyncio's own hook (3.12+) clears the wakeup fd in a
+    forked child: imported first, it registers first, and ours runs after it."""
+    import asyncio  # noqa: F401
+
+    register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )

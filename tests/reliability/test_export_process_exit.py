@@ -102,6 +102,13 @@ SCRIPT = textwrap.dedent(
         if mode == "host-wakeup-fd":
             if signal.set_wakeup_fd(host_end.fileno()) != host_end.fileno():
                 sys.exit(5)  # taken from the host
+        if mode == "main-waits-in-c-forked":  # as a Pool worker: after asyncio is loaded
+            import asyncio, os
+            child = os.fork()
+            if child:
+                print(os.waitpid(child, 0)[1], flush=True)
+                sys.exit(0)
+            mode = "main-waits-in-c"
         for _ in range(25):
             runtime.execute(ExecutionRequest(interaction=compiled.interaction))
         print("ready", flush=True)
@@ -163,18 +170,25 @@ def test_sigterm_flush_chains_to_the_hosts_own_handler(receiver: LoopbackOtlpRec
     assert receiver.span_names() == ["greeting"] * 25
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["process", "forked-child"])
 def test_sigterm_flushes_even_when_the_main_thread_never_runs_its_handler(
-    receiver: LoopbackOtlpReceiver,
+    receiver: LoopbackOtlpReceiver, forked: bool
 ) -> None:
     """CPython runs a handler only once the main thread runs bytecode; one waiting in C
-    never does (about 1 Pool.terminate in 100 hung so, with any Python handler)."""
+    never does (about 1 Pool.terminate in 100 hung so, with any Python handler). Also in
+    a forked child, whose wakeup fd asyncio's own fork hook clears (3.12+)."""
     contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    mode = "main-waits-in-c-forked" if forked else "main-waits-in-c"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, receiver.base_url, "main-waits-in-c", contract],
+        [sys.executable, "-c", SCRIPT, receiver.base_url, mode, contract],
         capture_output=True, text=True, timeout=30, cwd=REPO_ROOT, check=False,
     )  # fmt: skip
-    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    if forked:  # the parent reports its child's wait status
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.splitlines() == ["ready", str(signal.SIGTERM)]
+    else:
+        assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
     assert time.monotonic() - started < 20  # not the main thread's 60 s wait
     assert receiver.span_names() == ["greeting"] * 25
 
