@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -368,26 +368,21 @@ def _run(main: Callable[[], Coroutine[Any, Any, _T]], *, limit_s: float, what: s
     """``asyncio.run(main())`` on a daemon thread, waited for at most ``limit_s``."""
     import asyncio
 
-    outcome: list[Any] = []
+    outcome: Future[_T] = Future()
 
     def target() -> None:
         try:
-            outcome.append((True, asyncio.run(main())))
+            outcome.set_result(asyncio.run(main()))
         except BaseException as error:  # handed to the caller's thread
-            outcome.append((False, error))
+            outcome.set_exception(error)
 
-    worker = threading.Thread(target=target, name="templiqx-async-check", daemon=True)
-    worker.start()
-    worker.join(limit_s)
-    if worker.is_alive():
+    threading.Thread(target=target, name="templiqx-async-check", daemon=True).start()
+    if not wait([outcome], timeout=limit_s).done:
         raise ConformanceError(
             f"{what} did not end within {limit_s:g} s (a task that ignores cancellation, "
             "or a call that never returns)"
         )
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]
+    return outcome.result()
 
 
 def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
@@ -608,32 +603,21 @@ def check_adapter(
     calls: int = 10,
 ) -> ConformanceReport:
     """Run every check; failure projection only when a failing request is given."""
-    report = ConformanceReport(adapter_id=adapter.descriptor().id)
-    for name in CONFORMANCE_CHECKS:
-        if name == "failure_projection" and failing_request is None:
-            continue
-        options = {"threads": threads, "calls": calls} if name == "concurrent_use" else {}
-        run_check(
-            name,
-            adapter,
-            request,
-            failing_request=failing_request,
-            failing_adapter=failing_adapter,
-            **options,
-        )
-        report.passed.append(name)
+    report, run = _runner(adapter)
+    run("streaming_parity", check_streaming_parity, request)
+    run("sink_exception_propagates", check_sink_exception_propagates, request)
+    run("concurrent_use", check_concurrent_use, request, threads=threads, calls=calls)
+    if failing_request is not None:
+        check_failure_projection(failing_adapter or adapter, failing_request)
+        report.passed.append("failure_projection")
     return report
 
 
-def _runner(
-    adapter: RuntimeAdapter,
-) -> tuple[ConformanceReport, Callable[..., None]]:
+def _runner(adapter: RuntimeAdapter) -> tuple[ConformanceReport, Callable[..., None]]:
     """A report, and ``run(name, check, request, **options)`` recording each check passed."""
     report = ConformanceReport(adapter_id=adapter.descriptor().id)
 
-    def run(
-        name: str, check: Callable[..., None], request: ExecutionRequest, **options: Any
-    ) -> None:
+    def run(name: str, check: Callable[..., None], request: Any, **options: Any) -> None:
         check(adapter, request, **options)
         report.passed.append(name)
 
