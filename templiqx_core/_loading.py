@@ -151,9 +151,9 @@ def _json_int(digits: str) -> int:
         raise _TooManyDigits(digits) from None
 
 
-def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
-    """Parse JSON (or YAML, a superset) text; ``InvalidData`` names ``name`` and the position."""
-    if not yaml_allowed or name.endswith(".json"):
+def parse_document(text: str, *, name: str) -> Any:
+    """Parse JSON (a ``.json`` name) or YAML text; ``InvalidData`` names ``name`` and where."""
+    if name.endswith(".json"):
         try:
             return json.loads(text, parse_int=_json_int)
         except _TooManyDigits as error:
