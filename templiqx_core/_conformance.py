@@ -169,11 +169,10 @@ def check_sink_exception_propagates(adapter: RuntimeAdapter, request: ExecutionR
     try:
         adapter.execute_streaming(request, sink)
     except BaseException as raised:
-        if raised is not sentinel:
-            raise ConformanceError(
-                f"sink exception was swallowed or replaced by {type(raised).__name__}"
-            ) from None
-        return
+        if raised is sentinel:
+            return
+        replaced = type(raised).__name__
+        raise ConformanceError(f"sink exception was swallowed or replaced by {replaced}") from None
     raise ConformanceError("sink raised, but execute_streaming() returned normally")
 
 

@@ -295,8 +295,7 @@ class RuntimeAdapter(ABC):
             raise
 
     def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
-        stream = None if sink is None else _Stream(sink)
-        call, validator = self._port_open(request, stream)
+        call, validator = self._port_open(request, sink)
         try:
             try:
                 produced = self.produce_output(call)
@@ -306,14 +305,13 @@ class RuntimeAdapter(ABC):
                 raise mapped from error
             return self._port_receipt(call, validator, produced)
         except BaseException as error:
-            _terminal_failure(stream, error)
+            _terminal_failure(call._stream, error)
             raise
 
     async def _arun(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         import asyncio
 
-        stream = None if sink is None else _Stream(sink)
-        call, validator = self._port_open(request, stream)
+        call, validator = self._port_open(request, sink)
         try:
             try:
                 produced = await self.aproduce_output(call)
@@ -325,13 +323,14 @@ class RuntimeAdapter(ABC):
         except asyncio.CancelledError:
             raise  # the host stopped listening: nothing more is sent to it
         except BaseException as error:
-            _terminal_failure(stream, error)
+            _terminal_failure(call._stream, error)
             raise
 
     def _port_open(
-        self, request: ExecutionRequest, stream: _Stream | None
+        self, request: ExecutionRequest, sink: EventSink | None
     ) -> tuple[RuntimeCall, SchemaValidator]:
         """Checks before any I/O, and the call the hook receives."""
+        stream = None if sink is None else _Stream(sink)
         try:
             self._ensure_open()
             descriptor = self.descriptor()

@@ -297,7 +297,8 @@ def load_inventory(
     path: str | Path, *, package: str | None = None, root: str | Path | None = None
 ) -> list[Scenario]:
     """Load an inventory and every manifest it lists; fail closed on any disagreement.
-    Manifest paths are relative to ``root`` (default: as ``<root>/<package>/scenarios/``)."""
+    Manifest paths are relative to ``root``, by default the directory holding
+    ``<package>/scenarios/inventory.json``."""
     source = Path(path)
     inventory = validate_model(Inventory, load_document(source), name=str(source))
     if inventory.api_version != MOCK_API_VERSION:
