@@ -201,14 +201,8 @@ class ScriptedRuntime(RuntimeAdapter):
 
 def success_receipt_fingerprint(receipt: ExecutionReceipt) -> str:
     """The reference mock's payload-free fingerprint of a successful outcome."""
-    return fingerprint(
-        {
-            "outcome": "success",
-            "request_fingerprint": receipt.request_fingerprint,
-            "output_fingerprint": receipt.output_fingerprint,
-            "output_schema_valid": receipt.output_schema_valid,
-        }
-    )
+    fields = {"request_fingerprint", "output_fingerprint", "output_schema_valid"}
+    return fingerprint({"outcome": "success", **receipt.model_dump(include=fields)})
 
 
 def failure_receipt_fingerprint(
