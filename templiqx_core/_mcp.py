@@ -271,8 +271,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         path, request = roots.call(contract, inputs, context)
 
         def run() -> OperationEnvelope[Any]:
-            caps = _targets(path, capabilities)
-            return compile_envelope(path, request, capabilities=caps)
+            return compile_envelope(path, request, capabilities=_targets(path, capabilities))
 
         return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
