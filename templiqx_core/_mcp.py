@@ -221,33 +221,24 @@ Stream = Annotated[
 ]
 
 
-class _Runtimes:
-    """One runtime for the server's life; a fresh one per call when replaying a cassette
-    (a cassette plays each interaction once, and every tool call is a new replay)."""
-
-    def __init__(self, name: str, options: RuntimeOptions) -> None:
-        self.name, self.options = name, options
-        self._shared = None if options.replay is not None else load_runtime(name, options)
-
-    def acquire(self) -> contextlib.AbstractContextManager[RuntimeAdapter]:
-        if self._shared is not None:
-            return contextlib.nullcontext(self._shared)
-        return contextlib.closing(load_runtime(self.name, self.options))
-
-    def close(self) -> None:
-        if self._shared is not None:
-            self._shared.close()
-
-
-def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer, _Runtimes]:
-    """The MCP server and its runtimes (raises ``PortError`` for an unknown runtime, or a
-    configured cassette or scenario outside the server's roots)."""
+def build_server(
+    runtime_name: str, options: RuntimeOptions
+) -> tuple[MCPServer, RuntimeAdapter | None]:
+    """The MCP server and the runtime it shares, to close after it (raises ``PortError`` for
+    an unknown runtime, or a configured cassette or scenario outside the server's roots)."""
     roots = _Roots(options.env)
     if options.replay is not None:
         roots.confine(options.replay, "cassette")
     if options.scenario is not None:
         roots.confine(options.scenario, "scenario")
-    runtimes = _Runtimes(runtime_name, options)
+    # A cassette plays each interaction once, and every tool call is a new replay.
+    shared = None if options.replay is not None else load_runtime(runtime_name, options)
+
+    def acquire() -> contextlib.AbstractContextManager[RuntimeAdapter]:
+        if shared is not None:
+            return contextlib.nullcontext(shared)
+        return contextlib.closing(load_runtime(runtime_name, options))
+
     server = _Server(
         name="templiqx",
         version=__version__,
@@ -309,7 +300,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
 
         def run() -> OperationEnvelope[Any]:
             caps = _targets(path, capabilities)
-            with runtimes.acquire() as runtime:
+            with acquire() as runtime:
                 return execute_contract(
                     path,
                     request,
@@ -333,13 +324,14 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
             raise refused
         return _envelope_result(envelope)
 
-    return server, runtimes
+    return server, shared
 
 
 def serve(options: RuntimeOptions, *, runtime_name: str) -> None:
     """Run the stdio server until the client disconnects."""
-    server, runtimes = build_server(runtime_name, options)
+    server, shared = build_server(runtime_name, options)
     try:
         server.run("stdio")
     finally:
-        runtimes.close()
+        if shared is not None:
+            shared.close()

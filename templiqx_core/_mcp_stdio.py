@@ -72,17 +72,6 @@ def _top_level_members(text: str, names: frozenset[str]) -> dict[str, Any]:
     return found
 
 
-def _problem(error: ValidationError) -> str:
-    first = error.errors()[0]
-    if first["type"] == "json_invalid":
-        detail = first.get("ctx", {}).get("error", "invalid JSON")
-        return (
-            f"it is not JSON the MCP transport accepts ({detail}; strings must be Unicode "
-            "text without lone surrogates, nesting is limited to about 200 levels)"
-        )
-    return "it is not a JSON-RPC 2.0 request"
-
-
 def error_result(code: str, message: str) -> types.CallToolResult:
     """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
     return types.CallToolResult(
@@ -167,13 +156,21 @@ def _request_answer(members: dict[str, Any], error: ValidationError) -> types.JS
     if not isinstance(method, str):
         problem = "it has no method" if method is _ABSENT else "its method must be a string"
         return _refusal(reply_id, types.INVALID_REQUEST, f"the request was refused: {problem}")
+    first = error.errors()[0]
+    problem = "it is not a JSON-RPC 2.0 request"
+    invalid_json = first["type"] == "json_invalid"
+    if invalid_json:
+        detail = first.get("ctx", {}).get("error", "invalid JSON")
+        problem = (
+            f"it is not JSON the MCP transport accepts ({detail}; strings must be Unicode "
+            "text without lone surrogates, nesting is limited to about 200 levels)"
+        )
     shown = ascii(method) if _SURROGATE.search(method) else method
-    message = f"the {shown} request was refused: {_problem(error)}"
+    message = f"the {shown} request was refused: {problem}"
     if method == "tools/call" and reply_id is not None:
         result = error_result(codes.DATA_INVALID, message)
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         return types.JSONRPCResponse(jsonrpc="2.0", id=reply_id, result=dumped)
-    invalid_json = error.errors()[0]["type"] == "json_invalid"
     return _refusal(reply_id, types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST, message)
 
 
