@@ -1,7 +1,5 @@
-"""The application flow: compile a contract, gate capabilities, execute, envelope.
-
-Envelopes and diagnostics are the Rust reference application's (``templiqx-application``).
-"""
+"""The application flow: compile a contract, gate capabilities, execute, envelope, with the
+envelopes and diagnostics of the Rust reference application (``templiqx-application``)."""
 
 from __future__ import annotations
 
@@ -32,15 +30,6 @@ from ._receipts import output_schema_diagnostics
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
 
-__all__ = [
-    "EvalResult",
-    "check_envelope",
-    "compile_envelope",
-    "eval_envelope",
-    "execute_contract",
-    "run_evals",
-]
-
 CHECK_OPERATION = "check_contract"
 COMPILE_OPERATION = "compile_contract"
 EXECUTE_OPERATION = "execute_contract"
@@ -54,10 +43,8 @@ def compile_envelope(
     result = compile_contract(contract, request, capabilities)
     if result.interaction is None:
         return _envelope(COMPILE_OPERATION, None, result.diagnostics)
-    envelope = _envelope(COMPILE_OPERATION, result.interaction, [])
-    return envelope.model_copy(
-        update={"fingerprints": {"compiled_interaction": fingerprint(result.interaction.to_json())}}
-    )
+    fingerprints = {"compiled_interaction": fingerprint(result.interaction.to_json())}
+    return _envelope(COMPILE_OPERATION, result.interaction, [], fingerprints=fingerprints)
 
 
 def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
@@ -67,7 +54,7 @@ def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
-    found = [_diagnostic(item) for item in check_plain(plain, file=str(contract))]
+    found = [Diagnostic(**item) for item in check_plain(plain, file=str(contract))]
     if found:
         return _envelope(CHECK_OPERATION, None, found)
     summary = {
@@ -76,16 +63,6 @@ def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
         "evals": len(plain.get("evals", [])),
     }
     return _envelope(CHECK_OPERATION, summary, [])
-
-
-def _diagnostic(item: dict[str, Any]) -> Diagnostic:
-    return Diagnostic(
-        code=item["code"],
-        severity=item["severity"],
-        message=item["message"],
-        file=item.get("file"),
-        json_pointer=item.get("json_pointer"),
-    )
 
 
 def _envelope(
@@ -127,15 +104,11 @@ def execute_contract(
         return _envelope(EXECUTE_OPERATION, None, compiled.diagnostics)
     interaction = compiled.interaction
     offered = set(runtime.descriptor().capabilities)
-    for required in interaction.required_capabilities:
-        if required not in offered:
-            diagnostic = Diagnostic(
-                code=codes.RUNTIME_CAPABILITY_UNSUPPORTED,
-                severity="error",
-                message=f"runtime lacks '{required}'",
-                json_pointer="/capabilities",
-            )
-            return _envelope(EXECUTE_OPERATION, None, [diagnostic])
+    missing = next((c for c in interaction.required_capabilities if c not in offered), None)
+    if missing is not None:
+        message = f"runtime lacks '{missing}'"
+        diagnostic = _error(codes.RUNTIME_CAPABILITY_UNSUPPORTED, message, "/capabilities")
+        return _envelope(EXECUTE_OPERATION, None, [diagnostic])
 
     execution = ExecutionRequest(interaction=interaction, fixture_output=fixture_output)
     events: list[StreamEvent] = []
@@ -146,9 +119,10 @@ def execute_contract(
             on_event(event)
 
     try:
-        receipt = (
-            runtime.execute_streaming(execution, sink) if stream else runtime.execute(execution)
-        )
+        if stream:
+            receipt = runtime.execute_streaming(execution, sink)
+        else:
+            receipt = runtime.execute(execution)
     except PortError as error:
         return _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
     diagnostics = []
@@ -175,9 +149,8 @@ class EvalResult:
 def run_evals(
     contract: Contract | str | Path, *, capabilities: Iterable[str] | None = None
 ) -> tuple[list[EvalResult], list[Diagnostic]]:
-    """Run every ``evals`` fixture of a contract; the contract's own parse diagnostics if any.
-    Targets default to the contract's declared capabilities: an eval checks the contract,
-    not a deployment."""
+    """Run every ``evals`` fixture of a contract (else its parse diagnostics), targeting by
+    default its declared capabilities: an eval checks the contract, not a deployment."""
     if not isinstance(contract, Contract):
         parsed, diagnostics = read_contract(contract)
         if parsed is None:
@@ -207,8 +180,8 @@ def eval_envelope(
     """Run a contract's eval fixtures and report as the reference's ``test_package`` does
     for a package holding this one contract (``TQX_TEST_FAILED`` when any fixture fails)."""
     path = Path(contract)
-    results, diagnostics = run_evals(path, capabilities=capabilities)
-    if diagnostics:
+    parsed, diagnostics = read_contract(path)
+    if parsed is None:
         cases = [
             TestCaseResult(
                 contract_id=path.stem,
@@ -219,11 +192,10 @@ def eval_envelope(
             )
         ]
     else:
-        parsed = read_contract(path)[0]
-        contract_id = path.stem if parsed is None else parsed.id  # the report names it by id
+        results, _ = run_evals(parsed, capabilities=capabilities)
         cases = [
             TestCaseResult(
-                contract_id=contract_id,
+                contract_id=parsed.id,  # the report names the contract by id
                 fixture_id=result.eval_id,
                 passed=result.passed,
                 diagnostics=result.envelope.diagnostics,
@@ -236,8 +208,9 @@ def eval_envelope(
     # The reference's layout is <package>/contracts/<contract>.yaml.
     package = path.parent.parent if path.parent.name == "contracts" else path.parent
     report = TestReport(package=package.name, passed=passed, failed=failed, cases=cases)
-    message = f"{failed} fixture(s) failed"
-    summary = Diagnostic(
-        code=codes.TEST_FAILED, severity="error", message=message, json_pointer="/cases"
-    )
+    summary = _error(codes.TEST_FAILED, f"{failed} fixture(s) failed", "/cases")
     return _envelope(TEST_OPERATION, report, [summary] if failed else [])
+
+
+def _error(code: str, message: str, pointer: str) -> Diagnostic:
+    return Diagnostic(code=code, severity="error", message=message, json_pointer=pointer)

@@ -17,25 +17,11 @@ from ._errors import InvalidData, NotFound
 if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI start-up)
     from pydantic import BaseModel
 
-__all__ = [
-    "MAX_ALIAS_EXPANSION",
-    "MAX_ALIAS_EXPANSION_BYTES",
-    "MAX_DEPTH",
-    "UniqueKeyLoader",
-    "YamlDocumentError",
-    "compose_and_load",
-    "load_document",
-    "parse_document",
-    "validate_model",
-]
-
-
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """A safe YAML loader that refuses duplicate mapping keys instead of keeping the last;
-    on libyaml (``CSafeLoader``) when PyYAML has it: ten times faster, same nodes and marks."""
+    """A safe YAML loader refusing duplicate keys, on libyaml when PyYAML has it (10x faster)."""
 
 
 def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
@@ -75,14 +61,10 @@ MAX_ALIAS_EXPANSION_BYTES = 16 * 1024 * 1024
 
 
 def _check_alias_expansion(root: yaml.Node, own_size: int = 0) -> None:
-    """Refuse a node graph whose aliases would expand past ``MAX_ALIAS_EXPANSION`` nodes or
-    ``own_size + MAX_ALIAS_EXPANSION_BYTES`` characters of scalars, whose containers nest
-    deeper than ``MAX_DEPTH`` (libyaml stops at 1000, too deep for a recursive consumer), or
-    whose aliases form a cycle.
-
-    The composer shares one node per anchor; the expansion happens later, in whoever walks
-    the data. Memoised per node (linear in the graph) and iterative (depth is no concern).
-    """
+    """Refuse a node graph whose aliases expand past the bounds above or form a cycle, or
+    whose containers nest deeper than ``MAX_DEPTH`` (libyaml stops at 1000, too deep for a
+    recursive consumer). The composer shares one node per anchor and whoever walks the data
+    expands it; this walk is memoised per node and iterative."""
     byte_budget = own_size + MAX_ALIAS_EXPANSION_BYTES
     done: dict[int, tuple[int, int, int]] = {}  # expanded nodes, characters, depth
     open_nodes: set[int] = set()
@@ -144,14 +126,12 @@ def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
 
 
 class YamlDocumentError(InvalidData):
-    """A YAML document that cannot be loaded: ``TQX_PARSE_YAML``, as for a contract, and
-    still an ``InvalidData`` for whoever catches that."""
+    """A YAML document that cannot be loaded: ``TQX_PARSE_YAML``, as for a contract."""
 
     code = codes.PARSE_YAML
 
     @classmethod
     def of(cls, name: str, error: yaml.YAMLError, what: str = "invalid YAML") -> YamlDocumentError:
-        """The error for ``name``, located at the line and column PyYAML names."""
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
@@ -165,16 +145,15 @@ class _TooManyDigits(Exception):
 
 
 def _json_int(digits: str) -> int:
-    """``int``, with Python's digit limit a named error rather than a bare ``ValueError``."""
     try:
         return int(digits)
     except ValueError:
         raise _TooManyDigits(digits) from None
 
 
-def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
-    """Parse JSON (or YAML, a superset) text; ``InvalidData`` names ``name`` and the position."""
-    if not yaml_allowed or name.endswith(".json"):
+def parse_document(text: str, *, name: str) -> Any:
+    """Parse JSON (a ``.json`` name) or YAML text; ``InvalidData`` names ``name`` and where."""
+    if name.endswith(".json"):
         try:
             return json.loads(text, parse_int=_json_int)
         except _TooManyDigits as error:
@@ -199,7 +178,6 @@ def parse_document(text: str, *, name: str, yaml_allowed: bool = True) -> Any:
 
 
 def load_document(path: str | Path) -> Any:
-    """Read and parse a JSON or YAML file."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

@@ -1,18 +1,12 @@
-"""MCP surface: ``compile_contract`` and ``execute_contract`` over stdio.
+"""MCP surface (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
+answering with the CLI's ``OperationEnvelope`` JSON and, with ``stream=true``, each
+``StreamEvent`` as a progress notification.
 
-Agents get the ``OperationEnvelope`` JSON the CLI prints; with ``stream=true`` each
-``StreamEvent`` is also sent, as it happens, as a progress notification. Needs the extra:
-``pip install 'templiqx-langfuse[mcp]'``.
-
-The caller is an agent, not the operator: every path it names (and the operator's cassette
-or scenario) must resolve inside the roots — the working directory plus
-``TEMPLIQX_MCP_ROOTS`` — or the call is refused with ``TQX_PATH_INVALID``. Every tool error,
-the SDK's own included, is a result whose text starts with its ``TQX_*`` code and whose
-structured content is ``{"error": {code, message}}``.
-
-Load never stalls the transport: tool work runs on the server's own bounded threads, never
-on anyio's default limiter that the stdio reader and writer need, and a streaming call
-hands its events to a per-call buffer, so no tool thread waits on stdout.
+The caller is an agent, not the operator: every path must resolve inside the working
+directory or ``TEMPLIQX_MCP_ROOTS`` (else ``TQX_PATH_INVALID``), and every tool error is a
+result starting with its ``TQX_*`` code. Tool work runs on the server's own bounded threads,
+never on anyio's limiter that the stdio reader and writer need, and streamed events go
+through a per-call buffer, so no tool thread waits on stdout.
 """
 
 from __future__ import annotations
@@ -52,10 +46,7 @@ from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
 from ._version import __version__
 
-__all__ = ["ENV_MCP_ROOTS", "MAX_TOOL_CALLS", "TOOL_THREADS", "build_server", "serve"]
-
-ENV_MCP_ROOTS = "TEMPLIQX_MCP_ROOTS"
-"""Directories besides the working directory whose files the tools may read."""
+ENV_MCP_ROOTS = "TEMPLIQX_MCP_ROOTS"  # directories besides the working directory
 logger = logging.getLogger("templiqx.mcp")
 #: Tool calls in flight at once; one more is refused with ``TQX_RUNTIME_RATE_LIMITED``.
 MAX_TOOL_CALLS = 64
@@ -182,23 +173,21 @@ class _Roots:
             )
         return Path(value)
 
-
-def _render_request(inputs: dict[str, Any] | None, context: dict[str, Any] | None) -> RenderRequest:
-    try:
-        return RenderRequest(inputs=inputs or {}, context=context or {})
-    except ValueError as error:
-        raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
-
-
-def _contract_path(contract: str, roots: _Roots) -> Path:
-    path = roots.confine(contract, "contract")
-    try:
-        found = path.is_file()
-    except OSError as error:  # e.g. a name too long for the file system
-        raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
-    if not found:
-        raise NotFound(f"{contract}: no such contract file")
-    return path
+    def call(
+        self, contract: str, inputs: dict[str, Any] | None, context: dict[str, Any] | None
+    ) -> tuple[Path, RenderRequest]:
+        """A tool call's contract file (confined, existing) and render request."""
+        path = self.confine(contract, "contract")
+        try:
+            found = path.is_file()
+        except OSError as error:  # e.g. a name too long for the file system
+            raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
+        if not found:
+            raise NotFound(f"{contract}: no such contract file")
+        try:
+            return path, RenderRequest(inputs=inputs or {}, context=context or {})
+        except ValueError as error:
+            raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
 
 
 def _targets(path: Path, capabilities: list[str] | None) -> list[str]:
@@ -212,67 +201,44 @@ def _targets(path: Path, capabilities: list[str] | None) -> list[str]:
 
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
-    str,
-    Field(
-        description="Path of the contract YAML file, relative to the server's working "
-        "directory; it must lie inside the server's roots."
-    ),
+    str, Field(description="Contract YAML path, relative to the working directory, in the roots.")
 ]
 Inputs = Annotated[
-    dict[str, Any] | None,
-    Field(description="The contract's inputs, a JSON object checked against its input schema."),
+    dict[str, Any] | None, Field(description="The contract's inputs, a JSON object.")
 ]
 RenderContext = Annotated[
-    dict[str, Any] | None,
-    Field(description="The contract's context values, a JSON object (e.g. organization)."),
+    dict[str, Any] | None, Field(description="The contract's context values, a JSON object.")
 ]
 Capabilities = Annotated[
     list[str] | None,
-    Field(
-        description="Target capabilities to compile for (e.g. structured_output); "
-        "defaults to what the contract declares."
-    ),
+    Field(description="Target capabilities; defaults to what the contract declares."),
 ]
 FixtureOutput = Annotated[
-    Any,
-    Field(description="Output for the scripted runtime to return instead of calling a model."),
+    Any, Field(description="Output for the scripted runtime to return instead of a model's.")
 ]
 Stream = Annotated[
-    bool,
-    Field(
-        description="Send every StreamEvent as a progress notification while it happens "
-        "and list them in the result's stream_events."
-    ),
+    bool, Field(description="Send every StreamEvent as a progress notification as it happens.")
 ]
 
 
-class _Runtimes:
-    """One runtime for the server's life; a fresh one per call when replaying a cassette
-    (a cassette plays each interaction once, and every tool call is a new replay)."""
-
-    def __init__(self, name: str, options: RuntimeOptions) -> None:
-        self.name, self.options = name, options
-        self._shared = None if options.replay is not None else load_runtime(name, options)
-
-    def acquire(self) -> contextlib.AbstractContextManager[RuntimeAdapter]:
-        if self._shared is not None:
-            return contextlib.nullcontext(self._shared)
-        return contextlib.closing(load_runtime(self.name, self.options))
-
-    def close(self) -> None:
-        if self._shared is not None:
-            self._shared.close()
-
-
-def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer, _Runtimes]:
-    """The MCP server and its runtimes (raises ``PortError`` for an unknown runtime, or a
-    configured cassette or scenario outside the server's roots)."""
+def build_server(
+    runtime_name: str, options: RuntimeOptions
+) -> tuple[MCPServer, RuntimeAdapter | None]:
+    """The MCP server and the runtime it shares, to close after it (raises ``PortError`` for
+    an unknown runtime, or a configured cassette or scenario outside the server's roots)."""
     roots = _Roots(options.env)
     if options.replay is not None:
         roots.confine(options.replay, "cassette")
     if options.scenario is not None:
         roots.confine(options.scenario, "scenario")
-    runtimes = _Runtimes(runtime_name, options)
+    # A cassette plays each interaction once, and every tool call is a new replay.
+    shared = None if options.replay is not None else load_runtime(runtime_name, options)
+
+    def acquire() -> contextlib.AbstractContextManager[RuntimeAdapter]:
+        if shared is not None:
+            return contextlib.nullcontext(shared)
+        return contextlib.closing(load_runtime(runtime_name, options))
+
     server = _Server(
         name="templiqx",
         version=__version__,
@@ -293,12 +259,10 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
 
         capabilities defaults to the contract's own declared capabilities.
         """
-        path = _contract_path(contract, roots)
-        request = _render_request(inputs, context)
+        path, request = roots.call(contract, inputs, context)
 
         def run() -> OperationEnvelope[Any]:
-            caps = _targets(path, capabilities)
-            return compile_envelope(path, request, capabilities=caps)
+            return compile_envelope(path, request, capabilities=_targets(path, capabilities))
 
         return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
@@ -319,8 +283,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
         happens, and the result's stream_events lists them. capabilities defaults to
         the contract's declared capabilities (the runtime must offer them).
         """
-        path = _contract_path(contract, roots)
-        request = _render_request(inputs, context)
+        path, request = roots.call(contract, inputs, context)
         token = anyio.lowlevel.current_token()
         events_in, events_out = anyio.create_memory_object_stream[str](PROGRESS_BUFFER)
 
@@ -337,7 +300,7 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
 
         def run() -> OperationEnvelope[Any]:
             caps = _targets(path, capabilities)
-            with runtimes.acquire() as runtime:
+            with acquire() as runtime:
                 return execute_contract(
                     path,
                     request,
@@ -361,13 +324,14 @@ def build_server(runtime_name: str, options: RuntimeOptions) -> tuple[MCPServer,
             raise refused
         return _envelope_result(envelope)
 
-    return server, runtimes
+    return server, shared
 
 
 def serve(options: RuntimeOptions, *, runtime_name: str) -> None:
     """Run the stdio server until the client disconnects."""
-    server, runtimes = build_server(runtime_name, options)
+    server, shared = build_server(runtime_name, options)
     try:
         server.run("stdio")
     finally:
-        runtimes.close()
+        if shared is not None:
+            shared.close()

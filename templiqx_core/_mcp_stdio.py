@@ -1,11 +1,9 @@
 """The MCP stdio transport, with an answer for every request the SDK would drop.
 
-A line the SDK's parser rejects (a lone surrogate such as ``"\\ud800"``, nesting deeper
-than about 200 levels) is only logged by the session, so the client would wait forever.
-Each line is checked with that parser first; a refused ``tools/call`` gets a
-``TQX_DATA_INVALID`` tool error, any other request a JSON-RPC error whose message starts
-with the code, and a line that is no request at all (not JSON, a batch, an id of the wrong
-type) the JSON-RPC 2.0 error with ``"id": null``.
+A line the SDK's parser rejects (a lone surrogate, nesting past about 200 levels) is only
+logged by the session, so the client would wait forever: a refused ``tools/call`` gets a
+``TQX_DATA_INVALID`` tool error, another request a JSON-RPC error starting with the code,
+and a line that is no request at all the JSON-RPC 2.0 error with ``"id": null``.
 """
 
 from __future__ import annotations
@@ -28,11 +26,11 @@ from pydantic import ValidationError
 
 from . import codes
 
-__all__ = ["error_result", "guarded_stdio_server"]
-
 logger = logging.getLogger("templiqx.mcp")
 
 _TOKENS = re.compile(r'["{}\[\],]')
+# A JSON-escaped lone surrogate decodes fine but cannot be written as UTF-8: echoing it
+# back to the client would kill the stdout writer.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -43,8 +41,8 @@ def _skip_blank(text: str, i: int) -> int:
 
 
 def _top_level_members(text: str, names: frozenset[str]) -> dict[str, Any]:
-    """The members ``names`` of the JSON object ``text`` — read without parsing the rest,
-    iteratively, so a message too deep (or too odd) for any parser still yields its id."""
+    """The top-level members ``names`` of the JSON object ``text``, read without parsing the
+    rest, so a message too deep (or too odd) for any parser still yields its id."""
     found: dict[str, Any] = {}
     if not text.lstrip().startswith("{"):
         return found
@@ -72,23 +70,6 @@ def _top_level_members(text: str, names: frozenset[str]) -> dict[str, Any]:
         else:
             at_key = depth == 1
     return found
-
-
-def _problem(error: ValidationError) -> str:
-    first = error.errors()[0]
-    if first["type"] == "json_invalid":
-        detail = first.get("ctx", {}).get("error", "invalid JSON")
-        return (
-            f"it is not JSON the MCP transport accepts ({detail}; strings must be Unicode "
-            "text without lone surrogates, nesting is limited to about 200 levels)"
-        )
-    return "it is not a JSON-RPC 2.0 request"
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` can go back to the client: a JSON-escaped lone surrogate decodes
-    fine but cannot be written as UTF-8, so echoing it would kill the stdout writer."""
-    return _SURROGATE.search(text) is None
 
 
 def error_result(code: str, message: str) -> types.CallToolResult:
@@ -170,17 +151,26 @@ def _answer(line: str, error: ValidationError) -> types.JSONRPCMessage | None:
 def _request_answer(members: dict[str, Any], error: ValidationError) -> types.JSONRPCMessage:
     request_id, method = members["id"], members.get("method", _ABSENT)
     # An id that cannot be echoed was, for JSON-RPC 2.0, not determined: it is null.
-    reply_id = None if isinstance(request_id, str) and not _utf8(request_id) else request_id
+    echoable = not isinstance(request_id, str) or _SURROGATE.search(request_id) is None
+    reply_id = request_id if echoable else None
     if not isinstance(method, str):
         problem = "it has no method" if method is _ABSENT else "its method must be a string"
         return _refusal(reply_id, types.INVALID_REQUEST, f"the request was refused: {problem}")
-    shown = method if _utf8(method) else ascii(method)
-    message = f"the {shown} request was refused: {_problem(error)}"
+    first = error.errors()[0]
+    problem = "it is not a JSON-RPC 2.0 request"
+    invalid_json = first["type"] == "json_invalid"
+    if invalid_json:
+        detail = first.get("ctx", {}).get("error", "invalid JSON")
+        problem = (
+            f"it is not JSON the MCP transport accepts ({detail}; strings must be Unicode "
+            "text without lone surrogates, nesting is limited to about 200 levels)"
+        )
+    shown = ascii(method) if _SURROGATE.search(method) else method
+    message = f"the {shown} request was refused: {problem}"
     if method == "tools/call" and reply_id is not None:
         result = error_result(codes.DATA_INVALID, message)
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         return types.JSONRPCResponse(jsonrpc="2.0", id=reply_id, result=dumped)
-    invalid_json = error.errors()[0]["type"] == "json_invalid"
     return _refusal(reply_id, types.PARSE_ERROR if invalid_json else types.INVALID_REQUEST, message)
 
 
@@ -240,7 +230,7 @@ def _claimed_stdin() -> Iterator[BinaryIO]:
 
 @contextlib.asynccontextmanager
 async def guarded_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """``mcp.server.stdio.stdio_server`` reading through the guard above."""
+    """``mcp.server.stdio.stdio_server`` reading through ``_GuardedStdin``."""
     with _claimed_stdin() as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
         stdin = _GuardedStdin(text)

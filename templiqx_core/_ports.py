@@ -109,11 +109,6 @@ def _terminal_failure(stream: _Stream | None, error: BaseException) -> None:
         stream.send(failed_event(error))
 
 
-def _terminal_success(stream: _Stream | None, receipt: ExecutionReceipt) -> None:
-    if stream is not None:
-        stream.send(CompleteEvent.from_receipt(receipt))
-
-
 def _own(adapter: RuntimeAdapter, name: str) -> bool:
     """Whether ``adapter``'s class overrides the port's ``name``."""
     return getattr(type(adapter), name) is not getattr(RuntimeAdapter, name)
@@ -155,23 +150,18 @@ class RuntimeCall:
         observer's own exception is logged, never raised over the outcome)."""
         self._observers.append(observer)
 
-    def _finish(self, outcome: CallOutcome) -> None:
+    def _finish(self, **outcome: Any) -> None:
         observers, self._observers = self._observers, []
+        if not observers:  # most calls have none: build no outcome for nobody
+            return
+        ended = CallOutcome(**outcome)
         for observer in observers:
             try:
-                observer(outcome)
+                observer(ended)
             except Exception as error:
                 logger.warning(
                     "an execution observer of %s failed (%s)", self.adapter.id, type(error).__name__
                 )
-
-    def _fail(self, error: BaseException, code: str, detail: str) -> None:
-        if self._observers:
-            self._finish(CallOutcome(error=error, code=code, detail=detail))
-
-    def _succeed(self, receipt: ExecutionReceipt, details: Any) -> None:
-        if self._observers:  # most calls have none: build no outcome for nobody
-            self._finish(CallOutcome(receipt=receipt, details=details))
 
 
 def _interrupted(error: BaseException) -> str:
@@ -282,15 +272,14 @@ class RuntimeAdapter(ABC):
         import asyncio
 
         # An adapter with its own execute (a wrapper): its outcome, projected.
-        stream = _Stream(sink)
         try:
             receipt = await self.aexecute(request)
         except asyncio.CancelledError:
             raise
         except BaseException as error:
-            stream.send(failed_event(error))
+            sink(failed_event(error))
             raise
-        stream.send(CompleteEvent.from_receipt(receipt))
+        sink(CompleteEvent.from_receipt(receipt))
         return receipt
 
     async def aproduce_output(self, call: RuntimeCall) -> Any:
@@ -306,8 +295,7 @@ class RuntimeAdapter(ABC):
             raise
 
     def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
-        stream = None if sink is None else _Stream(sink)
-        call, validator = self._port_open(request, stream)
+        call, validator = self._port_open(request, sink)
         try:
             try:
                 produced = self.produce_output(call)
@@ -315,18 +303,15 @@ class RuntimeAdapter(ABC):
                 if (mapped := self._map_failure(call, error)) is error:
                     raise
                 raise mapped from error
-            receipt = self._port_receipt(call, validator, produced)
+            return self._port_receipt(call, validator, produced)
         except BaseException as error:
-            _terminal_failure(stream, error)
+            _terminal_failure(call._stream, error)
             raise
-        _terminal_success(stream, receipt)
-        return receipt
 
     async def _arun(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         import asyncio
 
-        stream = None if sink is None else _Stream(sink)
-        call, validator = self._port_open(request, stream)
+        call, validator = self._port_open(request, sink)
         try:
             try:
                 produced = await self.aproduce_output(call)
@@ -334,19 +319,18 @@ class RuntimeAdapter(ABC):
                 if (mapped := self._map_failure(call, error)) is error:
                     raise
                 raise mapped from error
-            receipt = self._port_receipt(call, validator, produced)
+            return self._port_receipt(call, validator, produced)
         except asyncio.CancelledError:
             raise  # the host stopped listening: nothing more is sent to it
         except BaseException as error:
-            _terminal_failure(stream, error)
+            _terminal_failure(call._stream, error)
             raise
-        _terminal_success(stream, receipt)
-        return receipt
 
     def _port_open(
-        self, request: ExecutionRequest, stream: _Stream | None
+        self, request: ExecutionRequest, sink: EventSink | None
     ) -> tuple[RuntimeCall, SchemaValidator]:
         """Checks before any I/O, and the call the hook receives."""
+        stream = None if sink is None else _Stream(sink)
         try:
             self._ensure_open()
             descriptor = self.descriptor()
@@ -362,7 +346,8 @@ class RuntimeAdapter(ABC):
     def _port_receipt(
         self, call: RuntimeCall, validator: SchemaValidator, produced: Any
     ) -> ExecutionReceipt:
-        """The receipt from what the hook returned, built in this one place."""
+        """The receipt from what the hook returned, built in this one place, and the
+        stream's ``Complete`` event (a sink raising on it is seen as the host's cancel)."""
         if not isinstance(produced, Produced):
             produced = Produced(produced)
         try:
@@ -385,7 +370,9 @@ class RuntimeAdapter(ABC):
         declared = produced.output_schema_valid
         if declared is not None and declared != receipt.output_schema_valid:
             receipt = receipt.model_copy(update={"output_schema_valid": declared})
-        call._succeed(receipt, produced.details)
+        call._finish(receipt=receipt, details=produced.details)
+        if call._stream is not None:
+            call._stream.send(CompleteEvent.from_receipt(receipt))
         return receipt
 
     def _map_failure(self, call: RuntimeCall, error: BaseException) -> BaseException:
@@ -393,7 +380,7 @@ class RuntimeAdapter(ABC):
         stream = call._stream
         if (stream is not None and stream.raised(error)) or not isinstance(error, Exception):
             # A host cancel through its sink, or KeyboardInterrupt & co: re-raised as is.
-            call._fail(error, codes.RUNTIME_INTERRUPTED, _interrupted(error))
+            call._finish(error=error, code=codes.RUNTIME_INTERRUPTED, detail=_interrupted(error))
             return error
         mapped: PortError
         if self.closed and (
@@ -407,7 +394,7 @@ class RuntimeAdapter(ABC):
             detail = f"unexpected {type(error).__name__} while producing the output"
             return _refuse(call, RuntimeFailureCode.PERMANENT, detail)
         detail = mapped.failure.detail if isinstance(mapped, RuntimeFailureError) else str(mapped)
-        call._fail(mapped, mapped.code, detail)
+        call._finish(error=mapped, code=mapped.code, detail=detail)
         return mapped
 
     @property
@@ -462,7 +449,7 @@ class RuntimeAdapter(ABC):
 def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> RuntimeFailureError:
     """The runtime failure ending ``call``, its observers told."""
     refused = RuntimeFailureError(RuntimeFailure.for_adapter(call.adapter, code, detail))
-    call._fail(refused, refused.code, refused.failure.detail)
+    call._finish(error=refused, code=refused.code, detail=refused.failure.detail)
     return refused
 
 

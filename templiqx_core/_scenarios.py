@@ -1,10 +1,6 @@
-"""Scripted scenario manifests (``templiqx.mock/v1alpha1``) and their inventory.
-
-Shapes and lifecycle rules are the Rust reference mock's (``templiqx-mock``): a manifest
-scripts one runtime call as ``steps`` or as a provider-like ``events`` stream. Loading is
-strict and fail-closed, and checks more than the reference, so that a wrong fixture
-fails at loading rather than in a result: the declared outcome must be the script's, and
-an ``expected_output`` file must match ``expected_output_fingerprint``.
+"""Scripted scenario manifests (``templiqx.mock/v1alpha1``, the Rust reference mock's
+shapes and rules) and their inventory. Loading is fail-closed and stricter than the
+reference, so a wrong fixture fails at loading rather than in a result.
 """
 
 from __future__ import annotations
@@ -163,13 +159,11 @@ def _check_manifest(manifest: ScenarioManifest) -> None:
             raise ValueError(f"{step.kind} cannot occur before request_received")
         if step.kind == "delay" and not step.delay_ms:
             raise ValueError(f"delay step '{step.id}' must set delay_ms > 0")
-        if step.kind == "runtime_success":
-            if step.failure is not None:
-                raise ValueError(f"runtime_success step '{step.id}' cannot include failure")
-            saw_terminal = True
-        if step.kind == "runtime_failure":
-            if step.failure is None:
-                raise ValueError(f"runtime_failure step '{step.id}' must include failure")
+        if step.kind in ("runtime_success", "runtime_failure"):
+            fails = step.kind == "runtime_failure"
+            if (step.failure is not None) != fails:
+                verb = "must include" if fails else "cannot include"
+                raise ValueError(f"{step.kind} step '{step.id}' {verb} failure")
             saw_terminal = True
     if not saw_terminal:
         raise ValueError("scenario must end in runtime_success or runtime_failure")
@@ -211,12 +205,9 @@ def _check_events(events: list[Any]) -> None:
 def _check_expectations(manifest: ScenarioManifest) -> None:
     """Beyond the reference: the declared outcome must be the one the script produces."""
     failure = next((s.failure for s in manifest.steps if s.failure is not None), None)
+    expected: tuple[str, str | None, str]
     if failure is not None:
-        expected: tuple[str, str | None, str] = (
-            "failure",
-            failure.code.value,
-            "no_successful_receipt",
-        )
+        expected = ("failure", failure.code.value, "no_successful_receipt")
     elif manifest.declared_schema_valid is False:
         expected = ("failure", codes.OUTPUT_SCHEMA, "fingerprints_only")
     else:
@@ -234,11 +225,8 @@ def _check_expectations(manifest: ScenarioManifest) -> None:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A loaded manifest with its files resolved: the render request and expected output.
-
-    ``expected_output`` is what the reference conformance run passes as the request's
-    ``fixture_output`` (the mock's output when a step declares none).
-    """
+    """A loaded manifest with its files resolved; ``expected_output`` is what the reference
+    conformance run passes as the request's ``fixture_output``."""
 
     manifest: ScenarioManifest
     source: Path
@@ -262,13 +250,12 @@ def load_scenario(path: str | Path) -> Scenario:
     expected_output = None
     if manifest.expected_output is not None:
         expected_output = load_document(base / manifest.expected_output)
-        if manifest.expected_output_fingerprint is not None:
-            actual = fingerprint(expected_output)
-            if actual != manifest.expected_output_fingerprint:
-                raise InvalidData(
-                    f"{source}: expected_output fingerprints to {actual}, "
-                    f"not to expected_output_fingerprint {manifest.expected_output_fingerprint}"
-                )
+        wanted = manifest.expected_output_fingerprint
+        if wanted is not None and (actual := fingerprint(expected_output)) != wanted:
+            raise InvalidData(
+                f"{source}: expected_output fingerprints to {actual}, "
+                f"not to expected_output_fingerprint {wanted}"
+            )
     return Scenario(manifest, source, render, expected_output)
 
 
@@ -310,11 +297,8 @@ def load_inventory(
     path: str | Path, *, package: str | None = None, root: str | Path | None = None
 ) -> list[Scenario]:
     """Load an inventory and every manifest it lists; fail closed on any disagreement.
-
-    ``package``, when given, must be the inventory's. Manifest paths are package-relative
-    to ``root`` (default: the inventory's grandparent's parent, the layout of
-    ``reference/<package>/scenarios/inventory.json``).
-    """
+    Manifest paths are relative to ``root``, by default the directory holding
+    ``<package>/scenarios/inventory.json``."""
     source = Path(path)
     inventory = validate_model(Inventory, load_document(source), name=str(source))
     if inventory.api_version != MOCK_API_VERSION:
@@ -332,7 +316,6 @@ def load_inventory(
             raise InvalidData(f"{source}: inventory entries require non-empty id and manifest")
         if entry.manifest in manifests:
             raise InvalidData(f"{source}: duplicate inventory manifest '{entry.manifest}'")
-        manifests.add(entry.manifest)
         relative = PurePosixPath(entry.manifest)
         if relative.is_absolute() or "\\" in entry.manifest or ".." in relative.parts:
             raise InvalidData(
@@ -341,6 +324,7 @@ def load_inventory(
         if entry.id in ids:
             raise InvalidData(f"{source}: duplicate inventory id '{entry.id}'")
         ids.add(entry.id)
+        manifests.add(entry.manifest)
         manifest_path = base / entry.manifest
         if not manifest_path.is_file():
             raise InvalidData(f"{source}: inventory manifest is missing: {entry.manifest}")

@@ -1,12 +1,8 @@
 """Schema failures as people read them: the failing value's JSON pointer and the rule.
 
-Each failure becomes one ``SchemaFailure``: where (a JSON pointer relative to the value
-validated) and why (the keyword and the schema's own value for it, e.g. ``shorter than
-minLength 1``). Texts are built here from the schema, never from the validator's messages,
-which quote the instance: the instance may be a provider's reply or a secret. For the same
-reason a pointer shows an object key only when the schema declares that name (a key
-matched by ``additionalProperties`` or ``patternProperties`` is the instance's text and
-reads ``*``); array indices are shown as they are.
+Texts are built from the schema, never from the validator's messages, which quote the
+instance (a provider's reply, or a secret); for the same reason a pointer shows an object
+key only when the schema declares that name (any other reads ``*``).
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ _COUNT_LIMIT: Final = 1000
 
 @dataclass(frozen=True)
 class SchemaFailure:
-    """One failed rule: ``pointer`` (relative, ``""`` for the value itself) and ``rule``."""
+    """One failed rule at ``pointer`` (relative, ``""`` for the value itself)."""
 
     pointer: str
     rule: str
@@ -40,7 +36,6 @@ class SchemaFailure:
 
 
 def more_failures(count: int) -> str:
-    """The text standing for failures past the reported ones."""
     bound = "at least " if count >= _COUNT_LIMIT else ""
     return f"{bound}{count} more schema failure(s) not shown"
 
@@ -56,8 +51,7 @@ def _schema_text(value: Any) -> str:
 
 
 def declared_names(schema: Any) -> frozenset[str]:
-    """Every property name the schema declares (``properties``, ``required``,
-    ``dependentRequired``), at any depth: the only keys a pointer may show."""
+    """Every property name the schema declares, at any depth: the keys a pointer may show."""
     names: set[str] = set()
     pending = [schema]
     while pending:
@@ -92,9 +86,8 @@ def _value_at(instance: Any, path: list[str | int]) -> Any:
 
 
 def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str:
-    """The pointer along ``path`` in ``instance``: an array index as is, an object key
-    only if declared. The instance decides which a segment is (the validator reports a
-    key that looks like a number as a number)."""
+    """The pointer along ``path``; the instance decides whether a segment is an index (the
+    validator reports a key that looks like a number as a number)."""
     parts: list[str | int] = []
     for segment in path:
         is_index = isinstance(instance, list) and isinstance(segment, int)
@@ -139,7 +132,6 @@ _RULES: Final = {  # keyword: the rule, ``{}`` the schema's value under that det
 
 
 def _rule(keyword: str, details: dict[str, Any], instance: Any) -> str:
-    """The rule that failed, in words, from the schema's values only."""
     if keyword == "type":
         types = details.get("types") or []
         wanted = " or ".join(str(t) for t in types) if types else "the declared type"
@@ -195,8 +187,8 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
 def schema_failures(
     validator: Any, schema: Any, instance: Any, *, limit: int = MAX_FAILURES
 ) -> tuple[list[SchemaFailure], int]:
-    """The first ``limit`` failures of ``instance`` and how many more there are (counted
-    up to a bound). ``validator`` is ``schema`` compiled (``compile_schema``)."""
+    """The first ``limit`` failures and how many more (counted up to a bound); ``validator``
+    is ``schema`` compiled."""
     failures = _failures(validator, instance, declared_names(thaw(schema)))
     found = list(itertools.islice(failures, limit))
     return found, sum(1 for _ in itertools.islice(failures, _COUNT_LIMIT))
@@ -205,8 +197,8 @@ def schema_failures(
 def schema_messages(
     validator: Any, schema: Any, instance: Any, prefix: str = ""
 ) -> list[tuple[str, str]]:
-    """(pointer, message) per reported failure, pointers relative to ``instance`` and
-    messages naming it as ``prefix``; the count of the rest last, at ``instance`` itself."""
+    """(pointer, message) per reported failure, messages naming ``instance`` as ``prefix``;
+    the count of the rest last."""
     failures, more = schema_failures(validator, schema, instance)
     found = [(failure.pointer, failure.message(prefix)) for failure in failures]
     if more:

@@ -1,14 +1,11 @@
-"""A deterministic scripted runtime: the reference mock for tests, evals and demos.
-
-Played from a scenario manifest it behaves exactly as the Rust reference mock
-(``templiqx-mock``), so receipts match the reference's. Played from a list of outcomes,
-a success without a declared validity is validated against the interaction's schema,
-as the reference's fake runtime. It never sleeps or touches the network: delays advance
-a virtual clock, and scripted deltas stream before the port's terminal event.
+"""A deterministic scripted runtime: the reference mock (``templiqx-mock``) for tests,
+evals and demos, receipt for receipt. It never sleeps or touches the network: delays
+advance a virtual clock, and scripted deltas stream before the port's terminal event.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -85,26 +82,21 @@ class VirtualClock:
 
 def _events_output(events: list[ScenarioStreamEvent], fixture_output: Any) -> Any:
     """The mock's output for an events stream: finish output, fixture, or the aggregate."""
-    text: dict[str, list[str]] = {"delta": [], "reasoning": []}
-    usage = {"input_tokens": 0, "output_tokens": 0}
-    output: Any = None
-    for event in events:
-        if isinstance(event, TextFixture):
-            text[event.kind].append(event.text)
-        elif isinstance(event, UsageFixture):
-            usage["input_tokens"] += event.input_tokens
-            usage["output_tokens"] += event.output_tokens
-        elif isinstance(event, FinishFixture):
-            output = event.output
+    output = next((e.output for e in events if isinstance(e, FinishFixture)), None)
     if output is None:
         output = fixture_output
-    if output is None:
-        output = {
-            "text": "".join(text["delta"]),
-            "reasoning": "".join(text["reasoning"]),
-            "usage": usage,
-        }
-    return output
+    if output is not None:
+        return output
+    texts = [e for e in events if isinstance(e, TextFixture)]
+    usage = [e for e in events if isinstance(e, UsageFixture)]
+    return {
+        "text": "".join(e.text for e in texts if e.kind == "delta"),
+        "reasoning": "".join(e.text for e in texts if e.kind == "reasoning"),
+        "usage": {
+            "input_tokens": sum(e.input_tokens for e in usage),
+            "output_tokens": sum(e.output_tokens for e in usage),
+        },
+    }
 
 
 class ScriptedRuntime(RuntimeAdapter):
@@ -122,8 +114,7 @@ class ScriptedRuntime(RuntimeAdapter):
             raise InvalidData("ScriptedRuntime needs at least one scripted outcome")
         self._outcomes = list(outcomes)
         self._manifest: ScenarioManifest | None = None
-        self._next = 0
-        self._lock = threading.Lock()
+        self._calls = itertools.count()  # next() is atomic: concurrent calls take in turn
         self._descriptor = AdapterDescriptor(
             id=SCRIPTED_ADAPTER_ID,
             version=REFERENCE_VERSION,
@@ -131,7 +122,6 @@ class ScriptedRuntime(RuntimeAdapter):
         )
         self.timeout_ms = timeout_ms
         self.clock = clock or VirtualClock()
-        self.attempts = 0
 
     @classmethod
     def from_scenario(cls, scenario: Scenario | str | Path, **kwargs: Any) -> ScriptedRuntime:
@@ -145,31 +135,23 @@ class ScriptedRuntime(RuntimeAdapter):
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
 
-    def _take(self) -> ScriptedOutcome:
-        with self._lock:
-            self.attempts += 1
-            outcome = self._outcomes[min(self._next, len(self._outcomes) - 1)]
-            self._next += 1
-            return outcome
-
     def _fail(
         self, step_id: str, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None
     ) -> RuntimeFailureError:
-        failure = RuntimeFailure(
-            code=code,
-            adapter_id=self._descriptor.id,
-            adapter_version=self._descriptor.version,
-            detail=detail,
-            scenario_id=step_id,
-            retry_after_ms=retry_after_ms,
-            fingerprint=scripted_failure_fingerprint(step_id, code, retry_after_ms),
+        return RuntimeFailureError(
+            RuntimeFailure(
+                code=code,
+                adapter_id=self._descriptor.id,
+                adapter_version=self._descriptor.version,
+                detail=detail,
+                scenario_id=step_id,
+                retry_after_ms=retry_after_ms,
+                fingerprint=scripted_failure_fingerprint(step_id, code, retry_after_ms),
+            )
         )
-        return RuntimeFailureError(failure)
 
     def _play_manifest(self, manifest: ScenarioManifest, call: RuntimeCall) -> Produced:
         """The reference mock's ``execute`` for a manifest (deltas first when streaming)."""
-        with self._lock:
-            self.attempts += 1
         fixture_output = call.request.fixture_output
         valid = manifest.declared_schema_valid
         if manifest.events is not None:
@@ -190,13 +172,10 @@ class ScriptedRuntime(RuntimeAdapter):
         raise InvalidData("mock scenario has no terminal step")
 
     def produce_output(self, call: RuntimeCall) -> Any:
-        """Play the manifest, or the next scripted outcome: deltas (when streaming), result.
-
-        The port builds the receipt, so ``execute`` and the ``Complete`` event agree.
-        """
+        """Play the manifest, or the next scripted outcome (the last repeats)."""
         if self._manifest is not None:
             return self._play_manifest(self._manifest, call)
-        outcome = self._take()
+        outcome = self._outcomes[min(next(self._calls), len(self._outcomes) - 1)]
         for text in outcome.deltas:
             call.emit(DeltaEvent(text=text))
         self.clock.advance(outcome.delay_ms)
@@ -222,14 +201,8 @@ class ScriptedRuntime(RuntimeAdapter):
 
 def success_receipt_fingerprint(receipt: ExecutionReceipt) -> str:
     """The reference mock's payload-free fingerprint of a successful outcome."""
-    return fingerprint(
-        {
-            "outcome": "success",
-            "request_fingerprint": receipt.request_fingerprint,
-            "output_fingerprint": receipt.output_fingerprint,
-            "output_schema_valid": receipt.output_schema_valid,
-        }
-    )
+    fields = {"request_fingerprint", "output_fingerprint", "output_schema_valid"}
+    return fingerprint({"outcome": "success", **receipt.model_dump(include=fields)})
 
 
 def failure_receipt_fingerprint(

@@ -1,10 +1,8 @@
-"""Rendering content nodes with schema-checked references.
+"""Rendering validated content nodes (plain dicts) into text, recording plain diagnostics.
 
-It works on validated plain data (nodes as dicts, the model's defaults read where absent)
-and records plain diagnostics. Every reference is resolved twice: statically against the
-declared JSON Schema (so a typo in an untaken ``when`` branch is still an error) and
-dynamically against the value. A path that cannot exist or has no value is a diagnostic,
-never an empty string.
+Every reference is resolved against the declared JSON Schema (so a typo in an untaken
+``when`` branch is still an error) and against the value; a path that cannot exist or has
+no value is a diagnostic, never an empty string.
 """
 
 from __future__ import annotations
@@ -108,7 +106,7 @@ class Renderer:
     _depth: int = 0
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
-        """Record the diagnostic; what it returns aborts the node when raised."""
+        """Record the diagnostic; raise what it returns to abort the node."""
         self.diagnostics.append(diagnostic(code, message, pointer))
         return _Abort()
 
@@ -193,7 +191,7 @@ class Renderer:
             message = f"filter format_number needs a number, got {_json_type(value)}"
             raise self.fail(codes.FILTER_TYPE, message, pointer)
         decimals = call.get("decimals")
-        return f"{value:.{decimals}f}" if decimals is not None else str(value)
+        return str(value) if decimals is None else f"{value:.{decimals}f}"
 
     def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
         parts: list[str] = []
@@ -218,9 +216,8 @@ class Renderer:
             skipped = active and value is False
             otherwise = self.render(node.get("else", []), scope, f"{pointer}/else", active=skipped)
             return then if taken else otherwise if skipped else ""
-        if kind == "for_each":
-            return self.for_each(node, scope, pointer, active=active)
-        return self.component(node, scope, pointer, active=active)
+        render = self.for_each if kind == "for_each" else self.component
+        return render(node, scope, pointer, active=active)
 
     def interpolate(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         binding = self.evaluate(node["expression"], scope, f"{pointer}/expression")
@@ -255,11 +252,10 @@ class Renderer:
         if not active or items is MISSING or not items:
             self.render(nodes, {**scope, name: Binding(item_schema, MISSING)}, body, active=False)
             return ""
-        rendered = [
-            self.render(nodes, {**scope, name: Binding(item_schema, item)}, body) for item in items
-        ]
         separator: str = node.get("separator", "")
-        return separator.join(rendered)
+        return separator.join(
+            self.render(nodes, {**scope, name: Binding(item_schema, item)}, body) for item in items
+        )
 
     def component(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         name: str = node["name"]
