@@ -18,35 +18,6 @@ import httpx
 
 from templiqx_core import InvalidData
 
-__all__ = [
-    "DEFAULT_LANGFUSE_BASE_URL",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MODEL_BASE_URL",
-    "DEFAULT_TIMEOUT_S",
-    "ENV_LANGFUSE_BASE_URL",
-    "ENV_LANGFUSE_FLUSH_AT",
-    "ENV_LANGFUSE_FLUSH_INTERVAL",
-    "ENV_LANGFUSE_HOST",
-    "ENV_LANGFUSE_PROJECT_ID",
-    "ENV_LANGFUSE_PUBLIC_KEY",
-    "ENV_LANGFUSE_RELEASE",
-    "ENV_LANGFUSE_SAMPLE_RATE",
-    "ENV_LANGFUSE_SECRET_KEY",
-    "ENV_LANGFUSE_TIMEOUT",
-    "ENV_LANGFUSE_TRACING_ENABLED",
-    "ENV_LANGFUSE_TRACING_ENVIRONMENT",
-    "ENV_MODEL",
-    "ENV_MODEL_API_KEY",
-    "ENV_MODEL_BASE_URL",
-    "ENV_MODEL_MAX_CONNECTIONS",
-    "ENV_MODEL_PROXY",
-    "ENV_MODEL_TIMEOUT_S",
-    "ENV_OPENAI_API_KEY",
-    "ENV_OPENAI_BASE_URL",
-    "LangfuseConfig",
-    "ModelConfig",
-]
-
 ENV_MODEL_BASE_URL = "TEMPLIQX_MODEL_BASE_URL"  # …/v1; else OPENAI_BASE_URL, else the default
 ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
 ENV_MODEL_API_KEY = "TEMPLIQX_MODEL_API_KEY"  # else OPENAI_API_KEY
@@ -148,9 +119,11 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
 def _sendable(value: object, field_name: str) -> None:
     """Refuse a string no export can carry (a lone surrogate has no UTF-8 form): every
     trace would fail to encode, for the process's whole life. ``None`` is unset."""
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return
+    if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
-    if value is not None and any(0xD800 <= ord(c) < 0xE000 for c in value):
+    if any(0xD800 <= ord(c) < 0xE000 for c in value):
         raise InvalidData(
             f"{field_name} must be Unicode text that can be sent (it has a lone surrogate)"
         )
@@ -189,15 +162,6 @@ def _clean_text(value: object, field_name: str, *, header: bool = False) -> str:
     return value
 
 
-def _seconds(value: object, field_name: str, upper: float) -> float:
-    # bool is an int: ``timeout_s=True`` would silently mean one second.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidData(f"{field_name} must be a number of seconds")
-    if not 0 < value <= upper:  # also refuses NaN
-        raise InvalidData(f"{field_name} must be a number of seconds in (0, {upper:g}]")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """The OpenAI-compatible endpoint. ``strict`` is sent as ``json_schema.strict``."""
@@ -221,7 +185,11 @@ class ModelConfig:
             raise InvalidData("model max_connections must be in [1, 100000]")
         _clean_text(self.api_key, "model api_key", header=True)
         _clean_text(self.model, "model")
-        _seconds(self.timeout_s, "model timeout_s", 3600)
+        # bool is an int: ``timeout_s=True`` would silently mean one second.
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)):
+            raise InvalidData("model timeout_s must be a number of seconds")
+        if not 0 < self.timeout_s <= 3600:  # also refuses NaN
+            raise InvalidData("model timeout_s must be a number of seconds in (0, 3600]")
         if not isinstance(self.strict, bool):
             raise InvalidData("model strict must be true or false")
         if self.proxy is not None:

@@ -1,15 +1,13 @@
 """Traces and scores to Langfuse through OpenTelemetry's own pipeline.
 
 Each runtime owns a private ``TracerProvider`` (never the global one, never shared: the
-SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown),
-sampled by ``TraceIdRatioBased``, with a ``BatchSpanProcessor`` and a gzip protobuf
-``OTLPSpanExporter`` (which retries 429/502/503/504 within ``timeout_s``). Added here,
-only what those lack: ``_Delivery`` halves a batch refused for its size (413) down to the
-one span too large, makes an unencodable string ``?`` in its span alone (OTel would lose
-the batch), and posts each score only once its span has arrived; ``_BoundedAdapter``
-reads at most ``MAX_RESPONSE_BYTES`` of an answer; ``close()`` is bounded by
-``flush_timeout_s``, a ``multiprocessing`` child (gone through ``os._exit``) flushes via
-``Finalize``, and ``flush_on_sigterm`` flushes on SIGTERM before handing the signal on.
+SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown)
+with a ``BatchSpanProcessor`` and a gzip ``OTLPSpanExporter`` (which retries 429/5xx).
+Added here, only what those lack: ``_Delivery`` halves a batch refused for its size (413),
+makes an unencodable string ``?`` in its span alone (OTel would lose the batch), and posts
+each score once its span has arrived; answers are read up to ``MAX_RESPONSE_BYTES``;
+``close()`` is bounded by ``flush_timeout_s``, also in a ``multiprocessing`` child and,
+with ``flush_on_sigterm``, on SIGTERM before the signal is handed on.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
@@ -302,7 +300,7 @@ class ExportPipeline:
         # The processor starts its thread now and again in a forked child (from its own
         # fork hook, registered now): both inherit a mask without the stop signals, so
         # the main thread gets them (see ``_stop_signals_blocked``).
-        _register_at_fork(after_in_child=_block_stop_signals)
+        os.register_at_fork(after_in_child=_block_stop_signals)
         with _stop_signals_blocked():
             processor = BatchSpanProcessor(
                 self.delivery,
@@ -310,7 +308,7 @@ class ExportPipeline:
                 schedule_delay_millis=config.flush_interval_s * 1000,
                 max_export_batch_size=config.flush_at,
             )
-        _register_at_fork(after_in_child=_restore_stop_signals)
+        os.register_at_fork(after_in_child=_restore_stop_signals)
         self.provider.add_span_processor(processor)
         self.tracer: Tracer = self.provider.get_tracer(
             LANGFUSE_SCOPE, __version__, attributes={"public_key": str(config.public_key)}
@@ -428,8 +426,7 @@ def _stop_signals_blocked() -> Iterator[None]:
 
 
 def _block_stop_signals() -> None:
-    if hasattr(signal, "pthread_sigmask"):  # POSIX
-        _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
 
 
 def _restore_stop_signals() -> None:
@@ -437,11 +434,6 @@ def _restore_stop_signals() -> None:
     if mask is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _saved_masks.mask = None
-
-
-def _register_at_fork(**hooks: Callable[[], None]) -> None:
-    if hasattr(os, "register_at_fork"):  # POSIX only
-        os.register_at_fork(**hooks)
 
 
 def _start_flusher() -> None:
@@ -505,4 +497,4 @@ def _sigterm_flush_after_fork() -> None:
         _start_flusher()
 
 
-_register_at_fork(after_in_child=_sigterm_flush_after_fork)
+os.register_at_fork(after_in_child=_sigterm_flush_after_fork)

@@ -48,7 +48,13 @@ def generation_attributes(
     parses (``parseMetadataAttribute``) and stores as it would the SDK's per-key
     attributes; keys whose value is None are dropped, as the SDK drops them.
     """
-    attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
+    attributes: dict[str, Any] = {
+        **trace,
+        A.OBSERVATION_MODEL: model,
+        A.OBSERVATION_LEVEL: level,
+        A.OBSERVATION_STATUS_MESSAGE: status_message,
+    }
+    attributes = {key: value for key, value in attributes.items() if value is not None}
     for key, value in (
         (A.OBSERVATION_INPUT, input),
         (A.OBSERVATION_OUTPUT, output),
@@ -57,12 +63,6 @@ def generation_attributes(
     ):
         if value is not None:
             attributes[key] = value if isinstance(value, JsonText) else serialize(value)
-    if model is not None:
-        attributes[A.OBSERVATION_MODEL] = model
-    if level is not None:
-        attributes[A.OBSERVATION_LEVEL] = level
-    if status_message is not None:
-        attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
     if metadata:
         present = {key: value for key, value in metadata.items() if value is not None}
         attributes[A.OBSERVATION_METADATA] = serialize(present)

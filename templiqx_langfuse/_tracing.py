@@ -1,9 +1,8 @@
 """Tracing executions to Langfuse, off the critical path: one generation per ``execute``.
 
-Best effort: a tracing failure is logged once and never reaches the caller, and nothing
-here blocks on the network. Every runtime imports this, traced or not, so it never
-imports langfuse or OpenTelemetry: ``_recording`` and ``_export`` are imported only with
-tracing on, and a run without (the CLI replaying a cassette) does not pay ~0.2 s for them.
+Best effort: a tracing failure is logged once and never reaches the caller. Every runtime
+imports this, so it never imports langfuse or OpenTelemetry (~0.2 s): ``_recording`` and
+``_export`` are imported only with tracing on.
 """
 
 from __future__ import annotations
@@ -83,9 +82,9 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     if not isinstance(value, dict):
         return None
     name, version = value.get("name"), value.get("version")
-    if isinstance(name, str) and name.strip() and isinstance(version, int) and version >= 1:
-        return None if isinstance(version, bool) else (name, version)
-    return None
+    if not isinstance(name, str) or not name.strip() or isinstance(version, bool):
+        return None
+    return (name, version) if isinstance(version, int) and version >= 1 else None
 
 
 @dataclass(frozen=True)
@@ -159,10 +158,8 @@ class GenerationRecord:
         self._usage_sinks = _USAGE_SINKS.get()  # the caller's, where the call started
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
-        """End the generation with the port's outcome of the call, whatever it is.
-
-        ``first_token_at`` (streaming adapters) becomes ``completion_start_time`` either way.
-        """
+        """End the generation with the port's outcome of the call, whatever it is;
+        ``first_token_at`` (streaming adapters) becomes ``completion_start_time``."""
         receipt, completion = outcome.receipt, outcome.details
         if receipt is None or not isinstance(completion, Completion):
             code = outcome.code or ""

@@ -63,9 +63,7 @@ class WireFailure(Exception):
         self, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None = None
     ) -> None:
         super().__init__(detail)
-        self.code = code
-        self.detail = detail
-        self.retry_after_ms = retry_after_ms
+        self.code, self.detail, self.retry_after_ms = code, detail, retry_after_ms
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
         """The adapter's ``RuntimeFailureError``, detail redacted."""
@@ -83,17 +81,16 @@ class RequestBody:
 
 
 def _extension_fields(extensions: Mapping[str, Any]) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for key in sorted(extensions):
-        name = key.removeprefix(EXTENSION_NAMESPACE)
-        if name == key:
-            continue
-        if name in RESERVED_FIELDS:
-            raise InvalidData(
-                f"extension {key} is reserved: the adapter sets "
-                f"{', '.join(sorted(RESERVED_FIELDS))} itself"
-            )
-        fields[name] = extensions[key]
+    fields = {
+        key.removeprefix(EXTENSION_NAMESPACE): extensions[key]
+        for key in sorted(extensions)
+        if key.startswith(EXTENSION_NAMESPACE)
+    }
+    if reserved := sorted(RESERVED_FIELDS & fields.keys()):
+        raise InvalidData(
+            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
+            f"{', '.join(sorted(RESERVED_FIELDS))} itself"
+        )
     return fields
 
 
@@ -150,14 +147,11 @@ def build_request_body(
 
 def _hint(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
     for name in names:
-        raw = headers.get(name)
-        if raw is None:
-            continue
         try:
-            value = float(raw.strip())
+            value = float(headers.get(name, "").strip())
         except ValueError:
             continue
-        if value >= 0 and value == value and value != float("inf"):
+        if 0 <= value < float("inf"):  # also refuses NaN
             return value
     return None
 

@@ -104,8 +104,7 @@ class Scrubber:
     def __init__(
         self, secrets: Iterable[str | None] = (), env: Mapping[str, str] | None = None
     ) -> None:
-        self._fixed = tuple(s for s in secrets if s)
-        self._env = env
+        self._fixed, self._env = tuple(s for s in secrets if s), env
         self._cache: tuple[tuple[str, ...], Redactor] | None = None
 
     def add(self, secrets: Iterable[str | None]) -> None:
@@ -132,9 +131,9 @@ class Scrubber:
         if not isinstance(value, bytes) or not value:
             return value
         try:
-            text, encoding = value.decode("utf-8"), "utf-8"
+            encoding, text = "utf-8", value.decode("utf-8")
         except UnicodeDecodeError:  # binary: latin-1 maps bytes 1:1, ASCII secrets still match
-            text, encoding = value.decode("latin-1"), "latin-1"
+            encoding, text = "latin-1", value.decode("latin-1")
         scrubbed = self.text(text)
         return value if scrubbed == text else scrubbed.encode(encoding, "replace")
 
@@ -209,9 +208,8 @@ class ScrubbingPersister:
         self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
     ) -> None:
         scrubbed: dict[str, list[Any]] = {"requests": [], "responses": []}
-        for request, response in zip(
-            cassette_dict["requests"], cassette_dict["responses"], strict=True
-        ):
+        pairs = zip(cassette_dict["requests"], cassette_dict["responses"], strict=True)
+        for request, response in pairs:
             request = self._request(copy.deepcopy(request))
             if request is None:
                 continue  # Langfuse traffic: never written
@@ -219,9 +217,8 @@ class ScrubbingPersister:
                 del request.headers[name]
             scrubbed["requests"].append(request)
             scrubbed["responses"].append(self._response(copy.deepcopy(response)))
-        self.inner.save_cassette(
-            cassette_path, {**cassette_dict, **scrubbed}, serializer=serializer
-        )
+        written = {**cassette_dict, **scrubbed}
+        self.inner.save_cassette(cassette_path, written, serializer=serializer)
 
 
 @dataclass

@@ -1,10 +1,8 @@
 """``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``.
 
-``execute_streaming`` emits ``Delta``/``ToolCallDelta`` events as the provider's SSE
-arrive; ``execute`` reads the same stream and drops them, so both build the receipt from
-one assembled message. Below the SSE framing all is the Langfuse adapter's own
-(``templiqx_langfuse.building_blocks``): request bytes, the bounded transport (one
-deadline and one size bound for the whole stream), the failure mapping, the secret rules.
+``execute_streaming`` emits ``Delta``/``ToolCallDelta`` events as the SSE arrive;
+``execute`` reads the same stream and drops them. Below the SSE framing all is the
+Langfuse adapter's own (``templiqx_langfuse.building_blocks``).
 """
 
 from __future__ import annotations
@@ -80,10 +78,10 @@ class StreamingHostRuntime(RuntimeAdapter):
         return self._descriptor
 
     def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
-        """The response reader and the streaming request; the reader notes the first token
-        (the generation's ``completion_start_time``, on success and failure alike)."""
-        body, record = self._wiring.begin(call)
+        """The response reader (it notes the first token, the generation's
+        ``completion_start_time``) and the streaming request."""
         wiring = self._wiring
+        body, record = wiring.begin(call)
         reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
         call.on_finish(lambda outcome: record.finish(outcome, first_token_at=reader.first_token))
         payload = orjson.loads(body.content)
@@ -104,11 +102,7 @@ class StreamingHostRuntime(RuntimeAdapter):
             raise wire.to_error(self._descriptor, self._wiring.redactor) from None
 
     def produce_output(self, call: RuntimeCall) -> Produced:
-        """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
-
-        The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
-        emits the one terminal event and maps anything unexpected.
-        """
+        """One streamed round trip; deltas go out through ``call.emit`` as they arrive."""
         reader, request = self._begin(call)
         with self._mapped_failures(), open_bounded(self._wiring.http, **request) as stream:
             if _read_whole(stream.status, stream.headers):
