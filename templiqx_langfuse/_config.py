@@ -1,8 +1,7 @@
 """Configuration of the model endpoint and of Langfuse tracing.
 
-Precedence is argument → environment → default, as in the Langfuse SDK. Validation
-names the offending field and never echoes a value: a misplaced key must not end up in
-a log line.
+Precedence is argument → environment → default, as in the Langfuse SDK. Validation names
+the offending field and never echoes a value: a misplaced key must not reach a log line.
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
     """An ``http(s)://`` URL naming a host, and its parts."""
     if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
-    # urlsplit silently drops tabs and newlines, httpx refuses them at call time: refuse
-    # them here, with the field's name and without the value.
+    # urlsplit silently drops tabs and newlines, httpx refuses them at call time.
     if _has_control(value) or any(c.isspace() for c in value):
         raise InvalidData(f"{field_name} must not contain whitespace or control characters")
     try:
@@ -110,8 +108,7 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
     found = {userinfo, unquote(userinfo)} if userinfo else set()
     if parts.password:
         found |= {parts.password, unquote(parts.password)}
-    # The Proxy-Authorization value itself (Basic base64 of user:password), which a
-    # proxy's 407 or the HTTP loggers may show: redacted like the credentials in it.
+    # The Proxy-Authorization value itself, which a 407 or the HTTP loggers may show.
     found |= {base64.b64encode(text.encode()).decode("ascii") for text in set(found) if ":" in text}
     return tuple(sorted(found))
 
@@ -144,12 +141,9 @@ def _non_empty(value: str | None, field_name: str) -> str:
 
 
 def _clean_text(value: object, field_name: str, *, header: bool = False) -> str:
-    """Refuse what would fail every call later: padding, newlines, control characters.
-
-    Secret files often end in a newline; sent as is, the key makes every call fail as a
-    *retryable* error. ``header`` values must also be visible ASCII (httpx encodes
-    headers as ASCII and would raise with the value in the message).
-    """
+    """Refuse what would fail every call later as a *retryable* error (a key read from a
+    file ending in a newline). ``header`` values must be visible ASCII: httpx would raise
+    with the value in the message."""
     if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
     _non_empty(value, field_name)
@@ -223,11 +217,8 @@ _PROJECT_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 @dataclass(frozen=True)
 class LangfuseConfig:
-    """Langfuse project credentials and trace attributes.
-
-    ``project_id`` is optional and only used to build trace URLs locally (the SDK's
-    ``get_trace_url`` does a blocking HTTP call to learn it).
-    """
+    """Langfuse project credentials and trace attributes. ``project_id`` only builds trace
+    URLs locally (the SDK's ``get_trace_url`` makes a blocking HTTP call to learn it)."""
 
     public_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
@@ -301,8 +292,7 @@ class LangfuseConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **overrides: Any) -> LangfuseConfig:
-        """From the langfuse SDK's variables, with its meaning; ``overrides`` (arguments)
-        take precedence over the environment, which takes precedence over defaults."""
+        """From the langfuse SDK's variables, with its meaning; ``overrides`` win."""
         read: dict[str, Any] = {
             "public_key": env.get(ENV_LANGFUSE_PUBLIC_KEY) or None,
             "secret_key": env.get(ENV_LANGFUSE_SECRET_KEY) or None,

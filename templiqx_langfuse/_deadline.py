@@ -97,8 +97,7 @@ class _Wire:
 
     def overran(self, method: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
         """Whether bytes were read past the end of the response just completed (httpcore2
-        keeps them in h11 state no public API exposes). A final response framed by
-        ``Content-Length`` is settled by arithmetic, anything else by h11's public API."""
+        keeps them where no public API shows them): by arithmetic, else by h11."""
         chunks, size = self._chunks, self._size
         self._chunks, self._size = [], 0
         length = _content_length(headers)
@@ -148,8 +147,8 @@ _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStre
 
 
 class _Watched(Generic[_Stream]):
-    """Both layers' stream wrappers: the wire, and a poisoned connection's "readable" (the
-    server spoke out of turn) when the pool asks an idle one before reusing it."""
+    """Both layers' stream wrappers: the wire, and a poisoned connection reads as
+    "readable" (the server spoke out of turn) when the pool asks before reusing it."""
 
     def __init__(self, inner: _Stream) -> None:
         self._inner: _Stream = inner
@@ -172,8 +171,7 @@ class _DeadlineStream(_Watched[httpcore2.NetworkStream], httpcore2.NetworkStream
         self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
-        # Shutting a socket down (not just closing it) wakes a thread blocked reading it: a
-        # runtime closed on another thread fails its call in flight at once.
+        # Shutting a socket down wakes a thread blocked reading it (a runtime closed there).
         sock = self._inner.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
@@ -380,9 +378,8 @@ class _Bounded(Generic[_Pool]):
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
-    """An httpx transport whose round trips end by the caller's deadline. Takes
-    ``httpx.HTTPTransport``'s connection arguments; a host lends one to a runtime
-    (``transport=``) to set TLS, a proxy or pool limits."""
+    """An httpx transport whose round trips end by the caller's deadline; takes
+    ``httpx.HTTPTransport``'s connection arguments (a host lends one for TLS, a proxy)."""
 
     def _new_pool(self) -> httpcore2.ConnectionPool:
         return httpcore2.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
@@ -398,8 +395,8 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
 
 class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
-    """``DeadlineTransport`` for ``httpx.AsyncClient``: same arguments, same guarantees.
-    A pool belongs to the event loop that first used it (its sockets do)."""
+    """``DeadlineTransport`` for ``httpx.AsyncClient``; a pool belongs to the event loop
+    that first used it (its sockets do)."""
 
     def _new_pool(self) -> httpcore2.AsyncConnectionPool:
         return httpcore2.AsyncConnectionPool(
@@ -438,8 +435,8 @@ _LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Fresh pools; the parent's connections are dropped, never closed or used (closing
-    would shut down sockets the parent still reads)."""
+    """Fresh pools; the parent's connections are dropped, never closed (the parent still
+    reads those sockets)."""
     for transport in list(_LIVE):
         transport.pool, transport._served = transport._new_pool(), None
 

@@ -56,19 +56,17 @@ INGESTION_PATH = "/api/public/ingestion"
 MAX_QUEUE = 10_000
 #: What is read of a Langfuse answer (its body is never used): more closes the socket.
 MAX_RESPONSE_BYTES = 64 * 1024
-#: The server reads spans of scopes starting with this as Langfuse SDK spans
-#: (``isLangfuseSDKSpans``): their attributes are Langfuse attributes, not metadata.
+#: The server reads spans of scopes starting with this as Langfuse SDK spans.
 LANGFUSE_SCOPE = "langfuse-sdk"
-#: Spans whose attribute values are JSON documents: a length limit set in the host's
-#: environment (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) would cut them into invalid JSON.
+#: Attribute values are JSON documents: ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` would cut them.
 _UNLIMITED = SpanLimits(
     max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET
 )
 
 
 class _BoundedAdapter(HTTPAdapter):
-    """requests' adapter, reading at most ``MAX_RESPONSE_BYTES`` of an answer (an endless
-    body costs nothing) and noting its status: OTel's result says only "failed"."""
+    """Reads at most ``MAX_RESPONSE_BYTES`` of an answer and notes its status (OTel's
+    result says only "failed")."""
 
     status: int | None = None
 
@@ -131,8 +129,7 @@ def _sendable(span: ReadableSpan) -> ReadableSpan:
 
 class _Scores:
     """Scores wait, keyed by span id, until their span has arrived, then go out with the
-    batch's turn: one attempt a turn, kept for the next on failure, so a scores outage
-    never holds the spans up."""
+    batch's turn: one attempt, kept for the next on failure (never holding spans up)."""
 
     def __init__(self, config: LangfuseConfig, session: requests.Session) -> None:
         self._url = config.base_url.rstrip("/") + INGESTION_PATH
@@ -161,8 +158,8 @@ class _Scores:
                 self.dropped += len(scores)
 
     def send(self, headers: Mapping[str, str], *, last: bool = False) -> None:
-        """Post the ready scores as one ingestion batch; keep them for the next turn if
-        that fails (drop them if this is the ``last`` turn)."""
+        """Post the ready scores as one ingestion batch; on failure keep them (unless
+        ``last``)."""
         with self._lock:
             scores, self._ready = self._ready, []
         if not scores:
@@ -191,8 +188,7 @@ class _Scores:
 
 
 class _Delivery(SpanExporter):
-    """The exporter the processor sees: the OTLP exporter (or a host's), plus what it
-    lacks (see the module docstring)."""
+    """The OTLP exporter (or a host's), plus what it lacks (see the module docstring)."""
 
     def __init__(
         self,
@@ -233,7 +229,7 @@ class _Delivery(SpanExporter):
         return SpanExportResult.SUCCESS if complete else SpanExportResult.FAILURE
 
     def _drop(self, batch: Sequence[ReadableSpan], why: str, *, key: str | None) -> None:
-        """Count, forget their scores, and say so (an outage once, a too-large span each)."""
+        """Count, forget their scores, and warn (an outage once, a too-large span each)."""
         self.dropped += len(batch)
         self._scores.settle(batch, arrived=False)
         if key in self._warned:
@@ -325,8 +321,8 @@ class ExportPipeline:
             _LIVE.add(self)
 
     def adopt(self) -> None:
-        """Exit hooks for this process (at construction, and once in a forked child: the
-        processor restarts its own thread there, ``multiprocessing`` clears finalizers)."""
+        """Exit hooks for this process (again in a forked child: ``multiprocessing``
+        clears finalizers)."""
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
@@ -386,8 +382,8 @@ _sigterm_flushed = False  # done: the next SIGTERM goes where it would have gone
 
 
 def _install_sigterm_flush() -> None:
-    """Put ``_on_sigterm`` in front of the SIGTERM handler there is and start its flusher
-    (once per process; only the main thread may set a handler)."""
+    """Put ``_on_sigterm`` in front of the SIGTERM handler and start its flusher (once per
+    process; only the main thread may set a handler)."""
     global _previous_sigterm
     try:
         current = signal.getsignal(signal.SIGTERM)
@@ -412,11 +408,9 @@ _saved_masks = threading.local()  # each thread's mask while it starts threads
 def _stop_signals_blocked() -> Iterator[None]:
     """Threads started inside never take SIGTERM/SIGINT (threads inherit the mask).
 
-    A process-directed signal goes to any thread that does not block it. Python runs the
-    handler on the main thread only, and only once that thread runs bytecode again: one
-    that waits in C for a lock (a ``Pool`` worker waiting for its next task) is woken only
-    by a signal delivered to it. Landing on a background thread instead, the signal would
-    leave a handler (ours, the host's, a ``KeyboardInterrupt``) waiting forever.
+    Python runs a handler on the main thread only, once it runs bytecode again: waiting in
+    C for a lock (a ``Pool`` worker), it is woken only by a signal delivered to it. Landing
+    on a background thread, the signal would leave the handler waiting forever.
     """
     _block_stop_signals()
     try:
@@ -437,8 +431,7 @@ def _restore_stop_signals() -> None:
 
 
 def _start_flusher() -> None:
-    """A daemon thread awaiting the handler's word, started with SIGTERM blocked (threads
-    inherit the mask): the process-directed signal always lands on the main thread."""
+    """A daemon thread awaiting the handler's word, started with the stop signals blocked."""
     global _sigterm, _flusher
     _sigterm = threading.Event()
     _flusher = threading.Thread(
@@ -454,9 +447,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     signal, or die of it.
 
     It interrupts arbitrary code, so it takes no lock that code could hold (starting a
-    thread takes ``threading``'s own) and waits for nothing: a flush here could wait out
-    the deadline on a lock the interrupted code holds (an ``Event`` it was setting, a
-    thread it was joining).
+    thread takes ``threading``'s own) and waits for nothing.
     """
     global _sigterm_flushing
     if not _sigterm_flushed and _LIVE and _flusher is not None and _flusher.is_alive():
@@ -471,8 +462,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _flush_for_sigterm(event: threading.Event) -> None:
-    """Once woken, flush every live pipeline (their deadlines run side by side), then
-    signal the main thread again."""
+    """Once woken, flush every live pipeline (deadlines side by side), then re-signal."""
     global _sigterm_flushed
     event.wait()
     try:
@@ -489,8 +479,7 @@ def _flush_for_sigterm(event: threading.Event) -> None:
 
 
 def _sigterm_flush_after_fork() -> None:
-    """A forked child has no flush under way, whatever its parent was doing, and no
-    flusher thread: it gets its own."""
+    """A forked child has no flush under way and no flusher thread: it gets its own."""
     global _sigterm_flushing, _sigterm_flushed
     _sigterm_flushing = _sigterm_flushed = False
     if signal.getsignal(signal.SIGTERM) is _on_sigterm:

@@ -122,11 +122,8 @@ def _collecting(sinks: contextvars.ContextVar[tuple[list[_Found], ...]]) -> Iter
 
 
 def collect_traces() -> AbstractContextManager[list[TraceRef]]:
-    """Collect a ``TraceRef`` for every traced execution started inside the block.
-
-    The receipt is a wire contract and carries no trace id; this is how a host finds the
-    trace of a receipt without searching (``runtime.execute_traced`` uses it).
-    """
+    """Collect a ``TraceRef`` for every traced execution started inside the block: the
+    receipt, a wire contract, carries no trace id (``runtime.execute_traced`` uses this)."""
     return _collecting(_COLLECTORS)
 
 
@@ -205,8 +202,7 @@ class GenerationRecord:
         handle, self._handle = self._handle, None
         redactor = self._tracing.redactor
         update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
-        # Plain-text fields come from the provider too (a gateway may echo the key in
-        # ``model``): every one is redacted, as the JSON ones are in their serialization.
+        # Plain-text fields come from the provider too (a gateway may echo the key).
         for name in ("status_message", "model"):
             if isinstance(update.get(name), str):
                 update[name] = redactor.text(update[name])
@@ -278,8 +274,7 @@ class Tracing:
         from ._export import ExportPipeline
 
         # Never a Langfuse client of its own: the SDK keeps one per public key for the
-        # whole process (a host's, or another runtime's, would be handed over), and its
-        # threads outlive a runtime. The owned path shares nothing.
+        # whole process (a host's would be handed over). The owned path shares nothing.
         return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
 
     @property
@@ -349,9 +344,8 @@ class Tracing:
         )
 
     def _input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """The messages as redacted JSON, once per interaction: interactions are frozen and
-        usually executed many times, and the messages are the largest attribute. With a
-        mask, every call's are masked afresh (a mask need not be pure)."""
+        """The messages as redacted JSON, once per (frozen, often re-executed) interaction;
+        with a mask, masked afresh every call (a mask need not be pure)."""
         hit = self._inputs.get(id(interaction))
         if hit is not None and hit[0] is interaction:
             return hit[1]
