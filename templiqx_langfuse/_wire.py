@@ -1,7 +1,6 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-Pure functions, no sockets, tested with literal inputs. No provider body text ever
-enters a failure detail; details name statuses, fields and sizes only."""
+No provider body text ever enters a failure detail: details name statuses, fields, sizes."""
 
 from __future__ import annotations
 
@@ -117,9 +116,7 @@ def build_request_body(
     interaction: CompiledInteraction, *, model: str, strict: bool
 ) -> RequestBody:
     """Serialize the chat-completions request; same interaction → same bytes. Raises
-    ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a value JSON
-    cannot carry; ``runtime_policy`` keys outside the forwarded set are never sent, only
-    listed in ``ignored_policy_keys``."""
+    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -137,7 +134,7 @@ def build_request_body(
             },
         },
     }
-    # Sorted keys make the bytes independent of dict insertion order (cassettes match on body).
+    # Sorted keys: cassettes match on the body.
     try:
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as error:

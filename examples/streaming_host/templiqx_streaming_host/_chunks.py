@@ -36,8 +36,8 @@ class ToolCall:
     _escaped: bool = False
 
     def _scan(self, piece: str) -> None:
-        """Track whether the arguments closed their top-level object/array, incrementally:
-        re-parsing them on every fragment would make an interleaving stream quadratic."""
+        """Whether the arguments closed their top-level object/array, tracked incrementally
+        (re-parsing every fragment would be quadratic)."""
         for char in piece:
             if self.closed:
                 return

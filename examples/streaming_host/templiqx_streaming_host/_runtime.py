@@ -14,12 +14,7 @@ from typing import Any, Unpack
 
 import orjson
 
-from templiqx_core import (
-    AdapterDescriptor,
-    DeltaEvent,
-    RuntimeAdapter,
-    RuntimeFailureCode,
-)
+from templiqx_core import AdapterDescriptor, DeltaEvent, RuntimeAdapter, RuntimeFailureCode
 from templiqx_core.adapters import Produced, RuntimeCall
 from templiqx_langfuse import LangfuseConfig, ModelConfig
 from templiqx_langfuse.building_blocks import (
@@ -47,12 +42,9 @@ _DONE = "[DONE]"
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """Streams one chat completion per call; thread-safe (one pooled client serves all).
-
-    ``max_response_bytes`` bounds the decoded event stream, ``ModelConfig.timeout_s`` is
-    its deadline. An exception from the sink (a cancel) stops the read, closes the
-    connection and propagates unchanged.
-    """
+    """Streams one chat completion per call; thread-safe. ``max_response_bytes`` bounds
+    the decoded stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
+    sink (a cancel) closes the connection and propagates unchanged."""
 
     def __init__(
         self,
@@ -140,9 +132,8 @@ def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
 
 
 class _Reader:
-    """The response fed chunk by chunk (sans-IO: the sync and async paths differ only in
-    how they get the chunks): deltas out through ``emit``, then the ``Produced`` the
-    non-streaming rules give for the assembled message."""
+    """The response fed chunk by chunk (sans-IO, for the sync and async paths): deltas out
+    through ``emit``, then the non-streaming rules' ``Produced`` for the whole message."""
 
     def __init__(self, emit: Callable[[Emitted], None], deadline: float) -> None:
         self._call_emit, self.deadline = emit, deadline
@@ -196,6 +187,5 @@ class _Reader:
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
         choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        # The non-streaming rules, applied to the assembled message: same outcome as execute.
         completion = {"id": folder.response_id, "model": folder.model, "usage": folder.usage}
         return self._produced(parse_completion(orjson.dumps(completion | {"choices": [choice]})))
