@@ -266,12 +266,11 @@ class LangfuseConfig:
             raise InvalidData("langfuse project_id must be 1-128 ASCII letters, digits, - or _")
         if self.sample_rate is not None and not 0.0 <= self.sample_rate <= 1.0:
             raise InvalidData("langfuse sample_rate must be within [0, 1]")
-        if not 0 < self.timeout_s <= 300:
-            raise InvalidData("langfuse timeout_s must be within (0, 300]")
         if self.mask is not None and not callable(self.mask):
             raise InvalidData("langfuse mask must be a function mask(*, data) -> masked data")
-        if not 0 < self.flush_timeout_s <= 300:
-            raise InvalidData("langfuse flush_timeout_s must be within (0, 300]")
+        for name in ("timeout_s", "flush_timeout_s"):
+            if not 0 < getattr(self, name) <= 300:
+                raise InvalidData(f"langfuse {name} must be within (0, 300]")
         if not 1 <= self.flush_at <= 2048 or not 0 < self.flush_interval_s <= 60:
             raise InvalidData("langfuse flush_at must be in [1, 2048], flush_interval_s in (0, 60]")
         if self.schema_score_name is not None and not self.schema_score_name.strip():

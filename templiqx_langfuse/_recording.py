@@ -41,12 +41,9 @@ def generation_attributes(
     completion_start_time: datetime | None = None,
     serialize: Callable[[Any], str] = json_text,
 ) -> dict[str, Any]:
-    """The attributes the SDK's ``update()`` writes, written directly and serialized once:
-    its per-field ``json.dumps`` and media scan cost more than the model call itself.
-
-    Metadata is one JSON object in ``langfuse.observation.metadata``, which the server
-    parses (``parseMetadataAttribute``) and stores as it would the SDK's per-key
-    attributes; keys whose value is None are dropped, as the SDK drops them.
+    """The attributes the SDK's ``update()`` writes, serialized once here: its per-field
+    ``json.dumps`` and media scan cost more than the model call itself. Metadata is one JSON
+    object, which the server parses (``parseMetadataAttribute``); None values are dropped.
     """
     attributes: dict[str, Any] = {
         **trace,

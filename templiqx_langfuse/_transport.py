@@ -221,11 +221,8 @@ def _round_trip(
 def open_bounded(
     client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
-    """POST and hold the response open, for streaming adapters to read incrementally.
-
-    ``timeout_s`` bounds the whole round trip, decoding included (capped by an enclosing
-    deadline); the body is abandoned past ``max_bytes`` decoded. Leaving the block (even
-    cancelled) releases the connection.
+    """POST and hold the response open. ``timeout_s`` bounds the whole round trip (capped by
+    an enclosing deadline), ``max_bytes`` the decoded body; leaving releases the connection.
     """
     with _round_trip(post) as (args, bounded), client.stream("POST", url, **args) as response:
         yield bounded(response)

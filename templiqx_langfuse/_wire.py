@@ -219,12 +219,9 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object (never the raw object).
-
-    Normalised as the Langfuse server normalises raw OpenAI usage: each count of
-    ``prompt_tokens_details`` (``completion_tokens_details``) becomes ``input_<key>``
-    (``output_<key>``) and is taken out of ``input`` (``output``); ``total`` is unchanged.
-    Langfuse prices each key, so the raw counts would bill cached/reasoning tokens twice.
+    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object, normalised as the server
+    normalises it: each ``prompt_tokens_details`` count becomes ``input_<key>``, taken out
+    of ``input`` (``output`` alike). Langfuse prices each key: raw counts would bill twice.
     """
     if not isinstance(usage, dict):
         return {}

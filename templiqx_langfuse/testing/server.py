@@ -177,11 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LoopbackModelServer(ThreadingHTTPServer):
-    """A server on 127.0.0.1; ``base_url`` ends in ``/v1`` like a real provider's.
-
-    ``bytes_sent``: body bytes of streamed (``pieces``) replies written so far;
-    ``aborted``: streamed replies the client hung up on (a write failed).
-    """
+    """A server on 127.0.0.1; ``base_url`` ends in ``/v1``. ``bytes_sent``: body bytes of
+    streamed (``pieces``) replies written; ``aborted``: those the client hung up on."""
 
     daemon_threads = True
     allow_reuse_address = True
