@@ -1,8 +1,7 @@
 """Configuration of the model endpoint and of Langfuse tracing.
 
-Precedence is argument → environment → default, as in the Langfuse SDK. Validation
-names the offending field and never echoes a value: a misplaced key must not end up in
-a log line.
+Precedence is argument → environment → default, as in the Langfuse SDK. Validation names
+the offending field and never echoes a value: a misplaced key must not reach a log line.
 """
 
 from __future__ import annotations
@@ -17,35 +16,6 @@ from urllib.parse import SplitResult, unquote, urlsplit
 import httpx
 
 from templiqx_core import InvalidData
-
-__all__ = [
-    "DEFAULT_LANGFUSE_BASE_URL",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MODEL_BASE_URL",
-    "DEFAULT_TIMEOUT_S",
-    "ENV_LANGFUSE_BASE_URL",
-    "ENV_LANGFUSE_FLUSH_AT",
-    "ENV_LANGFUSE_FLUSH_INTERVAL",
-    "ENV_LANGFUSE_HOST",
-    "ENV_LANGFUSE_PROJECT_ID",
-    "ENV_LANGFUSE_PUBLIC_KEY",
-    "ENV_LANGFUSE_RELEASE",
-    "ENV_LANGFUSE_SAMPLE_RATE",
-    "ENV_LANGFUSE_SECRET_KEY",
-    "ENV_LANGFUSE_TIMEOUT",
-    "ENV_LANGFUSE_TRACING_ENABLED",
-    "ENV_LANGFUSE_TRACING_ENVIRONMENT",
-    "ENV_MODEL",
-    "ENV_MODEL_API_KEY",
-    "ENV_MODEL_BASE_URL",
-    "ENV_MODEL_MAX_CONNECTIONS",
-    "ENV_MODEL_PROXY",
-    "ENV_MODEL_TIMEOUT_S",
-    "ENV_OPENAI_API_KEY",
-    "ENV_OPENAI_BASE_URL",
-    "LangfuseConfig",
-    "ModelConfig",
-]
 
 ENV_MODEL_BASE_URL = "TEMPLIQX_MODEL_BASE_URL"  # …/v1; else OPENAI_BASE_URL, else the default
 ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
@@ -95,8 +65,7 @@ def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
     """An ``http(s)://`` URL naming a host, and its parts."""
     if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
-    # urlsplit silently drops tabs and newlines, httpx refuses them at call time: refuse
-    # them here, with the field's name and without the value.
+    # urlsplit silently drops tabs and newlines, httpx refuses them at call time.
     if _has_control(value) or any(c.isspace() for c in value):
         raise InvalidData(f"{field_name} must not contain whitespace or control characters")
     try:
@@ -139,8 +108,7 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
     found = {userinfo, unquote(userinfo)} if userinfo else set()
     if parts.password:
         found |= {parts.password, unquote(parts.password)}
-    # The Proxy-Authorization value itself (Basic base64 of user:password), which a
-    # proxy's 407 or the HTTP loggers may show: redacted like the credentials in it.
+    # The Proxy-Authorization value itself, which a 407 or the HTTP loggers may show.
     found |= {base64.b64encode(text.encode()).decode("ascii") for text in set(found) if ":" in text}
     return tuple(sorted(found))
 
@@ -148,9 +116,11 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
 def _sendable(value: object, field_name: str) -> None:
     """Refuse a string no export can carry (a lone surrogate has no UTF-8 form): every
     trace would fail to encode, for the process's whole life. ``None`` is unset."""
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return
+    if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
-    if value is not None and any(0xD800 <= ord(c) < 0xE000 for c in value):
+    if any(0xD800 <= ord(c) < 0xE000 for c in value):
         raise InvalidData(
             f"{field_name} must be Unicode text that can be sent (it has a lone surrogate)"
         )
@@ -171,12 +141,9 @@ def _non_empty(value: str | None, field_name: str) -> str:
 
 
 def _clean_text(value: object, field_name: str, *, header: bool = False) -> str:
-    """Refuse what would fail every call later: padding, newlines, control characters.
-
-    Secret files often end in a newline; sent as is, the key makes every call fail as a
-    *retryable* error. ``header`` values must also be visible ASCII (httpx encodes
-    headers as ASCII and would raise with the value in the message).
-    """
+    """Refuse what would fail every call later as a *retryable* error (a key read from a
+    file ending in a newline). ``header`` values must be visible ASCII: httpx would raise
+    with the value in the message."""
     if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
     _non_empty(value, field_name)
@@ -187,15 +154,6 @@ def _clean_text(value: object, field_name: str, *, header: bool = False) -> str:
     if header and not _HEADER_TOKEN.fullmatch(value):
         raise InvalidData(f"{field_name} must be printable ASCII without spaces")
     return value
-
-
-def _seconds(value: object, field_name: str, upper: float) -> float:
-    # bool is an int: ``timeout_s=True`` would silently mean one second.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidData(f"{field_name} must be a number of seconds")
-    if not 0 < value <= upper:  # also refuses NaN
-        raise InvalidData(f"{field_name} must be a number of seconds in (0, {upper:g}]")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -221,7 +179,11 @@ class ModelConfig:
             raise InvalidData("model max_connections must be in [1, 100000]")
         _clean_text(self.api_key, "model api_key", header=True)
         _clean_text(self.model, "model")
-        _seconds(self.timeout_s, "model timeout_s", 3600)
+        # bool is an int: ``timeout_s=True`` would silently mean one second.
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)):
+            raise InvalidData("model timeout_s must be a number of seconds")
+        if not 0 < self.timeout_s <= 3600:  # also refuses NaN
+            raise InvalidData("model timeout_s must be a number of seconds in (0, 3600]")
         if not isinstance(self.strict, bool):
             raise InvalidData("model strict must be true or false")
         if self.proxy is not None:
@@ -255,11 +217,8 @@ _PROJECT_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 @dataclass(frozen=True)
 class LangfuseConfig:
-    """Langfuse project credentials and trace attributes.
-
-    ``project_id`` is optional and only used to build trace URLs locally (the SDK's
-    ``get_trace_url`` does a blocking HTTP call to learn it).
-    """
+    """Langfuse project credentials and trace attributes. ``project_id`` only builds trace
+    URLs locally (the SDK's ``get_trace_url`` makes a blocking HTTP call to learn it)."""
 
     public_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
@@ -307,12 +266,11 @@ class LangfuseConfig:
             raise InvalidData("langfuse project_id must be 1-128 ASCII letters, digits, - or _")
         if self.sample_rate is not None and not 0.0 <= self.sample_rate <= 1.0:
             raise InvalidData("langfuse sample_rate must be within [0, 1]")
-        if not 0 < self.timeout_s <= 300:
-            raise InvalidData("langfuse timeout_s must be within (0, 300]")
         if self.mask is not None and not callable(self.mask):
             raise InvalidData("langfuse mask must be a function mask(*, data) -> masked data")
-        if not 0 < self.flush_timeout_s <= 300:
-            raise InvalidData("langfuse flush_timeout_s must be within (0, 300]")
+        for name in ("timeout_s", "flush_timeout_s"):
+            if not 0 < getattr(self, name) <= 300:
+                raise InvalidData(f"langfuse {name} must be within (0, 300]")
         if not 1 <= self.flush_at <= 2048 or not 0 < self.flush_interval_s <= 60:
             raise InvalidData("langfuse flush_at must be in [1, 2048], flush_interval_s in (0, 60]")
         if self.schema_score_name is not None and not self.schema_score_name.strip():
@@ -333,8 +291,7 @@ class LangfuseConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **overrides: Any) -> LangfuseConfig:
-        """From the langfuse SDK's variables, with its meaning; ``overrides`` (arguments)
-        take precedence over the environment, which takes precedence over defaults."""
+        """From the langfuse SDK's variables, with its meaning; ``overrides`` win."""
         read: dict[str, Any] = {
             "public_key": env.get(ENV_LANGFUSE_PUBLIC_KEY) or None,
             "secret_key": env.get(ENV_LANGFUSE_SECRET_KEY) or None,

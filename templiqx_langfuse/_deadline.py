@@ -1,15 +1,13 @@
 """Bounded httpx transports: one wall-clock deadline per round trip, enforced at the socket.
 
-httpx timeouts bound each socket operation, not the exchange: a server trickling one
-byte at a time keeps the call alive forever. Here httpcore2 pools (AsyncOpenAI's;
-httpcore 1's are quadratic in calls in flight) run on a network backend giving every
-connect, read and write what is left of the deadline, a context variable: one pool
-serves calls with different deadlines; an outer one (a retry loop's) caps inner ones.
+httpx timeouts bound each socket operation, not the exchange: a server trickling one byte
+at a time keeps the call alive forever. Here httpcore2 pools (httpcore 1's are quadratic
+in calls in flight) run on a backend giving every connect, read and write what is left of
+the deadline, a context variable (an outer one, a retry loop's, caps inner ones).
 
-Only the socket layer sees a connection deliver bytes past a response's end, or a body
-on a status that has none (never reused: they would become the next call's response),
-or close mid-response (a network error, worth a retry). A forked child starts with empty
-pools, lest both processes share keep-alive sockets.
+Only the socket layer sees bytes past a response's end, or a body on a status that has
+none (the connection is never reused: they would become the next call's response), or a
+close mid-response (worth a retry). A forked child starts with empty pools.
 """
 
 from __future__ import annotations
@@ -41,8 +39,7 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 @contextmanager
 def deadline(seconds: float) -> Iterator[float]:
-    """Socket operations inside the block share one budget of ``seconds``; yields the
-    instant the block must end by (``deadline_at(seconds)``)."""
+    """Socket operations inside share one budget; yields ``deadline_at(seconds)``."""
     token = _DEADLINE.set(at := deadline_at(seconds))
     try:
         yield at
@@ -73,8 +70,8 @@ _NO_BODY = frozenset({204, 304})
 
 
 class _Wire:
-    """What a connection's socket delivered since the request was written (dropped once
-    the response is checked), whether the server closed, and whether it is poisoned."""
+    """What a connection's socket delivered since the request was written, whether the
+    server closed, and whether the connection is poisoned."""
 
     __slots__ = ("_chunks", "_reading", "_size", "eof", "poisoned")
 
@@ -100,8 +97,7 @@ class _Wire:
 
     def overran(self, method: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
         """Whether bytes were read past the end of the response just completed (httpcore2
-        keeps them in h11 state no public API exposes). A final response framed by
-        ``Content-Length`` is settled by arithmetic, anything else by h11's public API."""
+        keeps them where no public API shows them): by arithmetic, else by h11."""
         chunks, size = self._chunks, self._size
         self._chunks, self._size = [], 0
         length = _content_length(headers)
@@ -142,8 +138,7 @@ def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     return length
 
 
-#: The wire of the connection the current call last wrote to (set by the stream, read
-#: by the transport to tell a connection cut short from a response that is not HTTP).
+#: The wire the current call last wrote to: tells a connection cut short from non-HTTP.
 _EXCHANGE_WIRE: contextvars.ContextVar[_Wire | None] = contextvars.ContextVar(
     "templiqx_langfuse_exchange_wire", default=None
 )
@@ -152,8 +147,8 @@ _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStre
 
 
 class _Watched(Generic[_Stream]):
-    """Both layers' stream wrappers: the wire, and a poisoned connection's "readable" (the
-    server spoke out of turn) when the pool asks an idle one before reusing it."""
+    """Both layers' stream wrappers: the wire, and a poisoned connection reads as
+    "readable" (the server spoke out of turn) when the pool asks before reusing it."""
 
     def __init__(self, inner: _Stream) -> None:
         self._inner: _Stream = inner
@@ -176,8 +171,7 @@ class _DeadlineStream(_Watched[httpcore2.NetworkStream], httpcore2.NetworkStream
         self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
-        # Shutting a socket down (not just closing it) wakes a thread blocked reading it: a
-        # runtime closed on another thread fails its call in flight at once.
+        # Shutting a socket down wakes a thread blocked reading it (a runtime closed there).
         sock = self._inner.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
@@ -218,8 +212,7 @@ class _AsyncDeadlineStream(_Watched[httpcore2.AsyncNetworkStream], httpcore2.Asy
         return _AsyncDeadlineStream(inner)
 
 
-# httpcore2 calls a backend with keywords; the rest (local address, socket options)
-# passes through untouched.
+# The rest of httpcore2's keywords (local address, socket options) pass through.
 class _DeadlineBackend(httpcore2.SyncBackend):
     def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
@@ -258,9 +251,8 @@ class ResponseOverrun(httpx.RemoteProtocolError):
 
 
 def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
-    """httpx's namesake of what httpcore2 raised, most specific type first (httpx's own
-    table is private); anything else is returned as is. A protocol error after the server
-    closed the socket is a connection cut short."""
+    """httpx's namesake of what httpcore2 raised (httpx's own table is private); a
+    protocol error after the server closed the socket is a connection cut short."""
     if isinstance(error, httpcore2.RemoteProtocolError) and wire is not None and wire.eof:
         return ConnectionCutShort("the server closed the connection mid-response")
     for kind in type(error).mro():
@@ -309,13 +301,11 @@ def _httpx_response(request: httpx.Request, response: httpcore2.Response) -> htt
 
 
 class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body of either layer: httpcore2's errors as httpx's, and after the last byte,
-    before the connection goes back to the pool, the check for bytes past its end."""
+    """A body of either layer; after its last byte (before the connection goes back to the
+    pool), the check for bytes past its end."""
 
     def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
-        self._response = response
-        self._wire = wire
-        self._method = method
+        self._response, self._wire, self._method = response, wire, method
 
     @contextmanager
     def _checked(self) -> Iterator[None]:
@@ -347,7 +337,7 @@ _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool
 
 
 class _Bounded(Generic[_Pool]):
-    """Construction shared by both transports: httpx's arguments, a fresh pool on demand."""
+    """Both transports' construction: httpx's arguments, a fresh pool on demand."""
 
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
 
@@ -388,9 +378,8 @@ class _Bounded(Generic[_Pool]):
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
-    """An httpx transport whose round trips end by the caller's deadline. Takes
-    ``httpx.HTTPTransport``'s connection arguments; a host lends one to a runtime
-    (``transport=``) to set TLS, a proxy or pool limits."""
+    """An httpx transport whose round trips end by the caller's deadline; takes
+    ``httpx.HTTPTransport``'s connection arguments (a host lends one for TLS, a proxy)."""
 
     def _new_pool(self) -> httpcore2.ConnectionPool:
         return httpcore2.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
@@ -406,8 +395,8 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
 
 class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
-    """``DeadlineTransport`` for ``httpx.AsyncClient``: same arguments, same guarantees.
-    A pool belongs to the event loop that first used it (its sockets do)."""
+    """``DeadlineTransport`` for ``httpx.AsyncClient``; a pool belongs to the event loop
+    that first used it (its sockets do)."""
 
     def _new_pool(self) -> httpcore2.AsyncConnectionPool:
         return httpcore2.AsyncConnectionPool(
@@ -415,8 +404,8 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
         )
 
     def _bind(self) -> None:
-        """Serve the running loop: the first one, or a new one once that has closed (its
-        connections are dropped with it); another live loop's call is refused."""
+        """Serve the first running loop, or a new one once that has closed; another live
+        loop's call is refused."""
         import asyncio  # not at import time: httpx and httpcore2 do without it
 
         loop, bound = asyncio.get_running_loop(), self._served
@@ -428,7 +417,7 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
                     "this AsyncDeadlineTransport serves another event loop: its pooled "
                     "sockets belong to that loop (lend one per loop, or none)"
                 )
-            self.pool = self._new_pool()  # the closed loop's connections go with it
+            self.pool = self._new_pool()
         self._served = loop
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -446,8 +435,8 @@ _LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Fresh pools; the parent's connections are dropped, never closed or used (closing
-    would shut down sockets the parent still reads)."""
+    """Fresh pools; the parent's connections are dropped, never closed (the parent still
+    reads those sockets)."""
     for transport in list(_LIVE):
         transport.pool, transport._served = transport._new_pool(), None
 

@@ -1,15 +1,13 @@
 """Traces and scores to Langfuse through OpenTelemetry's own pipeline.
 
 Each runtime owns a private ``TracerProvider`` (never the global one, never shared: the
-SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown),
-sampled by ``TraceIdRatioBased``, with a ``BatchSpanProcessor`` and a gzip protobuf
-``OTLPSpanExporter`` (which retries 429/502/503/504 within ``timeout_s``). Added here,
-only what those lack: ``_Delivery`` halves a batch refused for its size (413) down to the
-one span too large, makes an unencodable string ``?`` in its span alone (OTel would lose
-the batch), and posts each score only once its span has arrived; ``_BoundedAdapter``
-reads at most ``MAX_RESPONSE_BYTES`` of an answer; ``close()`` is bounded by
-``flush_timeout_s``, a ``multiprocessing`` child (gone through ``os._exit``) flushes via
-``Finalize``, and ``flush_on_sigterm`` flushes on SIGTERM before handing the signal on.
+SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown)
+with a ``BatchSpanProcessor`` and a gzip ``OTLPSpanExporter`` (which retries 429/5xx).
+Added here, only what those lack: ``_Delivery`` halves a batch refused for its size (413),
+makes an unencodable string ``?`` in its span alone (OTel would lose the batch), and posts
+each score once its span has arrived; answers are read up to ``MAX_RESPONSE_BYTES``;
+``close()`` is bounded by ``flush_timeout_s``, also in a ``multiprocessing`` child and,
+with ``flush_on_sigterm``, on SIGTERM before the signal is handed on.
 """
 
 from __future__ import annotations
@@ -55,19 +53,17 @@ INGESTION_PATH = "/api/public/ingestion"
 MAX_QUEUE = 10_000
 #: What is read of a Langfuse answer (its body is never used): more closes the socket.
 MAX_RESPONSE_BYTES = 64 * 1024
-#: The server reads spans of scopes starting with this as Langfuse SDK spans
-#: (``isLangfuseSDKSpans``): their attributes are Langfuse attributes, not metadata.
+#: The server reads spans of scopes starting with this as Langfuse SDK spans.
 LANGFUSE_SCOPE = "langfuse-sdk"
-#: Spans whose attribute values are JSON documents: a length limit set in the host's
-#: environment (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) would cut them into invalid JSON.
+#: Attribute values are JSON documents: ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` would cut them.
 _UNLIMITED = SpanLimits(
     max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET
 )
 
 
 class _BoundedAdapter(HTTPAdapter):
-    """requests' adapter, reading at most ``MAX_RESPONSE_BYTES`` of an answer (an endless
-    body costs nothing) and noting its status: OTel's result says only "failed"."""
+    """Reads at most ``MAX_RESPONSE_BYTES`` of an answer and notes its status (OTel's
+    result says only "failed")."""
 
     status: int | None = None
 
@@ -130,8 +126,7 @@ def _sendable(span: ReadableSpan) -> ReadableSpan:
 
 class _Scores:
     """Scores wait, keyed by span id, until their span has arrived, then go out with the
-    batch's turn: one attempt a turn, kept for the next on failure, so a scores outage
-    never holds the spans up."""
+    batch's turn: one attempt, kept for the next on failure (never holding spans up)."""
 
     def __init__(self, config: LangfuseConfig, session: requests.Session) -> None:
         self._url = config.base_url.rstrip("/") + INGESTION_PATH
@@ -160,8 +155,8 @@ class _Scores:
                 self.dropped += len(scores)
 
     def send(self, headers: Mapping[str, str], *, last: bool = False) -> None:
-        """Post the ready scores as one ingestion batch; keep them for the next turn if
-        that fails (drop them if this is the ``last`` turn)."""
+        """Post the ready scores as one ingestion batch; on failure keep them (unless
+        ``last``)."""
         with self._lock:
             scores, self._ready = self._ready, []
         if not scores:
@@ -190,8 +185,7 @@ class _Scores:
 
 
 class _Delivery(SpanExporter):
-    """The exporter the processor sees: the OTLP exporter (or a host's), plus what it
-    lacks (see the module docstring)."""
+    """The OTLP exporter (or a host's), plus what it lacks (see the module docstring)."""
 
     def __init__(
         self,
@@ -232,7 +226,7 @@ class _Delivery(SpanExporter):
         return SpanExportResult.SUCCESS if complete else SpanExportResult.FAILURE
 
     def _drop(self, batch: Sequence[ReadableSpan], why: str, *, key: str | None) -> None:
-        """Count, forget their scores, and say so (an outage once, a too-large span each)."""
+        """Count, forget their scores, and warn (an outage once, a too-large span each)."""
         self.dropped += len(batch)
         self._scores.settle(batch, arrived=False)
         if key in self._warned:
@@ -320,8 +314,8 @@ class ExportPipeline:
             sigterm.flush_on_sigterm(self)
 
     def adopt(self) -> None:
-        """Exit hooks for this process (at construction, and once in a forked child: the
-        processor restarts its own thread there, ``multiprocessing`` clears finalizers)."""
+        """Exit hooks for this process (again in a forked child: ``multiprocessing``
+        clears finalizers)."""
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()

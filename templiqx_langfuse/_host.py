@@ -1,7 +1,6 @@
 """``HostWiring``: what every host adapter of an OpenAI-compatible endpoint is wired from,
-built and released here once: one part built slightly differently breaks a guarantee
-silently (a key missing from the redactor, a client on another transport, a filter left
-installed)."""
+built and released in one place: a part built slightly differently (a key missing from the
+redactor, a client on another transport) breaks a guarantee silently."""
 
 from __future__ import annotations
 
@@ -49,10 +48,9 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 class Clients:
-    """The wiring's HTTP clients on bounded transports (a host's, if it lent them): one
-    for sync calls, one per event loop for async ones (a pool holds its loop's sockets).
-    Each reaches its transport through ``httpx.MockTransport``, which vcrpy patches: a
-    host's cassettes record and replay these calls as any other httpx call's."""
+    """HTTP clients on bounded transports: one for sync calls, one per event loop (a pool
+    holds its loop's sockets). Each goes through ``httpx.MockTransport``, which vcrpy
+    patches: a host's cassettes record and replay these calls as any httpx call's."""
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")
@@ -159,8 +157,8 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
-    """The shared wiring of a host adapter: build it in ``__init__``, ``close`` it in
-    ``release``. Thread-safe as its parts are: one wiring (and its pools) serves all calls."""
+    """A host adapter's wiring: build it in ``__init__``, ``close`` it in ``release``;
+    one wiring (and its pools) serves all calls, on any thread."""
 
     model: ModelConfig
     langfuse: LangfuseConfig
@@ -175,7 +173,6 @@ class HostWiring:
 
     @property
     def http(self) -> httpx.Client:
-        """The client of sync calls."""
         return self.clients.sync
 
     @classmethod
@@ -188,11 +185,8 @@ class HostWiring:
         path: str = "/chat/completions",
         **options: Unpack[WiringOptions],
     ) -> HostWiring:
-        """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``.
-
-        A lent ``transport``/``async_transport`` is used and left open by ``close``; what
-        a build failing midway already installed or opened is released again.
-        """
+        """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``; a lent
+        transport is left open by ``close``, a build failing midway releases what it made."""
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), config.public_key, config.secret_key])
         clients = Clients(model, **options)
@@ -230,8 +224,8 @@ class HostWiring:
         return ModelConfig.from_env(environ), LangfuseConfig.from_env(environ)
 
     def begin(self, call: RuntimeCall) -> tuple[RequestBody, GenerationRecord]:
-        """The call's request body (the Langfuse adapter's bytes) and its generation,
-        opened; the adapter registers how the generation finishes (``call.on_finish``)."""
+        """The call's request body and its generation, opened; the adapter registers how
+        the generation finishes (``call.on_finish``)."""
         interaction = call.request.interaction
         body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
         record = self.tracing.start(
@@ -245,8 +239,8 @@ class HostWiring:
         return body, record
 
     def close(self) -> None:
-        """Release the adapter's pools (a lent transport stays open), flush the
-        adapter-owned Langfuse export (bounded), then drop the log filter."""
+        """Release the pools (a lent transport stays open), flush the owned export
+        (bounded), then drop the log filter."""
         try:
             self.clients.close()
             self.tracing.close()
@@ -254,8 +248,7 @@ class HostWiring:
             self.log_filter.uninstall()
 
     async def aclose(self) -> None:
-        """``close`` from the event loop: pools awaited, the export flush (a bounded join)
-        in a worker thread so the loop never blocks."""
+        """``close`` from the event loop; the flush (a bounded join) runs in a thread."""
         import asyncio
 
         try:

@@ -41,14 +41,17 @@ def generation_attributes(
     completion_start_time: datetime | None = None,
     serialize: Callable[[Any], str] = json_text,
 ) -> dict[str, Any]:
-    """The attributes the SDK's ``update()`` writes, written directly and serialized once:
-    its per-field ``json.dumps`` and media scan cost more than the model call itself.
-
-    Metadata is one JSON object in ``langfuse.observation.metadata``, which the server
-    parses (``parseMetadataAttribute``) and stores as it would the SDK's per-key
-    attributes; keys whose value is None are dropped, as the SDK drops them.
+    """The attributes the SDK's ``update()`` writes, serialized once here: its per-field
+    ``json.dumps`` and media scan cost more than the model call itself. Metadata is one JSON
+    object, which the server parses (``parseMetadataAttribute``); None values are dropped.
     """
-    attributes: dict[str, Any] = {key: value for key, value in trace.items() if value is not None}
+    attributes: dict[str, Any] = {
+        **trace,
+        A.OBSERVATION_MODEL: model,
+        A.OBSERVATION_LEVEL: level,
+        A.OBSERVATION_STATUS_MESSAGE: status_message,
+    }
+    attributes = {key: value for key, value in attributes.items() if value is not None}
     for key, value in (
         (A.OBSERVATION_INPUT, input),
         (A.OBSERVATION_OUTPUT, output),
@@ -57,12 +60,6 @@ def generation_attributes(
     ):
         if value is not None:
             attributes[key] = value if isinstance(value, JsonText) else serialize(value)
-    if model is not None:
-        attributes[A.OBSERVATION_MODEL] = model
-    if level is not None:
-        attributes[A.OBSERVATION_LEVEL] = level
-    if status_message is not None:
-        attributes[A.OBSERVATION_STATUS_MESSAGE] = status_message
     if metadata:
         present = {key: value for key, value in metadata.items() if value is not None}
         attributes[A.OBSERVATION_METADATA] = serialize(present)
@@ -111,10 +108,8 @@ class Recorder:
     """Opens generations for one ``Tracing``: on its export path, or through a host's client."""
 
     def __init__(self, config: LangfuseConfig, redact: Callable[[str], str]) -> None:
-        self.config = config
-        # What a generation opens with comes from the contract and the configuration,
-        # not the provider, but leaves the process all the same: redacted like the rest.
-        self._redact = redact
+        # What a generation opens with leaves the process too: redacted like the rest.
+        self.config, self._redact = config, redact
 
     def open(
         self,
@@ -149,10 +144,8 @@ class Recorder:
         """Trace attributes for where the generation lands (server rules in comments)."""
         per_call = CALL_ATTRIBUTES.get()
         if _is_langfuse_span(parent):
-            # Nested under a host Langfuse observation: the host owns the trace. An
-            # explicit call-site value still reaches it: the server applies
-            # ``user.id``/``session.id``/``langfuse.trace.*`` of a non-root span as a
-            # trace update (``hasTraceUpdates``); configured defaults defer to the host.
+            # The host owns the trace; an explicit call-site value still reaches it (the
+            # server applies a non-root span's trace attributes, ``hasTraceUpdates``).
             return _trace_attribute_map(per_call) if per_call is not None else {}
         attributes = per_call or TraceAttributes(
             self.config.tags, self.config.session_id, self.config.user_id
@@ -163,10 +156,8 @@ class Recorder:
             A.ENVIRONMENT: self.config.environment,
         }
         if parent.get_span_context().is_valid:
-            # Under a span Langfuse never receives (a plain OpenTelemetry host span, or a
-            # remote parent): the server treats a span as its trace's root when
-            # ``langfuse.internal.as_root`` is true, so this becomes a complete Langfuse
-            # trace of its own, keeping the host's trace id.
+            # Under a span Langfuse never receives (plain OpenTelemetry, a remote parent):
+            # ``as_root`` makes this a Langfuse trace of its own, keeping the trace id.
             trace[A.AS_ROOT] = True
         return trace
 
@@ -178,9 +169,7 @@ class Recorder:
         trace: dict[str, Any],
     ) -> tuple[Generation, TraceRef] | None:
         pipeline.adopt()  # a forked child's exit hooks, once
-        # What the SDK writes when it opens a generation (observation type, version,
-        # model, environment, release, and ``is_app_root`` for the first span of a trace
-        # that reaches Langfuse).
+        # What the SDK writes when it opens a generation.
         redact = self._redact
         attributes: dict[str, Any] = {
             A.OBSERVATION_TYPE: "generation",
@@ -204,9 +193,7 @@ class Recorder:
     def _start_sdk(
         self, client: Langfuse, interaction: CompiledInteraction, model: str
     ) -> tuple[Generation, TraceRef]:
-        # The SDK opens the observation (type, model, version, parent, ids). Its span is
-        # made current only long enough to get hold of it: the round trip runs outside,
-        # and the generation is ended explicitly.
+        # The SDK opens the observation; its span is current only long enough to get it.
         with client.start_as_current_observation(
             name=self._redact(interaction.contract_id),
             as_type="generation",

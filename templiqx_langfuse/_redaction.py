@@ -88,11 +88,8 @@ class Redactor:
         return self._walk(data)
 
     def json_text(self, data: Any) -> str:
-        """``data`` as compact JSON text with every secret redacted, serialized once.
-
-        When no secret is one JSON would escape, a secret in the data appears verbatim
-        in its JSON text, so replacing it there is the same as replacing it in the data.
-        """
+        """``data`` as compact JSON, secrets redacted: in the text itself when no secret is
+        one JSON would escape (it then appears there verbatim), else in the data first."""
         if self._json_searchable:
             return self.text(json_text(data))
         return json_text(self._walk(data))
@@ -119,9 +116,8 @@ HTTP_LOGGERS = (
 class RedactingLogFilter(logging.Filter):
     """Redacts one redactor's secrets from the HTTP loggers' records while installed.
 
-    ``install`` does not put this filter on the loggers: it joins the one process-wide
-    filter there, which holds it weakly. A runtime garbage-collected without ``close()``
-    therefore leaves nothing behind on other libraries' loggers (nor its secrets).
+    ``install`` joins the one process-wide filter on those loggers, which holds it weakly:
+    a runtime collected without ``close()`` leaves nothing (nor its secrets) behind.
     """
 
     def __init__(self, redactor: Redactor) -> None:

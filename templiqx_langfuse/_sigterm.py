@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -173,19 +173,18 @@ def stop_signals_blocked(*, after_fork_too: bool = False) -> Iterator[None]:
     ``after_fork_too``: so are the ones the fork hooks registered inside start in a
     forked child (the OTel processor restarts its thread from its own)."""
     if after_fork_too:
-        register_at_fork(after_in_child=_block_stop_signals)
+        os.register_at_fork(after_in_child=_block_stop_signals)
     _block_stop_signals()
     try:
         yield
     finally:
         _restore_stop_signals()
         if after_fork_too:
-            register_at_fork(after_in_child=_restore_stop_signals)
+            os.register_at_fork(after_in_child=_restore_stop_signals)
 
 
 def _block_stop_signals() -> None:
-    if hasattr(signal, "pthread_sigmask"):  # POSIX
-        _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
 
 
 def _restore_stop_signals() -> None:
@@ -193,11 +192,6 @@ def _restore_stop_signals() -> None:
     if mask is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _saved_masks.mask = None
-
-
-def register_at_fork(**hooks: Callable[[], None]) -> None:
-    if hasattr(os, "register_at_fork"):  # POSIX only
-        os.register_at_fork(**hooks)
 
 
 def _before_fork() -> None:
@@ -235,7 +229,7 @@ def _register_fork_hooks() -> None:
     forked child: imported first, it registers first, and ours runs after it."""
     import asyncio  # noqa: F401
 
-    register_at_fork(
+    os.register_at_fork(
         before=_before_fork,
         after_in_parent=_after_fork_in_parent,
         after_in_child=_after_fork_in_child,

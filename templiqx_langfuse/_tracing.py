@@ -1,9 +1,8 @@
 """Tracing executions to Langfuse, off the critical path: one generation per ``execute``.
 
-Best effort: a tracing failure is logged once and never reaches the caller, and nothing
-here blocks on the network. Every runtime imports this, traced or not, so it never
-imports langfuse or OpenTelemetry: ``_recording`` and ``_export`` are imported only with
-tracing on, and a run without (the CLI replaying a cassette) does not pay ~0.2 s for them.
+Best effort: a tracing failure is logged once and never reaches the caller. Every runtime
+imports this, so it never imports langfuse or OpenTelemetry (~0.2 s): ``_recording`` and
+``_export`` are imported only with tracing on.
 """
 
 from __future__ import annotations
@@ -83,9 +82,9 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     if not isinstance(value, dict):
         return None
     name, version = value.get("name"), value.get("version")
-    if isinstance(name, str) and name.strip() and isinstance(version, int) and version >= 1:
-        return None if isinstance(version, bool) else (name, version)
-    return None
+    if not isinstance(name, str) or not name.strip() or isinstance(version, bool):
+        return None
+    return (name, version) if isinstance(version, int) and version >= 1 else None
 
 
 @dataclass(frozen=True)
@@ -123,11 +122,8 @@ def _collecting(sinks: contextvars.ContextVar[tuple[list[_Found], ...]]) -> Iter
 
 
 def collect_traces() -> AbstractContextManager[list[TraceRef]]:
-    """Collect a ``TraceRef`` for every traced execution started inside the block.
-
-    The receipt is a wire contract and carries no trace id; this is how a host finds the
-    trace of a receipt without searching (``runtime.execute_traced`` uses it).
-    """
+    """Collect a ``TraceRef`` for every traced execution started inside the block: the
+    receipt, a wire contract, carries no trace id (``runtime.execute_traced`` uses this)."""
     return _collecting(_COLLECTORS)
 
 
@@ -159,10 +155,8 @@ class GenerationRecord:
         self._usage_sinks = _USAGE_SINKS.get()  # the caller's, where the call started
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
-        """End the generation with the port's outcome of the call, whatever it is.
-
-        ``first_token_at`` (streaming adapters) becomes ``completion_start_time`` either way.
-        """
+        """End the generation with the port's outcome of the call, whatever it is;
+        ``first_token_at`` (streaming adapters) becomes ``completion_start_time``."""
         receipt, completion = outcome.receipt, outcome.details
         if receipt is None or not isinstance(completion, Completion):
             code = outcome.code or ""
@@ -208,8 +202,7 @@ class GenerationRecord:
         handle, self._handle = self._handle, None
         redactor = self._tracing.redactor
         update = {k: v for k, v in {**self._fields, **update}.items() if v is not None}
-        # Plain-text fields come from the provider too (a gateway may echo the key in
-        # ``model``): every one is redacted, as the JSON ones are in their serialization.
+        # Plain-text fields come from the provider too (a gateway may echo the key).
         for name in ("status_message", "model"):
             if isinstance(update.get(name), str):
                 update[name] = redactor.text(update[name])
@@ -281,8 +274,7 @@ class Tracing:
         from ._export import ExportPipeline
 
         # Never a Langfuse client of its own: the SDK keeps one per public key for the
-        # whole process (a host's, or another runtime's, would be handed over), and its
-        # threads outlive a runtime. The owned path shares nothing.
+        # whole process (a host's would be handed over). The owned path shares nothing.
         return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
 
     @property
@@ -352,9 +344,8 @@ class Tracing:
         )
 
     def _input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """The messages as redacted JSON, once per interaction: interactions are frozen and
-        usually executed many times, and the messages are the largest attribute. With a
-        mask, every call's are masked afresh (a mask need not be pure)."""
+        """The messages as redacted JSON, once per (frozen, often re-executed) interaction;
+        with a mask, masked afresh every call (a mask need not be pure)."""
         hit = self._inputs.get(id(interaction))
         if hit is not None and hit[0] is interaction:
             return hit[1]

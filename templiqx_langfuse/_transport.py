@@ -1,10 +1,9 @@
-"""The thin socket layers: one bounded POST over a pooled ``httpx.Client`` or
-``httpx.AsyncClient``, read whole or incrementally; every wire error becomes a
-``WireFailure`` here, and both layers share every check.
+"""One bounded POST over a pooled ``httpx.Client`` or ``httpx.AsyncClient``, read whole
+or incrementally; every wire error becomes a ``WireFailure`` here.
 
-The body is decoded here, not by httpx, which decodes any stack of codings a server
-names (``gzip, gzip, gzip``) unbounded: a few hundred bytes could become gigabytes. Here
-one coding at most is undone, in ``_STEP``-byte steps, size cap and deadline checked after each.
+The body is decoded here, not by httpx, which undoes any stack of codings a server names
+(``gzip, gzip, gzip``) unbounded: a few hundred bytes could become gigabytes. Here one
+coding at most is undone, in ``_STEP``-byte steps, size cap and deadline checked after each.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ class HttpResponse:
 
 
 class Post(TypedDict):
-    """A bounded POST's keywords."""
-
     content: bytes
     headers: dict[str, str]
     timeout_s: float  # the whole round trip's
@@ -126,8 +123,8 @@ class BoundedStream:
         self._decoder = _Decoder(coding, max_bytes)
 
     def _in_memory(self) -> bytes | None:
-        """The body of a response built from bytes already in memory (a cassette replay):
-        nothing left to bound on the wire, and httpx has decoded it; the size still counts."""
+        """The body of a response already in memory (a cassette replay), which httpx has
+        decoded; its size still counts."""
         response = self._response
         if not (response.is_stream_consumed or response.is_closed):
             return None
@@ -135,8 +132,7 @@ class BoundedStream:
         return response.content
 
     def _decoded(self, chunk: bytes) -> Iterator[bytes]:
-        """Decoded pieces of one raw chunk; the deadline is checked after every read and
-        every decoding step, so neither a trickling server nor a slow decode outlives it."""
+        """Decoded pieces of one raw chunk, the deadline checked after every step."""
         for piece in self._decoder.feed(chunk):
             if time.monotonic() > self._at:
                 raise self._late
@@ -145,14 +141,13 @@ class BoundedStream:
             raise self._late
 
     def iter_bytes(self) -> Iterator[bytes]:
-        """Decoded body chunks as they arrive; past ``max_bytes`` or the deadline it stops."""
+        """Decoded body chunks as they arrive, within ``max_bytes`` and the deadline."""
         whole = self._in_memory()
         for chunk in self._response.iter_raw() if whole is None else (whole,):
             yield from self._decoded(chunk)
         self._decoder.finish()
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """``iter_bytes`` for a response of an ``httpx.AsyncClient``."""
         whole = self._in_memory()
         if whole is not None:
             for piece in self._decoded(whole):
@@ -202,7 +197,7 @@ def _round_trip(
     post: Post,
 ) -> Iterator[tuple[dict[str, Any], Callable[[httpx.Response], BoundedStream]]]:
     """One round trip's deadline: ``client.stream``'s keywords, and what makes the
-    response a ``BoundedStream``. Every wire error inside becomes a ``WireFailure``."""
+    response a ``BoundedStream``."""
     started, timeout_s = time.monotonic(), post["timeout_s"]
     with deadline(timeout_s) as at:
         capped = at < started + timeout_s
@@ -226,12 +221,8 @@ def _round_trip(
 def open_bounded(
     client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
-    """POST and hold the response open: the seam streaming adapters read incrementally.
-
-    ``timeout_s`` bounds the whole round trip, decoding included (capped by an enclosing
-    caller's deadline); the body is abandoned past ``max_bytes`` decoded, whatever
-    ``Content-Length`` says. Every wire error inside the block becomes a ``WireFailure``;
-    leaving the block (normally, on a failure, or cancelled) releases the connection.
+    """POST and hold the response open. ``timeout_s`` bounds the whole round trip (capped by
+    an enclosing deadline), ``max_bytes`` the decoded body; leaving releases the connection.
     """
     with _round_trip(post) as (args, bounded), client.stream("POST", url, **args) as response:
         yield bounded(response)
@@ -256,6 +247,5 @@ def post_bounded(client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post
 async def apost_bounded(
     client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
 ) -> HttpResponse:
-    """``post_bounded`` on an ``httpx.AsyncClient``."""
     async with aopen_bounded(client, url, **post) as stream:
         return await stream.abody()

@@ -1,7 +1,6 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-Pure functions, no sockets, tested with literal inputs. No provider body text ever
-enters a failure detail; details name statuses, fields and sizes only."""
+No provider body text ever enters a failure detail: details name statuses, fields, sizes."""
 
 from __future__ import annotations
 
@@ -63,9 +62,7 @@ class WireFailure(Exception):
         self, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None = None
     ) -> None:
         super().__init__(detail)
-        self.code = code
-        self.detail = detail
-        self.retry_after_ms = retry_after_ms
+        self.code, self.detail, self.retry_after_ms = code, detail, retry_after_ms
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
         """The adapter's ``RuntimeFailureError``, detail redacted."""
@@ -83,17 +80,16 @@ class RequestBody:
 
 
 def _extension_fields(extensions: Mapping[str, Any]) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for key in sorted(extensions):
-        name = key.removeprefix(EXTENSION_NAMESPACE)
-        if name == key:
-            continue
-        if name in RESERVED_FIELDS:
-            raise InvalidData(
-                f"extension {key} is reserved: the adapter sets "
-                f"{', '.join(sorted(RESERVED_FIELDS))} itself"
-            )
-        fields[name] = extensions[key]
+    fields = {
+        key.removeprefix(EXTENSION_NAMESPACE): extensions[key]
+        for key in sorted(extensions)
+        if key.startswith(EXTENSION_NAMESPACE)
+    }
+    if reserved := sorted(RESERVED_FIELDS & fields.keys()):
+        raise InvalidData(
+            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
+            f"{', '.join(sorted(RESERVED_FIELDS))} itself"
+        )
     return fields
 
 
@@ -120,9 +116,7 @@ def build_request_body(
     interaction: CompiledInteraction, *, model: str, strict: bool
 ) -> RequestBody:
     """Serialize the chat-completions request; same interaction → same bytes. Raises
-    ``InvalidData`` before any I/O for a reserved ``openai.*`` extension or a value JSON
-    cannot carry; ``runtime_policy`` keys outside the forwarded set are never sent, only
-    listed in ``ignored_policy_keys``."""
+    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -140,7 +134,7 @@ def build_request_body(
             },
         },
     }
-    # Sorted keys make the bytes independent of dict insertion order (cassettes match on body).
+    # Sorted keys: cassettes match on the body.
     try:
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as error:
@@ -150,14 +144,11 @@ def build_request_body(
 
 def _hint(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
     for name in names:
-        raw = headers.get(name)
-        if raw is None:
-            continue
         try:
-            value = float(raw.strip())
+            value = float(headers.get(name, "").strip())
         except ValueError:
             continue
-        if value >= 0 and value == value and value != float("inf"):
+        if 0 <= value < float("inf"):  # also refuses NaN
             return value
     return None
 
@@ -228,12 +219,9 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object (never the raw object).
-
-    Normalised as the Langfuse server normalises raw OpenAI usage: each count of
-    ``prompt_tokens_details`` (``completion_tokens_details``) becomes ``input_<key>``
-    (``output_<key>``) and is taken out of ``input`` (``output``); ``total`` is unchanged.
-    Langfuse prices each key, so the raw counts would bill cached/reasoning tokens twice.
+    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object, normalised as the server
+    normalises it: each ``prompt_tokens_details`` count becomes ``input_<key>``, taken out
+    of ``input`` (``output`` alike). Langfuse prices each key: raw counts would bill twice.
     """
     if not isinstance(usage, dict):
         return {}

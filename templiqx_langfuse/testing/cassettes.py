@@ -1,10 +1,9 @@
 """vcrpy rules for recording and replaying the adapter's model calls.
 
-Whoever records, secrets are scrubbed before anything is written: credential headers are
-dropped; configured keys and credential shapes become ``[REDACTED]`` in bodies, URI,
-headers and status reason. A loopback port is folded into one stable host; matching is
-method + URI + body, each interaction plays once; Langfuse's API is never recorded. The
-record mode belongs to the caller (pytest-recording, or ``open_cassette``).
+Secrets are scrubbed before anything is written: credential headers are dropped, keys and
+credential shapes become ``[REDACTED]`` everywhere. A loopback port is folded into one
+stable host; matching is method + URI + body, each interaction plays once; Langfuse's API
+is never recorded. The record mode belongs to the caller.
 """
 
 from __future__ import annotations
@@ -98,14 +97,13 @@ class CassetteMiss(NotFound):
 
 
 class Scrubber:
-    """Removes secrets from text: the given values, keys in ``env`` (read each time, so keys
-    set later still count), every live runtime's keys, credential shapes."""
+    """Removes secrets from text: the given values, keys in ``env`` (read each time), every
+    live runtime's keys, credential shapes."""
 
     def __init__(
         self, secrets: Iterable[str | None] = (), env: Mapping[str, str] | None = None
     ) -> None:
-        self._fixed = tuple(s for s in secrets if s)
-        self._env = env
+        self._fixed, self._env = tuple(s for s in secrets if s), env
         self._cache: tuple[tuple[str, ...], Redactor] | None = None
 
     def add(self, secrets: Iterable[str | None]) -> None:
@@ -132,9 +130,9 @@ class Scrubber:
         if not isinstance(value, bytes) or not value:
             return value
         try:
-            text, encoding = value.decode("utf-8"), "utf-8"
+            encoding, text = "utf-8", value.decode("utf-8")
         except UnicodeDecodeError:  # binary: latin-1 maps bytes 1:1, ASCII secrets still match
-            text, encoding = value.decode("latin-1"), "latin-1"
+            encoding, text = "latin-1", value.decode("latin-1")
         scrubbed = self.text(text)
         return value if scrubbed == text else scrubbed.encode(encoding, "replace")
 
@@ -146,8 +144,8 @@ def cassette_config(
     env: Mapping[str, str] | None = None,
     scrubber: Scrubber | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``VCR.use_cassette`` / pytest-recording's ``vcr_config``; no
-    ``record_mode``, which in ``vcr_config`` would override ``--record-mode``."""
+    """Keyword arguments for ``VCR.use_cassette`` / ``vcr_config``; no ``record_mode``, which
+    there would override ``--record-mode``."""
     scrubber = scrubber or Scrubber(secrets, env)
 
     def before_record_request(request: Any) -> Any:
@@ -209,9 +207,8 @@ class ScrubbingPersister:
         self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
     ) -> None:
         scrubbed: dict[str, list[Any]] = {"requests": [], "responses": []}
-        for request, response in zip(
-            cassette_dict["requests"], cassette_dict["responses"], strict=True
-        ):
+        pairs = zip(cassette_dict["requests"], cassette_dict["responses"], strict=True)
+        for request, response in pairs:
             request = self._request(copy.deepcopy(request))
             if request is None:
                 continue  # Langfuse traffic: never written
@@ -219,9 +216,8 @@ class ScrubbingPersister:
                 del request.headers[name]
             scrubbed["requests"].append(request)
             scrubbed["responses"].append(self._response(copy.deepcopy(response)))
-        self.inner.save_cassette(
-            cassette_path, {**cassette_dict, **scrubbed}, serializer=serializer
-        )
+        written = {**cassette_dict, **scrubbed}
+        self.inner.save_cassette(cassette_path, written, serializer=serializer)
 
 
 @dataclass
@@ -265,8 +261,8 @@ def no_match_error(
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one ``CassetteMiss``: what the closest recorded request differs in,
-    with vcrpy's matcher messages, or (``brief``, the CLI's) on one line without them."""
+    """vcrpy's miss as one ``CassetteMiss``: what the closest recorded request differs in
+    (``brief``: on one line, without vcrpy's matcher messages)."""
     cassette = error.cassette
     scrub = (scrubber or Scrubber()).text
     request = cassette.filter_request(error.failed_request) or error.failed_request
@@ -313,8 +309,7 @@ _REQUEST_FIELDS = frozenset({"method", "uri", "body", "headers"})
 
 def check_cassette(path: Path, *, write_protected: bool) -> None:
     """Before vcrpy reads ``path``: a cassette that must replay exists (``NotFound``), and a
-    file vcrpy could not replay (its tracebacks) is one ``InvalidData`` line. Loaded with the
-    bounded loader, so aliases cannot expand past a limit."""
+    file vcrpy could not replay is one ``InvalidData`` line (aliases bounded)."""
     if not path.is_file():
         if write_protected:
             raise NotFound(
@@ -359,7 +354,7 @@ def open_cassette(
     ignore_hosts: Iterable[str] = (),
 ) -> Iterator[ActiveCassette]:
     """Use ``path`` with pytest-recording's record modes; only loopback connects while it
-    replays. ``ignore_hosts`` (vcrpy's): calls that pass through, never recorded."""
+    replays. ``ignore_hosts``: calls that pass through, never recorded."""
     path = Path(path)
     mode = record_mode_of(record_mode)
     if mode == "rewrite":

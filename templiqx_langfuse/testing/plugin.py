@@ -1,10 +1,8 @@
 """pytest plugin (``pytest11`` entry point): offline-first fixtures over pytest-recording.
 
 A test using ``templiqx_cassette`` or ``templiqx_replay_runtime`` is a ``@pytest.mark.vcr``
-test: pytest-recording resolves its cassette and record mode; through
-``pytest_recording_configure`` the plugin only adds its rules as the VCR's defaults (every
-``vcr_config`` key overrides them) and a persister that scrubs whatever is written. A
-cause fails a test once; unplayed interactions fail the teardown of a passing test only.
+test: pytest-recording resolves its cassette and record mode; the plugin only adds its
+rules as the VCR's defaults (``vcr_config`` overrides them) and a scrubbing persister.
 Nothing heavy is imported at module level: pytest loads this in every host run.
 """
 
@@ -113,8 +111,8 @@ def _open(
     path: str | Path | None,
     secrets: Iterable[str],
 ) -> ActiveCassette | None:
-    """pytest-recording's cassette for the test (``None`` under ``--disable-recording``), or
-    one at ``path`` from the VCR it configured, with the same ``vcr_config`` and marks."""
+    """pytest-recording's cassette for the test (``None`` under ``--disable-recording``),
+    or one at ``path`` from the VCR it configured."""
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData

@@ -46,8 +46,8 @@ logger = logging.getLogger("templiqx_langfuse")
 
 
 def offline_langfuse(config: LangfuseConfig, cassette: Path) -> LangfuseConfig:
-    """``config`` with tracing off for ``--replay``: an offline job sends nothing anywhere,
-    Langfuse included. Keys that were set are still redacted."""
+    """``config`` with tracing off: a replay sends nothing anywhere, Langfuse included
+    (keys that were set are still redacted)."""
     if config.enabled:
         logger.warning(
             "replaying %s offline: Langfuse tracing is off (LANGFUSE_* keys ignored)", cassette
@@ -112,13 +112,11 @@ class ReplayingRuntime(WrappingRuntime):
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         with collect_traces() as found:
-            receipt = self.execute(request)
-        return TracedReceipt.of(receipt, found)
+            return TracedReceipt.of(self.execute(request), found)
 
     async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         with collect_traces() as found:
-            receipt = await self.aexecute(request)
-        return TracedReceipt.of(receipt, found)
+            return TracedReceipt.of(await self.aexecute(request), found)
 
     def trace_url(self, trace_id: str) -> str | None:
         return self.runtime.trace_url(trace_id)

@@ -1,9 +1,8 @@
-"""A loopback OpenAI-compatible server for tests, recordings and benchmarks.
+"""A loopback OpenAI-compatible server (127.0.0.1) for tests, recordings and benchmarks.
 
-Binds 127.0.0.1 only. A ``responder`` maps each request to a ``Reply``, which can
-misbehave on purpose (trickle, hang, reset mid-body, lie about length): the fault matrix
-runs over real sockets, not mocks. ``python -m templiqx_langfuse.testing.server
---content JSON [--port N]`` is a keyless provider to record cassettes against.
+A ``responder`` maps each request to a ``Reply``, which can misbehave on purpose (trickle,
+hang, reset mid-body, lie about length) over real sockets. ``python -m
+templiqx_langfuse.testing.server --content JSON`` is a keyless provider to record against.
 """
 
 from __future__ import annotations
@@ -97,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls on loopback
 
     def log_message(self, format: str, *args: Any) -> None:
-        return  # quiet: tests read assertions, not access logs
+        return
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -178,11 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LoopbackModelServer(ThreadingHTTPServer):
-    """A server on 127.0.0.1; ``base_url`` ends in ``/v1`` like a real provider's.
-
-    ``bytes_sent``: body bytes of streamed (``pieces``) replies written so far;
-    ``aborted``: streamed replies the client hung up on (a write failed).
-    """
+    """A server on 127.0.0.1; ``base_url`` ends in ``/v1``. ``bytes_sent``: body bytes of
+    streamed (``pieces``) replies written; ``aborted``: those the client hung up on."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -192,10 +188,8 @@ class LoopbackModelServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.responder = responder
         self.received: list[ServerRequest] = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.bytes_sent = 0
-        self.aborted = 0
+        self.lock, self.stopping = threading.Lock(), threading.Event()
+        self.bytes_sent = self.aborted = 0
         self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -217,8 +211,7 @@ class LoopbackModelServer(ThreadingHTTPServer):
         return not self.stopping.wait(seconds)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients that abandon a connection (oversize body, deadline) are the scenarios
-        # this server exists for: not worth a traceback on stderr.
+        # Clients abandoning a connection are what this server exists for: no traceback.
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             super().handle_error(request, client_address)
 

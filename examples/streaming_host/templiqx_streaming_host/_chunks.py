@@ -1,13 +1,10 @@
 """Folding ``chat.completion.chunk`` payloads into stream events and one final message.
 
-Pure: no sockets. Text deltas of choice 0 become ``Delta`` events as they arrive. Tool-call
-fragments are assembled by the provider's ``index``, in whatever order they come; without
-an index (Mistral) a fragment with an ``id`` or a name starts the next call.
-
-``ToolCallDelta{name, arguments_fragment}`` has no index, so one call's fragments must be
-contiguous: one call streams live until its arguments close a JSON object or array, then
-the next call to send a fragment takes over; calls interleaved with an unfinished one are
-held and emitted at the end, in index order. The final message is in index order.
+Text deltas of choice 0 become ``Delta`` events as they arrive. Tool-call fragments are
+assembled by the provider's ``index`` (without one, as Mistral sends them, an ``id`` or a
+name starts the next call). ``ToolCallDelta`` has no index, so one call streams live until
+its arguments close a JSON object or array; calls interleaved with it are held and emitted
+at the end, in index order.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from templiqx_core import DeltaEvent, RuntimeFailureCode, ToolCallDeltaEvent
-from templiqx_langfuse.building_blocks import WireFailure
+from templiqx_langfuse.building_blocks import WireFailure, failure_for_status
 
 __all__ = ["ChunkFolder", "ToolCall", "stream_error"]
 
@@ -39,8 +36,8 @@ class ToolCall:
     _escaped: bool = False
 
     def _scan(self, piece: str) -> None:
-        """Track whether the arguments closed their top-level object/array, incrementally:
-        re-parsing them on every fragment would make an interleaving stream quadratic."""
+        """Whether the arguments closed their top-level object/array, tracked incrementally
+        (re-parsing every fragment would be quadratic)."""
         for char in piece:
             if self.closed:
                 return
@@ -99,19 +96,17 @@ def stream_error(error: Any) -> WireFailure:
     ``status`` or a numeric ``code``), never by its text; no status means the provider
     broke off: unavailable."""
     status = None
-    if isinstance(error, dict):
-        for key in ("status_code", "status", "code"):
-            value = error.get(key)
-            if isinstance(value, str) and value.isdigit():
-                value = int(value)
-            if isinstance(value, int) and not isinstance(value, bool):
-                status = value
-                break
+    for key in ("status_code", "status", "code") if isinstance(error, dict) else ():
+        value = error.get(key)
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            status = value
+            break
     detail = "model stream reported an error" + (f" (status {status})" if status else "")
-    by_status = {429: RuntimeFailureCode.RATE_LIMITED, 408: RuntimeFailureCode.TIMEOUT}
-    if status is None or status >= 500:
-        return WireFailure(RuntimeFailureCode.UNAVAILABLE, detail)
-    return WireFailure(by_status.get(status, RuntimeFailureCode.PERMANENT), detail)
+    mapped = failure_for_status(status, {}, b"") if status is not None else None
+    code = RuntimeFailureCode.UNAVAILABLE if status is None else RuntimeFailureCode.PERMANENT
+    return WireFailure(mapped.code if mapped else code, detail)
 
 
 class ChunkFolder:
@@ -214,9 +209,8 @@ class ChunkFolder:
         return [event for call in (*live, *rest) for event in self._release(call)]
 
     def _check_named(self) -> None:
-        for call in self.calls.values():
-            if not call.name:
-                raise _invalid(f"{call.label()} never received a name")
+        if unnamed := [call for call in self.calls.values() if not call.name]:
+            raise _invalid(f"{unnamed[0].label()} never received a name")
 
     def message(self) -> dict[str, Any]:
         """The assembled choice-0 message, in the shape of a non-streamed completion."""

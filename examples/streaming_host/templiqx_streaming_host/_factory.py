@@ -27,8 +27,7 @@ _REPLAY_KEY = "replay-no-key"
 
 
 def _replay_miss(error: BaseException, *, brief: bool) -> PortError | None:
-    """The cassette's clear ``NotFound`` when ``error`` is the port's mapping of a miss
-    (on one line when ``brief``: a person reads it; ``TEMPLIQX_DEBUG=1`` adds the diff)."""
+    """The cassette's ``NotFound`` when ``error`` is the port's mapping of a miss."""
     from vcr.errors import CannotOverwriteExistingCassetteException
 
     from templiqx_langfuse.testing.cassettes import no_match_error
@@ -40,10 +39,7 @@ def _replay_miss(error: BaseException, *, brief: bool) -> PortError | None:
 
 
 class ReplayingHost(WrappingRuntime):
-    """The streaming host with its HTTP calls answered by a vcrpy cassette (offline).
-
-    A replay is offline: Langfuse tracing is off, as for the ``langfuse`` runtime.
-    """
+    """The streaming host answered by a vcrpy cassette: offline, Langfuse tracing off."""
 
     def __init__(self, cassette: Path, env: Mapping[str, str]) -> None:
         try:

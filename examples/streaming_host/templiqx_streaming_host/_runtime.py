@@ -1,10 +1,8 @@
 """``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``.
 
-``execute_streaming`` emits ``Delta``/``ToolCallDelta`` events as the provider's SSE
-arrive; ``execute`` reads the same stream and drops them, so both build the receipt from
-one assembled message. Below the SSE framing all is the Langfuse adapter's own
-(``templiqx_langfuse.building_blocks``): request bytes, the bounded transport (one
-deadline and one size bound for the whole stream), the failure mapping, the secret rules.
+``execute_streaming`` emits ``Delta``/``ToolCallDelta`` events as the SSE arrive;
+``execute`` reads the same stream and drops them. Below the SSE framing all is the
+Langfuse adapter's own (``templiqx_langfuse.building_blocks``).
 """
 
 from __future__ import annotations
@@ -16,12 +14,7 @@ from typing import Any, Unpack
 
 import orjson
 
-from templiqx_core import (
-    AdapterDescriptor,
-    DeltaEvent,
-    RuntimeAdapter,
-    RuntimeFailureCode,
-)
+from templiqx_core import AdapterDescriptor, DeltaEvent, RuntimeAdapter, RuntimeFailureCode
 from templiqx_core.adapters import Produced, RuntimeCall
 from templiqx_langfuse import LangfuseConfig, ModelConfig
 from templiqx_langfuse.building_blocks import (
@@ -49,12 +42,9 @@ _DONE = "[DONE]"
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """Streams one chat completion per call; thread-safe (one pooled client serves all).
-
-    ``max_response_bytes`` bounds the decoded event stream, ``ModelConfig.timeout_s`` is
-    its deadline. An exception from the sink (a cancel) stops the read, closes the
-    connection and propagates unchanged.
-    """
+    """Streams one chat completion per call; thread-safe. ``max_response_bytes`` bounds
+    the decoded stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
+    sink (a cancel) closes the connection and propagates unchanged."""
 
     def __init__(
         self,
@@ -80,10 +70,10 @@ class StreamingHostRuntime(RuntimeAdapter):
         return self._descriptor
 
     def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
-        """The response reader and the streaming request; the reader notes the first token
-        (the generation's ``completion_start_time``, on success and failure alike)."""
-        body, record = self._wiring.begin(call)
+        """The response reader (it notes the first token, the generation's
+        ``completion_start_time``) and the streaming request."""
         wiring = self._wiring
+        body, record = wiring.begin(call)
         reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
         call.on_finish(lambda outcome: record.finish(outcome, first_token_at=reader.first_token))
         payload = orjson.loads(body.content)
@@ -104,11 +94,7 @@ class StreamingHostRuntime(RuntimeAdapter):
             raise wire.to_error(self._descriptor, self._wiring.redactor) from None
 
     def produce_output(self, call: RuntimeCall) -> Produced:
-        """One streamed round trip; deltas go out through ``call.emit`` as they arrive.
-
-        The port builds the receipt (the same for ``execute`` and ``execute_streaming``),
-        emits the one terminal event and maps anything unexpected.
-        """
+        """One streamed round trip; deltas go out through ``call.emit`` as they arrive."""
         reader, request = self._begin(call)
         with self._mapped_failures(), open_bounded(self._wiring.http, **request) as stream:
             if _read_whole(stream.status, stream.headers):
@@ -146,9 +132,8 @@ def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
 
 
 class _Reader:
-    """The response fed chunk by chunk (sans-IO: the sync and async paths differ only in
-    how they get the chunks): deltas out through ``emit``, then the ``Produced`` the
-    non-streaming rules give for the assembled message."""
+    """The response fed chunk by chunk (sans-IO, for the sync and async paths): deltas out
+    through ``emit``, then the non-streaming rules' ``Produced`` for the whole message."""
 
     def __init__(self, emit: Callable[[Emitted], None], deadline: float) -> None:
         self._call_emit, self.deadline = emit, deadline
@@ -202,6 +187,5 @@ class _Reader:
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
         choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        # The non-streaming rules, applied to the assembled message: same outcome as execute.
         completion = {"id": folder.response_id, "model": folder.model, "usage": folder.usage}
         return self._produced(parse_completion(orjson.dumps(completion | {"choices": [choice]})))

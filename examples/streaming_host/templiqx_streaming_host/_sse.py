@@ -26,11 +26,8 @@ class ServerSentEvent:
 
 
 class SSEParser:
-    """Splits lines on CRLF, LF or a lone CR (also across chunk boundaries), then applies
-    the field rules: ``:`` comments, one optional space after the colon, ``data`` lines
-    joined by ``\\n``, ``id`` without NUL, ``retry`` digits only, dispatch on a blank line.
-    An event not closed by a blank line at end of stream is discarded, as the spec says.
-    """
+    """Splits lines on CRLF, LF or a lone CR (also across chunks), then applies the spec's
+    field rules; an event not closed by a blank line at end of stream is discarded."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
