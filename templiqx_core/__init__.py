@@ -13,13 +13,13 @@ a command does not need.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from . import codes
 from ._lazy import lazy_names as _lazy_names
 from ._version import __version__
 
-if _TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._application import (
         EvalResult,
         check_envelope,
@@ -133,64 +133,65 @@ __all__ = [
     "to_diagnostic",
 ]
 
-__getattr__, __dir__ = _lazy_names(
-    __name__,
-    {
-        "._application": (
-            "EvalResult",
-            "check_envelope",
-            "compile_envelope",
-            "execute_contract",
-            "run_evals",
-        ),
-        "._canonical": ("canonical_json", "fingerprint", "fingerprint_bytes"),
-        "._compiler": ("CONTRACT_SCHEMA_PATH", "CompileResult", "Contract", "compile_contract"),
-        "._contracts": (
-            "API_VERSION",
-            "AdapterDescriptor",
-            "CompiledInteraction",
-            "CompiledMessage",
-            "CompleteEvent",
-            "DeltaEvent",
-            "Diagnostic",
-            "ExecutionReceipt",
-            "ExecutionRequest",
-            "FailedEvent",
-            "OperationEnvelope",
-            "RenderRequest",
-            "Role",
-            "SourceSpan",
-            "StreamEvent",
-            "ToolCallDeltaEvent",
-            "parse_stream_event",
-        ),
-        "._errors": (
-            "InvalidData",
-            "InvalidPath",
-            "IoFailure",
-            "NotFound",
-            "OutputSchemaError",
-            "OutputTypeError",
-            "PortError",
-            "RuntimeClosed",
-            "Unsupported",
-        ),
-        "._failures": (
-            "RuntimeFailure",
-            "RuntimeFailureCode",
-            "RuntimeFailureError",
-            "to_diagnostic",
-        ),
-        "._ports": ("EventSink", "RuntimeAdapter"),
-        "._scenarios": ("Scenario", "load_inventory", "load_scenario"),
-        "._scripted": (
-            "ScriptedFailure",
-            "ScriptedOutcome",
-            "ScriptedRuntime",
-            "ScriptedSuccess",
-            "failure_receipt_fingerprint",
-            "success_receipt_fingerprint",
-        ),
-        "._typed": ("check_output_model", "output_as", "output_schema_for"),
-    },
-)
+if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
+    __getattr__, __dir__ = _lazy_names(
+        __name__,
+        {
+            "._application": (
+                "EvalResult",
+                "check_envelope",
+                "compile_envelope",
+                "execute_contract",
+                "run_evals",
+            ),
+            "._canonical": ("canonical_json", "fingerprint", "fingerprint_bytes"),
+            "._compiler": ("CONTRACT_SCHEMA_PATH", "CompileResult", "Contract", "compile_contract"),
+            "._contracts": (
+                "API_VERSION",
+                "AdapterDescriptor",
+                "CompiledInteraction",
+                "CompiledMessage",
+                "CompleteEvent",
+                "DeltaEvent",
+                "Diagnostic",
+                "ExecutionReceipt",
+                "ExecutionRequest",
+                "FailedEvent",
+                "OperationEnvelope",
+                "RenderRequest",
+                "Role",
+                "SourceSpan",
+                "StreamEvent",
+                "ToolCallDeltaEvent",
+                "parse_stream_event",
+            ),
+            "._errors": (
+                "InvalidData",
+                "InvalidPath",
+                "IoFailure",
+                "NotFound",
+                "OutputSchemaError",
+                "OutputTypeError",
+                "PortError",
+                "RuntimeClosed",
+                "Unsupported",
+            ),
+            "._failures": (
+                "RuntimeFailure",
+                "RuntimeFailureCode",
+                "RuntimeFailureError",
+                "to_diagnostic",
+            ),
+            "._ports": ("EventSink", "RuntimeAdapter"),
+            "._scenarios": ("Scenario", "load_inventory", "load_scenario"),
+            "._scripted": (
+                "ScriptedFailure",
+                "ScriptedOutcome",
+                "ScriptedRuntime",
+                "ScriptedSuccess",
+                "failure_receipt_fingerprint",
+                "success_receipt_fingerprint",
+            ),
+            "._typed": ("check_output_model", "output_as", "output_schema_for"),
+        },
+    )

@@ -11,6 +11,7 @@ runtimes, the eval runner and the MCP extra load only when a command asks for th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -290,7 +291,8 @@ def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
 
 
 def _print_trace_url(url: str) -> None:
-    sys.stderr.write(f"trace: {url}\n")
+    with contextlib.suppress(AttributeError, OSError):  # no stderr, or an unwritable one
+        sys.stderr.write(f"trace: {url}\n")
 
 
 # -- output --------------------------------------------------------------------------

@@ -16,6 +16,8 @@ Hosts branch on ``.code``, never on message text: messages are for people.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import codes
 
 __all__ = [
@@ -42,6 +44,18 @@ class PortError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its state, not its arguments (subclasses take others than the
+        # message): an error crosses a process boundary intact, as a Pool worker's does.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[PortError], args: tuple[Any, ...], state: dict[str, Any]) -> PortError:
+    error = Exception.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class NotFound(PortError):

@@ -8,11 +8,11 @@ unless a test builds a runtime.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from templiqx_core._lazy import lazy_names as _lazy_names
 
-if _TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
     from ._deadline import AsyncDeadlineTransport, DeadlineTransport
     from ._redaction import REDACTED, Redactor
@@ -47,24 +47,25 @@ __all__ = [
     "trace_attributes",
 ]
 
-__getattr__, __dir__ = _lazy_names(
-    __name__,
-    {
-        "._config": ("LangfuseConfig", "ModelConfig"),
-        "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
-        "._redaction": ("REDACTED", "Redactor"),
-        "._retry": ("RetryingRuntime",),
-        "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),
-        "._tracing": (
-            "PROMPT_CAPABILITY",
-            "PROMPT_EXTENSION",
-            "TracedReceipt",
-            "TraceRef",
-            "collect_traces",
-            "trace_attributes",
-        ),
-        "._version": ("__version__",),
-    },
-)
+if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
+    __getattr__, __dir__ = _lazy_names(
+        __name__,
+        {
+            "._config": ("LangfuseConfig", "ModelConfig"),
+            "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
+            "._redaction": ("REDACTED", "Redactor"),
+            "._retry": ("RetryingRuntime",),
+            "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),
+            "._tracing": (
+                "PROMPT_CAPABILITY",
+                "PROMPT_EXTENSION",
+                "TracedReceipt",
+                "TraceRef",
+                "collect_traces",
+                "trace_attributes",
+            ),
+            "._version": ("__version__",),
+        },
+    )
 
 logging.getLogger("templiqx_langfuse").addHandler(logging.NullHandler())

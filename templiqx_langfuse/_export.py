@@ -329,6 +329,10 @@ class ExportPipeline:
         """Queue a score; it leaves once the span ``span_id`` has arrived."""
         self.scores.add(span_id, score)
 
+    def flush(self) -> None:
+        """Send what is queued within ``flush_timeout_s``; the pipeline stays open."""
+        self.provider.force_flush(int(self.config.flush_timeout_s * 1000))
+
     def close(self) -> None:
         """Send what is queued within ``flush_timeout_s``, then release everything."""
         atexit.unregister(self.close)

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ _HAND_ON_TRIES = 20  # signal the main thread again every 0.5 s, for 10 s at mos
 
 
 class _Flushable(Protocol):
+    def flush(self) -> None: ...
     def _begin_close(self) -> None: ...
     def _end_close(self) -> None: ...
 
@@ -103,11 +104,16 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     """
     global _flushing, _handed_on
     if not _flushed and _LIVE and _wake is not None:
-        if not _flushing:  # a second SIGTERM meanwhile: the flush is under way
-            _flushing = True
-            with contextlib.suppress(OSError):
-                os.write(_wake[1], _HANDLER_WAKE)
-        return
+        if _flushing:  # a second SIGTERM meanwhile: the flush is under way
+            return
+        _flushing = True
+        with contextlib.suppress(OSError):
+            os.write(_wake[1], _HANDLER_WAKE)
+        if _owns_wakeup_fd or not callable(_previous):
+            return
+        # The wakeup fd's owner (asyncio's signal handlers) has heard this signal already,
+        # through it: hand it on now, during the flush, since signalling again after the
+        # flush would reach it twice.
     _handed_on = True
     if callable(previous := _previous):
         previous(signum, frame)
@@ -129,36 +135,66 @@ def _told(data: bytes) -> bool:
 
 
 def _flush_when_told(read: int) -> None:
-    """Once told, flush every live pipeline (their deadlines run side by side), then
-    signal the main thread until its handler has run."""
-    global _flushing, _flushed
-    while not _told(data := os.read(read, 512)):
-        if not data:  # the pipe closed: nobody can tell us any more
+    """Each time it is told: flush every live pipeline (their deadlines run side by
+    side), then signal the main thread until its handler has run. Where the signal ends
+    the process the pipelines close; where a host's handler or SIG_IGN keeps it running
+    (a graceful shutdown), they stay open and the next SIGTERM flushes again."""
+    global _flushing, _flushed, _handed_on
+    while True:
+        while not _told(data := os.read(read, 512)):
+            if not data:  # the pipe closed: nobody can tell us any more
+                return
+        _flushing = True
+        ending = _previous in (signal.SIG_DFL, None)
+        try:
+            pipelines = list(_LIVE)
+            if ending:
+                for pipeline in pipelines:
+                    pipeline._begin_close()
+                for pipeline in pipelines:
+                    pipeline._end_close()
+            else:
+                for pipeline in pipelines:
+                    pipeline.flush()
+        finally:
+            _flushed = True
+            _hand_on()
+        if ending:
             return
-    _flushing = True
+        _drain(read)  # what our own signals wrote there: they were not a new SIGTERM
+        _flushing = _flushed = _handed_on = False
+
+
+def _drain(read: int) -> None:
+    os.set_blocking(read, False)
     try:
-        pipelines = list(_LIVE)
-        for pipeline in pipelines:
-            pipeline._begin_close()
-        for pipeline in pipelines:
-            pipeline._end_close()
+        while os.read(read, 512):
+            pass
+    except BlockingIOError:
+        pass
     finally:
-        _flushed = True
-        _hand_on()
+        os.set_blocking(read, True)
 
 
 def _hand_on() -> None:
-    """Signal the main thread until its handler has run: it may have been about to wait
-    in C again (bounded: 10 s)."""
+    """Signal the main thread until the handler has run again and handed the signal on:
+    it may have been about to wait in C again. Bounded: 10 s, and only while ours is
+    still the handler (a host may have put its own since)."""
     main = threading.main_thread().ident
     for _ in range(_HAND_ON_TRIES if main is not None else 0):
-        if _handed_on:
+        if _waited_for_handler(lambda: signal.pthread_kill(main, signal.SIGTERM)):  # type: ignore[arg-type]
             return
-        signal.pthread_kill(main, signal.SIGTERM)  # type: ignore[arg-type]
-        for _ in range(10):
-            time.sleep(0.05)
-            if _handed_on:
-                return
+
+
+def _waited_for_handler(nudge: Callable[[], None]) -> bool:
+    """``nudge`` the main thread, then wait 0.5 s for the handler; True: nothing left to do."""
+    for attempt in range(11):
+        if _handed_on or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+            return True
+        if attempt == 0:
+            nudge()
+        time.sleep(0.05)
+    return False
 
 
 # -- signal masks and fork ----------------------------------------------------------

@@ -331,7 +331,10 @@ class Tracing:
         for collector in _COLLECTORS.get():
             collector.append(ref)
         if self.on_ref is not None:
-            self.on_ref(ref)
+            try:
+                self.on_ref(ref)
+            except Exception as error:  # a surface's callback never fails the call
+                self.report_error("reporting a trace URL", error)
         return GenerationRecord(
             self,
             handle,

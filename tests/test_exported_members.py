@@ -9,7 +9,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -319,3 +322,25 @@ def test_exported_members(name: str) -> None:
             and getattr(module, key).__module__ == name
         }
         assert defined <= set(exported), sorted(defined - set(exported))
+
+
+@pytest.mark.slow
+def test_type_checkers_reject_a_misspelled_public_name(tmp_path: Path) -> None:
+    """The namespaces load names lazily at run time, yet a type checker sees the real
+    names: a typo is an error, not an ``Any``."""
+    script = tmp_path / "host.py"
+    script.write_text(
+        "from templiqx_core import ExecutionReqest\n"
+        "from templiqx_langfuse import LangfuseConfg\n"
+        "from templiqx_core import ExecutionRequest\n",
+        "utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "c"), str(script)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert [line.split(": error: ")[1].split(";")[0] for line in errors] == [
+        'Module "templiqx_core" has no attribute "ExecutionReqest"',
+        'Module "templiqx_langfuse" has no attribute "LangfuseConfg"',
+    ]

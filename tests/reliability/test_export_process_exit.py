@@ -70,7 +70,7 @@ def test_fork_started_process_and_pool_children_flush_before_they_exit(
 
 SCRIPT = textwrap.dedent(
     """
-    import signal, socket, sys, threading, time
+    import os, signal, socket, sys, threading, time
     from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
     from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
     from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
@@ -81,6 +81,22 @@ SCRIPT = textwrap.dedent(
             print("host handler ran", flush=True)
             sys.exit(3)
         signal.signal(signal.SIGTERM, host)
+    heard = []
+    if mode == "host-survives":  # a graceful shutdown: the process goes on after SIGTERM
+        def host(signum, frame):
+            heard.append(1)
+            print(f"host handler {len(heard)}", flush=True)
+            if len(heard) == 2:
+                os._exit(0)  # past every exit hook: only what the signal flushed counts
+        signal.signal(signal.SIGTERM, host)
+    if mode == "asyncio-handler":  # registered first: asyncio holds the wakeup fd
+        import asyncio
+        loop = asyncio.new_event_loop()
+        def on_sigterm():
+            heard.append(1)
+            print(f"asyncio callback {len(heard)}", flush=True)
+            loop.call_later(0.5, loop.stop)
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     if mode == "host-wakeup-fd":  # as an asyncio loop with signal handlers holds it
         _, host_end = socket.socketpair()
         host_end.setblocking(False)
@@ -112,6 +128,21 @@ SCRIPT = textwrap.dedent(
         for _ in range(25):
             runtime.execute(ExecutionRequest(interaction=compiled.interaction))
         print("ready", flush=True)
+        if mode == "host-survives":
+            for _ in range(200):  # bounded: 20 s
+                if heard:
+                    break
+                time.sleep(0.1)
+            for _ in range(7):
+                runtime.execute(ExecutionRequest(interaction=compiled.interaction))
+            print("again", flush=True)
+        if mode == "asyncio-handler":
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.run_forever()  # until the callback stops it
+            loop.close()  # puts SIGTERM back to its default
+            time.sleep(1)  # a signal sent again after the flush would end us here
+            print("exited normally", flush=True)
+            sys.exit(0)
         if mode == "exit":
             sys.exit(0)  # no close(): the exit hook flushes
         if mode == "main-waits-in-c":
@@ -191,6 +222,40 @@ def test_sigterm_flushes_even_when_the_main_thread_never_runs_its_handler(
         assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
     assert time.monotonic() - started < 20  # not the main thread's 60 s wait
     assert receiver.span_names() == ["greeting"] * 25
+
+
+def test_an_asyncio_signal_handler_hears_sigterm_once_and_the_flush_still_happens(
+    receiver: LoopbackOtlpReceiver,
+) -> None:
+    """asyncio hears a signal through the wakeup fd, not the handler: signalling again
+    after the flush would call its callback twice, or kill a process shutting down."""
+    code, output, _ = run_until_sigterm(receiver, "asyncio-handler")
+    assert code == 0
+    assert output.splitlines() == ["asyncio callback 1", "exited normally"]
+    assert receiver.span_names() == ["greeting"] * 25
+
+
+def test_a_host_handler_that_keeps_running_gets_every_sigterm_flushed(
+    receiver: LoopbackOtlpReceiver,
+) -> None:
+    """A graceful shutdown traces calls after the first SIGTERM: the export path stays
+    open, and the next SIGTERM flushes them too."""
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    with subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, receiver.base_url, "host-survives", contract],
+        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+    ) as process:  # fmt: skip
+        assert process.stdout is not None
+        try:
+            assert process.stdout.readline().strip() == "ready"
+            process.send_signal(signal.SIGTERM)
+            assert process.stdout.readline().strip() == "host handler 1"
+            assert process.stdout.readline().strip() == "again"
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=20) == 0
+        finally:
+            process.kill()
+    assert receiver.span_names() == ["greeting"] * 32
 
 
 def test_without_opting_in_sigterm_keeps_pythons_default(receiver: LoopbackOtlpReceiver) -> None:
