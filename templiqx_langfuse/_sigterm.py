@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -44,7 +44,6 @@ _LIVE: weakref.WeakSet[_Flushable] = weakref.WeakSet()
 _previous: Any = None  # the handler ours stands in front of
 _wake: tuple[int, int] | None = None  # the flusher's pipe (read, write)
 _owns_wakeup_fd = False  # its write end is the wakeup fd: the signal itself wakes it
-_flusher: threading.Thread | None = None
 _flushing = False  # the flusher has been woken
 _flushed = False  # done: the next SIGTERM goes where it would have gone
 _handed_on = False  # the handler has run after the flush
@@ -80,7 +79,7 @@ def forget(pipeline: _Flushable) -> None:
 def _start_flusher(*, inherited: int | None) -> None:
     """A new pipe (made the wakeup fd unless another one is set: asyncio's, a host's),
     and a daemon flusher reading it, started with the stop signals blocked."""
-    global _wake, _owns_wakeup_fd, _flusher
+    global _wake, _owns_wakeup_fd
     read, write = os.pipe()
     os.set_blocking(write, False)
     previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
@@ -88,11 +87,11 @@ def _start_flusher(*, inherited: int | None) -> None:
     if not _owns_wakeup_fd:
         signal.set_wakeup_fd(previous_fd)
     _wake = (read, write)
-    _flusher = threading.Thread(
+    flusher = threading.Thread(
         target=_flush_when_told, args=(read,), name="templiqx-langfuse-sigterm", daemon=True
     )
     with stop_signals_blocked():
-        _flusher.start()
+        flusher.start()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -181,20 +180,20 @@ def _hand_on() -> None:
     it may have been about to wait in C again. Bounded: 10 s, and only while ours is
     still the handler (a host may have put its own since)."""
     main = threading.main_thread().ident
-    for _ in range(_HAND_ON_TRIES if main is not None else 0):
-        if _waited_for_handler(lambda: signal.pthread_kill(main, signal.SIGTERM)):  # type: ignore[arg-type]
+    if main is None:
+        return
+    for _ in range(_HAND_ON_TRIES):
+        if _handler_done():
             return
+        signal.pthread_kill(main, signal.SIGTERM)
+        for _ in range(10):
+            time.sleep(0.05)
+            if _handler_done():
+                return
 
 
-def _waited_for_handler(nudge: Callable[[], None]) -> bool:
-    """``nudge`` the main thread, then wait 0.5 s for the handler; True: nothing left to do."""
-    for attempt in range(11):
-        if _handed_on or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
-            return True
-        if attempt == 0:
-            nudge()
-        time.sleep(0.05)
-    return False
+def _handler_done() -> bool:
+    return _handed_on or signal.getsignal(signal.SIGTERM) is not _on_sigterm
 
 
 # -- signal masks and fork ----------------------------------------------------------
