@@ -292,7 +292,7 @@ class ExportPipeline:
         )
         # The processor starts its thread now, and again in a forked child from the fork
         # hook it registers now: neither may take the stop signals from the main thread.
-        with sigterm.stop_signals_blocked(after_fork_too=True):
+        with sigterm.stop_signals_blocked(after_fork_while=self):
             processor = BatchSpanProcessor(
                 self.delivery,
                 max_queue_size=MAX_QUEUE,

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -57,7 +57,9 @@ def flush_on_sigterm(pipeline: _Flushable) -> None:
     global _previous
     try:
         current = signal.getsignal(signal.SIGTERM)
-        if current is not _on_sigterm:
+        # An ignored SIGTERM ends nothing, and SIG_IGN (unlike a handler) survives exec
+        # into the host's own children: leave it as it is.
+        if current not in (_on_sigterm, signal.SIG_IGN):
             signal.signal(signal.SIGTERM, _on_sigterm)
             _previous = current
             _register_fork_hooks()
@@ -116,8 +118,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     _handed_on = True
     if callable(previous := _previous):
         previous(signum, frame)
-    elif previous != signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
+    else:  # SIG_DFL, or one not installed from Python: as before, the signal ends us
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -136,15 +138,15 @@ def _told(data: bytes) -> bool:
 def _flush_when_told(read: int) -> None:
     """Each time it is told: flush every live pipeline (their deadlines run side by
     side), then signal the main thread until its handler has run. Where the signal ends
-    the process the pipelines close; where a host's handler or SIG_IGN keeps it running
-    (a graceful shutdown), they stay open and the next SIGTERM flushes again."""
+    the process the pipelines close; where a host's handler keeps it running (a graceful
+    shutdown), they stay open and the next SIGTERM flushes again."""
     global _flushing, _flushed, _handed_on
     while True:
         while not _told(data := os.read(read, 512)):
             if not data:  # the pipe closed: nobody can tell us any more
                 return
         _flushing = True
-        ending = _previous in (signal.SIG_DFL, None)
+        ending = not callable(_previous)
         try:
             pipelines = list(_LIVE)
             if ending:
@@ -200,22 +202,31 @@ def _handler_done() -> bool:
 
 
 @contextlib.contextmanager
-def stop_signals_blocked(*, after_fork_too: bool = False) -> Iterator[None]:
+def stop_signals_blocked(*, after_fork_while: object = None) -> Iterator[None]:
     """Threads started inside never take SIGTERM/SIGINT (threads inherit the mask): a
     signal landing on a background thread would leave the handler (ours, the host's, a
     ``KeyboardInterrupt``) waiting for a main thread that may wait in C for good.
 
-    ``after_fork_too``: so are the ones the fork hooks registered inside start in a
-    forked child (the OTel processor restarts its thread from its own)."""
-    if after_fork_too:
-        os.register_at_fork(after_in_child=_block_stop_signals)
+    ``after_fork_while``: so are the ones the fork hooks registered inside start in a
+    forked child (the OTel processor restarts its thread from its own), for as long as
+    this object lives. Hooks cannot be unregistered: a dead owner's cost nothing."""
+    if after_fork_while is not None:
+        alive = weakref.ref(after_fork_while)
+        os.register_at_fork(after_in_child=functools.partial(_while, alive, _block_stop_signals))
     _block_stop_signals()
     try:
         yield
     finally:
         _restore_stop_signals()
-        if after_fork_too:
-            os.register_at_fork(after_in_child=_restore_stop_signals)
+        if after_fork_while is not None:
+            os.register_at_fork(
+                after_in_child=functools.partial(_while, alive, _restore_stop_signals)
+            )
+
+
+def _while(alive: weakref.ref[object], hook: Callable[[], None]) -> None:
+    if alive() is not None:
+        hook()
 
 
 def _block_stop_signals() -> None:

@@ -4,15 +4,17 @@ real SIGTERM sent to a real interpreter."""
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,8 @@ SCRIPT = textwrap.dedent(
             print("host handler ran", flush=True)
             sys.exit(3)
         signal.signal(signal.SIGTERM, host)
+    if mode == "ignored":  # as nohup or a supervisor leaves it, for exec'd children too
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     heard = []
     if mode == "host-survives":  # a graceful shutdown: the process goes on after SIGTERM
         def host(signum, frame):
@@ -142,6 +146,12 @@ SCRIPT = textwrap.dedent(
             loop.close()  # puts SIGTERM back to its default
             time.sleep(1)  # a signal sent again after the flush would end us here
             print("exited normally", flush=True)
+            sys.exit(0)
+        if mode == "ignored":
+            os.kill(os.getpid(), signal.SIGTERM)
+            import subprocess
+            shown = "import signal; print(signal.getsignal(15) == signal.SIG_IGN)"
+            subprocess.run([sys.executable, "-c", shown])
             sys.exit(0)
         if mode == "exit":
             sys.exit(0)  # no close(): the exit hook flushes
@@ -256,6 +266,21 @@ def test_a_host_handler_that_keeps_running_gets_every_sigterm_flushed(
         finally:
             process.kill()
     assert receiver.span_names() == ["greeting"] * 32
+
+
+def test_an_ignored_sigterm_stays_ignored_also_in_the_hosts_exec_children(
+    receiver: LoopbackOtlpReceiver,
+) -> None:
+    """Nothing to flush before a signal that ends nothing: SIG_IGN is left in place, so
+    it still reaches the programs the host execs (a handler would not)."""
+    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, receiver.base_url, "ignored", contract],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ready", "True"]
+    assert receiver.span_names() == ["greeting"] * 25  # the exit hook still flushes
 
 
 def test_without_opting_in_sigterm_keeps_pythons_default(receiver: LoopbackOtlpReceiver) -> None:
@@ -374,3 +399,43 @@ def test_export_threads_leave_sigterm_to_the_main_thread_also_in_forked_children
         with fork.Pool(1) as pool:
             assert pool.apply(_export_threads_taking_sigterm) == []
     runtime.close()
+
+
+def _masks_set_in_a_forked_child() -> int:
+    """How many times a forked child's fork hooks set the signal mask."""
+    calls = []
+    real = signal.pthread_sigmask
+
+    def counted(how: int, mask: Iterable[int]) -> set[signal.Signals]:
+        calls.append(how)
+        return real(how, mask)
+
+    read, write = os.pipe()
+    signal.pthread_sigmask = counted  # type: ignore[assignment]
+    try:
+        child = os.fork()
+        if child == 0:
+            os.write(write, str(len(calls)).encode())
+            os._exit(0)
+    finally:
+        signal.pthread_sigmask = real
+    os.waitpid(child, 0)
+    os.close(write)
+    with os.fdopen(read) as result:
+        return int(result.read())
+
+
+def test_a_closed_runtime_leaves_forks_no_work(make_runtime: RuntimeFactory) -> None:
+    """Fork hooks cannot be unregistered: those of a runtime that is gone must do
+    nothing, or a host building a runtime per request makes every fork slower."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        runtime = make_runtime(span_exporter=None)
+        with_one = _masks_set_in_a_forked_child()
+        assert with_one >= 2  # its export thread restarts with the stop signals blocked
+        for _ in range(10):
+            make_runtime(span_exporter=None).close()
+        runtime.close()
+        del runtime
+        gc.collect()
+        assert _masks_set_in_a_forked_child() == 0
