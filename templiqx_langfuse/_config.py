@@ -245,8 +245,8 @@ class LangfuseConfig:
     #: raises drops that field (logged once), never the call.
     mask: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
     #: True: on SIGTERM, flush what is queued (within ``flush_timeout_s``), then hand the
-    #: signal to the handler installed before (by default: the process ends of it); an
-    #: ignored SIGTERM stays ignored. Takes effect when the runtime is built on the main
+    #: signal to the handler installed before (by default: the process ends of it; an
+    #: ignored one stays ignored). Takes effect when the runtime is built on the main
     #: thread, as Python's signal API needs.
     flush_on_sigterm: bool = False
 

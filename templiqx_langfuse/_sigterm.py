@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -57,13 +57,14 @@ def flush_on_sigterm(pipeline: _Flushable) -> None:
     global _previous
     try:
         current = signal.getsignal(signal.SIGTERM)
-        # An ignored SIGTERM ends nothing, and SIG_IGN (unlike a handler) survives exec
-        # into the host's own children: leave it as it is.
-        if current not in (_on_sigterm, signal.SIG_IGN):
+        if current is not _on_sigterm:  # first, or again after a host put its own
             signal.signal(signal.SIGTERM, _on_sigterm)
             _previous = current
             _register_fork_hooks()
-            _start_flusher(inherited=None)
+            if _wake is None:
+                _start_flusher(inherited=None)
+            else:  # the flusher stays: whether the signal itself wakes it may have changed
+                _claim_wakeup_fd(_wake[1], inherited=None)
     except ValueError:  # not the main thread (or not the main interpreter)
         logger.warning(
             "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
@@ -81,19 +82,25 @@ def forget(pipeline: _Flushable) -> None:
 def _start_flusher(*, inherited: int | None) -> None:
     """A new pipe (made the wakeup fd unless another one is set: asyncio's, a host's),
     and a daemon flusher reading it, started with the stop signals blocked."""
-    global _wake, _owns_wakeup_fd
+    global _wake
     read, write = os.pipe()
     os.set_blocking(write, False)
-    previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-    _owns_wakeup_fd = previous_fd in (-1, inherited)
-    if not _owns_wakeup_fd:
-        signal.set_wakeup_fd(previous_fd)
+    _claim_wakeup_fd(write, inherited=inherited)
     _wake = (read, write)
     flusher = threading.Thread(
         target=_flush_when_told, args=(read,), name="templiqx-langfuse-sigterm", daemon=True
     )
     with stop_signals_blocked():
         flusher.start()
+
+
+def _claim_wakeup_fd(write: int, *, inherited: int | None) -> None:
+    """Make ``write`` the wakeup fd unless another one (not ours) is set."""
+    global _owns_wakeup_fd
+    previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    _owns_wakeup_fd = previous_fd in (-1, write, inherited)
+    if not _owns_wakeup_fd:
+        signal.set_wakeup_fd(previous_fd)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -118,8 +125,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     _handed_on = True
     if callable(previous := _previous):
         previous(signum, frame)
-    else:  # SIG_DFL, or one not installed from Python: as before, the signal ends us
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    elif previous != signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -138,15 +145,16 @@ def _told(data: bytes) -> bool:
 def _flush_when_told(read: int) -> None:
     """Each time it is told: flush every live pipeline (their deadlines run side by
     side), then signal the main thread until its handler has run. Where the signal ends
-    the process the pipelines close; where a host's handler keeps it running (a graceful
-    shutdown), they stay open and the next SIGTERM flushes again."""
+    the process the pipelines close; where a host's handler or SIG_IGN keeps it running
+    (a graceful shutdown, or a kill after a grace period), they stay open and the next
+    SIGTERM flushes again."""
     global _flushing, _flushed, _handed_on
     while True:
         while not _told(data := os.read(read, 512)):
             if not data:  # the pipe closed: nobody can tell us any more
                 return
         _flushing = True
-        ending = not callable(_previous)
+        ending = _previous in (signal.SIG_DFL, None)
         try:
             pipelines = list(_LIVE)
             if ending:
@@ -209,24 +217,24 @@ def stop_signals_blocked(*, after_fork_while: object = None) -> Iterator[None]:
 
     ``after_fork_while``: so are the ones the fork hooks registered inside start in a
     forked child (the OTel processor restarts its thread from its own), for as long as
-    this object lives. Hooks cannot be unregistered: a dead owner's cost nothing."""
+    this object lives. Hooks cannot be unregistered: a dead owner's cost nothing. The
+    restore always runs (a no-op when nothing was blocked): the owner may be collected
+    between the two hooks."""
     if after_fork_while is not None:
         alive = weakref.ref(after_fork_while)
-        os.register_at_fork(after_in_child=functools.partial(_while, alive, _block_stop_signals))
+        os.register_at_fork(after_in_child=functools.partial(_block_while, alive))
     _block_stop_signals()
     try:
         yield
     finally:
         _restore_stop_signals()
         if after_fork_while is not None:
-            os.register_at_fork(
-                after_in_child=functools.partial(_while, alive, _restore_stop_signals)
-            )
+            os.register_at_fork(after_in_child=_restore_stop_signals)
 
 
-def _while(alive: weakref.ref[object], hook: Callable[[], None]) -> None:
+def _block_while(alive: weakref.ref[object]) -> None:
     if alive() is not None:
-        hook()
+        _block_stop_signals()
 
 
 def _block_stop_signals() -> None:

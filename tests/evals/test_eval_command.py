@@ -393,7 +393,7 @@ def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path:
             time.sleep(0.05)  # a few cases finished
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
-    assert process.returncode == 130
+    assert process.returncode == 130, err
     summary = json.loads(results.read_text())["summary"]
     assert summary["interrupted"] is True
     assert 3 <= summary["total"] < 40

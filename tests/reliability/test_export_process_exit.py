@@ -21,6 +21,7 @@ import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import LangfuseTracedRuntime
+from templiqx_langfuse import _sigterm as sigterm
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, otlp_receiver
 from templiqx_langfuse.testing.server import Reply
 from tests.conftest import REPO_ROOT, RuntimeFactory
@@ -83,7 +84,7 @@ SCRIPT = textwrap.dedent(
             print("host handler ran", flush=True)
             sys.exit(3)
         signal.signal(signal.SIGTERM, host)
-    if mode == "ignored":  # as nohup or a supervisor leaves it, for exec'd children too
+    if mode == "ignored":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     heard = []
     if mode == "host-survives":  # a graceful shutdown: the process goes on after SIGTERM
@@ -107,13 +108,22 @@ SCRIPT = textwrap.dedent(
         signal.set_wakeup_fd(host_end.fileno())
     reply = json_reply(chat_completion({"greeting": "Hello Ryan"}))
     with serve(lambda request: reply) as model:
-        runtime = LangfuseTracedRuntime(
-            ModelConfig(base_url=model.base_url, api_key="sk-model-0123", model="m"),
-            LangfuseConfig(
-                public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
-                flush_interval_s=60, flush_at=2048, flush_on_sigterm=mode not in ("off", "exit"),
-            ),
-        )
+        def build():
+            return LangfuseTracedRuntime(
+                ModelConfig(base_url=model.base_url, api_key="sk-model-0123", model="m"),
+                LangfuseConfig(
+                    public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
+                    flush_interval_s=60, flush_at=2048,
+                    flush_on_sigterm=mode not in ("off", "exit"),
+                ),
+            )
+        runtime = first = build()
+        if mode == "host-handler-later":  # as a server puts its own once the app is built
+            def host(signum, frame):
+                print("host handler ran", flush=True)
+                os._exit(3)  # past every exit hook: only what the signal flushed counts
+            signal.signal(signal.SIGTERM, host)
+            runtime = build()
         compiled = compile_contract(
             contract,
             RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
@@ -131,6 +141,9 @@ SCRIPT = textwrap.dedent(
             mode = "main-waits-in-c"
         for _ in range(25):
             runtime.execute(ExecutionRequest(interaction=compiled.interaction))
+        if mode == "host-handler-later":
+            for _ in range(5):
+                first.execute(ExecutionRequest(interaction=compiled.interaction))
         print("ready", flush=True)
         if mode == "host-survives":
             for _ in range(200):  # bounded: 20 s
@@ -146,12 +159,6 @@ SCRIPT = textwrap.dedent(
             loop.close()  # puts SIGTERM back to its default
             time.sleep(1)  # a signal sent again after the flush would end us here
             print("exited normally", flush=True)
-            sys.exit(0)
-        if mode == "ignored":
-            os.kill(os.getpid(), signal.SIGTERM)
-            import subprocess
-            shown = "import signal; print(signal.getsignal(15) == signal.SIG_IGN)"
-            subprocess.run([sys.executable, "-c", shown])
             sys.exit(0)
         if mode == "exit":
             sys.exit(0)  # no close(): the exit hook flushes
@@ -268,19 +275,39 @@ def test_a_host_handler_that_keeps_running_gets_every_sigterm_flushed(
     assert receiver.span_names() == ["greeting"] * 32
 
 
-def test_an_ignored_sigterm_stays_ignored_also_in_the_hosts_exec_children(
+def test_an_ignored_sigterm_is_flushed_on_before_the_kill_that_follows(
     receiver: LoopbackOtlpReceiver,
 ) -> None:
-    """Nothing to flush before a signal that ends nothing: SIG_IGN is left in place, so
-    it still reaches the programs the host execs (a handler would not)."""
+    """An orchestrator sends SIGTERM, then SIGKILL after a grace period: a process that
+    ignores SIGTERM goes on running, and what it queued is flushed before the kill."""
     contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
-    done = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-c", SCRIPT, receiver.base_url, "ignored", contract],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ready", "True"]
-    assert receiver.span_names() == ["greeting"] * 25  # the exit hook still flushes
+        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+    ) as process:  # fmt: skip
+        assert process.stdout is not None
+        try:
+            assert process.stdout.readline().strip() == "ready"
+            process.send_signal(signal.SIGTERM)
+            for _ in range(100):  # bounded: 10 s
+                if len(receiver.span_names()) == 25:
+                    break
+                time.sleep(0.1)
+            assert process.poll() is None  # ignored, as before
+        finally:
+            process.kill()
+    assert receiver.span_names() == ["greeting"] * 25
+
+
+def test_a_handler_put_between_two_runtimes_runs_after_both_are_flushed(
+    receiver: LoopbackOtlpReceiver,
+) -> None:
+    """A server (uvicorn, gunicorn) puts its own SIGTERM handler once the app, and its
+    first runtime, are built; a runtime built after that stands in front of it again."""
+    code, output, _ = run_until_sigterm(receiver, "host-handler-later")
+    assert code == 3
+    assert "host handler ran" in output
+    assert receiver.span_names() == ["greeting"] * 30
 
 
 def test_without_opting_in_sigterm_keeps_pythons_default(receiver: LoopbackOtlpReceiver) -> None:
@@ -439,3 +466,43 @@ def test_a_closed_runtime_leaves_forks_no_work(make_runtime: RuntimeFactory) -> 
         del runtime
         gc.collect()
         assert _masks_set_in_a_forked_child() == 0
+
+
+_COLLECT_IN_CHILD = False  # the fork hook below collects only while a test asks it to
+
+
+def _collect_if_asked() -> None:
+    if _COLLECT_IN_CHILD:
+        gc.collect()
+
+
+def test_a_forked_child_takes_stop_signals_even_if_the_owner_dies_during_its_fork_hooks() -> None:
+    """The export thread's owner is collected between the fork hook that blocks the stop
+    signals and the one that restores them (a collection inside the OTel processor's own
+    hook): the child's main thread must still take SIGTERM, or ``Pool.terminate()`` hangs."""
+    global _COLLECT_IN_CHILD
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.cycle = owner  # type: ignore[attr-defined]  # collected only by the collector
+    with sigterm.stop_signals_blocked(after_fork_while=owner):
+        os.register_at_fork(after_in_child=_collect_if_asked)
+    del owner
+    read, write = os.pipe()
+    _COLLECT_IN_CHILD = True
+    gc.disable()  # the owner must still be there when the child forks
+    try:
+        child = os.fork()
+        if child == 0:
+            blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            os.write(write, b"blocked" if blocked else b"open")
+            os._exit(0)
+    finally:
+        _COLLECT_IN_CHILD = False
+        gc.enable()
+    os.waitpid(child, 0)
+    os.close(write)
+    with os.fdopen(read) as result:
+        assert result.read() == "open"
