@@ -48,6 +48,7 @@ _flushing = False  # the flusher has been woken
 _flushed = False  # done: the next SIGTERM goes where it would have gone
 _handed_on = False  # the handler has run after the flush
 _fork_mask: set[int | signal.Signals] | None = None
+_child_hooks = 0  # our after-fork hooks registered so far: the last to run lifts the block
 _saved_masks = threading.local()  # each thread's mask while it starts threads
 
 
@@ -229,12 +230,23 @@ def stop_signals_blocked(*, after_fork_while: object = None) -> Iterator[None]:
     finally:
         _restore_stop_signals()
         if after_fork_while is not None:
-            os.register_at_fork(after_in_child=_restore_stop_signals)
+            os.register_at_fork(after_in_child=functools.partial(_restore_in_child, _count()))
 
 
 def _block_while(alive: weakref.ref[object]) -> None:
     if alive() is not None:
         _block_stop_signals()
+
+
+def _restore_in_child(number: int) -> None:
+    _restore_stop_signals()
+    _fork_hooks_done(number)
+
+
+def _count() -> int:
+    global _child_hooks
+    _child_hooks += 1
+    return _child_hooks
 
 
 def _block_stop_signals() -> None:
@@ -249,8 +261,10 @@ def _restore_stop_signals() -> None:
 
 
 def _before_fork() -> None:
-    """The child starts with SIGTERM blocked until it has its own pipe: one sent to it
-    before then would otherwise reach the parent's flusher through the shared pipe."""
+    """The child starts with SIGTERM blocked until our last fork hook has run: one sent
+    to it before it has its own pipe would reach the parent's flusher through the shared
+    one, and one that came before an OTel processor's hook has restarted its thread
+    would flush a processor that is half-way through that."""
     global _fork_mask
     if _wake is not None:
         _fork_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -263,7 +277,12 @@ def _after_fork_in_parent() -> None:
         _fork_mask = None
 
 
-def _after_fork_in_child() -> None:
+def _fork_hooks_done(number: int) -> None:
+    if number == _child_hooks:  # the last of ours: a signal held back arrives now
+        _after_fork_in_parent()
+
+
+def _after_fork_in_child(number: int) -> None:
     """A forked child has no flush under way, whatever its parent was doing, and no
     flusher thread: it gets its own, on its own pipe."""
     global _flushing, _flushed, _handed_on, _wake
@@ -274,7 +293,7 @@ def _after_fork_in_child() -> None:
             _start_flusher(inherited=inherited[1])
         for fd in inherited:
             os.close(fd)
-    _after_fork_in_parent()  # restores the mask: a signal held back arrives now
+    _fork_hooks_done(number)
 
 
 @functools.cache
@@ -286,5 +305,5 @@ def _register_fork_hooks() -> None:
     os.register_at_fork(
         before=_before_fork,
         after_in_parent=_after_fork_in_parent,
-        after_in_child=_after_fork_in_child,
+        after_in_child=functools.partial(_after_fork_in_child, _count()),
     )

@@ -370,8 +370,8 @@ def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path:
 
     from tests.slow_upstream import slow_upstream
 
-    # Enough cases (40 s of upstream time) that a loaded machine cannot finish the run
-    # before the signal is sent.
+    # Enough cases (40 s of upstream time) that the run is still going when the signal
+    # arrives, however loaded the machine.
     cases = write_cases(tmp_path / "cases.jsonl", [f"P{i}" for i in range(400)])
     results = tmp_path / "results.json"
     script = Path(sys.executable).with_name("templiqx")
@@ -383,11 +383,17 @@ def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path:
             "TEMPLIQX_MODEL": "loopback-model",
             "TEMPLIQX_MODEL_API_KEY": "sk-loopback",
         }
-        process = subprocess.Popen(
-            [str(script), "eval", str(GREETING), "--runtime", "langfuse", "--cases", str(cases),
-             "--concurrency", "2", "--output", str(results)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        # A suite started in the background (``cmd &`` in a script) ignores SIGINT, and an
+        # ignored signal stays ignored across exec: the command must start with the default.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            process = subprocess.Popen(
+                [str(script), "eval", str(GREETING), "--runtime", "langfuse", "--cases",
+                 str(cases), "--concurrency", "2", "--output", str(results)],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        finally:
+            signal.signal(signal.SIGINT, previous)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (
             not results.exists() or results.read_text().count("\n") < 4

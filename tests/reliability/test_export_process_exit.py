@@ -506,3 +506,43 @@ def test_a_forked_child_takes_stop_signals_even_if_the_owner_dies_during_its_for
     os.close(write)
     with os.fdopen(read) as result:
         assert result.read() == "open"
+
+
+HOOK_ORDER_SCRIPT = textwrap.dedent(
+    """
+    import os, signal
+    from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+
+    def build():
+        return LangfuseTracedRuntime(
+            ModelConfig(base_url="http://127.0.0.1:9/v1", api_key="sk-model-0123", model="m"),
+            LangfuseConfig(public_key="pk-lf-0123", secret_key="sk-lf-0123",
+                           base_url="http://127.0.0.1:9", flush_on_sigterm=True),
+        )
+
+    def blocked():
+        return signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+    first, seen = build(), []
+    os.register_at_fork(after_in_child=lambda: seen.append(blocked()))
+    second = build()  # its export thread restarts in a child's hooks after the one above
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(write, f"{seen[0]} {blocked()}".encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    print(os.read(read, 100).decode())
+    """
+)
+
+
+def test_a_forked_child_takes_sigterm_only_once_every_export_thread_has_restarted() -> None:
+    """A signal taken while a later runtime's fork hook restarts its export thread would
+    flush that runtime half-way (a traceback from the flush, in one Pool worker of 60)."""
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK_ORDER_SCRIPT],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]  # blocked during the hooks, not after
