@@ -4,6 +4,7 @@ real SIGTERM sent to a real interpreter."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import multiprocessing
@@ -179,7 +180,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_until_sigterm(receiver: LoopbackOtlpReceiver, mode: str) -> tuple[int, str, float]:
+@contextlib.contextmanager
+def script_ready(receiver: LoopbackOtlpReceiver, mode: str) -> Iterator[subprocess.Popen[str]]:
+    """``SCRIPT`` in ``mode`` once it has queued its traces; killed on the way out."""
     contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
     with subprocess.Popen(
         [sys.executable, "-c", SCRIPT, receiver.base_url, mode, contract],
@@ -190,12 +193,18 @@ def run_until_sigterm(receiver: LoopbackOtlpReceiver, mode: str) -> tuple[int, s
         assert process.stdout is not None
         try:
             assert process.stdout.readline().strip() == "ready"
-            sent = time.monotonic()
-            process.send_signal(signal.SIGTERM)
-            code = process.wait(timeout=20)
-            took = time.monotonic() - sent
+            yield process
         finally:
             process.kill()
+
+
+def run_until_sigterm(receiver: LoopbackOtlpReceiver, mode: str) -> tuple[int, str, float]:
+    with script_ready(receiver, mode) as process:
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=20)
+        took = time.monotonic() - sent
+        assert process.stdout is not None
         return code, process.stdout.read(), took
 
 
@@ -257,21 +266,13 @@ def test_a_host_handler_that_keeps_running_gets_every_sigterm_flushed(
 ) -> None:
     """A graceful shutdown traces calls after the first SIGTERM: the export path stays
     open, and the next SIGTERM flushes them too."""
-    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
-    with subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, receiver.base_url, "host-survives", contract],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-    ) as process:  # fmt: skip
+    with script_ready(receiver, "host-survives") as process:
         assert process.stdout is not None
-        try:
-            assert process.stdout.readline().strip() == "ready"
-            process.send_signal(signal.SIGTERM)
-            assert process.stdout.readline().strip() == "host handler 1"
-            assert process.stdout.readline().strip() == "again"
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=20) == 0
-        finally:
-            process.kill()
+        process.send_signal(signal.SIGTERM)
+        assert process.stdout.readline().strip() == "host handler 1"
+        assert process.stdout.readline().strip() == "again"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
     assert receiver.span_names() == ["greeting"] * 32
 
 
@@ -280,22 +281,13 @@ def test_an_ignored_sigterm_is_flushed_on_before_the_kill_that_follows(
 ) -> None:
     """An orchestrator sends SIGTERM, then SIGKILL after a grace period: a process that
     ignores SIGTERM goes on running, and what it queued is flushed before the kill."""
-    contract = str(REPO_ROOT / "reference" / "demo" / "greeting.yaml")
-    with subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, receiver.base_url, "ignored", contract],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-    ) as process:  # fmt: skip
-        assert process.stdout is not None
-        try:
-            assert process.stdout.readline().strip() == "ready"
-            process.send_signal(signal.SIGTERM)
-            for _ in range(100):  # bounded: 10 s
-                if len(receiver.span_names()) == 25:
-                    break
-                time.sleep(0.1)
-            assert process.poll() is None  # ignored, as before
-        finally:
-            process.kill()
+    with script_ready(receiver, "ignored") as process:
+        process.send_signal(signal.SIGTERM)
+        for _ in range(100):  # bounded: 10 s
+            if len(receiver.span_names()) == 25:
+                break
+            time.sleep(0.1)
+        assert process.poll() is None  # ignored, as before
     assert receiver.span_names() == ["greeting"] * 25
 
 
