@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import os
 import signal
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -41,26 +42,31 @@ class _Flushable(Protocol):
 
 
 _LIVE: weakref.WeakSet[_Flushable] = weakref.WeakSet()
-_previous: Any = None  # the handler ours stands in front of
+#: The handlers ours was installed in front of, oldest first: a host's handler put between
+#: two runtimes is the last, and may itself call ours (its own previous) when it is done.
+_previous: list[Any] = []
+_depth = 0  # how many of them are running now, each having called ours again
 _wake: tuple[int, int] | None = None  # the flusher's pipe (read, write)
 _owns_wakeup_fd = False  # its write end is the wakeup fd: the signal itself wakes it
 _flushing = False  # the flusher has been woken
 _flushed = False  # done: the next SIGTERM goes where it would have gone
 _handed_on = False  # the handler has run after the flush
-_fork_mask: set[int | signal.Signals] | None = None
-_child_hooks = 0  # our after-fork hooks registered so far: the last to run lifts the block
-_saved_masks = threading.local()  # each thread's mask while it starts threads
+_hook_numbers = itertools.count(1)
+_child_hooks = 0  # the last of our after-fork hooks registered: it lifts the fork's block
+_child_blocks = 0  # in a forked child: export-thread blocks not yet lifted
+_child_mask: set[int | signal.Signals] | None = None  # the child's mask before them
+_saved_masks = threading.local()  # each thread's mask while it starts threads (or forks)
 
 
 def flush_on_sigterm(pipeline: _Flushable) -> None:
     """Flush ``pipeline`` (held weakly) on SIGTERM; installs the handler once per process
     (only the main thread may)."""
-    global _previous
     try:
         current = signal.getsignal(signal.SIGTERM)
         if current is not _on_sigterm:  # first, or again after a host put its own
             signal.signal(signal.SIGTERM, _on_sigterm)
-            _previous = current
+            if not any(current is known for known in _previous):
+                _previous.append(current)
             _register_fork_hooks()
             if _wake is None:
                 _start_flusher(inherited=None)
@@ -111,24 +117,35 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     It interrupts arbitrary code, so it takes no lock (an ``os.write`` to a pipe wakes
     the flusher) and waits for nothing.
     """
-    global _flushing, _handed_on
-    if not _flushed and _LIVE and _wake is not None:
+    global _flushing, _handed_on, _depth
+    if _depth == 0 and not _flushed and _LIVE and _wake is not None:
         if _flushing:  # a second SIGTERM meanwhile: the flush is under way
             return
         _flushing = True
         with contextlib.suppress(OSError):
             os.write(_wake[1], _HANDLER_WAKE)
-        if _owns_wakeup_fd or not callable(_previous):
+        if _owns_wakeup_fd or not callable(_last_previous()):
             return
         # The wakeup fd's owner (asyncio's signal handlers) has heard this signal already,
         # through it: hand it on now, during the flush, since signalling again after the
         # flush would reach it twice.
     _handed_on = True
-    if callable(previous := _previous):
-        previous(signum, frame)
+    # Called again from a previous handler: the one before that one.
+    index = len(_previous) - 1 - _depth
+    previous = _previous[index] if index >= 0 else signal.SIG_DFL
+    if callable(previous):
+        _depth += 1
+        try:
+            previous(signum, frame)
+        finally:
+            _depth -= 1
     elif previous != signal.SIG_IGN:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _last_previous() -> Any:
+    return _previous[-1] if _previous else None
 
 
 def _told(data: bytes) -> bool:
@@ -155,7 +172,7 @@ def _flush_when_told(read: int) -> None:
             if not data:  # the pipe closed: nobody can tell us any more
                 return
         _flushing = True
-        ending = _previous in (signal.SIG_DFL, None)
+        ending = _last_previous() in (signal.SIG_DFL, None)
         try:
             pipelines = list(_LIVE)
             if ending:
@@ -208,6 +225,10 @@ def _handler_done() -> bool:
 
 
 # -- signal masks and fork ----------------------------------------------------------
+#
+# In a forked child every hook runs on the one thread that forked, in the order they were
+# registered, whichever threads registered them: the child's blocks are counted, not kept
+# per thread. The parent's are per thread: two threads may fork at once.
 
 
 @contextlib.contextmanager
@@ -219,45 +240,45 @@ def stop_signals_blocked(*, after_fork_while: object = None) -> Iterator[None]:
     ``after_fork_while``: so are the ones the fork hooks registered inside start in a
     forked child (the OTel processor restarts its thread from its own), for as long as
     this object lives. Hooks cannot be unregistered: a dead owner's cost nothing. The
-    restore always runs (a no-op when nothing was blocked): the owner may be collected
-    between the two hooks."""
+    lifting hook always runs (a no-op when nothing was blocked): the owner may be
+    collected between the two."""
     if after_fork_while is not None:
         alive = weakref.ref(after_fork_while)
-        os.register_at_fork(after_in_child=functools.partial(_block_while, alive))
-    _block_stop_signals()
+        os.register_at_fork(after_in_child=functools.partial(_block_in_child, alive))
+    _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         yield
     finally:
-        _restore_stop_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, _saved_masks.mask)
         if after_fork_while is not None:
-            os.register_at_fork(after_in_child=functools.partial(_restore_in_child, _count()))
+            _register_numbered(_lift_in_child)
 
 
-def _block_while(alive: weakref.ref[object]) -> None:
-    if alive() is not None:
-        _block_stop_signals()
-
-
-def _restore_in_child(number: int) -> None:
-    _restore_stop_signals()
-    _fork_hooks_done(number)
-
-
-def _count() -> int:
+def _register_numbered(hook: Callable[[int], None]) -> None:
+    """Registers ``hook(number)``; the number is published only once it is registered, so
+    a fork in between leaves an earlier hook the last (it never waits for one it lacks)."""
     global _child_hooks
-    _child_hooks += 1
-    return _child_hooks
+    number = next(_hook_numbers)
+    os.register_at_fork(after_in_child=functools.partial(hook, number))
+    _child_hooks = max(_child_hooks, number)
 
 
-def _block_stop_signals() -> None:
-    _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+def _block_in_child(alive: weakref.ref[object]) -> None:
+    global _child_blocks, _child_mask
+    if alive() is not None:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        if _child_blocks == 0:
+            _child_mask = mask
+        _child_blocks += 1
 
 
-def _restore_stop_signals() -> None:
-    mask = getattr(_saved_masks, "mask", None)
-    if mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        _saved_masks.mask = None
+def _lift_in_child(number: int) -> None:
+    global _child_blocks
+    if _child_blocks > 0:
+        _child_blocks -= 1
+        if _child_blocks == 0 and _child_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, _child_mask)
+    _fork_hooks_done(number)
 
 
 def _before_fork() -> None:
@@ -265,35 +286,41 @@ def _before_fork() -> None:
     to it before it has its own pipe would reach the parent's flusher through the shared
     one, and one that came before an OTel processor's hook has restarted its thread
     would flush a processor that is half-way through that."""
-    global _fork_mask
+    _saved_masks.fork = None
     if _wake is not None:
-        _fork_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        _saved_masks.fork = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
 
 
 def _after_fork_in_parent() -> None:
-    global _fork_mask
-    if _fork_mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, _fork_mask)
-        _fork_mask = None
+    mask = getattr(_saved_masks, "fork", None)
+    if mask is not None:
+        _saved_masks.fork = None
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _fork_hooks_done(number: int) -> None:
-    if number == _child_hooks:  # the last of ours: a signal held back arrives now
+    if number >= _child_hooks:  # the last of ours: a signal held back arrives now
         _after_fork_in_parent()
 
 
 def _after_fork_in_child(number: int) -> None:
     """A forked child has no flush under way, whatever its parent was doing, and no
-    flusher thread: it gets its own, on its own pipe."""
+    flusher thread: it gets its own, on its own pipe (without one, if it cannot have
+    one: the child must never be left with the stop signals blocked)."""
     global _flushing, _flushed, _handed_on, _wake
     _flushing = _flushed = _handed_on = False
     inherited, _wake = _wake, None
-    if inherited is not None:
-        with contextlib.suppress(ValueError):  # not the main interpreter
-            _start_flusher(inherited=inherited[1])
-        for fd in inherited:
-            os.close(fd)
-    _fork_hooks_done(number)
+    try:
+        if inherited is not None:
+            with contextlib.suppress(ValueError):  # not the main interpreter
+                _start_flusher(inherited=inherited[1])
+    except OSError as error:  # e.g. out of file descriptors
+        logger.warning("Langfuse flush_on_sigterm: no flusher in this child (%s)", error)
+    finally:
+        for fd in inherited or ():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _fork_hooks_done(number)
 
 
 @functools.cache
@@ -302,8 +329,5 @@ def _register_fork_hooks() -> None:
     forked child: imported first, it registers first, and ours runs after it."""
     import asyncio  # noqa: F401
 
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_after_fork_in_parent,
-        after_in_child=functools.partial(_after_fork_in_child, _count()),
-    )
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
+    _register_numbered(_after_fork_in_child)

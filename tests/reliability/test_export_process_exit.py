@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -119,9 +120,12 @@ SCRIPT = textwrap.dedent(
                 ),
             )
         runtime = first = build()
-        if mode == "host-handler-later":  # as a server puts its own once the app is built
+        if mode in ("host-handler-later", "host-chains-later"):  # as a server puts its own
+            chained = signal.getsignal(signal.SIGTERM)  # ours, from the first runtime
             def host(signum, frame):
                 print("host handler ran", flush=True)
+                if mode == "host-chains-later":  # as libraries do: then the one before
+                    chained(signum, frame)
                 os._exit(3)  # past every exit hook: only what the signal flushed counts
             signal.signal(signal.SIGTERM, host)
             runtime = build()
@@ -142,7 +146,7 @@ SCRIPT = textwrap.dedent(
             mode = "main-waits-in-c"
         for _ in range(25):
             runtime.execute(ExecutionRequest(interaction=compiled.interaction))
-        if mode == "host-handler-later":
+        if mode in ("host-handler-later", "host-chains-later"):
             for _ in range(5):
                 first.execute(ExecutionRequest(interaction=compiled.interaction))
         print("ready", flush=True)
@@ -291,14 +295,18 @@ def test_an_ignored_sigterm_is_flushed_on_before_the_kill_that_follows(
     assert receiver.span_names() == ["greeting"] * 25
 
 
-def test_a_handler_put_between_two_runtimes_runs_after_both_are_flushed(
-    receiver: LoopbackOtlpReceiver,
+@pytest.mark.parametrize(
+    ("mode", "ends"), [("host-handler-later", 3), ("host-chains-later", -signal.SIGTERM)]
+)
+def test_a_handler_put_between_two_runtimes_runs_once_after_both_are_flushed(
+    receiver: LoopbackOtlpReceiver, mode: str, ends: int
 ) -> None:
     """A server (uvicorn, gunicorn) puts its own SIGTERM handler once the app, and its
-    first runtime, are built; a runtime built after that stands in front of it again."""
-    code, output, _ = run_until_sigterm(receiver, "host-handler-later")
-    assert code == 3
-    assert "host handler ran" in output
+    first runtime, are built; a runtime built after that stands in front of it again.
+    A handler that calls the one it replaced (ours) gets the one before ours: default."""
+    code, output, _ = run_until_sigterm(receiver, mode)
+    assert code == ends
+    assert output.count("host handler ran") == 1
     assert receiver.span_names() == ["greeting"] * 30
 
 
@@ -449,15 +457,17 @@ def test_a_closed_runtime_leaves_forks_no_work(make_runtime: RuntimeFactory) -> 
     nothing, or a host building a runtime per request makes every fork slower."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        gc.collect()
+        before = _masks_set_in_a_forked_child()  # a runtime another test keeps counts too
         runtime = make_runtime(span_exporter=None)
-        with_one = _masks_set_in_a_forked_child()
-        assert with_one >= 2  # its export thread restarts with the stop signals blocked
+        # Its export thread restarts with the stop signals blocked, then lifted.
+        assert _masks_set_in_a_forked_child() >= before + 2
         for _ in range(10):
             make_runtime(span_exporter=None).close()
         runtime.close()
         del runtime
         gc.collect()
-        assert _masks_set_in_a_forked_child() == 0
+        assert _masks_set_in_a_forked_child() == before
 
 
 _COLLECT_IN_CHILD = False  # the fork hook below collects only while a test asks it to
@@ -538,3 +548,99 @@ def test_a_forked_child_takes_sigterm_only_once_every_export_thread_has_restarte
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False"]  # blocked during the hooks, not after
+
+
+def test_threads_starting_export_threads_at_once_leave_a_forked_child_signals() -> None:
+    """Two runtimes built on two threads at once register their fork hooks interleaved;
+    a forked child runs them all on one thread and must end with the stop signals open."""
+
+    class Owner:
+        pass
+
+    owners = [Owner(), Owner()]
+    inside, leave = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with sigterm.stop_signals_blocked(after_fork_while=owners[0]):
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(10)
+    with sigterm.stop_signals_blocked(after_fork_while=owners[1]):
+        pass  # block A, block B, lift B, lift A: in that order in the child
+    leave.set()
+    thread.join(10)
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        child = os.fork()
+    if child == 0:
+        blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        os.write(write, b"blocked" if blocked else b"open")
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(write)
+    with os.fdopen(read) as result:
+        assert result.read() == "open"
+
+
+FORK_FAULTS_SCRIPT = textwrap.dedent(
+    """
+    import os, resource, signal, sys, threading
+    from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+    from templiqx_langfuse import _sigterm
+
+    runtime = LangfuseTracedRuntime(
+        ModelConfig(base_url="http://127.0.0.1:9/v1", api_key="sk-model-0123", model="m"),
+        LangfuseConfig(public_key="pk-lf-0123", secret_key="sk-lf-0123",
+                       base_url="http://127.0.0.1:9", flush_on_sigterm=True),
+    )
+
+    def blocked():
+        return signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+    if sys.argv[1] == "two-threads-fork":  # their before/after hooks interleave
+        step, done, seen = threading.Event(), threading.Event(), []
+        def other():
+            _sigterm._before_fork()
+            step.set()
+            done.wait(10)
+            _sigterm._after_fork_in_parent()
+            seen.append(blocked())
+        thread = threading.Thread(target=other)
+        thread.start()
+        step.wait(10)
+        _sigterm._before_fork()
+        done.set()
+        thread.join(10)
+        _sigterm._after_fork_in_parent()
+        print(seen[0], blocked())
+    else:  # out of file descriptors: the child gets no flusher, and its signals
+        read, write = os.pipe()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), 4096))
+        child = os.fork()
+        if child == 0:
+            os.write(write, str(blocked()).encode())
+            os._exit(0)
+        os.waitpid(child, 0)
+        print(os.read(read, 10).decode())
+    """
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="open fds counted in /proc")
+@pytest.mark.parametrize(
+    ("fault", "expected"), [("two-threads-fork", "False False"), ("no-fds-in-child", "False")]
+)
+def test_no_fork_fault_leaves_the_stop_signals_blocked(fault: str, expected: str) -> None:
+    """Two threads forking at once each get their own mask back; a child whose flusher
+    cannot be made (out of file descriptors) still takes SIGTERM. Either left blocked,
+    SIGTERM and Ctrl-C stay pending there for good."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_FAULTS_SCRIPT, fault],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
