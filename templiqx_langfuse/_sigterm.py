@@ -33,6 +33,7 @@ logger = logging.getLogger("templiqx_langfuse")
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 _HANDLER_WAKE = b"\xff"  # what the handler writes: no signal has this number
 _HAND_ON_TRIES = 20  # signal the main thread again every 0.5 s, for 10 s at most
+_WAIT_FOR_FLUSH_S = 60.0
 
 
 class _Flushable(Protocol):
@@ -45,11 +46,13 @@ _LIVE: weakref.WeakSet[_Flushable] = weakref.WeakSet()
 #: The handlers ours was installed in front of, oldest first: a host's handler put between
 #: two runtimes is the last, and may itself call ours (its own previous) when it is done.
 _previous: list[Any] = []
-_depth = 0  # how many of them are running now, each having called ours again
+#: Those ours is calling now: the frame it passed and the index of the handler called.
+_handing_on: list[tuple[FrameType | None, int]] = []
 _wake: tuple[int, int] | None = None  # the flusher's pipe (read, write)
 _owns_wakeup_fd = False  # its write end is the wakeup fd: the signal itself wakes it
 _flushing = False  # the flusher has been woken
 _flushed = False  # done: the next SIGTERM goes where it would have gone
+_flushes = 0  # how many flushes the flusher has finished
 _handed_on = False  # the handler has run after the flush
 _hook_numbers = itertools.count(1)
 _child_hooks = 0  # the last of our after-fork hooks registered: it lifts the fork's block
@@ -115,33 +118,47 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     do what the previous handler would have: call it, ignore the signal, or die of it.
 
     It interrupts arbitrary code, so it takes no lock (an ``os.write`` to a pipe wakes
-    the flusher) and waits for nothing.
+    the flusher) and waits for nothing, except when a handler put after ours calls it
+    as its own previous one: then the flush is done before the one before ours runs.
     """
-    global _flushing, _handed_on, _depth
-    if _depth == 0 and not _flushed and _LIVE and _wake is not None:
-        if _flushing:  # a second SIGTERM meanwhile: the flush is under way
+    global _flushing, _handed_on
+    chained = _handing_on[-1][1] if _handing_on and frame is _handing_on[-1][0] else None
+    if chained is None and signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        chained = len(_previous)  # a handler installed after our last runtime calls us
+    if not _flushed and _LIVE and _wake is not None:
+        if _flushing and chained is None:  # a second SIGTERM meanwhile: under way
             return
-        _flushing = True
-        with contextlib.suppress(OSError):
-            os.write(_wake[1], _HANDLER_WAKE)
-        if _owns_wakeup_fd or not callable(_last_previous()):
+        if not _flushing:
+            _flushing = True
+            with contextlib.suppress(OSError):
+                os.write(_wake[1], _HANDLER_WAKE)
+        if chained is not None:
+            _wait_for_flush(_flushes)
+        elif _owns_wakeup_fd or not callable(_last_previous()):
             return
         # The wakeup fd's owner (asyncio's signal handlers) has heard this signal already,
         # through it: hand it on now, during the flush, since signalling again after the
         # flush would reach it twice.
     _handed_on = True
-    # Called again from a previous handler: the one before that one.
-    index = len(_previous) - 1 - _depth
+    index = len(_previous) - 1 if chained is None else chained - 1
     previous = _previous[index] if index >= 0 else signal.SIG_DFL
     if callable(previous):
-        _depth += 1
+        _handing_on.append((frame, index))  # it may call ours back with this frame
         try:
             previous(signum, frame)
         finally:
-            _depth -= 1
+            _handing_on.pop()
     elif previous != signal.SIG_IGN:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as before: the signal ends us
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _wait_for_flush(done_before: int) -> None:
+    """Until the flush under way is done. Bounded: each pipeline's flush has its own
+    deadline; this is the backstop."""
+    deadline = time.monotonic() + _WAIT_FOR_FLUSH_S
+    while _flushes == done_before and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _last_previous() -> Any:
@@ -166,7 +183,7 @@ def _flush_when_told(read: int) -> None:
     the process the pipelines close; where a host's handler or SIG_IGN keeps it running
     (a graceful shutdown, or a kill after a grace period), they stay open and the next
     SIGTERM flushes again."""
-    global _flushing, _flushed, _handed_on
+    global _flushing, _flushed, _flushes, _handed_on
     while True:
         while not _told(data := os.read(read, 512)):
             if not data:  # the pipe closed: nobody can tell us any more
@@ -184,6 +201,7 @@ def _flush_when_told(read: int) -> None:
                 for pipeline in pipelines:
                     pipeline.flush()
         finally:
+            _flushes += 1
             _flushed = True
             _hand_on()
         if ending:
@@ -244,14 +262,15 @@ def stop_signals_blocked(*, after_fork_while: object = None) -> Iterator[None]:
     collected between the two."""
     if after_fork_while is not None:
         alive = weakref.ref(after_fork_while)
-        os.register_at_fork(after_in_child=functools.partial(_block_in_child, alive))
+        blocked = [False]  # in a forked child: whether this pair's block was made
+        _register_numbered(functools.partial(_block_in_child, alive, blocked))
     _saved_masks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, _saved_masks.mask)
         if after_fork_while is not None:
-            _register_numbered(_lift_in_child)
+            _register_numbered(functools.partial(_lift_in_child, blocked))
 
 
 def _register_numbered(hook: Callable[[int], None]) -> None:
@@ -263,18 +282,21 @@ def _register_numbered(hook: Callable[[int], None]) -> None:
     _child_hooks = max(_child_hooks, number)
 
 
-def _block_in_child(alive: weakref.ref[object]) -> None:
+def _block_in_child(alive: weakref.ref[object], blocked: list[bool], number: int) -> None:
     global _child_blocks, _child_mask
     if alive() is not None:
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         if _child_blocks == 0:
             _child_mask = mask
         _child_blocks += 1
+        blocked[0] = True
+    _fork_hooks_done(number)  # the last if the fork came before its lifting hook
 
 
-def _lift_in_child(number: int) -> None:
+def _lift_in_child(blocked: list[bool], number: int) -> None:
     global _child_blocks
-    if _child_blocks > 0:
+    if blocked[0]:
+        blocked[0] = False
         _child_blocks -= 1
         if _child_blocks == 0 and _child_mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, _child_mask)
@@ -299,7 +321,13 @@ def _after_fork_in_parent() -> None:
 
 
 def _fork_hooks_done(number: int) -> None:
-    if number >= _child_hooks:  # the last of ours: a signal held back arrives now
+    """After the last of our hooks nothing lifts a block: each is lifted, and a signal
+    held back arrives now."""
+    global _child_blocks
+    if number >= _child_hooks:
+        if _child_blocks and _child_mask is not None:
+            _child_blocks = 0
+            signal.pthread_sigmask(signal.SIG_SETMASK, _child_mask)
         _after_fork_in_parent()
 
 

@@ -104,7 +104,7 @@ SCRIPT = textwrap.dedent(
             print(f"asyncio callback {len(heard)}", flush=True)
             loop.call_later(0.5, loop.stop)
         loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-    if mode == "host-wakeup-fd":  # as an asyncio loop with signal handlers holds it
+    if mode in ("host-wakeup-fd", "host-wakeup-fd-chains-later"):  # as asyncio's does
         _, host_end = socket.socketpair()
         host_end.setblocking(False)
         signal.set_wakeup_fd(host_end.fileno())
@@ -120,15 +120,17 @@ SCRIPT = textwrap.dedent(
                 ),
             )
         runtime = first = build()
-        if mode in ("host-handler-later", "host-chains-later"):  # as a server puts its own
+        later = mode.endswith("-later") or mode == "host-chains-last"
+        if later:  # as a server puts its own handler once the app is built
             chained = signal.getsignal(signal.SIGTERM)  # ours, from the first runtime
             def host(signum, frame):
                 print("host handler ran", flush=True)
-                if mode == "host-chains-later":  # as libraries do: then the one before
+                if "chains" in mode:  # as libraries do: then the one before
                     chained(signum, frame)
                 os._exit(3)  # past every exit hook: only what the signal flushed counts
             signal.signal(signal.SIGTERM, host)
-            runtime = build()
+            if mode != "host-chains-last":  # a runtime built after it stands in front
+                runtime = build()
         compiled = compile_contract(
             contract,
             RenderRequest(inputs={"name": "Ryan"}, context={"organization": "Blinqx"}),
@@ -146,7 +148,7 @@ SCRIPT = textwrap.dedent(
             mode = "main-waits-in-c"
         for _ in range(25):
             runtime.execute(ExecutionRequest(interaction=compiled.interaction))
-        if mode in ("host-handler-later", "host-chains-later"):
+        if later:
             for _ in range(5):
                 first.execute(ExecutionRequest(interaction=compiled.interaction))
         print("ready", flush=True)
@@ -296,14 +298,22 @@ def test_an_ignored_sigterm_is_flushed_on_before_the_kill_that_follows(
 
 
 @pytest.mark.parametrize(
-    ("mode", "ends"), [("host-handler-later", 3), ("host-chains-later", -signal.SIGTERM)]
+    ("mode", "ends"),
+    [
+        ("host-handler-later", 3),
+        ("host-chains-later", -signal.SIGTERM),
+        ("host-wakeup-fd-chains-later", -signal.SIGTERM),
+        ("host-chains-last", -signal.SIGTERM),
+    ],
 )
-def test_a_handler_put_between_two_runtimes_runs_once_after_both_are_flushed(
+def test_a_handler_put_after_a_runtime_runs_once_after_the_flush(
     receiver: LoopbackOtlpReceiver, mode: str, ends: int
 ) -> None:
     """A server (uvicorn, gunicorn) puts its own SIGTERM handler once the app, and its
     first runtime, are built; a runtime built after that stands in front of it again.
-    A handler that calls the one it replaced (ours) gets the one before ours: default."""
+    A handler that calls the one it replaced (ours) gets the flush done first, then the
+    one before ours (the default): also when the host holds the wakeup fd, and when no
+    runtime came after it."""
     code, output, _ = run_until_sigterm(receiver, mode)
     assert code == ends
     assert output.count("host handler ran") == 1
@@ -644,3 +654,85 @@ def test_no_fork_fault_leaves_the_stop_signals_blocked(fault: str, expected: str
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == expected
+
+
+def _stop_signals_blocked_in_a_forked_child() -> bool:
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        child = os.fork()
+    if child == 0:
+        blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        os.write(write, b"1" if blocked else b"0")
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(write)
+    with os.fdopen(read) as result:
+        return result.read() == "1"
+
+
+def test_a_fork_while_another_thread_starts_an_export_thread_leaves_the_child_open() -> None:
+    """The child inherits the hook that blocks the stop signals but not yet the one that
+    lifts them: the last of our hooks lifts it."""
+
+    class Owner:
+        pass
+
+    owner, inside, leave = Owner(), threading.Event(), threading.Event()
+
+    def build() -> None:
+        with sigterm.stop_signals_blocked(after_fork_while=owner):
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        assert not _stop_signals_blocked_in_a_forked_child()
+    finally:
+        leave.set()
+        thread.join(10)
+
+
+def test_a_collected_runtimes_lifting_hook_lifts_no_other_runtimes_block() -> None:
+    """Built at once, A's hooks and B's interleave; A is gone by the fork, so its block is
+    skipped, and its lift must not undo B's while B's export thread restarts."""
+
+    class Owner:
+        pass
+
+    owners = {"a": Owner(), "b": Owner()}
+    seen: list[bool] = []
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+
+    def build_a() -> None:
+        with sigterm.stop_signals_blocked(after_fork_while=owners["a"]):
+            a_inside.set()
+            assert b_inside.wait(10)
+        a_left.set()
+
+    def probe() -> None:  # where B's export thread restarts in the child
+        seen.append(signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    thread = threading.Thread(target=build_a)
+    thread.start()
+    assert a_inside.wait(10)
+    with sigterm.stop_signals_blocked(after_fork_while=owners["b"]):
+        b_inside.set()
+        assert a_left.wait(10)
+        os.register_at_fork(after_in_child=probe)
+    thread.join(10)
+    del owners["a"]
+    gc.collect()
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        child = os.fork()
+    if child == 0:
+        os.write(write, b"1" if seen[-1] else b"0")
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(write)
+    with os.fdopen(read) as result:
+        assert result.read() == "1"
