@@ -16,7 +16,7 @@ import textwrap
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -560,6 +560,25 @@ def test_a_forked_child_takes_sigterm_only_once_every_export_thread_has_restarte
     assert done.stdout.split() == ["True", "False"]  # blocked during the hooks, not after
 
 
+def _sigterm_blocked() -> bool:
+    return signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _in_a_forked_child(answer: Callable[[], bool]) -> bool:
+    """``answer()`` as a forked child gives it, once every fork hook has run."""
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
+        child = os.fork()
+    if child == 0:
+        os.write(write, b"1" if answer() else b"0")
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(write)
+    with os.fdopen(read) as result:
+        return result.read() == "1"
+
+
 def test_threads_starting_export_threads_at_once_leave_a_forked_child_signals() -> None:
     """Two runtimes built on two threads at once register their fork hooks interleaved;
     a forked child runs them all on one thread and must end with the stop signals open."""
@@ -582,18 +601,7 @@ def test_threads_starting_export_threads_at_once_leave_a_forked_child_signals() 
         pass  # block A, block B, lift B, lift A: in that order in the child
     leave.set()
     thread.join(10)
-    read, write = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
-        child = os.fork()
-    if child == 0:
-        blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-        os.write(write, b"blocked" if blocked else b"open")
-        os._exit(0)
-    os.waitpid(child, 0)
-    os.close(write)
-    with os.fdopen(read) as result:
-        assert result.read() == "open"
+    assert not _in_a_forked_child(_sigterm_blocked)
 
 
 FORK_FAULTS_SCRIPT = textwrap.dedent(
@@ -656,21 +664,6 @@ def test_no_fork_fault_leaves_the_stop_signals_blocked(fault: str, expected: str
     assert done.stdout.strip() == expected
 
 
-def _stop_signals_blocked_in_a_forked_child() -> bool:
-    read, write = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
-        child = os.fork()
-    if child == 0:
-        blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-        os.write(write, b"1" if blocked else b"0")
-        os._exit(0)
-    os.waitpid(child, 0)
-    os.close(write)
-    with os.fdopen(read) as result:
-        return result.read() == "1"
-
-
 def test_a_fork_while_another_thread_starts_an_export_thread_leaves_the_child_open() -> None:
     """The child inherits the hook that blocks the stop signals but not yet the one that
     lifts them: the last of our hooks lifts it."""
@@ -689,7 +682,7 @@ def test_a_fork_while_another_thread_starts_an_export_thread_leaves_the_child_op
     thread.start()
     try:
         assert inside.wait(10)
-        assert not _stop_signals_blocked_in_a_forked_child()
+        assert not _in_a_forked_child(_sigterm_blocked)
     finally:
         leave.set()
         thread.join(10)
@@ -713,7 +706,7 @@ def test_a_collected_runtimes_lifting_hook_lifts_no_other_runtimes_block() -> No
         a_left.set()
 
     def probe() -> None:  # where B's export thread restarts in the child
-        seen.append(signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        seen.append(_sigterm_blocked())
 
     thread = threading.Thread(target=build_a)
     thread.start()
@@ -725,14 +718,4 @@ def test_a_collected_runtimes_lifting_hook_lifts_no_other_runtimes_block() -> No
     thread.join(10)
     del owners["a"]
     gc.collect()
-    read, write = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process
-        child = os.fork()
-    if child == 0:
-        os.write(write, b"1" if seen[-1] else b"0")
-        os._exit(0)
-    os.waitpid(child, 0)
-    os.close(write)
-    with os.fdopen(read) as result:
-        assert result.read() == "1"
+    assert _in_a_forked_child(lambda: seen[-1])
