@@ -37,7 +37,10 @@ TEST_OPERATION = "test_package"
 
 
 def compile_envelope(
-    contract: Contract | str | Path, request: RenderRequest, *, capabilities: Iterable[str]
+    contract: Contract | str | Path,
+    request: RenderRequest,
+    *,
+    capabilities: Iterable[str] | None = None,
 ) -> OperationEnvelope[CompiledInteraction]:
     """``compile_contract`` as the reference application: ``fingerprints.compiled_interaction``."""
     result = compile_contract(contract, request, capabilities)
@@ -89,7 +92,7 @@ def execute_contract(
     request: RenderRequest,
     *,
     runtime: RuntimeAdapter,
-    capabilities: Iterable[str],
+    capabilities: Iterable[str] | None = None,
     fixture_output: Any = None,
     stream: bool = False,
     on_event: Callable[[StreamEvent], None] | None = None,

@@ -155,28 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     execute = command("execute", "compile and execute a contract on a runtime")
     _add_request_args(execute)
-    execute.add_argument(
-        "--runtime",
-        help="runtime entry point: scripted, langfuse, or a host's own (required unless "
+    _add_runtime_args(
+        execute,
+        runtime="runtime entry point: scripted, langfuse, or a host's own (required unless "
         "--fixture-output, --scenario or --eval selects the scripted runtime)",
+        replay="replay the runtime's HTTP calls from a vcrpy cassette (offline)",
+        scenario="scripted runtime: a templiqx.mock/v1alpha1 manifest to play (its input "
+        "and expected output are the defaults for the request and --fixture-output)",
     )
     execute.add_argument(
         "--stream",
         action="store_true",
         help="print each stream event as NDJSON as it arrives, then the envelope",
-    )
-    execute.add_argument(
-        "--replay",
-        type=Path,
-        metavar="CASSETTE",
-        help="replay the runtime's HTTP calls from a vcrpy cassette (offline)",
-    )
-    execute.add_argument(
-        "--scenario",
-        type=Path,
-        metavar="MANIFEST",
-        help="scripted runtime: a templiqx.mock/v1alpha1 manifest to play (its input and "
-        "expected output are the defaults for the request and --fixture-output)",
     )
     execute.add_argument(
         "--fixture-output",
@@ -208,21 +198,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("runtimes", "list the installed runtimes")
 
-    mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
-    mcp.add_argument("--runtime", default="scripted", help="runtime for execute_contract")
-    mcp.add_argument(
-        "--replay",
-        type=Path,
-        metavar="CASSETTE",
-        help="replay each execute_contract call from this cassette",
-    )
-    mcp.add_argument(
-        "--scenario",
-        type=Path,
-        metavar="MANIFEST",
-        help="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
+    _add_runtime_args(
+        command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)"),
+        runtime="runtime for execute_contract",
+        replay="replay each execute_contract call from this cassette",
+        scenario="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
+        default="scripted",
     )
     return parser
+
+
+def _add_runtime_args(
+    parser: argparse.ArgumentParser,
+    *,
+    runtime: str,
+    replay: str,
+    scenario: str,
+    default: str | None = None,
+) -> None:
+    """``--runtime``, ``--replay`` and ``--scenario``, with each command's own help."""
+    parser.add_argument("--runtime", default=default, help=runtime)
+    parser.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
+    parser.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
 
 
 # -- reading inputs ------------------------------------------------------------------
@@ -326,18 +323,6 @@ def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact
 # -- commands ------------------------------------------------------------------------
 
 
-def _declared_capabilities(args: argparse.Namespace) -> list[str]:
-    """``--capability``, or what the contract declares: never the runtime's, so the
-    interaction and its request fingerprint do not depend on which runtime runs it (the
-    reference takes only ``--capability``); a runtime must offer each required one."""
-    from ._compiler import read_contract
-
-    if args.capability is not None:
-        return list(args.capability)
-    contract, _ = read_contract(args.contract)
-    return [] if contract is None else contract.declared_capabilities
-
-
 _EVAL_RUN_ONLY = (
     "replay", "cases", "evaluator", "judge", "shard", "dataset", "run_name", "output",
     "min_pass_rate", "baseline", "resume",
@@ -416,7 +401,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
             args.contract,
             request,
             runtime=runtime,
-            capabilities=_declared_capabilities(args),
+            capabilities=args.capability,
             fixture_output=fixture,
             stream=args.stream,
             on_event=print_event if args.stream else None,
@@ -462,8 +447,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if args.command == "compile":
                 from ._application import compile_envelope
 
-                request, capabilities = _render_request(args, None), _declared_capabilities(args)
-                envelope = compile_envelope(args.contract, request, capabilities=capabilities)
+                request = _render_request(args, None)
+                envelope = compile_envelope(args.contract, request, capabilities=args.capability)
             elif args.command == "check":
                 from ._application import check_envelope
 

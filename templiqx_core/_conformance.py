@@ -104,6 +104,12 @@ def run_stream(adapter: RuntimeAdapter, request: ExecutionRequest) -> StreamRun:
         run.receipt = adapter.execute_streaming(request, run.events.append)
     except PortError as error:
         run.error = error
+    return _checked(run)
+
+
+def _checked(run: StreamRun) -> StreamRun:
+    """``run`` if its events end as its outcome says: ``Failed`` with the raised ``TQX_*``
+    code, or ``Complete`` with the returned receipt."""
     terminal = validate_event_order(run.events)
     if run.error is not None:
         if not isinstance(terminal, FailedEvent):
@@ -415,28 +421,24 @@ def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> No
 def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
     """A failing request awaited: one ``Failed{code}`` last, then the same ``PortError``."""
 
-    async def run() -> None:
-        events: list[StreamEvent] = []
+    async def run() -> tuple[PortError, PortError]:
+        streamed = StreamRun()
         try:
-            await adapter.aexecute_streaming(request, events.append)
+            streamed.receipt = await adapter.aexecute_streaming(request, streamed.events.append)
         except PortError as error:
-            terminal = validate_event_order(events)
-            if not isinstance(terminal, FailedEvent) or terminal.code != error.code:
-                raise ConformanceError(
-                    f"async stream ended with {terminal!r}, not Failed({error.code})"
-                ) from None
-            try:
-                await adapter.aexecute(request)
-            except PortError as again:
-                if again.code != error.code:
-                    raise ConformanceError(
-                        f"aexecute() raised {again.code}, aexecute_streaming() {error.code}"
-                    ) from None
-                return
-            raise ConformanceError("aexecute() on the failing request returned") from None
-        raise ConformanceError("aexecute_streaming() on the failing request did not raise")
+            streamed.error = error
+        if streamed.error is None:
+            raise ConformanceError("aexecute_streaming() on the failing request did not raise")
+        _checked(streamed)
+        try:
+            await adapter.aexecute(request)
+        except PortError as again:
+            return streamed.error, again
+        raise ConformanceError("aexecute() on the failing request returned")
 
-    _run(run, limit_s=120, what="async failure projection")
+    error, again = _run(run, limit_s=120, what="async failure projection")
+    if again.code != error.code:
+        raise ConformanceError(f"aexecute() raised {again.code}, aexecute_streaming() {error.code}")
 
 
 def check_async_concurrent_use(

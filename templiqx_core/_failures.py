@@ -21,7 +21,6 @@ __all__ = [
     "RuntimeFailureCode",
     "RuntimeFailureError",
     "display",
-    "scripted_failure_fingerprint",
     "to_diagnostic",
 ]
 
@@ -107,13 +106,6 @@ class RuntimeFailure:
             f"retry_after_ms={'none' if self.retry_after_ms is None else self.retry_after_ms} "
             f"fingerprint={self.fingerprint}"
         )
-
-
-def scripted_failure_fingerprint(
-    step_id: str, code: RuntimeFailureCode, retry_after_ms: int | None
-) -> str:
-    """A scripted failure's fingerprint, as the reference mock's: its step id, code, retry."""
-    return fingerprint({"id": step_id, "code": code.value, "retry_after_ms": retry_after_ms})
 
 
 class RuntimeFailureError(PortError):

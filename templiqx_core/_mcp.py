@@ -37,7 +37,6 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from . import codes
 from ._application import compile_envelope, execute_contract
-from ._compiler import read_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidData, InvalidPath, NotFound, PortError
 from ._mcp_stdio import error_result, guarded_stdio_server
@@ -190,15 +189,6 @@ class _Roots:
             raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
 
 
-def _targets(path: Path, capabilities: list[str] | None) -> list[str]:
-    """The caller's target capabilities, else the contract's declared ones — never the
-    runtime's, so compile and execute build the same interaction on every runtime."""
-    if capabilities is not None:
-        return capabilities
-    parsed, _ = read_contract(path)
-    return [] if parsed is None else parsed.declared_capabilities
-
-
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
     str, Field(description="Contract YAML path, relative to the working directory, in the roots.")
@@ -262,7 +252,7 @@ def build_server(
         path, request = roots.call(contract, inputs, context)
 
         def run() -> OperationEnvelope[Any]:
-            return compile_envelope(path, request, capabilities=_targets(path, capabilities))
+            return compile_envelope(path, request, capabilities=capabilities)
 
         return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
@@ -299,13 +289,12 @@ def build_server(
                     await ctx.report_progress(emitted, None, message)
 
         def run() -> OperationEnvelope[Any]:
-            caps = _targets(path, capabilities)
             with acquire() as runtime:
                 return execute_contract(
                     path,
                     request,
                     runtime=runtime,
-                    capabilities=caps,
+                    capabilities=capabilities,
                     fixture_output=fixture_output,
                     stream=stream,
                     on_event=forward if stream else None,

@@ -11,7 +11,7 @@ from ._canonical import NotJson, fingerprint
 from ._contracts import AdapterDescriptor, CompiledInteraction, Diagnostic, ExecutionReceipt
 from ._errors import InvalidData
 from ._schema import SchemaValidator, compile_schema
-from ._schema_errors import more_failures, schema_failures
+from ._schema_errors import schema_messages
 
 __all__ = [
     "OUTPUT_SCHEMA_SUMMARY",
@@ -69,14 +69,9 @@ def _output_failures(schema: Any, output: Any) -> list[tuple[str, str]]:
     """(pointer in the output, message) for each failed rule, bounded; the message names
     the value relative to the output (``/priority: not one of the enum [1, 2, 3]``)."""
     try:
-        validator = compile_schema(schema)
-        failures, more = schema_failures(validator, schema, output)
+        return schema_messages(compile_schema(schema), schema, output)
     except (InvalidData, ValueError):  # an invalid schema or a value that is not JSON
         return []
-    found = [(failure.pointer, failure.message()) for failure in failures]
-    if more:
-        found.append(("", f"/: {more_failures(more)}"))
-    return found
 
 
 def output_schema_messages(schema: Any, output: Any) -> list[str]:
@@ -87,21 +82,13 @@ def output_schema_messages(schema: Any, output: Any) -> list[str]:
 def output_schema_diagnostics(schema: Any, output: Any) -> list[Diagnostic]:
     """The ``TQX_OUTPUT_SCHEMA`` diagnostics of a schema-invalid output: the reference's
     summary at ``/output``, then one per failed rule at the failing value's pointer."""
-    diagnostics = [
+    failures = [("", OUTPUT_SCHEMA_SUMMARY), *_output_failures(schema, output)]
+    return [
         Diagnostic(
             code=codes.OUTPUT_SCHEMA,
             severity="error",
-            message=OUTPUT_SCHEMA_SUMMARY,
-            json_pointer="/output",
+            message=message,
+            json_pointer=f"/output{pointer}",
         )
+        for pointer, message in failures
     ]
-    for pointer, message in _output_failures(schema, output):
-        diagnostics.append(
-            Diagnostic(
-                code=codes.OUTPUT_SCHEMA,
-                severity="error",
-                message=message,
-                json_pointer=f"/output{pointer}",
-            )
-        )
-    return diagnostics

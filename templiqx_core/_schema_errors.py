@@ -35,11 +35,6 @@ class SchemaFailure:
         return f"{prefix + self.pointer or '/'}: {self.rule}"
 
 
-def more_failures(count: int) -> str:
-    bound = "at least " if count >= _COUNT_LIMIT else ""
-    return f"{bound}{count} more schema failure(s) not shown"
-
-
 def _schema_text(value: Any) -> str:
     """A schema value as compact JSON, ``, `` between items, bounded in length."""
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
@@ -202,5 +197,6 @@ def schema_messages(
     failures, more = schema_failures(validator, schema, instance)
     found = [(failure.pointer, failure.message(prefix)) for failure in failures]
     if more:
-        found.append(("", f"{prefix or '/'}: {more_failures(more)}"))
+        bound = "at least " if more >= _COUNT_LIMIT else ""
+        found.append(("", f"{prefix or '/'}: {bound}{more} more schema failure(s) not shown"))
     return found

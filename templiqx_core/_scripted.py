@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -19,7 +19,6 @@ from ._failures import (
     RuntimeFailure,
     RuntimeFailureCode,
     RuntimeFailureError,
-    scripted_failure_fingerprint,
 )
 from ._ports import Produced, RuntimeAdapter, RuntimeCall
 from ._runtimes import RuntimeOptions
@@ -138,17 +137,12 @@ class ScriptedRuntime(RuntimeAdapter):
     def _fail(
         self, step_id: str, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None
     ) -> RuntimeFailureError:
-        return RuntimeFailureError(
-            RuntimeFailure(
-                code=code,
-                adapter_id=self._descriptor.id,
-                adapter_version=self._descriptor.version,
-                detail=detail,
-                scenario_id=step_id,
-                retry_after_ms=retry_after_ms,
-                fingerprint=scripted_failure_fingerprint(step_id, code, retry_after_ms),
-            )
+        # The reference mock fingerprints a failure by its step, code and retry hint.
+        stamp = fingerprint({"id": step_id, "code": code.value, "retry_after_ms": retry_after_ms})
+        failure = RuntimeFailure.for_adapter(
+            self._descriptor, code, detail, scenario_id=step_id, retry_after_ms=retry_after_ms
         )
+        return RuntimeFailureError(replace(failure, fingerprint=stamp))
 
     def _play_manifest(self, manifest: ScenarioManifest, call: RuntimeCall) -> Produced:
         """The reference mock's ``execute`` for a manifest (deltas first when streaming)."""

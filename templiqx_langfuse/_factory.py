@@ -26,6 +26,7 @@ def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     on_url = options.on_trace_url
     if on_url is not None:
         traced = runtime if isinstance(runtime, LangfuseTracedRuntime) else runtime.runtime
+        assert isinstance(traced, LangfuseTracedRuntime)  # built so by ``_build``
 
         def on_ref(ref: TraceRef) -> None:
             if ref.url is not None:

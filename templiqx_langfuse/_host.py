@@ -4,24 +4,25 @@ redactor, a client on another transport) breaks a guarantee silently."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 
-from templiqx_core import InvalidData
+from templiqx_core import AdapterDescriptor, InvalidData
 from templiqx_core.adapters import RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-from ._redaction import RedactingLogFilter, Redactor
+from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
 from ._tracing import GenerationRecord, Tracing
-from ._wire import RequestBody, build_request_body
+from ._wire import RequestBody, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
     import asyncio
@@ -165,9 +166,7 @@ class HostWiring:
     redactor: Redactor
     clients: Clients
     url: httpx.URL
-    #: Out of ``repr``: it carries the key, and tracebacks rendered with their locals
-    #: (``pytest -l``, error trackers) print every local's repr.
-    headers: dict[str, str] = field(repr=False)
+    headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
     log_filter: RedactingLogFilter
 
@@ -205,11 +204,13 @@ class HostWiring:
             redactor=redactor,
             clients=clients,
             url=httpx.URL(f"{model.base_url}{path}"),  # parsed once, not per call
-            headers={
-                "authorization": f"Bearer {model.api_key}",
-                "content-type": "application/json",
-                "accept": accept,
-            },
+            headers=SecretHeaders(
+                {
+                    "authorization": f"Bearer {model.api_key}",
+                    "content-type": "application/json",
+                    "accept": accept,
+                }
+            ),
             tracing=tracing,
             log_filter=log_filter,
         )
@@ -237,6 +238,14 @@ class HostWiring:
             ignored_policy_keys=body.ignored_policy_keys,
         )
         return body, record
+
+    @contextlib.contextmanager
+    def mapped_failures(self, adapter: AdapterDescriptor) -> Iterator[None]:
+        """A ``WireFailure`` raised inside leaves as ``adapter``'s failure, redacted."""
+        try:
+            yield
+        except WireFailure as wire:
+            raise wire.to_error(adapter, self.redactor) from None
 
     def close(self) -> None:
         """Release the pools (a lent transport stays open), flush the owned export

@@ -15,7 +15,7 @@ from urllib.parse import quote, quote_plus
 
 import orjson
 
-__all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor"]
+__all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor", "SecretHeaders"]
 
 REDACTED = "[REDACTED]"
 _MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
@@ -27,6 +27,17 @@ def json_text(value: Any) -> str:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
         return json.dumps(value, default=str, ensure_ascii=False)
+
+
+class SecretHeaders(dict[str, str]):
+    """Request headers carrying a credential. Tracebacks rendered with their locals
+    (``pytest -l``, error trackers) print every local's repr: this one names the headers
+    and hides their values, whichever local or argument holds them."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"SecretHeaders({', '.join(self)}: values hidden)"
 
 
 def _encodings(secret: str) -> set[str]:

@@ -14,7 +14,6 @@ from templiqx_core import (
     AdapterDescriptor,
     ExecutionRequest,
     RuntimeAdapter,
-    RuntimeFailureError,
 )
 from templiqx_core.adapters import Produced, RuntimeCall
 
@@ -22,9 +21,9 @@ from ._config import LangfuseConfig, ModelConfig
 from ._deadline import deadline_at
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
-from ._transport import HttpResponse, apost_bounded, post_bounded
+from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
-from ._wire import WireFailure, failure_for_status, parse_completion
+from ._wire import failure_for_status, parse_completion
 
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 
@@ -88,45 +87,29 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;
         the generation is finished by the port's outcome, whatever it is."""
-        content, at = self._begin(call)
+        post, at = self._begin(call)
         wiring = self._wiring
-        try:
-            response = post_bounded(
-                wiring.http,
-                wiring.url,
-                content=content,
-                headers=wiring.headers,
-                timeout_s=self.model.timeout_s,
-            )
-            return _produced(response, at)
-        except WireFailure as wire:
-            raise self._failure(wire) from None
+        with wiring.mapped_failures(self._descriptor):
+            with open_bounded(wiring.http, wiring.url, **post) as stream:
+                body = stream.body()
+            return _produced(stream, body, at)  # parsed once the connection is back
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop: the same round trip on the loop's client."""
-        content, at = self._begin(call)
+        post, at = self._begin(call)
         wiring = self._wiring
-        try:
-            response = await apost_bounded(
-                wiring.clients.for_loop(),
-                wiring.url,
-                content=content,
-                headers=wiring.headers,
-                timeout_s=self.model.timeout_s,
-            )
-            return _produced(response, at)
-        except WireFailure as wire:
-            raise self._failure(wire) from None
+        with wiring.mapped_failures(self._descriptor):
+            async with aopen_bounded(wiring.clients.for_loop(), wiring.url, **post) as stream:
+                body = await stream.abody()
+            return _produced(stream, body, at)
 
-    def _begin(self, call: RuntimeCall) -> tuple[bytes, float]:
-        """The request bytes, and the instant the call (validation included) must end by."""
+    def _begin(self, call: RuntimeCall) -> tuple[Post, float]:
+        """The request, and the instant the call (validation included) must end by."""
         at = deadline_at(self.model.timeout_s)
         body, record = self._wiring.begin(call)
         call.on_finish(record.finish)
-        return body.content, at
-
-    def _failure(self, wire: WireFailure) -> RuntimeFailureError:
-        return wire.to_error(self._descriptor, self.redactor)
+        headers, timeout_s = self._wiring.headers, self.model.timeout_s
+        return Post(content=body.content, headers=headers, timeout_s=timeout_s), at
 
     def release(self) -> None:
         """Release pooled connections and flush the adapter-owned export (bounded)."""
@@ -136,10 +119,10 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
-def _produced(response: HttpResponse, at: float) -> Produced:
+def _produced(stream: BoundedStream, body: bytes, at: float) -> Produced:
     """The output of a whole response, or the failure its status names."""
-    failure = failure_for_status(response.status, response.headers, response.body)
+    failure = failure_for_status(stream.status, stream.headers, body)
     if failure is not None:
         raise failure
-    completion = parse_completion(response.body)
+    completion = parse_completion(body)
     return Produced(completion.output, completion, deadline_at=at)

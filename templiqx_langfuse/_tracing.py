@@ -248,8 +248,11 @@ class Tracing:
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
-        # Built with tracing on: langfuse and OpenTelemetry are imported now, not mid-call.
-        self._recorder: Recorder | None = self._load_recorder() if self.enabled else None
+        self._recorder: Recorder | None = None
+        if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
+            from ._recording import Recorder
+
+            self._recorder = Recorder(config, redactor.text)
 
     @classmethod
     def build(
@@ -281,11 +284,6 @@ class Tracing:
     def enabled(self) -> bool:
         return self.client is not None or self.pipeline is not None
 
-    def _load_recorder(self) -> Recorder:
-        from ._recording import Recorder
-
-        return Recorder(self.config, self.redactor.text)
-
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
             self._error_logged.set()
@@ -316,16 +314,15 @@ class Tracing:
             META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
         }
-        pipeline, client = self.pipeline, self.client
-        if pipeline is None and client is None:
-            return GenerationRecord(self, None, metadata)
-        try:
-            recorder = self._recorder or self._load_recorder()
-            opened = recorder.open(interaction, model, pipeline=pipeline, client=client)
-        except Exception as error:
-            self.report_error("starting a generation", error)
-            return GenerationRecord(self, None, metadata)
-        if opened is None:  # sampled out
+        opened = None
+        if self._recorder is not None and self.enabled:
+            try:
+                opened = self._recorder.open(
+                    interaction, model, pipeline=self.pipeline, client=self.client
+                )
+            except Exception as error:
+                self.report_error("starting a generation", error)
+        if opened is None:  # off, closed, failed or sampled out
             return GenerationRecord(self, None, metadata)
         handle, ref, trace = opened
         for collector in _COLLECTORS.get():

@@ -12,7 +12,6 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import httpx
@@ -20,16 +19,10 @@ import httpx
 from templiqx_core import RuntimeFailureCode
 
 from ._deadline import ConnectionCutShort, ResponseOverrun, deadline
+from ._redaction import SecretHeaders
 from ._wire import MAX_RESPONSE_BYTES, WireFailure, _invalid
 
 _STEP = 64 * 1024
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: httpx.Headers
-    body: bytes
 
 
 class Post(TypedDict):
@@ -158,12 +151,11 @@ class BoundedStream:
                     yield piece
         self._decoder.finish()
 
-    def body(self) -> HttpResponse:
-        return HttpResponse(self.status, self.headers, b"".join(self.iter_bytes()))
+    def body(self) -> bytes:
+        return b"".join(self.iter_bytes())
 
-    async def abody(self) -> HttpResponse:
-        body = b"".join([piece async for piece in self.aiter_bytes()])
-        return HttpResponse(self.status, self.headers, body)
+    async def abody(self) -> bytes:
+        return b"".join([piece async for piece in self.aiter_bytes()])
 
 
 def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireFailure:
@@ -206,7 +198,7 @@ def _round_trip(
         args = {
             "content": post["content"],
             # ``deflate`` is tolerated too, from servers that ignore what was asked for.
-            "headers": {**post["headers"], "accept-encoding": "gzip"},
+            "headers": SecretHeaders({**post["headers"], "accept-encoding": "gzip"}),
             # Every phase (pool wait included) gets what is left of the deadline.
             "timeout": httpx.Timeout(max(at - time.monotonic(), 0.001)),
         }
@@ -236,16 +228,3 @@ async def aopen_bounded(
     with _round_trip(post) as (args, bounded):
         async with client.stream("POST", url, **args) as response:
             yield bounded(response)
-
-
-def post_bounded(client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]) -> HttpResponse:
-    """POST and read the whole response within ``timeout_s`` and ``max_bytes``."""
-    with open_bounded(client, url, **post) as stream:
-        return stream.body()
-
-
-async def apost_bounded(
-    client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
-) -> HttpResponse:
-    async with aopen_bounded(client, url, **post) as stream:
-        return await stream.abody()

@@ -266,7 +266,6 @@ PINNED: dict[str, list[str]] = {
     ],
     "templiqx_langfuse.testing.replay": [
         "ReplayingRuntime",
-        "live_runtime",
         "offline_langfuse",
         "recorded_endpoint",
         "replaying_runtime",

@@ -43,9 +43,12 @@ class CompileResult:
 def compile_contract(
     contract: Contract | str | Path,
     render_request: RenderRequest,
-    target_capabilities: Iterable[str],
+    target_capabilities: Iterable[str] | None = None,
 ) -> CompileResult:
-    """Compile a contract (a model, or a path to its YAML) for one render request."""
+    """Compile a contract (a model, or a path to its YAML) for one render request.
+
+    ``target_capabilities`` defaults to what the contract declares, never a runtime's: the
+    interaction and its request fingerprint do not depend on which runtime runs it."""
     file = None
     if not isinstance(contract, Contract):
         file = str(contract)
@@ -57,7 +60,7 @@ def compile_contract(
         contract.model_dump(by_alias=True),
         render_request.inputs,
         render_request.context,
-        target_capabilities,
+        contract.declared_capabilities if target_capabilities is None else target_capabilities,
     )
     if interaction is None:
         return CompileResult(None, [Diagnostic(**item, file=file) for item in diagnostics])

@@ -173,9 +173,7 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
             "metadata": metadata,
         }
         values = {k: v for k, v in offered.items() if k in declared and v is not None}
-        compiled = compile_contract(
-            judge, RenderRequest(inputs=values), judge.declared_capabilities
-        )
+        compiled = compile_contract(judge, RenderRequest(inputs=values))
         if compiled.interaction is None:
             first = compiled.diagnostics[0]
             raise InvalidData(f"judge {judge.id}: {first.code} {first.message}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -37,20 +36,19 @@ def attributes_of(span: Any) -> dict[str, Any]:
     return {item.key: _plain(item.value) for item in span.attributes}
 
 
-class LoopbackOtlpReceiver:
+class LoopbackOtlpReceiver(LoopbackModelServer):
     """Receives ``POST /api/public/otel/v1/traces``; ``base_url`` is a Langfuse base URL."""
 
-    def __init__(self, mode: ReceiverMode = "ok", hang_s: float = 30.0) -> None:
+    def __init__(self, mode: ReceiverMode = "ok", hang_s: float = 30.0, port: int = 0) -> None:
         self.mode = mode
         self.hang_s = hang_s
-        self._lock = threading.Lock()
         self.spans: list[Any] = []
         self.scores: list[dict[str, Any]] = []
-        self._server = LoopbackModelServer(self._respond)
+        super().__init__(self._respond, port)
 
     @property
     def base_url(self) -> str:
-        return self._server.base_url.removesuffix("/v1")
+        return super().base_url.removesuffix("/v1")
 
     def _respond(self, request: ServerRequest) -> Reply:
         if self.mode == "hang":
@@ -63,7 +61,7 @@ class LoopbackOtlpReceiver:
         if request.path != TRACES_PATH:
             return self._receive_scores(request.path, body)
         export = ExportTraceServiceRequest.FromString(body)
-        with self._lock:
+        with self.lock:
             self.spans.extend(
                 span
                 for resource in export.resource_spans
@@ -80,24 +78,13 @@ class LoopbackOtlpReceiver:
             scores = data if isinstance(data, list) else [data]
         else:
             return Reply(status=404)
-        with self._lock:
+        with self.lock:
             self.scores.extend(scores)
         return Reply(status=207 if path.endswith("ingestion") else 200, body=b"{}")
 
-    @property
-    def requests(self) -> list[ServerRequest]:
-        return self._server.requests
-
     def span_names(self) -> list[str]:
-        with self._lock:
+        with self.lock:
             return [span.name for span in self.spans]
-
-    def start(self) -> LoopbackOtlpReceiver:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
 
 
 @contextmanager

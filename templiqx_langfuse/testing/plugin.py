@@ -8,6 +8,7 @@ Nothing heavy is imported at module level: pytest loads this in every host run.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
@@ -182,8 +183,9 @@ def templiqx_replay_runtime(
     request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
 ) -> Generator[Callable[..., ReplayingRuntime], None, None]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
-    from .._config import LangfuseConfig
-    from .replay import live_runtime, runtime_on
+    from .._config import LangfuseConfig, ModelConfig
+    from .._runtime import LangfuseTracedRuntime
+    from .replay import ReplayingRuntime, runtime_on
 
     made: list[ReplayingRuntime] = []
 
@@ -200,7 +202,9 @@ def templiqx_replay_runtime(
         try:
             active = _open(request, stack, path, secrets)
             if active is None:  # no cassette at all: real calls, as pytest-recording does
-                runtime = live_runtime(langfuse=langfuse, span_exporter=langfuse_span_exporter)
+                model = ModelConfig.from_env(os.environ)
+                live = LangfuseTracedRuntime(model, langfuse, span_exporter=langfuse_span_exporter)
+                runtime = ReplayingRuntime(None, live, stack)
             else:
                 runtime = runtime_on(
                     active, stack, langfuse=langfuse, span_exporter=langfuse_span_exporter

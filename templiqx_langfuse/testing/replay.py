@@ -1,4 +1,5 @@
-"""``LangfuseTracedRuntime`` answered by a cassette, for the CLI's ``--replay`` and the plugin.
+"""``LangfuseTracedRuntime`` (or a runtime built like it) answered by a cassette, for the
+CLI's ``--replay`` and the plugin.
 
 Replaying, the endpoint and model come from the cassette and no key is needed; when the
 record mode lets it record, the model endpoint is configured from the environment.
@@ -11,7 +12,7 @@ import dataclasses
 import logging
 import os
 import ssl
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -20,21 +21,28 @@ import orjson
 import yaml
 from vcr.record_mode import RecordMode
 
-from templiqx_core import ExecutionReceipt, ExecutionRequest, InvalidData
+from templiqx_core import (
+    EventSink,
+    ExecutionReceipt,
+    ExecutionRequest,
+    FailedEvent,
+    InvalidData,
+    RuntimeAdapter,
+    StreamEvent,
+)
 from templiqx_core._loading import compose_and_load
 from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import TracedReceipt, collect_traces
-from .cassettes import ActiveCassette, cassette_miss, no_match_error, open_cassette
+from .cassettes import ActiveCassette, CassetteMiss, cassette_miss, no_match_error, open_cassette
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = [
     "ReplayingRuntime",
-    "live_runtime",
     "offline_langfuse",
     "recorded_endpoint",
     "replaying_runtime",
@@ -72,13 +80,13 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
 
 
 class ReplayingRuntime(WrappingRuntime):
-    """A ``LangfuseTracedRuntime`` whose HTTP calls are answered (or recorded) by a cassette;
-    a request it cannot answer raises ``CassetteMiss`` (one line when ``brief_misses``)."""
+    """A runtime whose HTTP calls are answered (or recorded) by a cassette; a request it
+    cannot answer raises ``CassetteMiss`` (one line when ``brief_misses``)."""
 
     def __init__(
         self,
         active: ActiveCassette | None,
-        runtime: LangfuseTracedRuntime,
+        runtime: RuntimeAdapter,
         cassette_stack: contextlib.ExitStack[bool | None],
         *,
         brief_misses: bool = False,
@@ -96,8 +104,7 @@ class ReplayingRuntime(WrappingRuntime):
         try:
             yield
         except Exception as error:
-            miss = cassette_miss(error) if self.active is not None else None
-            if miss is None or self.active is None:
+            if self.active is None or (miss := cassette_miss(error)) is None:
                 raise
             scrubber = self.active.scrubber
             raise no_match_error(miss, brief=self.brief_misses, scrubber=scrubber) from None
@@ -110,6 +117,27 @@ class ReplayingRuntime(WrappingRuntime):
         with self._misses_named():
             return await self.runtime.aexecute(request)
 
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        """The runtime's stream, live; a miss ends it as ``CassetteMiss`` (event and raise)."""
+        held: list[FailedEvent] = []  # the runtime's terminal Failed, sent once the cause is known
+
+        def forward(event: StreamEvent) -> None:
+            if isinstance(event, FailedEvent):
+                held.append(event)
+            else:
+                sink(event)
+
+        try:
+            with self._misses_named():
+                return self.runtime.execute_streaming(request, forward)
+        except CassetteMiss as miss:
+            sink(FailedEvent(code=miss.code, message=str(miss)))
+            raise
+        except BaseException:
+            for event in held:  # empty when the exception is the sink's own (a cancel)
+                sink(event)
+            raise
+
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         with collect_traces() as found:
             return TracedReceipt.of(self.execute(request), found)
@@ -119,7 +147,8 @@ class ReplayingRuntime(WrappingRuntime):
             return TracedReceipt.of(await self.aexecute(request), found)
 
     def trace_url(self, trace_id: str) -> str | None:
-        return self.runtime.trace_url(trace_id)
+        runtime = self.runtime
+        return runtime.trace_url(trace_id) if isinstance(runtime, LangfuseTracedRuntime) else None
 
     def release(self) -> None:
         """Close the runtime (flushing its traces), then the cassette (saving it)."""
@@ -135,22 +164,6 @@ class ReplayingRuntime(WrappingRuntime):
             self._stack.close()
 
 
-def live_runtime(
-    *,
-    env: Mapping[str, str] | None = None,
-    langfuse: LangfuseConfig | None = None,
-    span_exporter: SpanExporter | None = None,
-) -> ReplayingRuntime:
-    """The runtime with no cassette (``--disable-recording``): real calls, nothing written."""
-    environ = os.environ if env is None else env
-    runtime = LangfuseTracedRuntime(
-        ModelConfig.from_env(environ),
-        langfuse or LangfuseConfig.from_env(environ),
-        span_exporter=span_exporter,
-    )
-    return ReplayingRuntime(None, runtime, contextlib.ExitStack())
-
-
 def replaying_runtime(
     cassette: str | Path,
     *,
@@ -161,9 +174,11 @@ def replaying_runtime(
     span_exporter: SpanExporter | None = None,
     brief_misses: bool = False,
     ignore_hosts: Iterable[str] = (),
+    build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
 ) -> ReplayingRuntime:
     """The runtime on ``cassette`` opened with ``record_mode``; Langfuse follows
-    ``langfuse`` or the environment. ``ignore_hosts``: vcrpy's (an ASGI app under test)."""
+    ``langfuse`` or the environment. ``ignore_hosts``: vcrpy's (an ASGI app under test);
+    ``build``: the runtime class, called as ``LangfuseTracedRuntime`` is."""
     environ = os.environ if env is None else env
     stack = contextlib.ExitStack()
     try:
@@ -183,6 +198,7 @@ def replaying_runtime(
             langfuse=langfuse,
             span_exporter=span_exporter,
             brief_misses=brief_misses,
+            build=build,
         )
     except BaseException:
         stack.close()
@@ -197,6 +213,7 @@ def runtime_on(
     langfuse: LangfuseConfig | None = None,
     span_exporter: SpanExporter | None = None,
     brief_misses: bool = False,
+    build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
 ) -> ReplayingRuntime:
     """The runtime on a cassette already in use, which ``stack`` closes; every configured
     key is scrubbed from what gets recorded."""
@@ -213,7 +230,5 @@ def runtime_on(
         model = ModelConfig.from_env(environ)
         active.scrubber.add([model.api_key])
         ssl_context = None  # it may record: httpx's verifying context
-    runtime = LangfuseTracedRuntime(
-        model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context
-    )
+    runtime = build(model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context)
     return ReplayingRuntime(active, runtime, stack, brief_misses=brief_misses)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
     "LoopbackModelServer",
@@ -215,7 +215,7 @@ class LoopbackModelServer(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             super().handle_error(request, client_address)
 
-    def start(self) -> LoopbackModelServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 

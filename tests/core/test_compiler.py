@@ -85,6 +85,22 @@ def test_reference_contracts_compile(reference_dir: Path) -> None:
         assert result.interaction.required_capabilities == ["structured_output"]
 
 
+def test_without_target_capabilities_a_contract_targets_what_it_declares() -> None:
+    doc = contract([INTERP], capabilities=["structured_output", "vision"])
+    parsed, _ = parse_contract(yaml.safe_dump(doc))
+    assert parsed is not None
+    request = RenderRequest(inputs={"name": "Ann"})
+    implied = compile_contract(parsed, request)
+    assert implied.interaction is not None
+    assert implied.interaction.target_capabilities == ["structured_output", "vision"]
+    assert implied == compile_contract(parsed, request, ["structured_output", "vision"])
+    # Given, the targets are the caller's, even none at all.
+    assert [d.code for d in compile_contract(parsed, request, []).diagnostics] == [
+        "TQX_CAPABILITY_UNSUPPORTED",
+        "TQX_CAPABILITY_UNSUPPORTED",
+    ]
+
+
 def test_bli61_with_scripted_runtime_gives_the_reference_output_fingerprint(
     reference_dir: Path,
 ) -> None:

@@ -23,7 +23,7 @@ from templiqx_core import ExecutionRequest, InvalidData, codes
 from templiqx_langfuse import LangfuseConfig, trace_attributes
 from templiqx_langfuse._export import ExportPipeline
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest
+from templiqx_langfuse.testing.server import Reply, ServerRequest
 from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
 
 TRACES = "/api/public/otel/v1/traces"
@@ -33,8 +33,8 @@ Before = Callable[[ServerRequest], Reply | None]
 class MisbehavingReceiver(LoopbackOtlpReceiver):
     """The OTLP stand-in, with ``before`` deciding first (``None``: answer normally)."""
 
-    def __init__(self, before: Before) -> None:
-        super().__init__("ok")
+    def __init__(self, before: Before, port: int = 0) -> None:
+        super().__init__("ok", port=port)
         self.before = before
 
     def _respond(self, request: ServerRequest) -> Reply:
@@ -123,9 +123,7 @@ def test_a_refused_connection_is_retried_until_langfuse_is_back() -> None:
     export = pipeline(f"http://127.0.0.1:{port}")
     submit(export, 30)
     time.sleep(0.35)  # the first attempt was refused: nothing listened
-    server = MisbehavingReceiver(lambda request: None)
-    server._server = LoopbackModelServer(server._respond, port)
-    server.start()
+    server = MisbehavingReceiver(lambda request: None, port).start()
     try:
         export.close()
         assert len(server.span_names()) == 30
@@ -235,7 +233,7 @@ def test_an_endless_response_body_costs_no_memory_and_close_is_bounded() -> None
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        sent = server._server.bytes_sent
+        sent = server.bytes_sent
     assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB while reading the answer"
     assert sent < len(piece) * ENDLESS // 4, f"the server got to send {sent} bytes"
     assert took < 3.0

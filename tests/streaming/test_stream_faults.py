@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 
 import pytest
 
@@ -216,3 +217,23 @@ def test_a_gateway_that_ignores_stream_true(
         stream_server, Reply(200, {"content-type": "application/json"}, json.dumps(body).encode())
     )
     check_delta_order(make_host(), plain_request, expected_text="".join(PARTS))
+
+
+@pytest.mark.parametrize("status", [503, 200])
+def test_a_failed_stream_s_traceback_with_its_locals_never_shows_the_key(
+    status: int,
+    stream_server: LoopbackModelServer,
+    make_host: HostFactory,
+    plain_request: ExecutionRequest,
+) -> None:
+    """``pytest -l`` and error trackers print every frame's locals: the request the host
+    builds carries the authorization header, and its repr hides it (an error status, and
+    a stream cut before its end)."""
+    body = sse(chunk('{"greeting": ')) if status == 200 else b"{}"
+    stream_server.set_responder(lambda request: streamed(body, status=status))
+    with pytest.raises(RuntimeFailureError) as raised:
+        make_host().execute(plain_request)
+    shown = traceback.TracebackException.from_exception(raised.value, capture_locals=True)
+    text = "".join(shown.format())
+    assert "SecretHeaders(" in text  # the frame holding the request is there
+    assert MODEL_KEY not in text

@@ -7,8 +7,7 @@ Langfuse adapter's own (``templiqx_langfuse.building_blocks``).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
@@ -86,19 +85,15 @@ class StreamingHostRuntime(RuntimeAdapter):
             "max_bytes": self.max_response_bytes,
         }
 
-    @contextlib.contextmanager
-    def _mapped_failures(self) -> Iterator[None]:
-        try:
-            yield
-        except WireFailure as wire:
-            raise wire.to_error(self._descriptor, self._wiring.redactor) from None
-
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One streamed round trip; deltas go out through ``call.emit`` as they arrive."""
         reader, request = self._begin(call)
-        with self._mapped_failures(), open_bounded(self._wiring.http, **request) as stream:
+        with (
+            self._wiring.mapped_failures(self._descriptor),
+            open_bounded(self._wiring.http, **request) as stream,
+        ):
             if _read_whole(stream.status, stream.headers):
-                return reader.whole_body(stream.status, stream.headers, stream.body().body)
+                return reader.whole_body(stream.status, stream.headers, stream.body())
             for chunk in stream.iter_bytes():
                 if reader.feed(chunk):
                     break
@@ -107,10 +102,10 @@ class StreamingHostRuntime(RuntimeAdapter):
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop; cancelling the task closes the stream."""
         reader, request = self._begin(call)
-        with self._mapped_failures():
+        with self._wiring.mapped_failures(self._descriptor):
             async with aopen_bounded(self._wiring.clients.for_loop(), **request) as stream:
                 if _read_whole(stream.status, stream.headers):
-                    body = (await stream.abody()).body
+                    body = await stream.abody()
                     return reader.whole_body(stream.status, stream.headers, body)
                 async for chunk in stream.aiter_bytes():
                     if reader.feed(chunk):
