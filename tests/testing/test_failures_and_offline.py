@@ -7,6 +7,7 @@ import socket
 import ssl
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
@@ -209,3 +210,34 @@ def test_replay_only_model_client_trusts_no_certificate(tmp_path: Path) -> None:
         context = _model_tls_context(recording.runtime)
         assert context.verify_mode is ssl.CERT_REQUIRED
         assert context.cert_store_stats()["x509_ca"] > 0
+
+
+STREAM_CASSETTE = REPO_ROOT / "cassettes" / "greeting-stream-litellm.yaml"
+
+
+def test_an_async_host_replaying_the_streaming_host_gets_not_found_and_its_close_ends_replay(
+    tmp_path: Path,
+) -> None:
+    """The ``openai-stream`` entry point replays as the ``langfuse`` one does: an awaited
+    miss is the cassette's ``NotFound``, and ``aclose`` lifts the replay (the network is
+    reachable again)."""
+    from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
+    from templiqx_core.adapters import RuntimeOptions
+    from templiqx_streaming_host._factory import runtime_factory  # its entry point
+
+    compiled = compile_contract(
+        REPO_ROOT / "examples" / "greeting.yaml",
+        RenderRequest(inputs={"name": "Someone else"}, context={"organization": "Blinqx"}),
+    )
+    assert compiled.interaction is not None
+    runtime = runtime_factory(RuntimeOptions(replay=STREAM_CASSETTE, env={}))
+
+    async def scenario() -> None:
+        with pytest.raises(NotFound) as raised:
+            await runtime.aexecute(ExecutionRequest(interaction=compiled.interaction))
+        assert "greeting-stream-litellm.yaml" in str(raised.value)
+        await runtime.aclose()
+
+    with serve(lambda request: Reply(200, {}, b"{}")) as server:
+        anyio.run(scenario)
+        assert httpx.get(server.base_url).status_code == 200
