@@ -41,6 +41,7 @@ from requests.adapters import HTTPAdapter
 
 from . import _sigterm as sigterm
 from ._config import LangfuseConfig
+from ._redaction import SecretHeaders
 from ._version import DISTRIBUTION, __version__
 
 __all__ = ["LANGFUSE_SCOPE", "ExportPipeline"]
@@ -165,7 +166,9 @@ class _Scores:
         event = {"type": "score-create", "timestamp": timestamp}
         events = [{**event, "id": f"{random.getrandbits(128):032x}", "body": s} for s in scores]
         body = gzip.compress(orjson.dumps({"batch": events}), compresslevel=1)
-        headers = {**headers, "content-encoding": "gzip", "content-type": "application/json"}
+        headers = SecretHeaders(
+            {**headers, "content-encoding": "gzip", "content-type": "application/json"}
+        )
         try:
             response = self._session.post(
                 self._url, data=body, headers=headers, timeout=self._timeout_s
@@ -249,20 +252,26 @@ class _Delivery(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+def _basic_auth(config: LangfuseConfig) -> str:
+    credentials = f"{config.public_key}:{config.secret_key}".encode()
+    return f"Basic {base64.b64encode(credentials).decode()}"
+
+
 class ExportPipeline:
     """One runtime's tracer provider, processor, exporter and score batch."""
 
     def __init__(self, config: LangfuseConfig, *, span_exporter: SpanExporter | None) -> None:
         self.config = config
-        token = base64.b64encode(f"{config.public_key}:{config.secret_key}".encode()).decode()
-        headers = {
-            "authorization": f"Basic {token}",
-            # Who sends this (the server attributes ingestion by it): this package.
-            "x-langfuse-sdk-name": DISTRIBUTION,
-            "x-langfuse-sdk-version": __version__,
-            "x-langfuse-public-key": str(config.public_key),
-            "x-langfuse-ingestion-version": "4",
-        }
+        headers = SecretHeaders(  # in no plain local: tracebacks may print their locals
+            {
+                "authorization": _basic_auth(config),
+                # Who sends this (the server attributes ingestion by it): this package.
+                "x-langfuse-sdk-name": DISTRIBUTION,
+                "x-langfuse-sdk-version": __version__,
+                "x-langfuse-public-key": str(config.public_key),
+                "x-langfuse-ingestion-version": "4",
+            }
+        )
         base = config.base_url.rstrip("/")
         session = requests.Session()
         # No proxy, netrc or CA-bundle lookups from the environment on every post (a third

@@ -21,7 +21,7 @@ from ._config import LangfuseConfig, ModelConfig
 from ._deadline import deadline_at
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
-from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
+from ._transport import HttpResponse, Post, aopen_bounded, open_bounded
 from ._version import __version__
 from ._wire import failure_for_status, parse_completion
 
@@ -91,8 +91,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         wiring = self._wiring
         with wiring.mapped_failures(self._descriptor):
             with open_bounded(wiring.http, wiring.url, **post) as stream:
-                body = stream.body()
-            return _produced(stream, body, at)  # parsed once the connection is back
+                response = stream.body()
+            return _produced(response, at)  # parsed once the connection is back
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop: the same round trip on the loop's client."""
@@ -100,8 +100,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         wiring = self._wiring
         with wiring.mapped_failures(self._descriptor):
             async with aopen_bounded(wiring.clients.for_loop(), wiring.url, **post) as stream:
-                body = await stream.abody()
-            return _produced(stream, body, at)
+                response = await stream.abody()
+            return _produced(response, at)
 
     def _begin(self, call: RuntimeCall) -> tuple[Post, float]:
         """The request, and the instant the call (validation included) must end by."""
@@ -119,10 +119,10 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
-def _produced(stream: BoundedStream, body: bytes, at: float) -> Produced:
+def _produced(response: HttpResponse, at: float) -> Produced:
     """The output of a whole response, or the failure its status names."""
-    failure = failure_for_status(stream.status, stream.headers, body)
+    failure = failure_for_status(response.status, response.headers, response.body)
     if failure is not None:
         raise failure
-    completion = parse_completion(body)
+    completion = parse_completion(response.body)
     return Produced(completion.output, completion, deadline_at=at)

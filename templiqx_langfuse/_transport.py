@@ -12,6 +12,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import httpx
@@ -23,6 +24,13 @@ from ._redaction import SecretHeaders
 from ._wire import MAX_RESPONSE_BYTES, WireFailure, _invalid
 
 _STEP = 64 * 1024
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: httpx.Headers
+    body: bytes
 
 
 class Post(TypedDict):
@@ -151,11 +159,12 @@ class BoundedStream:
                     yield piece
         self._decoder.finish()
 
-    def body(self) -> bytes:
-        return b"".join(self.iter_bytes())
+    def body(self) -> HttpResponse:
+        return HttpResponse(self.status, self.headers, b"".join(self.iter_bytes()))
 
-    async def abody(self) -> bytes:
-        return b"".join([piece async for piece in self.aiter_bytes()])
+    async def abody(self) -> HttpResponse:
+        body = b"".join([piece async for piece in self.aiter_bytes()])
+        return HttpResponse(self.status, self.headers, body)
 
 
 def _wire_failure(error: httpx.HTTPError, late: WireFailure, at: float) -> WireFailure:

@@ -117,9 +117,11 @@ class ReplayingRuntime(WrappingRuntime):
         with self._misses_named():
             return await self.runtime.aexecute(request)
 
-    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """The runtime's stream, live; a miss ends it as ``CassetteMiss`` (event and raise)."""
-        held: list[FailedEvent] = []  # the runtime's terminal Failed, sent once the cause is known
+    @contextlib.contextmanager
+    def _stream_misses_named(self, sink: EventSink) -> Iterator[EventSink]:
+        """The sink to give the runtime: its terminal ``Failed`` is held until the cause is
+        known, and a miss ends the stream as ``CassetteMiss`` (event and raise)."""
+        held: list[FailedEvent] = []
 
         def forward(event: StreamEvent) -> None:
             if isinstance(event, FailedEvent):
@@ -129,14 +131,29 @@ class ReplayingRuntime(WrappingRuntime):
 
         try:
             with self._misses_named():
-                return self.runtime.execute_streaming(request, forward)
+                yield forward
         except CassetteMiss as miss:
             sink(FailedEvent(code=miss.code, message=str(miss)))
             raise
         except BaseException:
-            for event in held:  # empty when the exception is the sink's own (a cancel)
+            for event in held:  # none when the sink raised (a cancel) or the task was cancelled
                 sink(event)
             raise
+
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        """The runtime's stream, live (deltas as they arrive)."""
+        if self.closed:  # the port's one Failed(TQX_RUNTIME_CLOSED)
+            return super().execute_streaming(request, sink)
+        with self._stream_misses_named(sink) as forward:
+            return self.runtime.execute_streaming(request, forward)
+
+    async def aexecute_streaming(
+        self, request: ExecutionRequest, sink: EventSink
+    ) -> ExecutionReceipt:
+        if self.closed:
+            return await super().aexecute_streaming(request, sink)
+        with self._stream_misses_named(sink) as forward:
+            return await self.runtime.aexecute_streaming(request, forward)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         with collect_traces() as found:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import ssl
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from templiqx_core import NotFound
+from templiqx_core import NotFound, PortError
 from templiqx_langfuse import LangfuseTracedRuntime
 from templiqx_langfuse.testing._offline import offline
 from templiqx_langfuse.testing.cassettes import (
@@ -241,3 +243,57 @@ def test_an_async_host_replaying_the_streaming_host_gets_not_found_and_its_close
     with serve(lambda request: Reply(200, {}, b"{}")) as server:
         anyio.run(scenario)
         assert httpx.get(server.base_url).status_code == 200
+
+
+def _greeting(name: str) -> Any:
+    from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
+
+    compiled = compile_contract(
+        REPO_ROOT / "examples" / "greeting.yaml",
+        RenderRequest(inputs={"name": name}, context={"organization": "Blinqx"}),
+    )
+    assert compiled.interaction is not None
+    return ExecutionRequest(interaction=compiled.interaction)
+
+
+@pytest.mark.parametrize("entry_point", ["langfuse", "openai-stream"])
+def test_a_replay_streams_live_when_awaited_and_a_closed_one_ends_its_stream_with_failed(
+    entry_point: str,
+) -> None:
+    """Awaited, the replay streams what the runtime streams (the same events as the
+    synchronous call); closed, either call still ends its stream with one ``Failed``."""
+    from templiqx_core.adapters import RuntimeOptions
+    from templiqx_langfuse._factory import runtime_factory as langfuse_factory
+    from templiqx_streaming_host._factory import runtime_factory as stream_factory
+
+    factory = stream_factory if entry_point == "openai-stream" else langfuse_factory
+    cassette = STREAM_CASSETTE if entry_point == "openai-stream" else GREETING
+    request = _greeting("Ryan")
+    synced: list[Any] = []
+    with factory(RuntimeOptions(replay=cassette, env={})) as runtime:
+        runtime.execute_streaming(request, synced.append)
+    runtime = factory(RuntimeOptions(replay=cassette, env={}))
+    awaited: list[Any] = []
+    closed: list[tuple[str, list[Any]]] = []
+
+    async def failed(call: Any) -> None:
+        events: list[Any] = []
+        try:
+            await call(request, events.append)
+        except PortError as error:
+            closed.append((error.code, events))
+
+    async def scenario() -> None:
+        await runtime.aexecute_streaming(request, awaited.append)
+        await runtime.aclose()
+        await failed(runtime.aexecute_streaming)
+        await failed(lambda *args: asyncio.to_thread(runtime.execute_streaming, *args))
+
+    anyio.run(scenario)
+    assert [e.model_dump() for e in awaited] == [e.model_dump() for e in synced]
+    kinds = [e.kind for e in awaited]
+    assert kinds == ["Delta"] * (9 if entry_point == "openai-stream" else 0) + ["Complete"]
+    for code, events in closed:
+        assert code == "TQX_RUNTIME_CLOSED"
+        assert [(e.kind, e.code) for e in events] == [("Failed", "TQX_RUNTIME_CLOSED")]
+    assert len(closed) == 2

@@ -93,7 +93,7 @@ class StreamingHostRuntime(RuntimeAdapter):
             open_bounded(self._wiring.http, **request) as stream,
         ):
             if _read_whole(stream.status, stream.headers):
-                return reader.whole_body(stream.status, stream.headers, stream.body())
+                return reader.whole_body(stream.status, stream.headers, stream.body().body)
             for chunk in stream.iter_bytes():
                 if reader.feed(chunk):
                     break
@@ -105,7 +105,7 @@ class StreamingHostRuntime(RuntimeAdapter):
         with self._wiring.mapped_failures(self._descriptor):
             async with aopen_bounded(self._wiring.clients.for_loop(), **request) as stream:
                 if _read_whole(stream.status, stream.headers):
-                    body = await stream.abody()
+                    body = (await stream.abody()).body
                     return reader.whole_body(stream.status, stream.headers, body)
                 async for chunk in stream.aiter_bytes():
                     if reader.feed(chunk):
