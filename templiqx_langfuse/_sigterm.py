@@ -54,7 +54,6 @@ _flushing = False  # the flusher has been woken
 _flushed = False  # done: the next SIGTERM goes where it would have gone
 _flushes = 0  # how many flushes the flusher has finished
 _handed_on = False  # the handler has run after the flush
-_absorbed = 0  # SIGTERMs held back for the flush: each is handed on after it
 _hook_numbers = itertools.count(1)
 _child_hooks = 0  # the last of our after-fork hooks registered: it lifts the fork's block
 _child_blocks = 0  # in a forked child: export-thread blocks not yet lifted
@@ -122,15 +121,12 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     the flusher) and waits for nothing, except when a handler put after ours calls it
     as its own previous one: then the flush is done before the one before ours runs.
     """
-    global _absorbed, _flushing, _handed_on
+    global _flushing, _handed_on
     chained = _handing_on[-1][1] if _handing_on and frame is _handing_on[-1][0] else None
     if chained is None and signal.getsignal(signal.SIGTERM) is not _on_sigterm:
         chained = len(_previous)  # a handler installed after our last runtime calls us
     if not _flushed and _LIVE and _wake is not None:
-        held_back = chained is None and (_owns_wakeup_fd or not callable(_last_previous()))
-        if held_back:  # the flusher hands it on (a second one meanwhile too: a host
-            _absorbed += 1  # may read two SIGTERMs as "stop now")
-        if _flushing and chained is None:  # under way
+        if _flushing and chained is None:  # a second SIGTERM meanwhile: under way
             return
         if not _flushing:
             _flushing = True
@@ -138,21 +134,18 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
                 os.write(_wake[1], _HANDLER_WAKE)
         if chained is not None:
             _wait_for_flush(_flushes)
-        elif held_back:
+        elif _owns_wakeup_fd or not callable(_last_previous()):
             return
         # The wakeup fd's owner (asyncio's signal handlers) has heard this signal already,
         # through it: hand it on now, during the flush, since signalling again after the
         # flush would reach it twice.
     _handed_on = True
-    calls = 1 if chained is not None else max(1, _absorbed)
-    _absorbed = 0
     index = len(_previous) - 1 if chained is None else chained - 1
     previous = _previous[index] if index >= 0 else signal.SIG_DFL
     if callable(previous):
         _handing_on.append((frame, index))  # it may call ours back with this frame
         try:
-            for _ in range(calls):
-                previous(signum, frame)
+            previous(signum, frame)
         finally:
             _handing_on.pop()
     elif previous != signal.SIG_IGN:
@@ -342,9 +335,8 @@ def _after_fork_in_child(number: int) -> None:
     """A forked child has no flush under way, whatever its parent was doing, and no
     flusher thread: it gets its own, on its own pipe (without one, if it cannot have
     one: the child must never be left with the stop signals blocked)."""
-    global _absorbed, _flushing, _flushed, _handed_on, _wake
+    global _flushing, _flushed, _handed_on, _wake
     _flushing = _flushed = _handed_on = False
-    _absorbed = 0
     inherited, _wake = _wake, None
     try:
         if inherited is not None:
