@@ -63,7 +63,8 @@ async def model_call_failed(request: Request, error: PortError) -> JSONResponse:
     headers = {}
     if isinstance(error, RuntimeFailureError) and error.failure.retry_after_ms is not None:
         headers["retry-after"] = str(-(-error.failure.retry_after_ms // 1000))
-    # str(error) names the code and what failed, never the provider's text or a key.
+    # str(error) says what failed (a runtime failure's names its code too), never the
+    # provider's text or a key.
     body = {"code": error.code, "detail": str(error)}
     return JSONResponse(body, status_code=STATUS_BY_CODE.get(error.code, 500), headers=headers)
 
