@@ -73,7 +73,9 @@ class RuntimeFailure:
         *,
         retry_after_ms: int | None = None,
         scenario_id: str | None = None,
+        fingerprint: str = "",
     ) -> RuntimeFailure:
+        """``fingerprint``: computed from the adapter, code and detail unless given."""
         return cls(
             code=code,
             adapter_id=adapter.id,
@@ -81,6 +83,7 @@ class RuntimeFailure:
             detail=detail,
             scenario_id=scenario_id,
             retry_after_ms=retry_after_ms,
+            fingerprint=fingerprint,
         )
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
@@ -139,10 +139,16 @@ class ScriptedRuntime(RuntimeAdapter):
     ) -> RuntimeFailureError:
         # The reference mock fingerprints a failure by its step, code and retry hint.
         stamp = fingerprint({"id": step_id, "code": code.value, "retry_after_ms": retry_after_ms})
-        failure = RuntimeFailure.for_adapter(
-            self._descriptor, code, detail, scenario_id=step_id, retry_after_ms=retry_after_ms
+        return RuntimeFailureError(
+            RuntimeFailure.for_adapter(
+                self._descriptor,
+                code,
+                detail,
+                scenario_id=step_id,
+                retry_after_ms=retry_after_ms,
+                fingerprint=stamp,
+            )
         )
-        return RuntimeFailureError(replace(failure, fingerprint=stamp))
 
     def _play_manifest(self, manifest: ScenarioManifest, call: RuntimeCall) -> Produced:
         """The reference mock's ``execute`` for a manifest (deltas first when streaming)."""

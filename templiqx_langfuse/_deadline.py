@@ -29,8 +29,6 @@ import httpx
 
 from templiqx_core import InvalidData
 
-from ._context import scoped
-
 if TYPE_CHECKING:
     import asyncio
 
@@ -42,8 +40,11 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 @contextmanager
 def deadline(seconds: float) -> Iterator[float]:
     """Socket operations inside share one budget; yields ``deadline_at(seconds)``."""
-    with scoped(_DEADLINE, at := deadline_at(seconds)):
+    token = _DEADLINE.set(at := deadline_at(seconds))
+    try:
         yield at
+    finally:
+        _DEADLINE.reset(token)
 
 
 def deadline_at(seconds: float) -> float:
@@ -264,17 +265,19 @@ def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
 @contextmanager
 def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
     """One request through a pool, its errors told apart by the wire it last wrote to."""
-    with scoped(_EXCHANGE_WIRE, None):
-        try:
-            yield httpcore2.Request(
-                method=request.method,
-                url=_core_url(request.url),
-                headers=request.headers.raw,
-                content=request.stream,
-                extensions=request.extensions,
-            )
-        except Exception as error:
-            raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
+    token = _EXCHANGE_WIRE.set(None)
+    try:
+        yield httpcore2.Request(
+            method=request.method,
+            url=_core_url(request.url),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+    except Exception as error:
+        raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
+    finally:
+        _EXCHANGE_WIRE.reset(token)
 
 
 def _core_url(url: httpx.URL) -> httpcore2.URL:
