@@ -7,7 +7,7 @@ is the exception that carries it through the port. ``to_diagnostic`` is the one 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -38,9 +38,6 @@ class RuntimeFailureCode(StrEnum):
         """Whether trying the same request again may succeed."""
         return self in _RETRYABLE
 
-    def __str__(self) -> str:
-        return self.value
-
 
 _RETRYABLE = frozenset(
     {RuntimeFailureCode.TIMEOUT, RuntimeFailureCode.RATE_LIMITED, RuntimeFailureCode.UNAVAILABLE}
@@ -57,7 +54,7 @@ class RuntimeFailure:
     detail: str
     scenario_id: str | None = None
     retry_after_ms: int | None = None
-    fingerprint: str = field(default="")
+    fingerprint: str = ""
 
     def __post_init__(self) -> None:
         if not self.fingerprint:

@@ -101,7 +101,7 @@ class _Stream:
             raise
 
     def raised(self, error: BaseException) -> bool:
-        return self.error is not None and error is self.error
+        return error is self.error
 
 
 def _terminal_failure(stream: _Stream | None, error: BaseException) -> None:
@@ -382,12 +382,11 @@ class RuntimeAdapter(ABC):
             # A host cancel through its sink, or KeyboardInterrupt & co: re-raised as is.
             call._finish(error=error, code=codes.RUNTIME_INTERRUPTED, detail=_interrupted(error))
             return error
-        mapped: PortError
         if self.closed and (
             isinstance(error, RuntimeFailureError) or not isinstance(error, PortError)
         ):
             # close() ran during the call: its I/O was aborted (the pool closed under it).
-            mapped = error if isinstance(error, RuntimeClosed) else self._closed_error()
+            mapped: PortError = self._closed_error()
         elif isinstance(error, PortError):
             mapped = error
         else:

@@ -15,11 +15,7 @@ from typing import Any, Union
 from ._canonical import fingerprint
 from ._contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt
 from ._errors import InvalidData, Unsupported
-from ._failures import (
-    RuntimeFailure,
-    RuntimeFailureCode,
-    RuntimeFailureError,
-)
+from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
 from ._ports import Produced, RuntimeAdapter, RuntimeCall
 from ._runtimes import RuntimeOptions
 from ._scenarios import (
