@@ -8,7 +8,7 @@ wire models, errors (every code in ``templiqx_core.codes``), fingerprints and th
 ``RuntimeAdapter`` it calls. What an adapter author needs besides (``build_receipt``,
 ``request_fingerprint``, ``compile_schema``, the hook types, the conformance kit) lives in
 ``templiqx_core.adapters``. Names load on first use, so the CLI starts without the ones
-a command does not need.
+a command does not need (the errors, which import nothing, load with the package).
 """
 
 from __future__ import annotations
@@ -16,6 +16,17 @@ from __future__ import annotations
 import typing as _typing
 
 from . import codes
+from ._errors import (
+    InvalidData,
+    InvalidPath,
+    IoFailure,
+    NotFound,
+    OutputSchemaError,
+    OutputTypeError,
+    PortError,
+    RuntimeClosed,
+    Unsupported,
+)
 from ._lazy import lazy_names as _lazy_names
 from ._version import __version__
 
@@ -47,17 +58,6 @@ if _typing.TYPE_CHECKING:
         StreamEvent,
         ToolCallDeltaEvent,
         parse_stream_event,
-    )
-    from ._errors import (
-        InvalidData,
-        InvalidPath,
-        IoFailure,
-        NotFound,
-        OutputSchemaError,
-        OutputTypeError,
-        PortError,
-        RuntimeClosed,
-        Unsupported,
     )
     from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
     from ._ports import EventSink, RuntimeAdapter
@@ -164,17 +164,6 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "StreamEvent",
                 "ToolCallDeltaEvent",
                 "parse_stream_event",
-            ),
-            "._errors": (
-                "InvalidData",
-                "InvalidPath",
-                "IoFailure",
-                "NotFound",
-                "OutputSchemaError",
-                "OutputTypeError",
-                "PortError",
-                "RuntimeClosed",
-                "Unsupported",
             ),
             "._failures": (
                 "RuntimeFailure",

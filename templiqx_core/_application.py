@@ -57,15 +57,13 @@ def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
-    found = [Diagnostic(**item) for item in check_plain(plain, file=str(contract))]
-    if found:
-        return _envelope(CHECK_OPERATION, None, found)
+    found = [Diagnostic(**item, file=str(contract)) for item in check_plain(plain)]
     summary = {
         "contract_id": plain["id"],
         "contract_version": plain["version"],
-        "evals": len(plain.get("evals", [])),
+        "evals": len(plain["evals"]),
     }
-    return _envelope(CHECK_OPERATION, summary, [])
+    return _envelope(CHECK_OPERATION, None if found else summary, found)
 
 
 def _envelope(

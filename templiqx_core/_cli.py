@@ -216,7 +216,6 @@ def _add_runtime_args(
     scenario: str,
     default: str | None = None,
 ) -> None:
-    """``--runtime``, ``--replay`` and ``--scenario``, with each command's own help."""
     parser.add_argument("--runtime", default=default, help=runtime)
     parser.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
     parser.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
@@ -235,7 +234,6 @@ def _read_document(path: Path, what: str) -> Any:
 
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
-    """The contract's eval fixture ``--eval ID``: its inputs, context and fake output."""
     from ._compiler import read_contract
 
     contract, diagnostics = read_contract(args.contract)
@@ -397,7 +395,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
         _print(event.model_dump_json(), out)
 
     with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
-        envelope = execute_contract(
+        return execute_contract(
             args.contract,
             request,
             runtime=runtime,
@@ -406,7 +404,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
             stream=args.stream,
             on_event=print_event if args.stream else None,
         )
-    return envelope
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -141,11 +141,9 @@ class _Server(MCPServer):
             self._in_flight -= 1
 
     async def run_stdio_async(self) -> None:
-        """The SDK's stdio loop on a transport that answers what the SDK would drop.
-
-        ``MCPServer.run_stdio_async`` takes no streams and its low-level server is not
-        public (the SDK's own in-memory client reads ``_lowlevel_server`` too).
-        """
+        """The SDK's stdio loop on ``guarded_stdio_server``: ``MCPServer.run_stdio_async``
+        takes no streams, and its low-level server is not public (the SDK's in-memory client
+        reads ``_lowlevel_server`` too)."""
         async with guarded_stdio_server() as (read_stream, write_stream):
             await self._lowlevel_server.run(
                 read_stream, write_stream, self._lowlevel_server.create_initialization_options()
@@ -217,10 +215,9 @@ def build_server(
     """The MCP server and the runtime it shares, to close after it (raises ``PortError`` for
     an unknown runtime, or a configured cassette or scenario outside the server's roots)."""
     roots = _Roots(options.env)
-    if options.replay is not None:
-        roots.confine(options.replay, "cassette")
-    if options.scenario is not None:
-        roots.confine(options.scenario, "scenario")
+    for path, what in ((options.replay, "cassette"), (options.scenario, "scenario")):
+        if path is not None:
+            roots.confine(path, what)
     # A cassette plays each interaction once, and every tool call is a new replay.
     shared = None if options.replay is not None else load_runtime(runtime_name, options)
 

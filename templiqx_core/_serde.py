@@ -41,11 +41,8 @@ def _as_serde_numbers(value: Any) -> Any:
 
 
 def wire_json(data: Any, *, indent: int | None = None) -> str:
-    """JSON text of ``data`` as ``serde_json::to_string`` (``indent=2``: ``to_string_pretty``).
-
-    Key order is kept as given: serializers put struct fields in declaration order and
-    sort maps before this point.
-    """
+    """JSON text of ``data`` as ``serde_json::to_string`` (``indent=2``: ``to_string_pretty``),
+    keys in the order given."""
     option = orjson.OPT_INDENT_2 if indent else 0
     try:
         return orjson.dumps(data, option=option).decode()

@@ -165,16 +165,7 @@ def compile_plain(
     return interaction, []
 
 
-def _in_eval(item: dict[str, Any], index: int, eval_id: str) -> dict[str, Any]:
-    """A request-relative diagnostic located in the eval fixture that produced it."""
-    pointer = item.get("json_pointer") or ""
-    if pointer.startswith(("/inputs", "/context")):
-        item["json_pointer"] = f"/evals/{index}{pointer}"
-    item["message"] = f"eval {eval_id!r}: {item['message']}"
-    return item
-
-
-def check_plain(contract: Mapping[str, Any], *, file: str | None = None) -> list[dict[str, Any]]:
+def check_plain(contract: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Everything wrong with a validated contract that needs no request (compiled for its
     declared capabilities), then what each eval fixture reveals: its values compiled (which
     reaches filters), its ``fake_output`` against ``output_schema``; pointers into the
@@ -196,8 +187,10 @@ def check_plain(contract: Mapping[str, Any], *, file: str | None = None) -> list
             pointer = f"/evals/{index}/fake_output"
             for where, message in schema_messages(validator, output_schema, case["fake_output"]):
                 found.append(diagnostic(codes.OUTPUT_SCHEMA, message, pointer + where))
-        diagnostics += [_in_eval(item, index, case["id"]) for item in found]
-    if file is not None:
-        for item in diagnostics:
-            item["file"] = file
+        for item in found:  # located in the fixture that produced it
+            pointer = item.get("json_pointer") or ""
+            if pointer.startswith(("/inputs", "/context")):
+                item["json_pointer"] = f"/evals/{index}{pointer}"
+            item["message"] = f"eval {case['id']!r}: {item['message']}"
+        diagnostics += found
     return diagnostics
