@@ -22,10 +22,7 @@ __all__ = ["NetworkBlocked", "offline"]
 _LOOPBACK = re.compile(r"127(?:\.\d{1,3}){3}$|::1$|localhost$")
 _lock = threading.Lock()
 _depth = 0
-_previous: tuple[Callable[..., Any], Callable[..., Any]] = (
-    socket.socket.connect,
-    socket.socket.connect_ex,
-)
+_previous: tuple[Callable[..., Any], Callable[..., Any]]  # set by the outermost offline()
 
 
 class NetworkBlocked(Unsupported, RuntimeError):

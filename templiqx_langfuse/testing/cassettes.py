@@ -304,9 +304,6 @@ def record_mode_of(value: str | RecordMode) -> str:
     return mode
 
 
-_REQUEST_FIELDS = frozenset({"method", "uri", "body", "headers"})
-
-
 def check_cassette(path: Path, *, write_protected: bool) -> None:
     """Before vcrpy reads ``path``: a cassette that must replay exists (``NotFound``), and a
     file vcrpy could not replay is one ``InvalidData`` line (aliases bounded)."""
@@ -333,7 +330,7 @@ def check_cassette(path: Path, *, write_protected: bool) -> None:
         response = item.get("response") if isinstance(item, dict) else None
         if (
             not isinstance(request, dict)
-            or set(request) != _REQUEST_FIELDS
+            or set(request) != {"method", "uri", "body", "headers"}
             or not isinstance(request["uri"], str)
             or not isinstance(request["method"], str)
             or not isinstance(response, dict)

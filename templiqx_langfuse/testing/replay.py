@@ -196,7 +196,6 @@ def replaying_runtime(
     """The runtime on ``cassette`` opened with ``record_mode``; Langfuse follows
     ``langfuse`` or the environment. ``ignore_hosts``: vcrpy's (an ASGI app under test);
     ``build``: the runtime class, called as ``LangfuseTracedRuntime`` is."""
-    environ = os.environ if env is None else env
     stack = contextlib.ExitStack()
     try:
         active = stack.enter_context(
@@ -204,14 +203,14 @@ def replaying_runtime(
                 cassette,
                 record_mode=record_mode,
                 secrets=secrets,
-                env=environ,
+                env=env,
                 ignore_hosts=ignore_hosts,
             )
         )
         return runtime_on(
             active,
             stack,
-            env=environ,
+            env=env,
             langfuse=langfuse,
             span_exporter=span_exporter,
             brief_misses=brief_misses,

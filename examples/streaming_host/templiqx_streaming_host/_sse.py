@@ -8,14 +8,14 @@ BOM (losing the first event).
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = ["SSEParser", "ServerSentEvent"]
 
-_BOM = b"\xef\xbb\xbf"
-_EOL = re.compile(rb"\r\n|\r|\n")
+_EOL = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,10 @@ class SSEParser:
     field rules; an event not closed by a blank line at end of stream is discarded."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._started = False  # the BOM check happens once, on the first three bytes
+        # The spec's decoder: one leading BOM dropped (however the chunks split it), invalid
+        # bytes as U+FFFD; a character split across chunks waits for its end.
+        self._decode = codecs.getincrementaldecoder("utf-8-sig")("replace").decode
+        self._buffer = ""
         self._pending_cr = False  # a CR ended the last chunk: a following LF is its pair
         self._data: list[str] = []
         self._event = ""
@@ -39,31 +41,21 @@ class SSEParser:
         self.retry_ms: int | None = None  # the stream's reconnection time, if it set one
 
     def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
-        if not chunk:
+        text = self._decode(chunk)
+        if not text:
             return
         if self._pending_cr:
             self._pending_cr = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        self._buffer += chunk
-        if not self._started:
-            if len(self._buffer) < len(_BOM) and _BOM.startswith(bytes(self._buffer)):
-                return  # could still be a BOM: wait for more bytes
-            if self._buffer.startswith(_BOM):
-                del self._buffer[: len(_BOM)]
-            self._started = True
-        yield from self._lines()
-
-    def _lines(self) -> Iterator[ServerSentEvent]:
-        buffer, start = self._buffer, 0
+            text = text.removeprefix("\n")
+        buffer, start = self._buffer + text, 0
         while (end := _EOL.search(buffer, start)) is not None:
-            if end.group() == b"\r" and end.end() == len(buffer):
+            if end.group() == "\r" and end.end() == len(buffer):
                 self._pending_cr = True  # CRLF may be split across two chunks
-            event = self._line(bytes(buffer[start : end.start()]).decode("utf-8", "replace"))
+            event = self._line(buffer[start : end.start()])
             start = end.end()
             if event is not None:
                 yield event
-        del buffer[:start]
+        self._buffer = buffer[start:]
 
     def _line(self, line: str) -> ServerSentEvent | None:
         if not line:
