@@ -61,8 +61,8 @@ def _has_control(value: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 for c in value)
 
 
-def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
-    """An ``http(s)://`` URL naming a host, and its parts."""
+def _parse_url(value: object, field_name: str) -> SplitResult:
+    """The parts of an ``http(s)://`` URL naming a host."""
     if not isinstance(value, str):
         raise InvalidData(f"{field_name} must be a string")
     # urlsplit silently drops tabs and newlines, httpx refuses them at call time.
@@ -78,13 +78,13 @@ def _parse_url(value: object, field_name: str) -> tuple[str, SplitResult]:
         raise InvalidData(f"{field_name} must use http:// or https://")
     if not parts.hostname:
         raise InvalidData(f"{field_name} must name a host")
-    return value, parts
+    return parts
 
 
 def validate_url(value: str, field_name: str) -> str:
     """An ``http(s)://host[:port][/path]`` URL without user-info, query or fragment."""
-    value, parts = _parse_url(value, field_name)
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+    parts = _parse_url(value, field_name)
+    if "@" in parts.netloc:  # even an empty user-info
         raise InvalidData(f"{field_name} must not contain user-info (put keys in their fields)")
     if parts.query or parts.fragment or value.endswith(("?", "#")):
         raise InvalidData(f"{field_name} must not contain a query or fragment")
@@ -93,7 +93,7 @@ def validate_url(value: str, field_name: str) -> str:
 
 def validate_proxy(value: str, field_name: str) -> str:
     """An ``http(s)://[user:password@]host[:port]`` proxy URL (user-info is proxy auth)."""
-    value, parts = _parse_url(value, field_name)
+    parts = _parse_url(value, field_name)
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise InvalidData(f"{field_name} must be scheme://host[:port] only")
     return value

@@ -19,7 +19,7 @@ import socket
 import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -340,6 +340,8 @@ class _Bounded(Generic[_Pool]):
     """Both transports' construction: httpx's arguments, a fresh pool on demand."""
 
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
+    _pool_type: Callable[..., _Pool]
+    _backend_type: type[httpcore2.SyncBackend | httpcore2.AnyIOBackend]
 
     def __init__(
         self,
@@ -374,15 +376,14 @@ class _Bounded(Generic[_Pool]):
         _LIVE.add(self)
 
     def _new_pool(self) -> _Pool:
-        raise NotImplementedError
+        return self._pool_type(network_backend=self._backend_type(), **self._options)
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
     """An httpx transport whose round trips end by the caller's deadline; takes
     ``httpx.HTTPTransport``'s connection arguments (a host lends one for TLS, a proxy)."""
 
-    def _new_pool(self) -> httpcore2.ConnectionPool:
-        return httpcore2.ConnectionPool(network_backend=_DeadlineBackend(), **self._options)
+    _pool_type, _backend_type = httpcore2.ConnectionPool, _DeadlineBackend
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
@@ -398,10 +399,7 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
     """``DeadlineTransport`` for ``httpx.AsyncClient``; a pool belongs to the event loop
     that first used it (its sockets do)."""
 
-    def _new_pool(self) -> httpcore2.AsyncConnectionPool:
-        return httpcore2.AsyncConnectionPool(
-            network_backend=_AsyncDeadlineBackend(), **self._options
-        )
+    _pool_type, _backend_type = httpcore2.AsyncConnectionPool, _AsyncDeadlineBackend
 
     def _bind(self) -> None:
         """Serve the first running loop, or a new one once that has closed; another live

@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Unpack
 
-from templiqx_core import (
-    AdapterDescriptor,
-    ExecutionRequest,
-    RuntimeAdapter,
-)
+from templiqx_core import AdapterDescriptor, ExecutionRequest, RuntimeAdapter
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig

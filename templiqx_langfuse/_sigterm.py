@@ -228,18 +228,12 @@ def _hand_on() -> None:
     main = threading.main_thread().ident
     if main is None:
         return
-    for _ in range(_HAND_ON_TRIES):
-        if _handler_done():
+    for tick in range(_HAND_ON_TRIES * 10):
+        if _handed_on or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
             return
-        signal.pthread_kill(main, signal.SIGTERM)
-        for _ in range(10):
-            time.sleep(0.05)
-            if _handler_done():
-                return
-
-
-def _handler_done() -> bool:
-    return _handed_on or signal.getsignal(signal.SIGTERM) is not _on_sigterm
+        if tick % 10 == 0:
+            signal.pthread_kill(main, signal.SIGTERM)
+        time.sleep(0.05)
 
 
 # -- signal masks and fork ----------------------------------------------------------

@@ -24,6 +24,8 @@ from ._redaction import SecretHeaders
 from ._wire import MAX_RESPONSE_BYTES, WireFailure, _invalid
 
 _STEP = 64 * 1024
+# The content codings undone, and zlib's window bits for each.
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,9 @@ def _content_coding(headers: httpx.Headers) -> str | None:
     codings = [c for c in named if c not in ("", "identity")]
     if len(codings) > 1:
         raise _invalid("stacked content encodings are refused")
-    if not codings:
-        return None
-    coding = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}.get(codings[0])
-    if coding is None:
+    if codings and codings[0] not in _WBITS:
         raise _invalid("unsupported content encoding")
-    return coding
+    return codings[0] if codings else None
 
 
 class _Decoder:
@@ -66,8 +65,7 @@ class _Decoder:
         self.decoded = self.raw = 0  # body bytes handed out, and read off the wire
         self._coding = coding
         # deflate: zlib-wrapped first, raw deflate tried on error
-        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(coding or "")
-        self._zlib: Any = None if wbits is None else zlib.decompressobj(wbits)
+        self._zlib: Any = None if coding is None else zlib.decompressobj(_WBITS[coding])
 
     def feed(self, data: bytes) -> Iterator[bytes]:
         self.raw += len(data)
@@ -86,9 +84,7 @@ class _Decoder:
     def _inflate(self, data: bytes) -> Iterator[bytes]:
         try:
             rest = data
-            while rest:
-                if self._zlib.eof:
-                    raise _invalid("bytes after the end of the compressed body")
+            while rest:  # past the end, zlib keeps what comes in its ``unused_data``
                 yield from self._count(self._zlib.decompress(rest, _STEP))
                 rest = self._zlib.unconsumed_tail
         except zlib.error:

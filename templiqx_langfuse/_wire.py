@@ -79,20 +79,6 @@ class RequestBody:
     ignored_policy_keys: list[str]
 
 
-def _extension_fields(extensions: Mapping[str, Any]) -> dict[str, Any]:
-    fields = {
-        key.removeprefix(EXTENSION_NAMESPACE): extensions[key]
-        for key in sorted(extensions)
-        if key.startswith(EXTENSION_NAMESPACE)
-    }
-    if reserved := sorted(RESERVED_FIELDS & fields.keys()):
-        raise InvalidData(
-            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
-            f"{', '.join(sorted(RESERVED_FIELDS))} itself"
-        )
-    return fields
-
-
 def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
     """Point at the part JSON cannot carry (64-bit overflow, lone surrogate, depth), never
     echo it; JSON pointers, as the core's canonical JSON reports them."""
@@ -120,9 +106,20 @@ def build_request_body(
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
+    extensions = interaction.extensions
+    fields = {
+        key.removeprefix(EXTENSION_NAMESPACE): extensions[key]
+        for key in sorted(extensions)
+        if key.startswith(EXTENSION_NAMESPACE)
+    }
+    if reserved := sorted(RESERVED_FIELDS & fields.keys()):
+        raise InvalidData(
+            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
+            f"{', '.join(sorted(RESERVED_FIELDS))} itself"
+        )
     body: dict[str, Any] = {
         **forwarded,
-        **_extension_fields(interaction.extensions),
+        **fields,
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in interaction.messages],
         "response_format": {
@@ -142,24 +139,17 @@ def build_request_body(
     return RequestBody(content, forwarded, ignored)
 
 
-def _hint(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
-    for name in names:
-        try:
-            value = float(headers.get(name, "").strip())
-        except ValueError:
-            continue
-        if 0 <= value < float("inf"):  # also refuses NaN
-            return value
-    return None
-
-
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
     """``retry-after-ms``/``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date),
     each also under LiteLLM's ``llm_provider-`` prefix."""
     for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
-        value = _hint(headers, names)
-        if value is not None:
-            return int(value * scale)
+        for name in names:
+            try:
+                value = float(headers.get(name, "").strip())
+            except ValueError:
+                continue
+            if 0 <= value < float("inf"):  # also refuses NaN
+                return int(value * scale)
     for name in _HINTS_S:
         raw = headers.get(name)
         if raw is None:

@@ -1,12 +1,10 @@
 """The parts ``LangfuseTracedRuntime`` is built from, for host adapters of the same endpoints.
 
-A host adapter that talks to an OpenAI-compatible endpoint in another way (streaming, say)
-reuses these instead of copying them, so it keeps the same request bytes, the same bounded
-transport, sync and async (one deadline for the whole round trip, a size bound on the
-body), the same failure mapping, the same secret rules and the same Langfuse generations
-as the Langfuse adapter. ``HostWiring`` builds (and releases) the shared ones; the adapter
-keeps only its own wire handling. Transports, ``Redactor`` and ``REDACTED`` are in
-``templiqx_langfuse`` itself.
+A host adapter that talks to an OpenAI-compatible endpoint another way (streaming, say)
+reuses these rather than copying them, and so keeps the Langfuse adapter's request bytes,
+bounded transport (sync and async), failure mapping, secret rules and generations.
+``HostWiring`` builds and releases the shared ones. Transports, ``Redactor`` and
+``REDACTED`` are in ``templiqx_langfuse`` itself.
 """
 
 from ._deadline import deadline_at
