@@ -84,7 +84,12 @@ class _Decoder:
     def _inflate(self, data: bytes) -> Iterator[bytes]:
         try:
             rest = data
-            while rest:  # past the end, zlib keeps what comes in its ``unused_data``
+            while rest:
+                # Needed inside the loop: once an output cap has left a tail, the call that
+                # reaches the end leaves the bytes past it in the tail too, and every later
+                # call returns nothing, forever.
+                if self._zlib.eof:
+                    raise _invalid("bytes after the end of the compressed body")
                 yield from self._count(self._zlib.decompress(rest, _STEP))
                 rest = self._zlib.unconsumed_tail
         except zlib.error:

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -120,6 +121,34 @@ def test_stacks_unknown_codings_and_broken_streams_are_invalid(
     with pytest.raises(RuntimeFailureError) as raised:
         make_runtime(tracing=False).execute(greeting_request)
     assert raised.value.code == "TQX_RUNTIME_INVALID_RESPONSE"
+
+
+def test_bytes_past_the_end_of_a_body_decoded_in_several_steps_are_refused_not_spun_on(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """Past an output step's cap, zlib leaves the bytes after the end in its input tail:
+    a loop waiting for that tail to empty never ends, and no deadline check is reached."""
+    long_completion = COMPLETION + b" " * (100 * 1024)  # JSON may end in whitespace
+    reply = encoded(gzip.compress(long_completion) + b"\n", "gzip")
+    model_server.set_responder(lambda request: reply)
+    runtime = make_runtime(tracing=False)
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            runtime.execute(greeting_request)
+        except BaseException as error:
+            raised.append(error)
+
+    caller = threading.Thread(target=call, daemon=True)  # a spinning call cannot be stopped
+    caller.start()
+    caller.join(30)
+    assert not caller.is_alive(), "the call spun on the bytes past the compressed body"
+    assert isinstance(raised[0], RuntimeFailureError)
+    assert raised[0].code == "TQX_RUNTIME_INVALID_RESPONSE"
+    assert "bytes after the end of the compressed body" in raised[0].failure.detail
 
 
 def test_a_trickled_compressed_body_keeps_the_deadline(
