@@ -4,12 +4,11 @@ redactor, a client on another transport) breaks a guarantee silently."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -239,13 +238,9 @@ class HostWiring:
         )
         return body, record
 
-    @contextlib.contextmanager
-    def mapped_failures(self, adapter: AdapterDescriptor) -> Iterator[None]:
+    def mapped_failures(self, adapter: AdapterDescriptor) -> _MappedFailures:
         """A ``WireFailure`` raised inside leaves as ``adapter``'s failure, redacted."""
-        try:
-            yield
-        except WireFailure as wire:
-            raise wire.to_error(adapter, self.redactor) from None
+        return _MappedFailures(adapter, self.redactor)
 
     def close(self) -> None:
         """Release the pools (a lent transport stays open), flush the owned export
@@ -265,3 +260,19 @@ class HostWiring:
             await asyncio.to_thread(self.tracing.close)
         finally:
             self.log_filter.uninstall()
+
+
+class _MappedFailures:
+    """``HostWiring.mapped_failures``: a class, not a generator, as every call enters one."""
+
+    __slots__ = ("_adapter", "_redactor")
+
+    def __init__(self, adapter: AdapterDescriptor, redactor: Redactor) -> None:
+        self._adapter, self._redactor = adapter, redactor
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        if isinstance(error, WireFailure):
+            raise error.to_error(self._adapter, self._redactor) from None
