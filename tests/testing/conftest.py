@@ -47,8 +47,19 @@ def file_blocks(path: Path) -> dict[str, str]:
     return {name: code for _, kind, name, code in _BLOCK.findall(text) if kind == "file"}
 
 
+#: The pages a reader runs snippets from: the README and the docs site (the contract
+#: language page has its own, stricter test: every example is compiled).
+DOC_PAGES = [
+    REPO_ROOT / "README.md",
+    *sorted(p for p in (REPO_ROOT / "docs").glob("*.md") if p.name != "contracts.md"),
+]
+
+
 def readme_block(containing: str) -> str:
-    (block,) = [b for b in python_blocks(REPO_ROOT / "README.md") if containing in b]
+    """The one block of the README and docs that contains ``containing`` (a block shown on
+    several pages must read the same on each)."""
+    found = {b for page in DOC_PAGES for b in python_blocks(page) if containing in b}
+    (block,) = found
     return block
 
 
@@ -98,7 +109,7 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[Provider]:
 
 @pytest.fixture
 def host(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A host project: the README's conftest and test verbatim, plus the example contract."""
+    """A host project: the docs' conftest and test verbatim, plus the example contract."""
     examples = pytester.path / "examples"  # where the snippets find it, as in this repository
     examples.mkdir()
     shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", examples / "greeting.yaml")

@@ -1,4 +1,4 @@
-"""The README's "record against the shipped loopback server" lines, run as written.
+"""The testing page's "record against the shipped loopback server" lines, run as written.
 
 The server command and the recording command are read from the README (only the port
 becomes a free one); the host project is the README's test and conftest verbatim. After
@@ -25,7 +25,7 @@ SERVER_MODULE = "templiqx_langfuse.testing.server"
 
 def readme_commands() -> tuple[list[str], dict[str, str], list[str]]:
     """The server's arguments, and the recording line's environment and pytest arguments."""
-    lines = (REPO_ROOT / "README.md").read_text().splitlines()
+    lines = (REPO_ROOT / "docs" / "testing.md").read_text().splitlines()
     server = next(line for line in lines if line.startswith(f"python -m {SERVER_MODULE} "))
     server_args = shlex.split(server.removesuffix("&"), comments=True)[3:]
     record = next(line for line in lines if line.startswith("TEMPLIQX_MODEL_BASE_URL="))

@@ -1,6 +1,6 @@
-"""Every ```python block of README.md and cassettes/README.md runs as written.
+"""Every ```python block of the README, the docs site and cassettes/README.md runs as written.
 
-Plain blocks run in order in one namespace (the README is read top to bottom) in a
+A page's plain blocks run in order in one namespace (a page is read top to bottom) in a
 subprocess against a loopback model server and a loopback Langfuse receiver; pytest
 blocks (a test, a conftest) are the scratch host project of ``test_record_modes``.
 """
@@ -21,7 +21,7 @@ import pytest
 from templiqx_langfuse.testing.otlp import otlp_receiver
 from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import REPO_ROOT
-from tests.testing.conftest import file_blocks, python_blocks, readme_block
+from tests.testing.conftest import DOC_PAGES, file_blocks, python_blocks, readme_block
 
 RUNNER = """
 import json, sys, traceback
@@ -66,10 +66,17 @@ def run_blocks(blocks: list[str], cwd: Path, env: dict[str, str]) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def test_readme_blocks_run(tmp_path: Path, model_server: LoopbackModelServer) -> None:
-    blocks = python_blocks(REPO_ROOT / "README.md")
-    plain = [b for b in blocks if not is_pytest_block(b)]
-    assert len(plain) >= 3
+PAGES = [*DOC_PAGES, REPO_ROOT / "cassettes" / "README.md"]
+RUNNABLE = [p for p in DOC_PAGES if any(not is_pytest_block(b) for b in python_blocks(p))]
+
+
+def page_id(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT))
+
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=page_id)
+def test_page_blocks_run(page: Path, tmp_path: Path, model_server: LoopbackModelServer) -> None:
+    plain = [b for b in python_blocks(page) if not is_pytest_block(b)]
     for name in named_files(plain):  # laid out as in the repository (a reader's clone)
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / name, tmp_path / name)
@@ -84,28 +91,36 @@ def test_readme_blocks_run(tmp_path: Path, model_server: LoopbackModelServer) ->
             "LANGFUSE_BASE_URL": receiver.base_url,
         }
         run_blocks(plain, tmp_path, env)
-    assert model_server.requests  # the snippets really called the (loopback) model
-    assert receiver.spans  # ... and traced to the (loopback) Langfuse
 
 
-@pytest.mark.parametrize("readme", ["README.md", "cassettes/README.md"])
-def test_every_file_a_snippet_names_is_in_the_repository(readme: str) -> None:
+def test_the_readme_calls_the_model_and_traces() -> None:
+    """The README's host example is a real call, traced (run by ``test_page_blocks_run``)."""
+    (host,) = [b for b in python_blocks(REPO_ROOT / "README.md") if "execute_traced" in b]
+    assert "LangfuseTracedRuntime.from_env()" in host
+
+
+def test_the_docs_site_has_every_page_in_its_nav() -> None:
+    nav = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in (REPO_ROOT / "docs").glob("*.md"):
+        assert f" {page.name}" in nav, page.name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_file_a_snippet_names_is_in_the_repository(page: Path) -> None:
     """A reader runs the snippets from a clone: the contract they name must be there."""
-    names = named_files(python_blocks(REPO_ROOT / readme))
+    names = named_files(python_blocks(page))
     assert [name for name in sorted(names) if not (REPO_ROOT / name).is_file()] == []
-    if readme == "README.md":
-        assert "examples/greeting.yaml" in names
 
 
-def test_readme_pytest_blocks_are_the_host_project() -> None:
+def test_pytest_blocks_are_the_host_project() -> None:
     """Pytest blocks are executed by ``test_record_modes`` and ``test_async_recipe`` (as a
-    host's conftest and tests)."""
-    pytest_blocks = [b for b in python_blocks(REPO_ROOT / "README.md") if is_pytest_block(b)]
-    assert pytest_blocks == [
+    host's conftest and tests); any other would run nowhere."""
+    pytest_blocks = {b for p in DOC_PAGES for b in python_blocks(p) if is_pytest_block(b)}
+    assert pytest_blocks == {
         readme_block("def test_greeting("),
         readme_block("def vcr_config("),
         readme_block("async def test_greet_endpoint("),
-    ]
+    }
 
 
 def test_cassettes_readme_blocks_run() -> None:
@@ -116,16 +131,15 @@ def test_cassettes_readme_blocks_run() -> None:
     run_blocks(blocks, REPO_ROOT, env)
 
 
-@pytest.mark.parametrize("readme", ["README.md", "cassettes/README.md"])
-def test_extraction_sees_every_python_fence(readme: str) -> None:
-    path = REPO_ROOT / readme
-    seen = [*python_blocks(path), *python_blocks(path, schematic=True), *file_blocks(path)]
-    assert len(seen) == path.read_text().count("```python\n")
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_extraction_sees_every_python_fence(page: Path) -> None:
+    seen = [*python_blocks(page), *python_blocks(page, schematic=True), *file_blocks(page)]
+    assert len(seen) == page.read_text().count("```python\n")
 
 
 def test_file_blocks_are_the_files_they_show() -> None:
-    """The README's FastAPI service is the example file (run by test_fastapi_example)."""
-    shown = file_blocks(REPO_ROOT / "README.md")
+    """The FastAPI service shown in the docs is the example file (run by test_fastapi_example)."""
+    shown = {k: v for p in DOC_PAGES for k, v in file_blocks(p).items()}
     assert "examples/fastapi_app/app.py" in shown
     for name, code in shown.items():
         assert code == (REPO_ROOT / name).read_text(encoding="utf-8"), name
@@ -133,7 +147,7 @@ def test_file_blocks_are_the_files_they_show() -> None:
 
 def test_schematic_blocks_compile_and_their_imports_resolve() -> None:
     """A template cannot run (its names are the reader's), but it parses and imports."""
-    schematic = python_blocks(REPO_ROOT / "README.md", schematic=True)
+    schematic = [b for p in DOC_PAGES for b in python_blocks(p, schematic=True)]
     assert len(schematic) <= 1  # the conformance-kit template; keep it the exception
     for block in schematic:
         tree = ast.parse(block)
