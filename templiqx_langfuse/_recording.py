@@ -118,9 +118,14 @@ class Recorder:
         *,
         pipeline: ExportPipeline | None,
         client: Langfuse | None,
+        within: otel_trace.Span | None = None,
     ) -> tuple[Generation, TraceRef, dict[str, Any]] | None:
         """The generation, where it lands and its trace-level attributes; None if sampled
-        out. The adapter-owned ``pipeline`` is used when there is one, else ``client``."""
+        out. The adapter-owned ``pipeline`` is used when there is one, else ``client``;
+        ``within`` (a repair's first generation) is its parent instead of the current span."""
+        if within is not None:
+            with otel_trace.use_span(within, end_on_exit=False, record_exception=False):
+                return self.open(interaction, model, pipeline=pipeline, client=client)
         parent = otel_trace.get_current_span()
         trace = self._trace_level(interaction.contract_id, parent)
         if pipeline is not None:
