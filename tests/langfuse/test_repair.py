@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+from langfuse import Langfuse
 from langfuse import LangfuseOtelSpanAttributes as A
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import (
@@ -40,6 +41,7 @@ from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory
 pytestmark = BOTH_IO
 
 Call = Callable[[RuntimeAdapter, ExecutionRequest], ExecutionReceipt]
+_HOST_KEYS = itertools.count()
 
 
 @pytest.fixture
@@ -231,3 +233,39 @@ def test_retries_inside_each_try_share_the_trace(
     assert len({s.context.trace_id for s in spans}) == 1
     # The repair names the last generation of the try it repairs.
     assert meta(spans[3])[META_REPAIR_OF] == f"{spans[1].context.span_id:016x}"
+
+
+def test_under_a_host_langfuse_client_the_tries_share_the_host_trace(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+    call: Call,
+) -> None:
+    host_exporter, host_provider = InMemorySpanExporter(), TracerProvider()
+    host = Langfuse(
+        public_key=f"pk-lf-host-repair-{next(_HOST_KEYS)}",  # the SDK keeps one per key
+        secret_key="sk-lf-host",
+        base_url="http://127.0.0.1:9",
+        tracer_provider=host_provider,
+        span_exporter=host_exporter,
+    )
+    answers(model_server, said("prose"), said(GREETING))
+    runtime = RepairingRuntime(make_runtime(langfuse_client=host), attempts=2)
+    with host.start_as_current_observation(name="host-request", as_type="span"):
+        call(runtime, greeting_request)
+    host_provider.force_flush()
+    spans = {span.name: span for span in host_exporter.get_finished_spans()}
+    tries = [s for s in host_exporter.get_finished_spans() if s.name == "greeting"]
+    parent = spans["host-request"]
+    assert len(tries) == 2
+    assert {s.context.trace_id for s in tries} == {parent.context.trace_id}
+    assert tries[0].parent is not None
+    assert tries[0].parent.span_id == parent.context.span_id
+    assert tries[1].parent is not None
+    assert tries[1].parent.span_id == tries[0].context.span_id
+    assert [level(s) for s in tries] == ["WARNING", None]
+    assert meta(tries[1])[META_REPAIR_OF] == f"{tries[0].context.span_id:016x}"
+    for span in tries:  # the host owns the trace: no try renames it or makes itself root
+        assert A.TRACE_NAME not in (span.attributes or {})
+        assert A.AS_ROOT not in (span.attributes or {})
+    host_provider.shutdown()
