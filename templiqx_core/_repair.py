@@ -22,7 +22,7 @@ from ._canonical import canonical_json
 from ._contracts import CompiledMessage, ExecutionReceipt, ExecutionRequest
 from ._errors import InvalidData
 from ._failures import RuntimeFailureError
-from ._ports import RuntimeAdapter, WrappingRuntime
+from ._ports import EventSink, RuntimeAdapter, WrappingRuntime
 from ._receipts import OUTPUT_SCHEMA_SUMMARY, output_schema_messages, request_fingerprint
 
 __all__ = [
@@ -230,6 +230,22 @@ class RepairingRuntime(WrappingRuntime):
                     return session.finish(receipt)
         finally:
             session.report()
+
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        """One try streams as ``inner`` does; with repair, one terminal event for the
+        call (an earlier try's deltas cannot be taken back)."""
+        if self.attempts == 1:
+            self._ensure_open()
+            return self.inner.execute_streaming(request, sink)
+        return super().execute_streaming(request, sink)
+
+    async def aexecute_streaming(
+        self, request: ExecutionRequest, sink: EventSink
+    ) -> ExecutionReceipt:
+        if self.attempts == 1:
+            self._ensure_open()
+            return await self.inner.aexecute_streaming(request, sink)
+        return await super().aexecute_streaming(request, sink)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """``execute`` for async hosts: the same decisions, each try ``inner.aexecute``."""

@@ -29,6 +29,7 @@ from templiqx_core import (
     execute_contract,
 )
 from templiqx_core.adapters import RuntimeCall, current_repair, request_fingerprint
+from templiqx_core.conformance import check_adapter
 from tests.conftest import BOTH_IO, REFERENCE
 
 pytestmark = BOTH_IO
@@ -231,6 +232,36 @@ def test_wrapper_is_the_inner_runtime_to_hosts(request_: ExecutionRequest, call:
     assert spy.closed
     with pytest.raises(RuntimeClosed):
         call(runtime, request_)
+
+
+def test_one_attempt_streams_as_the_inner_runtime(request_: ExecutionRequest, io: str) -> None:
+    def stream(runtime: RuntimeAdapter) -> list[str]:
+        events: list[Any] = []
+        if io == "async":
+            asyncio.run(runtime.aexecute_streaming(request_, events.append))
+        else:
+            runtime.execute_streaming(request_, events.append)
+        return [event.model_dump_json() for event in events]
+
+    outcome = ScriptedSuccess(output=VALID, deltas=("{", "}"))
+    plain = stream(ScriptedRuntime([outcome]))
+    assert len(plain) == 3  # two deltas, then Complete
+    assert stream(RepairingRuntime(ScriptedRuntime([outcome]), attempts=1)) == plain
+    repaired = stream(RepairingRuntime(ScriptedRuntime([outcome]), attempts=2))
+    assert repaired == plain[-1:]  # with repair: the call's one terminal event
+
+
+def test_the_wrapper_passes_the_port_conformance_checks(request_: ExecutionRequest) -> None:
+    valid = request_.model_copy(update={"fixture_output": VALID})
+    report = check_adapter(
+        RepairingRuntime(
+            ScriptedRuntime([ScriptedSuccess(text="no"), ScriptedSuccess()]), attempts=2
+        ),
+        valid,
+        failing_request=valid,
+        failing_adapter=RepairingRuntime(ScriptedRuntime([ScriptedSuccess(text="no")]), attempts=3),
+    )
+    assert "failure_projection" in report.passed
 
 
 @pytest.mark.parametrize("attempts", [0, -1, True, 1.5])

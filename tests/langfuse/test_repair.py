@@ -28,7 +28,12 @@ from templiqx_core import (
 )
 from templiqx_core.adapters import request_fingerprint
 from templiqx_langfuse import RetryingRuntime, collect_traces
-from templiqx_langfuse._tracing import META_REPAIR_ATTEMPT, META_REPAIR_OF, META_REQUEST_FINGERPRINT
+from templiqx_langfuse._tracing import (
+    META_REPAIR_ATTEMPT,
+    META_REPAIR_OF,
+    META_REQUEST_FINGERPRINT,
+    experiment_attributes,
+)
 from templiqx_langfuse.testing.server import (
     LoopbackModelServer,
     Reply,
@@ -269,3 +274,22 @@ def test_under_a_host_langfuse_client_the_tries_share_the_host_trace(
         assert A.TRACE_NAME not in (span.attributes or {})
         assert A.AS_ROOT not in (span.attributes or {})
     host_provider.shutdown()
+
+
+def test_in_an_experiment_every_try_names_the_first_the_items_root(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
+    greeting_request: ExecutionRequest,
+    call: Call,
+) -> None:
+    experiment = {A.EXPERIMENT_ID: "exp-r", A.EXPERIMENT_ITEM_ID: "item-1"}
+    answers(model_server, said("prose"), said(GREETING))
+    inner = make_runtime()
+    with experiment_attributes(experiment):
+        call(RepairingRuntime(inner, attempts=2), greeting_request)
+    first, repaired = spans_of(inner, exporter)
+    root = f"{first.context.span_id:016x}"
+    for span in (first, repaired):
+        assert (span.attributes or {})[A.EXPERIMENT_ID] == "exp-r"
+        assert (span.attributes or {})[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] == root
