@@ -5,9 +5,9 @@ The same conversation goes back with the answer as an ``assistant`` message and 
 until the output is valid or the tries or the deadline run out. A truncated answer
 (``finish_reason: length``) or a malformed response is a plain failure, never repaired.
 
-One decision object (``RepairSession``) serves the sync and the async driver. Each try
-runs with its ``RepairAttempt`` current (``current_repair``): a tracing adapter puts every
-try of one call in one trace and marks the tries that get repaired.
+One decision object (``RepairSession``) serves the sync and the async driver, each a
+loop of four lines. Each try runs with its ``RepairAttempt`` current (``current_repair``):
+a tracing adapter puts every try of one call in one trace and marks those repaired.
 """
 
 from __future__ import annotations
@@ -68,13 +68,18 @@ def collect_attempts() -> Iterator[list[int]]:
 class RepairAttempt:
     """One try of a repairing call: its number (1 is the original request), the request
     it sends, and ``notes``, a dict all tries of the call share (adapters keep there what
-    ties the tries together, such as the trace they land in)."""
+    ties the tries together, such as the trace they land in).
 
-    __slots__ = ("_again", "_session", "number", "request")
+    A driver runs the try inside ``with attempt:`` and sets ``attempt.receipt``; leaving
+    the block decides: a repairable failure is swallowed when another try follows.
+    """
+
+    __slots__ = ("_again", "_session", "_token", "number", "receipt", "request")
 
     def __init__(self, session: RepairSession, number: int, request: ExecutionRequest) -> None:
         self._session, self.number, self.request = session, number, request
         self._again: bool | None = None
+        self.receipt: ExecutionReceipt | None = None
 
     @property
     def attempts(self) -> int:
@@ -118,10 +123,22 @@ class RepairAttempt:
             self._again = self.number < session.attempts and left
         return self._again
 
+    def __enter__(self) -> RepairAttempt:
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> bool:
+        _CURRENT.reset(self._token)
+        outcome = error if error is not None else self.receipt
+        if outcome is not None and self._session.again(outcome):
+            return error is not None  # repaired: the failure goes no further
+        self._session.end()
+        return False
+
 
 class RepairSession:
-    """The decisions of one repairing call, for any driver: ``begin`` a try, then
-    ``again`` with its outcome; ``finish`` gives the receipt the caller gets."""
+    """The decisions of one repairing call, for any driver: iterate it for the tries,
+    run each in ``with attempt:``; ``receipt()`` is what the caller gets."""
 
     def __init__(
         self,
@@ -136,17 +153,22 @@ class RepairSession:
         self.ends_at = None if deadline_s is None else clock() + deadline_s
         self.original_fingerprint = request_fingerprint(request.interaction)
         self.notes: dict[Any, Any] = {}
-        self.request = request  # what the next try sends
+        self._next: ExecutionRequest | None = request
         self.attempt = RepairAttempt(self, 0, request)
 
-    def begin(self) -> contextvars.Token[RepairAttempt | None]:
-        """Make the next try current (reset the token when it has ended)."""
-        self.attempt = RepairAttempt(self, self.attempt.number + 1, self.request)
-        return _CURRENT.set(self.attempt)
+    def __iter__(self) -> RepairSession:
+        return self
+
+    def __next__(self) -> RepairAttempt:
+        if self._next is None:
+            raise StopIteration
+        self.attempt = RepairAttempt(self, self.attempt.number + 1, self._next)
+        self._next = None
+        return self.attempt
 
     def again(self, outcome: ExecutionReceipt | BaseException) -> bool:
-        """Whether to try again; if so, the next try's request is the conversation so far,
-        the answer and the failed rules."""
+        """Whether to try again; if so, the next try sends the conversation so far, the
+        answer and the failed rules."""
         attempt = self.attempt
         rules = attempt.failed_rules(outcome)
         if rules is None or not attempt._continues():
@@ -163,18 +185,20 @@ class RepairSession:
             CompiledMessage(role="user", content=feedback),
         ]
         update = {"interaction": interaction.model_copy(update={"messages": messages})}
-        self.request = attempt.request.model_copy(update=update)
+        self._next = attempt.request.model_copy(update=update)
         return True
 
-    def finish(self, receipt: ExecutionReceipt) -> ExecutionReceipt:
+    def end(self) -> None:
+        for sink in _COUNTS.get():
+            sink.append(self.attempt.number)
+
+    def receipt(self) -> ExecutionReceipt:
         """The last try's receipt, fingerprinted as the original request."""
+        receipt = self.attempt.receipt
+        assert receipt is not None  # the tries ended on a receipt, else they raised
         if receipt.request_fingerprint == self.original_fingerprint:
             return receipt
         return receipt.model_copy(update={"request_fingerprint": self.original_fingerprint})
-
-    def report(self) -> None:
-        for sink in _COUNTS.get():
-            sink.append(self.attempt.number)
 
 
 class RepairingRuntime(WrappingRuntime):
@@ -201,7 +225,8 @@ class RepairingRuntime(WrappingRuntime):
         self.attempts, self.deadline_s = attempts, deadline_s
         self.validate, self._clock = validate, clock
 
-    def _session(self, request: ExecutionRequest) -> RepairSession:
+    def session(self, request: ExecutionRequest) -> RepairSession:
+        """The decisions for one call of ``request`` (for hosts driving tries themselves)."""
         return RepairSession(
             request,
             attempts=self.attempts,
@@ -214,22 +239,22 @@ class RepairingRuntime(WrappingRuntime):
         self._ensure_open()
         if self.attempts == 1:
             return self.inner.execute(request)
-        session = self._session(request)
-        try:
-            while True:
-                token = session.begin()
-                try:
-                    receipt = self.inner.execute(session.request)
-                except RuntimeFailureError as error:
-                    if not session.again(error):
-                        raise
-                    continue
-                finally:
-                    _CURRENT.reset(token)
-                if not session.again(receipt):
-                    return session.finish(receipt)
-        finally:
-            session.report()
+        session = self.session(request)
+        for attempt in session:
+            with attempt:
+                attempt.receipt = self.inner.execute(attempt.request)
+        return session.receipt()
+
+    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        """``execute`` for async hosts: the same decisions, each try ``inner.aexecute``."""
+        self._ensure_open()
+        if self.attempts == 1:
+            return await self.inner.aexecute(request)
+        session = self.session(request)
+        for attempt in session:
+            with attempt:
+                attempt.receipt = await self.inner.aexecute(attempt.request)
+        return session.receipt()
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         """One try streams as ``inner`` does; with repair, one terminal event for the
@@ -246,25 +271,3 @@ class RepairingRuntime(WrappingRuntime):
             self._ensure_open()
             return await self.inner.aexecute_streaming(request, sink)
         return await super().aexecute_streaming(request, sink)
-
-    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts: the same decisions, each try ``inner.aexecute``."""
-        self._ensure_open()
-        if self.attempts == 1:
-            return await self.inner.aexecute(request)
-        session = self._session(request)
-        try:
-            while True:
-                token = session.begin()
-                try:
-                    receipt = await self.inner.aexecute(session.request)
-                except RuntimeFailureError as error:
-                    if not session.again(error):
-                        raise
-                    continue
-                finally:
-                    _CURRENT.reset(token)
-                if not session.again(receipt):
-                    return session.finish(receipt)
-        finally:
-            session.report()

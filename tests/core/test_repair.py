@@ -179,6 +179,23 @@ def test_failures_without_an_answer_are_not_repaired(
     assert tries == [1]
 
 
+def test_an_interrupt_during_a_repair_goes_through_counted(
+    request_: ExecutionRequest, call: Call
+) -> None:
+    class Interrupted(Spy):
+        def produce_output(self, call_: RuntimeCall) -> Any:
+            if len(self.sent) == 1:
+                self.sent.append(call_.request)
+                raise KeyboardInterrupt
+            return super().produce_output(call_)
+
+    spy = Interrupted(ScriptedSuccess(text="no"), ScriptedSuccess(output=VALID))
+    with pytest.raises(KeyboardInterrupt), collect_attempts() as tries:
+        call(RepairingRuntime(spy, attempts=3), request_)
+    assert tries == [2]
+    assert current_repair() is None  # no try stays current after the call
+
+
 def test_one_attempt_is_the_plain_runtime(request_: ExecutionRequest, call: Call) -> None:
     outcomes = (ScriptedSuccess(output={"tier": "x", "count": 1}),)
     plain = call(Spy(*outcomes), request_)
