@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from templiqx_core import (
     collect_attempts,
     execute_contract,
 )
+from templiqx_core._failures import MAX_ANSWER_CHARS
 from templiqx_core.adapters import RuntimeCall, current_repair, request_fingerprint
 from templiqx_core.conformance import check_adapter
 from tests.conftest import BOTH_IO, REFERENCE
@@ -194,6 +196,19 @@ def test_an_interrupt_during_a_repair_goes_through_counted(
         call(RepairingRuntime(spy, attempts=3), request_)
     assert tries == [2]
     assert current_repair() is None  # no try stays current after the call
+
+
+def test_the_answer_kept_is_bounded_and_never_in_the_failures_json(
+    request_: ExecutionRequest, call: Call
+) -> None:
+    huge = "prose " * 20_000
+    spy = Spy(ScriptedSuccess(text=huge))
+    with pytest.raises(RuntimeFailureError) as raised:
+        call(RepairingRuntime(spy, attempts=2), request_)
+    failure = raised.value.failure
+    assert failure.answer == huge[:MAX_ANSWER_CHARS]
+    assert spy.sent[1].interaction.messages[-2].content == huge[:MAX_ANSWER_CHARS]
+    assert "prose" not in json.dumps(failure.to_json()) + str(raised.value) + repr(failure)
 
 
 def test_one_attempt_is_the_plain_runtime(request_: ExecutionRequest, call: Call) -> None:
