@@ -61,6 +61,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
     from ._ports import EventSink, RuntimeAdapter
+    from ._repair import RepairingRuntime, collect_attempts
     from ._scenarios import Scenario, load_inventory, load_scenario
     from ._scripted import (
         ScriptedFailure,
@@ -97,6 +98,7 @@ __all__ = [
     "OutputTypeError",
     "PortError",
     "RenderRequest",
+    "RepairingRuntime",
     "Role",
     "RuntimeAdapter",
     "RuntimeClosed",
@@ -117,6 +119,7 @@ __all__ = [
     "check_envelope",
     "check_output_model",
     "codes",
+    "collect_attempts",
     "compile_contract",
     "compile_envelope",
     "execute_contract",
@@ -172,6 +175,7 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "to_diagnostic",
             ),
             "._ports": ("EventSink", "RuntimeAdapter"),
+            "._repair": ("RepairingRuntime", "collect_attempts"),
             "._scenarios": ("Scenario", "load_inventory", "load_scenario"),
             "._scripted": (
                 "ScriptedFailure",

@@ -26,6 +26,7 @@ from ._contracts import (
 from ._errors import PortError
 from ._failures import to_diagnostic
 from ._receipts import output_schema_diagnostics
+from ._repair import RepairingRuntime, collect_attempts
 
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
@@ -94,12 +95,14 @@ def execute_contract(
     fixture_output: Any = None,
     stream: bool = False,
     on_event: Callable[[StreamEvent], None] | None = None,
+    repair: int | None = None,
 ) -> OperationEnvelope[ExecutionReceipt]:
     """Compile ``contract`` for ``request`` and execute it on ``runtime``; the envelope is
     the reference application's, byte for byte. A compile error or a missing capability
     returns before the runtime runs; a ``PortError`` becomes the one diagnostic. Beyond the
     reference, a schema-invalid output gets one diagnostic per failed rule. An exception
-    raised by ``on_event`` propagates: that is how a host cancels."""
+    raised by ``on_event`` propagates: that is how a host cancels. ``repair=N`` runs it
+    through ``RepairingRuntime(runtime, attempts=N)``; the envelope says the ``attempts``."""
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
         return _envelope(EXECUTE_OPERATION, None, compiled.diagnostics)
@@ -119,20 +122,35 @@ def execute_contract(
         if on_event is not None:
             on_event(event)
 
-    try:
-        if stream:
-            receipt = runtime.execute_streaming(execution, sink)
+    if repair is not None:
+        runtime = RepairingRuntime(runtime, attempts=repair)
+    with collect_attempts() as tries:
+        try:
+            if stream:
+                receipt = runtime.execute_streaming(execution, sink)
+            else:
+                receipt = runtime.execute(execution)
+        except PortError as error:
+            envelope = _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
         else:
-            receipt = runtime.execute(execution)
-    except PortError as error:
-        return _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
-    diagnostics = []
-    if not receipt.output_schema_valid:
-        diagnostics = output_schema_diagnostics(interaction.output_schema, receipt.output)
-    fingerprints = {"request": receipt.request_fingerprint, "output": receipt.output_fingerprint}
-    return _envelope(
-        EXECUTE_OPERATION, receipt, diagnostics, fingerprints=fingerprints, stream_events=events
-    )
+            diagnostics = []
+            if not receipt.output_schema_valid:
+                diagnostics = output_schema_diagnostics(interaction.output_schema, receipt.output)
+            fingerprints = {
+                "request": receipt.request_fingerprint,
+                "output": receipt.output_fingerprint,
+            }
+            envelope = _envelope(
+                EXECUTE_OPERATION,
+                receipt,
+                diagnostics,
+                fingerprints=fingerprints,
+                stream_events=events,
+            )
+    if repair is None:
+        return envelope
+    # One try (``repair=1``) is the runtime as it is, which reports nothing.
+    return envelope.model_copy(update={"attempts": tries[-1] if tries else 1})
 
 
 @dataclass(frozen=True)

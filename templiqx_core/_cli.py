@@ -76,6 +76,17 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     _add_capability_flag(parser)
 
 
+def _attempts(text: str) -> int:
+    """A count of tries: an integer of at least 1 (argparse reports anything else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _add_capability_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--capability",
@@ -167,6 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream",
         action="store_true",
         help="print each stream event as NDJSON as it arrives, then the envelope",
+    )
+    execute.add_argument(
+        "--repair",
+        type=_attempts,
+        metavar="N",
+        help="try up to N times in all: an answer that is not JSON or fails the output "
+        "schema is sent back with every failed rule (the envelope says the attempts)",
     )
     execute.add_argument(
         "--fixture-output",
@@ -403,6 +421,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
             fixture_output=fixture,
             stream=args.stream,
             on_event=print_event if args.stream else None,
+            repair=args.repair,
         )
 
 

@@ -252,7 +252,7 @@ T = TypeVar("T")
 class OperationEnvelope(WireModel, Generic[T]):
     """The result of one operation. Any ``api_version`` string is accepted on input."""
 
-    _omit_none = frozenset({"result"})
+    _omit_none = frozenset({"result", "attempts"})
     _omit_empty = frozenset({"stream_events"})
     _maps = frozenset({"result", "fingerprints"})
 
@@ -263,6 +263,8 @@ class OperationEnvelope(WireModel, Generic[T]):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     fingerprints: dict[str, str] = Field(default_factory=dict)
     stream_events: list[StreamEvent] = Field(default_factory=list)
+    #: How many tries an execution with repair made (absent without repair).
+    attempts: int | None = None
 
 
 class RenderRequest(WireModel):

@@ -7,7 +7,7 @@ is the exception that carries it through the port. ``to_diagnostic`` is the one 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -17,6 +17,7 @@ from ._contracts import AdapterDescriptor, Diagnostic
 from ._errors import PortError
 
 __all__ = [
+    "MAX_ANSWER_CHARS",
     "RuntimeFailure",
     "RuntimeFailureCode",
     "RuntimeFailureError",
@@ -44,9 +45,18 @@ _RETRYABLE = frozenset(
 )
 
 
+#: How much of an answer that is not JSON a failure keeps (for a repair to echo back).
+MAX_ANSWER_CHARS = 65_536
+
+
 @dataclass(frozen=True)
 class RuntimeFailure:
-    """What went wrong in one runtime call. ``detail`` is already free of secrets."""
+    """What went wrong in one runtime call. ``detail`` is already free of secrets.
+
+    ``answer`` is set only when the model answered with text that is not JSON (as opposed
+    to a malformed response): that text, redacted and bounded, so a repair can send it back.
+    It is in neither the fingerprint nor the JSON: artefacts name the failure, not the text.
+    """
 
     code: RuntimeFailureCode
     adapter_id: str
@@ -55,8 +65,11 @@ class RuntimeFailure:
     scenario_id: str | None = None
     retry_after_ms: int | None = None
     fingerprint: str = ""
+    answer: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.answer is not None and len(self.answer) > MAX_ANSWER_CHARS:
+            object.__setattr__(self, "answer", self.answer[:MAX_ANSWER_CHARS])
         if not self.fingerprint:
             value = {"adapter": self.adapter_id, "code": self.code.value, "detail": self.detail}
             object.__setattr__(self, "fingerprint", fingerprint(value))
@@ -71,6 +84,7 @@ class RuntimeFailure:
         retry_after_ms: int | None = None,
         scenario_id: str | None = None,
         fingerprint: str = "",
+        answer: str | None = None,
     ) -> RuntimeFailure:
         """``fingerprint``: computed from the adapter, code and detail unless given."""
         return cls(
@@ -81,6 +95,7 @@ class RuntimeFailure:
             scenario_id=scenario_id,
             retry_after_ms=retry_after_ms,
             fingerprint=fingerprint,
+            answer=answer,
         )
 
     @property

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+import orjson
+
 from ._canonical import fingerprint
 from ._contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt
 from ._errors import InvalidData, Unsupported
@@ -39,12 +41,15 @@ class ScriptedSuccess:
 
     ``expect_schema_valid`` declares the receipt's validity (the mock's way); left
     ``None``, the output is validated against the interaction's ``output_schema``.
+    ``text`` answers as a model does, with text: its JSON is the output, and text that is
+    not JSON fails ``TQX_RUNTIME_INVALID_RESPONSE`` keeping it (what a repair sends back).
     """
 
     output: Any = _NO_OUTPUT
     deltas: tuple[str, ...] = ()
     delay_ms: int = 0
     expect_schema_valid: bool | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,15 @@ class ScriptedRuntime(RuntimeAdapter):
             step_id = outcome.id or outcome.code.value
             raise self._fail(step_id, outcome.code, outcome.detail, outcome.retry_after_ms)
         output = outcome.output
+        if outcome.text is not None:
+            try:
+                output = orjson.loads(outcome.text)
+            except orjson.JSONDecodeError:
+                code, detail = RuntimeFailureCode.INVALID_RESPONSE, "message content is not JSON"
+                failure = RuntimeFailure.for_adapter(
+                    self._descriptor, code, detail, answer=outcome.text
+                )
+                raise RuntimeFailureError(failure) from None
         if output is _NO_OUTPUT:
             output = call.request.fixture_output
             if output is None and outcome.expect_schema_valid is None:

@@ -19,6 +19,7 @@ from ._ports import (
     project_terminal,
 )
 from ._receipts import build_receipt, request_fingerprint
+from ._repair import RepairAttempt, current_repair
 from ._runtimes import ENTRY_POINT_GROUP, RuntimeFactory, RuntimeOptions
 from ._schema import SchemaValidator, compile_schema
 
@@ -28,6 +29,7 @@ __all__ = [
     "CallOutcome",
     "NotJson",
     "Produced",
+    "RepairAttempt",
     "RuntimeCall",
     "RuntimeFactory",
     "RuntimeOptions",
@@ -35,6 +37,7 @@ __all__ = [
     "WrappingRuntime",
     "build_receipt",
     "compile_schema",
+    "current_repair",
     "failed_event",
     "project_terminal",
     "request_fingerprint",

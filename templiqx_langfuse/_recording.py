@@ -118,9 +118,25 @@ class Recorder:
         *,
         pipeline: ExportPipeline | None,
         client: Langfuse | None,
+        within: otel_trace.Span | None = None,
     ) -> tuple[Generation, TraceRef, dict[str, Any]] | None:
         """The generation, where it lands and its trace-level attributes; None if sampled
-        out. The adapter-owned ``pipeline`` is used when there is one, else ``client``."""
+        out. The adapter-owned ``pipeline`` is used when there is one, else ``client``;
+        ``within`` (a repair's first generation) is its parent instead of the current span."""
+        if within is None:
+            return self._open(interaction, model, pipeline, client, None)
+        with otel_trace.use_span(within, end_on_exit=False, record_exception=False):
+            root = f"{within.get_span_context().span_id:016x}"
+            return self._open(interaction, model, pipeline, client, root)
+
+    def _open(
+        self,
+        interaction: CompiledInteraction,
+        model: str,
+        pipeline: ExportPipeline | None,
+        client: Langfuse | None,
+        root: str | None,
+    ) -> tuple[Generation, TraceRef, dict[str, Any]] | None:
         parent = otel_trace.get_current_span()
         trace = self._trace_level(interaction.contract_id, parent)
         if pipeline is not None:
@@ -134,10 +150,10 @@ class Recorder:
         handle, ref = started
         experiment = EXPERIMENT_ATTRIBUTES.get()
         if experiment is not None:
-            # Server (extractExperimentFields): the item's root observation is this one.
-            handle.span.set_attributes(
-                {**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: ref.observation_id}
-            )
+            # Server (extractExperimentFields): the item's root observation is this one
+            # (a repair's: the first try's).
+            root = root or ref.observation_id
+            handle.span.set_attributes({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root})
         return handle, ref, trace
 
     def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from templiqx_core import AdapterDescriptor, CompiledInteraction, ExecutionReceipt, codes
-from templiqx_core.adapters import CallOutcome
+from templiqx_core.adapters import CallOutcome, RepairAttempt, current_repair
 
 from ._config import LangfuseConfig
 from ._context import (
@@ -69,6 +69,8 @@ META_REQUESTED_MODEL = "requested_model"
 META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
 META_ERROR_CODE = "error_code"
 META_ERROR_DETAIL = "error_detail"
+META_REPAIR_ATTEMPT = "repair_attempt"
+META_REPAIR_OF = "repair_of"
 
 #: The contract extension naming the Langfuse prompt a generation is linked to.
 PROMPT_EXTENSION = "langfuse.prompt"
@@ -144,9 +146,11 @@ class GenerationRecord:
         *,
         trace: dict[str, Any] | None = None,
         ref: TraceRef | None = None,
+        repair: RepairAttempt | None = None,
         **fields: Any,
     ) -> None:
         self._tracing = tracing
+        self._repair = repair  # the try of a repairing call this generation is
         self._handle = handle
         self._metadata = metadata
         self._trace = trace or {}  # trace-level attributes (root, or explicit trace updates)
@@ -160,13 +164,16 @@ class GenerationRecord:
         receipt, completion = outcome.receipt, outcome.details
         if receipt is None or not isinstance(completion, Completion):
             code = outcome.code or ""
+            error, repair = outcome.error, self._repair
+            repaired = repair is not None and error is not None and repair.repairs(error)
             self._finish(
                 metadata={
                     **self._metadata,
                     META_ERROR_CODE: code,
                     META_ERROR_DETAIL: outcome.detail,
                 },
-                level="ERROR",
+                # An answer sent back for repair is an earlier try, not the call's failure.
+                level="WARNING" if repaired else "ERROR",
                 status_message=code,
                 completion_start_time=first_token_at,
             )
@@ -191,10 +198,14 @@ class GenerationRecord:
             # Langfuse infers cost from the model it is told: the one that answered (as
             # Langfuse's own OpenAI integration reports it), the requested one otherwise.
             **({"model": model} if model else {}),
-            level=None if valid else "WARNING",
+            level=None if valid and not self._repaired(receipt) else "WARNING",
             status_message=None if valid else codes.OUTPUT_SCHEMA,
             completion_start_time=first_token_at,
         )
+
+    def _repaired(self, receipt: ExecutionReceipt) -> bool:
+        """A schema-valid output sent back for repair (it failed a host's own rules)."""
+        return self._repair is not None and self._repair.repairs(receipt)
 
     def _finish(self, **update: Any) -> None:
         if self._handle is None:
@@ -224,6 +235,10 @@ class GenerationRecord:
 
 
 _INPUT_CACHE_SIZE = 256
+# Keys of what a repairing call's tries share (``RepairAttempt.notes``): the first try's
+# generation, under which the others open, and each try's last generation.
+_REPAIR_ANCHOR = "templiqx_langfuse.anchor"
+_REPAIR_REF = "templiqx_langfuse.ref"
 
 
 class Tracing:
@@ -303,7 +318,9 @@ class Tracing:
         adapter: AdapterDescriptor,
         ignored_policy_keys: Sequence[str],
     ) -> GenerationRecord:
-        """Open the generation (as root, or nested under the active span)."""
+        """Open the generation (as root, or nested under the active span). The tries of a
+        repairing call share one trace: later ones nest under the first try's generation
+        and name the previous try's (``repair_of``)."""
         metadata: dict[str, Any] = {
             META_CONTRACT_ID: interaction.contract_id,
             META_CONTRACT_VERSION: interaction.contract_version,
@@ -314,17 +331,30 @@ class Tracing:
             META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
         }
+        repair = current_repair()
         opened = None
         if self._recorder is not None and self.enabled:
             try:
                 opened = self._recorder.open(
-                    interaction, model, pipeline=self.pipeline, client=self.client
+                    interaction,
+                    model,
+                    pipeline=self.pipeline,
+                    client=self.client,
+                    within=None if repair is None else repair.notes.get(_REPAIR_ANCHOR),
                 )
             except Exception as error:
                 self.report_error("starting a generation", error)
         if opened is None:  # off, closed, failed or sampled out
             return GenerationRecord(self, None, metadata)
         handle, ref, trace = opened
+        if repair is not None:
+            notes = repair.notes
+            notes.setdefault(_REPAIR_ANCHOR, handle.span)
+            previous = notes.get((_REPAIR_REF, repair.number - 1))
+            notes[(_REPAIR_REF, repair.number)] = ref
+            if previous is not None:
+                metadata[META_REPAIR_ATTEMPT] = repair.number
+                metadata[META_REPAIR_OF] = previous.observation_id
         for collector in _COLLECTORS.get():
             collector.append(ref)
         if self.on_ref is not None:
@@ -341,6 +371,7 @@ class Tracing:
             input=self._input_json(interaction),
             model_parameters=dict(model_parameters),
             prompt=prompt_link(interaction.extensions),
+            repair=repair,
         )
 
     def _input_json(self, interaction: CompiledInteraction) -> JsonText | None:

@@ -59,15 +59,26 @@ class WireFailure(Exception):
     """A mapped failure before it is tied to an adapter (code, redaction-safe detail)."""
 
     def __init__(
-        self, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None = None
+        self,
+        code: RuntimeFailureCode,
+        detail: str,
+        retry_after_ms: int | None = None,
+        answer: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.code, self.detail, self.retry_after_ms = code, detail, retry_after_ms
+        self.answer = answer  # the model's text when it is not JSON (for a repair)
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
-        """The adapter's ``RuntimeFailureError``, detail redacted."""
+        """The adapter's ``RuntimeFailureError``, detail and answer redacted (whole, then
+        bounded: a secret cut at the bound would no longer match)."""
+        answer = None if self.answer is None else redactor.text(self.answer)
         failure = RuntimeFailure.for_adapter(
-            adapter, self.code, redactor.text(self.detail), retry_after_ms=self.retry_after_ms
+            adapter,
+            self.code,
+            redactor.text(self.detail),
+            retry_after_ms=self.retry_after_ms,
+            answer=answer,
         )
         return RuntimeFailureError(failure)
 
@@ -269,7 +280,8 @@ def parse_completion(body: bytes) -> Completion:
         try:
             output = orjson.loads(content)
         except orjson.JSONDecodeError:
-            raise _invalid("message content is not JSON") from None
+            detail = "message content is not JSON"  # the answer itself: the port's to repair
+            raise WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail, answer=content) from None
     else:
         raise _invalid("message content is not a string")
     return Completion(
