@@ -1,25 +1,14 @@
-"""``docs/repair.md`` runs as written: its ``python`` blocks, in order, in one namespace
-(a later block uses what an earlier one defined), from the repository root."""
+"""``docs/repair.md``'s command line names files that exist (its ``python`` blocks run in
+``tests/testing/test_docs_snippets.py``, as every page's)."""
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
 from tests.conftest import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "repair.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-
-
-def test_the_python_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO_ROOT)
-    blocks = [body for kind, body in FENCE.findall(DOC.read_text("utf-8")) if kind == "python"]
-    assert len(blocks) == 3
-    namespace: dict[str, object] = {}
-    for index, block in enumerate(blocks):
-        exec(compile(block, f"{DOC.name}[python {index}]", "exec"), namespace)
 
 
 def test_the_command_line_example_names_files_that_exist() -> None:
