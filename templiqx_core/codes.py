@@ -42,6 +42,7 @@ __all__ = [
     "RUNTIME_RATE_LIMITED",
     "RUNTIME_TIMEOUT",
     "RUNTIME_UNAVAILABLE",
+    "TEMPLATE_SYNTAX",
     "TEST_FAILED",
     "UNSUPPORTED",
     "VALUE_REQUIRED",
@@ -98,6 +99,8 @@ COMPONENT_MISSING: Final = "TQX_COMPONENT_MISSING"
 COMPONENT_ARGUMENT_UNKNOWN: Final = "TQX_COMPONENT_ARGUMENT_UNKNOWN"
 COMPONENT_ARGUMENT_MISSING: Final = "TQX_COMPONENT_ARGUMENT_MISSING"
 COMPONENT_ARGUMENT_TYPE: Final = "TQX_COMPONENT_ARGUMENT_TYPE"
+TEMPLATE_SYNTAX: Final = "TQX_TEMPLATE_SYNTAX"
+"""A malformed ``{{ ... }}`` placeholder in a string form, at its character offset."""
 
 ALL_CODES: Final = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and name != "ALL_CODES"

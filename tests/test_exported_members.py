@@ -163,6 +163,7 @@ PINNED: dict[str, list[str]] = {
         "RUNTIME_RATE_LIMITED",
         "RUNTIME_TIMEOUT",
         "RUNTIME_UNAVAILABLE",
+        "TEMPLATE_SYNTAX",
         "TEST_FAILED",
         "UNSUPPORTED",
         "VALUE_REQUIRED",

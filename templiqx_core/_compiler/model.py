@@ -9,10 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
 
-from pydantic import Field, JsonValue
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    Tag,
+)
+from pydantic_core import CoreSchema, PydanticCustomError
 
+from .._checks import Check
 from .._contracts import Role, WireModel
-from .._eval_cases import Check
+from .template import Filter, TemplateSyntaxError, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
@@ -54,20 +63,6 @@ Expression = Annotated[
     Field(discriminator="kind"),
 ]
 
-FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number"]
-
-
-class FilterCall(WireModel):
-    """A filter with arguments: ``format_date`` takes ``format`` (strftime), and
-    ``format_number`` takes ``decimals``."""
-
-    name: FilterName
-    format: str | None = None
-    decimals: int | None = Field(default=None, ge=0, le=20)
-
-
-Filter = Union[FilterName, FilterCall]
-
 
 class TextNode(WireModel):
     kind: Literal["text"]
@@ -80,18 +75,43 @@ class InterpolateNode(WireModel):
     filters: list[Filter] = Field(default_factory=list)
 
 
+def _expand(value: Any) -> Any:
+    """A string form becomes the node list it stands for (see ``template.py``)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_template(value)
+    except TemplateSyntaxError as error:
+        context = {"reason": str(error), "offset": error.offset}
+        raise PydanticCustomError("template_syntax", "{reason}", context) from None
+
+
+class _StringForm:
+    """In the JSON Schema, content is a node list or its string form."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        string = {"type": "string", "description": "{{ path | filter }} placeholders"}
+        return {"anyOf": [string, handler(schema)]}
+
+
+Content = Annotated[list["ContentNode"], BeforeValidator(_expand), _StringForm()]
+"""Content nodes, or a string with ``{{ ... }}`` placeholders standing for them."""
+
+
 class WhenNode(WireModel):
     kind: Literal["when"]
     condition: Expression
-    then: list[ContentNode]
-    otherwise: list[ContentNode] = Field(default_factory=list, alias="else")
+    then: Content
+    otherwise: Content = Field(default_factory=list, alias="else")
 
 
 class ForEachNode(WireModel):
     kind: Literal["for_each"]
     collection: Expression
     item: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    body: list[ContentNode]
+    body: Content
     separator: str = ""
 
 
@@ -117,16 +137,20 @@ class TypedComponent(WireModel):
     """A component with declared, schema-typed parameters (checked at every use)."""
 
     parameters: dict[str, FieldSpec] = Field(default_factory=dict)
-    content: list[ContentNode]
+    content: Content
 
 
-# Legacy components are a bare list of nodes whose arguments are not declared.
-ComponentDefinition = Union[TypedComponent, list[ContentNode]]
+# Legacy components are a bare list of nodes (or its string form) whose arguments are
+# not declared; told apart by shape, so a bad template is one error, not one per member.
+ComponentDefinition = Annotated[
+    Union[Annotated[TypedComponent, Tag("Typed")], Annotated[Content, Tag("Nodes")]],
+    Discriminator(lambda v: "Typed" if isinstance(v, (dict, TypedComponent)) else "Nodes"),
+]
 
 
 class MessageSpec(WireModel):
     role: Role
-    content: list[ContentNode]
+    content: Content
 
 
 class ExtensionSpec(WireModel):
