@@ -79,7 +79,7 @@ if _typing.TYPE_CHECKING:
         strict_findings,
         to_strict_schema,
     )
-    from ._typed import check_output_model, output_as, output_schema_for
+    from ._typed import TypedContract, TypedContractError
 
 __all__ = [
     "API_VERSION",
@@ -123,11 +123,12 @@ __all__ = [
     "StrictFinding",
     "StrictForm",
     "ToolCallDeltaEvent",
+    "TypedContract",
+    "TypedContractError",
     "Unsupported",
     "__version__",
     "canonical_json",
     "check_envelope",
-    "check_output_model",
     "codes",
     "compile_contract",
     "compile_envelope",
@@ -138,8 +139,6 @@ __all__ = [
     "load_inventory",
     "load_scenario",
     "model_output_schema",
-    "output_as",
-    "output_schema_for",
     "parse_stream_event",
     "require_strict_schema",
     "run_evals",
@@ -206,6 +205,6 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "strict_findings",
                 "to_strict_schema",
             ),
-            "._typed": ("check_output_model", "output_as", "output_schema_for"),
+            "._typed": ("TypedContract", "TypedContractError"),
         },
     )

@@ -80,7 +80,7 @@ OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
 OUTPUT_SCHEMA_STRICT: Final = "TQX_OUTPUT_SCHEMA_STRICT"
 """An output schema (or model) that strict structured outputs cannot accept."""
 OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"
-"""A receipt's output does not validate as the host's output model (``output_as``)."""
+"""A receipt's output does not validate as a typed contract's output model."""
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 TEST_FAILED: Final = "TQX_TEST_FAILED"
 
