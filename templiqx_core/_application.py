@@ -57,7 +57,8 @@ def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
-    found = [Diagnostic(**item, file=str(contract)) for item in check_plain(plain)]
+    located = parsed.locate(check_plain(plain))
+    found = [Diagnostic(**item, file=str(contract)) for item in located]
     summary = {
         "contract_id": plain["id"],
         "contract_version": plain["version"],

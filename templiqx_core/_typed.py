@@ -243,7 +243,7 @@ class TypedContract(Generic[Out]):
     def _check(self, what: str) -> None:
         """What ``templiqx check`` finds (unknown references, filters on wrong types, eval
         fixtures), raised at definition rather than at the first call."""
-        found = [d for d in check_plain(self.contract.model_dump(by_alias=True))]
+        found = self.contract.locate(check_plain(self.contract.model_dump(by_alias=True)))
         if any(d["severity"] == "error" for d in found):
             raise TypedContractError(what, _listed(found))
 

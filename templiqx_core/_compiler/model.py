@@ -6,6 +6,7 @@ and the shipped JSON Schema (for editors) is generated from them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
 
@@ -15,13 +16,16 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     JsonValue,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     Tag,
+    model_validator,
 )
 from pydantic_core import CoreSchema, PydanticCustomError
 
 from .._checks import Check
 from .._contracts import Role, WireModel
-from .template import Filter, TemplateSyntaxError, parse_template
+from .template import Filter, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
@@ -190,10 +194,54 @@ class Contract(WireModel):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
     evals: list[EvalCase] = Field(default_factory=list)
 
+    _strings: dict[str, str] = PrivateAttr(default_factory=dict)  # pointer -> string form
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_string_forms(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Contract]
+    ) -> Contract:
+        contract = handler(data)
+        if isinstance(data, dict):
+            contract._strings = dict(_string_forms(data.get("messages"), "/messages"))
+            contract._strings.update(_string_forms(data.get("components"), "/components"))
+        return contract
+
+    def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Diagnostics at a node of a string form moved to the string, with the character
+        where that node starts (the nodes exist only in the string's long form)."""
+        for item in diagnostics:
+            pointer = item.get("json_pointer") or ""
+            owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
+            if not owners:
+                continue
+            owner = max(owners, key=len)
+            index = pointer[len(owner) + 1 :].split("/")[0]
+            offsets = node_offsets(self._strings[owner])
+            if index.isdigit() and int(index) < len(offsets):
+                item["json_pointer"] = owner
+                item["message"] = f"{item['message']} at character {offsets[int(index)]}"
+        return diagnostics
+
     @property
     def declared_capabilities(self) -> list[str]:
         """What the contract needs: its capabilities and its extensions' (default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
+
+
+def _string_forms(data: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    """Every content written as a string in raw contract data, by pointer."""
+    if isinstance(data, str):
+        yield pointer, data
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from _string_forms(item, f"{pointer}/{index}")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            content = key in ("content", "then", "else", "body") or pointer == "/components"
+            nested = isinstance(value, (list, dict)) and key not in ("with", "parameters")
+            if content or nested:  # strings elsewhere (roles, node values) are not content
+                yield from _string_forms(value, f"{pointer}/{key}")
 
 
 def contract_json_schema() -> dict[str, Any]:

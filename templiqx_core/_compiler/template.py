@@ -25,6 +25,7 @@ __all__ = [
     "FilterCall",
     "FilterName",
     "TemplateSyntaxError",
+    "node_offsets",
     "parse_template",
     "print_template",
 ]
@@ -127,9 +128,20 @@ class _Scanner:
 
 def parse_template(text: str) -> list[dict[str, Any]]:
     """The nodes ``text`` stands for: text runs merged into one ``text`` node each."""
+    return _parse(text)[0]
+
+
+def node_offsets(text: str) -> list[int]:
+    """Where each of ``parse_template(text)``'s nodes starts in ``text``: how a diagnostic
+    at a node of a string form is located in the string."""
+    return _parse(text)[1]
+
+
+def _parse(text: str) -> tuple[list[dict[str, Any]], list[int]]:
     nodes: list[dict[str, Any]] = []
+    starts: list[int] = []
     literal: list[str] = []
-    at = 0
+    at = run_start = 0
     while (start := text.find("{{", at)) >= 0:
         literal.append(text[at:start])
         scanner = _Scanner(text, start + 2)
@@ -149,13 +161,17 @@ def parse_template(text: str) -> list[dict[str, Any]]:
         if not escape:
             if run := "".join(literal):
                 nodes.append({"kind": "text", "value": run})
+                starts.append(run_start)
             literal = []
             expression = {"kind": "ref", "path": path}
             nodes.append({"kind": "interpolate", "expression": expression, "filters": filters})
+            starts.append(start)
+            run_start = scanner.at
         at = scanner.at
     if run := "".join([*literal, text[at:]]):
         nodes.append({"kind": "text", "value": run})
-    return nodes
+        starts.append(run_start)
+    return nodes, starts
 
 
 def _escape(text: str, before_placeholder: bool) -> str:

@@ -227,3 +227,19 @@ def test_long_forms_without_a_string_form() -> None:
     assert print_template([literal]) is None
     odd_path = {"kind": "interpolate", "expression": {"kind": "ref", "path": "inputs.a-b"}}
     assert print_template([odd_path]) is None
+
+
+def test_a_diagnostic_inside_a_string_form_is_located_in_the_string() -> None:
+    when = {
+        "kind": "when",
+        "condition": {"kind": "literal", "value": True},
+        "then": "{{ inputs.nope }}",
+    }
+    doc = document("ok {{ inputs.s }} then {{ inputs.o | upper }}", [when])
+    contract, diagnostics = parse_contract(yaml.safe_dump(doc))
+    assert contract is not None, diagnostics
+    result = compile_contract(contract, RenderRequest(inputs=VALUES))
+    assert [(d.code, d.json_pointer, d.message[-15:]) for d in result.diagnostics] == [
+        (codes.INTERPOLATION_TYPE, "/messages/0/content", "at character 23"),
+        (codes.REF_UNKNOWN, "/messages/1/content/0/then", " at character 0"),
+    ]
