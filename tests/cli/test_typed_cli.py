@@ -1,10 +1,13 @@
-"""A typed contract's ``to_yaml()`` through the real CLI: the same interaction."""
+"""A typed contract's ``to_yaml()`` through the real CLI (compile, check, eval, execute):
+the same interaction and request fingerprint."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from templiqx_core import ExecutionReceipt
+from templiqx_core._receipts import request_fingerprint
 from tests.cli.conftest import Run
 from tests.langfuse.test_typed_contracts_loopback import TYPED, Ticket
 
@@ -21,3 +24,11 @@ def test_to_yaml_compiles_through_the_cli_to_the_same_fingerprint(
     envelope = json.loads(compiled.stdout)
     assert envelope["result"] == interaction.to_json()
     assert run_cli("check", str(contract)).returncode == 0
+    evaluated = run_cli("eval", str(contract))
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["result"]["passed"] == 1
+    executed = run_cli("execute", str(contract), "--eval", "outage")
+    assert executed.returncode == 0, executed.stderr
+    receipt = json.loads(executed.stdout)["result"]
+    assert receipt["request_fingerprint"] == request_fingerprint(interaction)
+    assert TYPED.output_of(ExecutionReceipt.model_validate(receipt)).summary == "down"

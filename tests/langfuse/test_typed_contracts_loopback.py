@@ -37,6 +37,14 @@ TYPED = TypedContract.define(
     output=Triage,
     inputs=Ticket,
     messages=[("system", "Triage."), ("user", "{{ inputs.tier | upper }}: {{ inputs.subject }}")],
+    evals=[
+        {
+            "id": "outage",
+            "inputs": {"subject": "Site down", "tier": "pro"},
+            "fake_output": {"priority": 1, "summary": "down"},
+            "assert": [{"pointer": "/priority", "equals": 1}],
+        }
+    ],
 )
 
 
