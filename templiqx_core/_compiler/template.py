@@ -92,7 +92,7 @@ class _Scanner:
         self.skip()
         try:
             value, end = _DECODER.raw_decode(self.text, self.at)
-        except ValueError:  # JSONDecodeError, NaN/Infinity, an integer past Python's limit
+        except (ValueError, RecursionError):  # not JSON, NaN, too many digits, too deep
             raise TemplateSyntaxError("expected a JSON literal", self.at) from None
         self.at = end
         return value

@@ -202,6 +202,8 @@ def test_string_forms_in_bodies_and_components() -> None:
         ("{{ inputs.d | format_date(colour=1) }}", 14, "colour"),
         ('{{ "never closed }}', 3, "expected a JSON literal"),
         ("{{{ inputs.s }}}", 2, "expected a reference path"),
+        ("{{ inputs.d | format_date(format=" + "[" * 50_000 + ") }}", 33, "JSON literal"),
+        ("{{ inputs.n | format_number(decimals=1" + "0" * 5000 + ") }}", 37, "JSON literal"),
     ],
 )
 def test_malformed_placeholders_are_located(content: str, offset: int, reason: str) -> None:
