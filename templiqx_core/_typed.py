@@ -65,8 +65,10 @@ def _constraints(schema: Any) -> Any:
     return {
         key: {name: _constraints(child) for name, child in value.items()}
         if key in _SCHEMA_MAPS and isinstance(value, dict)
+        else sorted(value, key=str)  # a set of names: its order says nothing
+        if key == "required" and isinstance(value, list)
         else value
-        if key in ("enum", "const", "required")
+        if key in ("enum", "const")
         else _constraints(value)
         for key, value in schema.items()
         if key not in _ANNOTATIONS
@@ -258,15 +260,21 @@ class TypedContract(Generic[Out]):
                 raise TypedContractError(f"{section}", _problems(error, schema)) from None
         if isinstance(given, BaseModel):
             return given.model_dump(mode="json", by_alias=True)
+        if not isinstance(given, Mapping):
+            raise TypedContractError(section, [f"a mapping or a model, not {type(given).__name__}"])
         return dict(given)
 
     def compile(self, inputs: Values = None, *, context: Values = None) -> CompiledInteraction:
         """The interaction for these values (models or dicts); a compile error raises
         ``TypedContractError`` listing every diagnostic."""
-        request = RenderRequest(
-            inputs=self._values(self.inputs, inputs, "inputs"),
-            context=self._values(self.context, context, "context"),
-        )
+        values = {
+            "inputs": self._values(self.inputs, inputs, "inputs"),
+            "context": self._values(self.context, context, "context"),
+        }
+        try:
+            request = RenderRequest.model_validate(values)
+        except ValidationError as error:  # a value that is not JSON (a date, a set, ...)
+            raise TypedContractError("values", _problems(error, {})) from None
         result = compile_contract(self.contract, request)
         if result.interaction is None:
             what = f"contract {self.contract.id} does not compile"

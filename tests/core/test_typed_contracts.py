@@ -226,3 +226,19 @@ def test_a_recursive_input_model_is_a_typed_error() -> None:
         TypedContract.define(
             id="t", version="1", output=Triage, inputs=Tree, messages=[("user", "x")]
         )
+
+
+def test_values_that_are_not_json_or_not_mappings_are_typed_errors() -> None:
+    plain = TypedContract.define(id="t", version="1", output=Triage, messages=[("user", "x")])
+    with pytest.raises(TypedContractError, match="not list"):
+        plain.compile([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TypedContractError, match="values"):
+        plain.compile({"when": object()})
+
+
+def test_load_reads_required_as_a_set(tmp_path: Path) -> None:
+    document = yaml.safe_load(triage().to_yaml())
+    document["output_schema"]["required"].reverse()
+    path = tmp_path / "reordered.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    TypedContract.load(path, output=Triage, inputs=Ticket, context=Org)
