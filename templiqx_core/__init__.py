@@ -79,7 +79,7 @@ if _typing.TYPE_CHECKING:
         strict_findings,
         to_strict_schema,
     )
-    from ._typed import TypedContract, TypedContractError
+    from ._typed import TypedContract, TypedContractError, check_output_model
 
 __all__ = [
     "API_VERSION",
@@ -129,6 +129,7 @@ __all__ = [
     "__version__",
     "canonical_json",
     "check_envelope",
+    "check_output_model",
     "codes",
     "compile_contract",
     "compile_envelope",
@@ -205,6 +206,6 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "strict_findings",
                 "to_strict_schema",
             ),
-            "._typed": ("TypedContract", "TypedContractError"),
+            "._typed": ("TypedContract", "TypedContractError", "check_output_model"),
         },
     )

@@ -36,7 +36,7 @@ from ._receipts import output_schema_messages
 from ._schema_errors import MAX_FAILURES, declared_names
 from ._strict import model_output_schema
 
-__all__ = ["TypedContract", "TypedContractError"]
+__all__ = ["TypedContract", "TypedContractError", "check_output_model"]
 
 Out = TypeVar("Out", bound=BaseModel)
 Values = BaseModel | Mapping[str, Any] | None
@@ -139,6 +139,32 @@ def _problems(error: ValidationError, schema: Any) -> list[str]:
     return found
 
 
+def _output_differences(
+    declared: Mapping[str, Any], model: type[BaseModel], *, strict: bool = False
+) -> list[str]:
+    expected = model_output_schema(model, strict=strict)
+    return _differences(_constraints(thaw(declared)), _constraints(expected), "/output_schema")
+
+
+def check_output_model(
+    contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
+) -> None:
+    """Raise ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) unless the contract's
+    ``output_schema`` (a contract, its path, or the schema) constrains exactly what
+    ``model_output_schema(model)`` does, every difference listed (annotations aside):
+    for a contract kept as YAML beside the model it must mirror."""
+    if isinstance(contract, (str, Path)):
+        parsed, diagnostics = read_contract(contract)
+        if parsed is None:
+            raise TypedContractError(str(contract), _listed(diagnostics))
+        contract = parsed
+    declared = contract.output_schema if isinstance(contract, Contract) else contract
+    problems = _output_differences(declared, model)
+    if problems:
+        message = f"output_schema does not match {model.__name__}: " + "; ".join(problems)
+        raise OutputTypeError(message)
+
+
 def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
     items = (d if isinstance(d, Mapping) else d.model_dump() for d in diagnostics)
     return [f"{d['code']} {d.get('json_pointer') or '/'}: {d['message']}" for d in items]
@@ -220,10 +246,7 @@ class TypedContract(Generic[Out]):
         contract, diagnostics = read_contract(path)
         if contract is None:
             raise TypedContractError(f"{path}", _listed(diagnostics))
-        expected = model_output_schema(output, strict=strict is True)
-        problems = _differences(
-            _constraints(thaw(contract.output_schema)), _constraints(expected), "/output_schema"
-        )
+        problems = _output_differences(contract.output_schema, output, strict=strict is True)
         for section, model in (("inputs", inputs), ("context", context)):
             if model is None:
                 continue

@@ -101,6 +101,7 @@ PINNED: dict[str, list[str]] = {
         "__version__",
         "canonical_json",
         "check_envelope",
+        "check_output_model",
         "codes",
         "compile_contract",
         "compile_envelope",

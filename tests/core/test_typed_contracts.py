@@ -18,6 +18,7 @@ from templiqx_core import (
     ScriptedSuccess,
     TypedContract,
     TypedContractError,
+    check_output_model,
     codes,
     compile_contract,
     model_output_schema,
@@ -242,3 +243,24 @@ def test_load_reads_required_as_a_set(tmp_path: Path) -> None:
     path = tmp_path / "reordered.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     TypedContract.load(path, output=Triage, inputs=Ticket, context=Org)
+
+
+def test_check_output_model_lists_every_difference(tmp_path: Path) -> None:
+    schema = model_output_schema(Triage)
+    check_output_model(schema, Triage)
+    check_output_model(triage().contract, Triage)
+    drifted = {**schema, "required": ["tier"], "title": "Other"}
+    drifted["properties"] = {**schema["properties"], "extra": {"type": "string"}}
+    with pytest.raises(OutputTypeError) as error:
+        check_output_model(drifted, Triage)
+    assert error.value.code == codes.OUTPUT_TYPE
+    assert str(error.value) == (
+        "output_schema does not match Triage: "
+        "/output_schema/properties/extra: in the contract, not in the model's schema; "
+        "/output_schema/required: the contract and the model's schema differ"
+    )
+    path = tmp_path / "triage.yaml"
+    path.write_text(triage().to_yaml(), encoding="utf-8")
+    check_output_model(path, Triage)
+    with pytest.raises(TypedContractError, match=codes.NOT_FOUND):
+        check_output_model(tmp_path / "missing.yaml", Triage)
