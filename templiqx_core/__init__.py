@@ -70,6 +70,15 @@ if _typing.TYPE_CHECKING:
         failure_receipt_fingerprint,
         success_receipt_fingerprint,
     )
+    from ._strict import (
+        OutputSchemaStrictError,
+        StrictFinding,
+        StrictForm,
+        model_output_schema,
+        require_strict_schema,
+        strict_findings,
+        to_strict_schema,
+    )
     from ._typed import check_output_model, output_as, output_schema_for
 
 __all__ = [
@@ -94,6 +103,7 @@ __all__ = [
     "NotFound",
     "OperationEnvelope",
     "OutputSchemaError",
+    "OutputSchemaStrictError",
     "OutputTypeError",
     "PortError",
     "RenderRequest",
@@ -110,6 +120,8 @@ __all__ = [
     "ScriptedSuccess",
     "SourceSpan",
     "StreamEvent",
+    "StrictFinding",
+    "StrictForm",
     "ToolCallDeltaEvent",
     "Unsupported",
     "__version__",
@@ -125,12 +137,16 @@ __all__ = [
     "fingerprint_bytes",
     "load_inventory",
     "load_scenario",
+    "model_output_schema",
     "output_as",
     "output_schema_for",
     "parse_stream_event",
+    "require_strict_schema",
     "run_evals",
+    "strict_findings",
     "success_receipt_fingerprint",
     "to_diagnostic",
+    "to_strict_schema",
 ]
 
 if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
@@ -180,6 +196,15 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "ScriptedSuccess",
                 "failure_receipt_fingerprint",
                 "success_receipt_fingerprint",
+            ),
+            "._strict": (
+                "OutputSchemaStrictError",
+                "StrictFinding",
+                "StrictForm",
+                "model_output_schema",
+                "require_strict_schema",
+                "strict_findings",
+                "to_strict_schema",
             ),
             "._typed": ("check_output_model", "output_as", "output_schema_for"),
         },

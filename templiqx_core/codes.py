@@ -29,6 +29,7 @@ __all__ = [
     "IO",
     "NOT_FOUND",
     "OUTPUT_SCHEMA",
+    "OUTPUT_SCHEMA_STRICT",
     "OUTPUT_TYPE",
     "PARSE_YAML",
     "PATH_INVALID",
@@ -75,6 +76,8 @@ sink) ended the call; the ``Failed`` event carries it, the exception is re-raise
 
 # Application level (execute_contract).
 OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
+OUTPUT_SCHEMA_STRICT: Final = "TQX_OUTPUT_SCHEMA_STRICT"
+"""An output schema (or model) that strict structured outputs cannot accept."""
 OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"
 """A receipt's output does not validate as the host's output model (``output_as``)."""
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
