@@ -5,10 +5,11 @@ No provider body text ever enters a failure detail: details name statuses, field
 from __future__ import annotations
 
 import email.utils
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -16,9 +17,12 @@ from templiqx_core import (
     AdapterDescriptor,
     CompiledInteraction,
     InvalidData,
+    OutputSchemaStrictError,
     RuntimeFailure,
     RuntimeFailureCode,
     RuntimeFailureError,
+    StrictForm,
+    to_strict_schema,
 )
 
 from ._redaction import Redactor
@@ -49,6 +53,10 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 # ``llm_provider-`` prefix and drops the originals.
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
+_FORMS_KEPT = 256  # distinct output schemas remembered per runtime
+
+logger = logging.getLogger("templiqx_langfuse")
+StrictMode = bool | Literal["auto"]
 
 
 def _invalid(detail: str) -> WireFailure:
@@ -77,6 +85,49 @@ class RequestBody:
     content: bytes
     model_parameters: dict[str, Any]
     ignored_policy_keys: list[str]
+    #: The ``json_schema.strict`` value sent (what ``"auto"`` chose).
+    strict: bool = True
+
+
+class ResponseFormats:
+    """One runtime's strict forms of output schemas, each computed once (a compiled
+    schema is frozen, so its identity is a safe key), and the one warning per contract id
+    and version that ``"auto"`` sends without a strict form."""
+
+    def __init__(self) -> None:
+        self._forms: dict[int, tuple[Any, StrictForm]] = {}
+        self._warned: set[tuple[str, str]] = set()
+
+    def _form(self, schema: Any) -> StrictForm:
+        hit = self._forms.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        form = to_strict_schema(schema)
+        if len(self._forms) >= _FORMS_KEPT:
+            self._forms.clear()
+        self._forms[id(schema)] = (schema, form)  # the key's object held: its id stays its
+        return form
+
+    def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
+        """The schema to send and its ``strict`` flag; ``OutputSchemaStrictError`` (before
+        any I/O) when ``strict`` is True and the schema has no strict form."""
+        schema = interaction.output_schema
+        if strict is False:
+            return schema, False
+        form = self._form(schema)
+        if form.schema is not None:
+            return form.schema, True
+        name = f"{interaction.contract_id}@{interaction.contract_version}"
+        if strict is True:
+            raise OutputSchemaStrictError(form.blocking, f"output schema of {name}")
+        if (key := (interaction.contract_id, interaction.contract_version)) not in self._warned:
+            self._warned.add(key)
+            logger.warning(
+                "output schema of %s has no strict form: sent with strict: false (%s)",
+                name,
+                "; ".join(str(finding) for finding in form.blocking),
+            )
+        return schema, False
 
 
 def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
@@ -99,10 +150,15 @@ def _unserializable(interaction: CompiledInteraction, error: Exception) -> Inval
 
 
 def build_request_body(
-    interaction: CompiledInteraction, *, model: str, strict: bool
+    interaction: CompiledInteraction,
+    *,
+    model: str,
+    strict: StrictMode,
+    formats: ResponseFormats | None = None,
 ) -> RequestBody:
     """Serialize the chat-completions request; same interaction → same bytes. Raises
-    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed."""
+    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed.
+    The output schema goes as ``formats`` (the runtime's) brings it into strict mode."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -117,6 +173,7 @@ def build_request_body(
             f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
             f"{', '.join(sorted(RESERVED_FIELDS))} itself"
         )
+    schema, strict_sent = (formats or ResponseFormats()).choose(interaction, strict)
     body: dict[str, Any] = {
         **forwarded,
         **fields,
@@ -126,8 +183,8 @@ def build_request_body(
             "type": "json_schema",
             "json_schema": {
                 "name": "templiqx_output",
-                "strict": strict,
-                "schema": interaction.output_schema,
+                "strict": strict_sent,
+                "schema": schema,
             },
         },
     }
@@ -136,7 +193,7 @@ def build_request_body(
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as error:
         raise _unserializable(interaction, error) from None
-    return RequestBody(content, forwarded, ignored)
+    return RequestBody(content, forwarded, ignored, strict_sent)
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
