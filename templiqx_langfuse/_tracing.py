@@ -168,7 +168,8 @@ class GenerationRecord:
                     META_ERROR_DETAIL: outcome.detail,
                 },
                 level="ERROR",
-                status_message=code,
+                # The code, then why (a provider's own reason included): what the UI shows.
+                status_message=f"{code}: {outcome.detail}" if outcome.detail else code,
                 completion_start_time=first_token_at,
             )
             return

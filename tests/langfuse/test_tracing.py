@@ -328,7 +328,7 @@ def test_failures_are_errors_with_the_code(
     span = only_span(exporter, runtime)
     assert attr(span, A.OBSERVATION_LEVEL) == "ERROR"
     # Server rule: langfuse.observation.status_message is the status message.
-    assert attr(span, A.OBSERVATION_STATUS_MESSAGE) == code
+    assert attr(span, A.OBSERVATION_STATUS_MESSAGE) == f"{code}: {raised.value.failure.detail}"
     assert attr(span, A.OBSERVATION_OUTPUT) is None
     meta = metadata(span)
     assert meta[META_ERROR_CODE] == code
