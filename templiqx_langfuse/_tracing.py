@@ -67,6 +67,7 @@ META_FINISH_REASON = "finish_reason"
 META_RESPONSE_ID = "response_id"
 META_REQUESTED_MODEL = "requested_model"
 META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
+META_STRICT = "json_schema_strict"  # the strict flag sent (what ``strict="auto"`` chose)
 META_ERROR_CODE = "error_code"
 META_ERROR_DETAIL = "error_detail"
 
@@ -167,7 +168,8 @@ class GenerationRecord:
                     META_ERROR_DETAIL: outcome.detail,
                 },
                 level="ERROR",
-                status_message=code,
+                # The code, then why (a provider's own reason included): what the UI shows.
+                status_message=f"{code}: {outcome.detail}" if outcome.detail else code,
                 completion_start_time=first_token_at,
             )
             return
@@ -302,6 +304,7 @@ class Tracing:
         request_fp: str,
         adapter: AdapterDescriptor,
         ignored_policy_keys: Sequence[str],
+        strict: bool | None = None,
     ) -> GenerationRecord:
         """Open the generation (as root, or nested under the active span)."""
         metadata: dict[str, Any] = {
@@ -313,6 +316,7 @@ class Tracing:
             META_ADAPTER_VERSION: adapter.version,
             META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
+            META_STRICT: strict,
         }
         opened = None
         if self._recorder is not None and self.enabled:
