@@ -1,17 +1,20 @@
-"""``docs/typed-contracts.md``: its python blocks run, in order, in one namespace."""
+"""``docs/typed-contracts.md`` and ``docs/cassette-rules.md``: each page's python blocks
+run, in order, in one namespace per page."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
-DOC = REPO_ROOT / "docs" / "typed-contracts.md"
 
-
-def test_the_python_examples_run() -> None:
-    blocks = re.findall(r"^```python\n(.*?)^```", DOC.read_text("utf-8"), re.M | re.S)
-    assert len(blocks) >= 4
-    namespace: dict[str, object] = {"__name__": "typed_contracts_doc"}
-    for index, block in enumerate(blocks):
-        exec(compile(block, f"{DOC.name}[{index}]", "exec", dont_inherit=True), namespace)
+@pytest.mark.parametrize(("page", "blocks"), [("typed-contracts.md", 6), ("cassette-rules.md", 1)])
+def test_the_python_examples_run(page: str, blocks: int) -> None:
+    doc = REPO_ROOT / "docs" / page
+    found = re.findall(r"^```python\n(.*?)^```", doc.read_text("utf-8"), re.M | re.S)
+    assert len(found) == blocks
+    namespace: dict[str, object] = {"__name__": page.removesuffix(".md").replace("-", "_")}
+    for index, block in enumerate(found):
+        exec(compile(block, f"{page}[{index}]", "exec", dont_inherit=True), namespace)
