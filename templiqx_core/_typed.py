@@ -320,6 +320,16 @@ class TypedContract(Generic[Out]):
             message = f"output does not validate as {self.output.__name__}: "
             raise OutputTypeError(message + "; ".join(problems)) from None
 
+    def output_problems(self, receipt: ExecutionReceipt) -> list[str]:
+        """What the output model refuses in the receipt's output, one ``/pointer: rule``
+        line each, none when it passes: the rules a repair sends back to the model
+        (``RepairingRuntime(runtime, validate=typed.output_problems)``)."""
+        try:
+            self.output.model_validate(thaw(receipt.output))
+        except ValidationError as error:
+            return _problems(error, self.output.model_json_schema())
+        return []
+
     def run_receipt(
         self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
     ) -> tuple[Out, ExecutionReceipt]:

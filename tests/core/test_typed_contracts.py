@@ -129,6 +129,11 @@ def test_an_answer_the_model_rejects_names_every_pointer(io: str) -> None:
     typed = TypedContract.define(id="t", version="1", output=Strict, messages=[("user", "x")])
     with pytest.raises(OutputTypeError) as type_error:
         typed.run(ScriptedRuntime([ScriptedSuccess(output=ANSWER)]))
+    _, receipt = triage().run_receipt(
+        ScriptedRuntime([ScriptedSuccess(output=ANSWER)]), TICKET, context={"org": "a"}
+    )
+    assert typed.output_problems(receipt) == ["/summary: Value error, too long (value_error)"]
+    assert triage().output_problems(receipt) == []
     assert type_error.value.code == codes.OUTPUT_TYPE
     assert "/summary" in str(type_error.value)
     assert "outage" not in str(type_error.value)
