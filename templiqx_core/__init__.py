@@ -71,7 +71,16 @@ if _typing.TYPE_CHECKING:
         failure_receipt_fingerprint,
         success_receipt_fingerprint,
     )
-    from ._typed import check_output_model, output_as, output_schema_for
+    from ._strict import (
+        OutputSchemaStrictError,
+        StrictFinding,
+        StrictForm,
+        model_output_schema,
+        require_strict_schema,
+        strict_findings,
+        to_strict_schema,
+    )
+    from ._typed import TypedContract, TypedContractError, check_output_model
 
 __all__ = [
     "API_VERSION",
@@ -95,6 +104,7 @@ __all__ = [
     "NotFound",
     "OperationEnvelope",
     "OutputSchemaError",
+    "OutputSchemaStrictError",
     "OutputTypeError",
     "PortError",
     "RenderRequest",
@@ -112,7 +122,11 @@ __all__ = [
     "ScriptedSuccess",
     "SourceSpan",
     "StreamEvent",
+    "StrictFinding",
+    "StrictForm",
     "ToolCallDeltaEvent",
+    "TypedContract",
+    "TypedContractError",
     "Unsupported",
     "__version__",
     "canonical_json",
@@ -128,12 +142,14 @@ __all__ = [
     "fingerprint_bytes",
     "load_inventory",
     "load_scenario",
-    "output_as",
-    "output_schema_for",
+    "model_output_schema",
     "parse_stream_event",
+    "require_strict_schema",
     "run_evals",
+    "strict_findings",
     "success_receipt_fingerprint",
     "to_diagnostic",
+    "to_strict_schema",
 ]
 
 if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
@@ -185,6 +201,15 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "failure_receipt_fingerprint",
                 "success_receipt_fingerprint",
             ),
-            "._typed": ("check_output_model", "output_as", "output_schema_for"),
+            "._strict": (
+                "OutputSchemaStrictError",
+                "StrictFinding",
+                "StrictForm",
+                "model_output_schema",
+                "require_strict_schema",
+                "strict_findings",
+                "to_strict_schema",
+            ),
+            "._typed": ("TypedContract", "TypedContractError", "check_output_model"),
         },
     )

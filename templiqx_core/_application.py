@@ -27,6 +27,7 @@ from ._errors import PortError
 from ._failures import to_diagnostic
 from ._receipts import output_schema_diagnostics
 from ._repair import RepairingRuntime, collect_attempts
+from ._strict import strict_findings
 
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
@@ -51,20 +52,42 @@ def compile_envelope(
     return _envelope(COMPILE_OPERATION, result.interaction, [], fingerprints=fingerprints)
 
 
-def check_envelope(contract: str | Path) -> OperationEnvelope[dict[str, Any]]:
+_ADJUSTED = "adjusted in the strict form sent"
+_NO_STRICT_FORM = "no strict form: sent non-strict under strict='auto', refused under strict=True"
+
+
+def check_envelope(
+    contract: str | Path, *, strict_schema: bool = False
+) -> OperationEnvelope[dict[str, Any]]:
     """Check a contract and its eval fixtures without a request; ok: ``{contract_id,
-    contract_version, evals}`` (the number of fixtures checked)."""
+    contract_version, evals}`` (the number of fixtures checked). A sound contract's output
+    schema is also checked against OpenAI's structured-outputs subset: each place outside
+    it is a warning, or with ``strict_schema`` an error where no strict form exists (what
+    ``strict=True`` refuses before any request)."""
     parsed, diagnostics = read_contract(contract)
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
-    found = [Diagnostic(**item, file=str(contract)) for item in check_plain(plain)]
+    located = parsed.locate(check_plain(plain))
+    found = [Diagnostic(**item, file=str(contract)) for item in located]
+    if not found:
+        found = [
+            Diagnostic(
+                code=codes.OUTPUT_SCHEMA_STRICT,
+                severity="error" if strict_schema and not finding.fixable else "warning",
+                message=f"{finding.rule} ({_ADJUSTED if finding.fixable else _NO_STRICT_FORM})",
+                file=str(contract),
+                json_pointer="/output_schema" + finding.pointer,
+            )
+            for finding in strict_findings(plain["output_schema"])
+        ]
     summary = {
         "contract_id": plain["id"],
         "contract_version": plain["version"],
         "evals": len(plain["evals"]),
     }
-    return _envelope(CHECK_OPERATION, None if found else summary, found)
+    errors = any(d.severity == "error" for d in found)
+    return _envelope(CHECK_OPERATION, None if errors else summary, found)
 
 
 def _envelope(

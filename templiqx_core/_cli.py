@@ -199,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and its eval fixtures (inputs, context, fake_output)",
     )
     check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
+    check.add_argument(
+        "--strict-schema",
+        action="store_true",
+        help="an output schema with no strict structured-outputs form is an error "
+        "(as strict=True refuses it); without: a warning",
+    )
 
     evals = command(
         "eval",
@@ -468,7 +474,9 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             elif args.command == "check":
                 from ._application import check_envelope
 
-                envelope = check_envelope(args.contract)
+                envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
+                for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
+                    err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
             elif args.command == "eval":
                 envelope = _eval(args, err)
             else:

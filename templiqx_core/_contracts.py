@@ -36,9 +36,6 @@ Role = Literal["system", "developer", "user", "assistant"]
 Severity = Literal["error", "warning", "info"]
 
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
 class WireModel(BaseModel):
     """Strict, immutable base with serde's layout.
 
@@ -157,12 +154,6 @@ class ExecutionReceipt(WireModel):
     output_fingerprint: str
     output: JsonValue
     output_schema_valid: bool
-
-    def output_as(self, model: type[ModelT], *, schema: Any = None) -> ModelT:
-        """The output as the host's pydantic ``model`` (``templiqx_core.output_as``)."""
-        from ._typed import output_as
-
-        return output_as(self, model, schema=schema)
 
 
 class DeltaEvent(WireModel):

@@ -14,10 +14,22 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any
 
-from pydantic import ConfigDict, Field, JsonValue, model_validator
+from pydantic import Field, JsonValue
 
+from ._checks import (
+    Check,
+    ContainsCheck,
+    EqualsCheck,
+    LatencyCheck,
+    MatchesCheck,
+    PointerCheck,
+    RangeCheck,
+    SchemaValidCheck,
+    TokensCheck,
+    TypeCheck,
+)
 from ._contracts import WireModel
 from ._errors import InvalidData
 
@@ -38,98 +50,6 @@ __all__ = [
     "iter_cases",
     "load_cases",
     "resolve_pointer",
-]
-
-JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "null"]
-
-
-class _PointerCheck(WireModel):
-    _omit_none = frozenset({"name"})
-
-    #: RFC 6901 JSON pointer into the output; "" is the whole output.
-    pointer: str = Field(default="", pattern=r"^(/.*)?$")
-    name: str | None = None
-
-
-class EqualsCheck(_PointerCheck):
-    equals: JsonValue
-
-
-class ContainsCheck(_PointerCheck):
-    """A substring of a string, an element of an array, or a subset of an object."""
-
-    contains: JsonValue
-
-
-class MatchesCheck(_PointerCheck):
-    matches: str = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _compiles(self) -> MatchesCheck:
-        try:
-            re.compile(self.matches)
-        except re.error as error:
-            raise ValueError(f"matches is not a regular expression: {error}") from None
-        return self
-
-
-class RangeCheck(_PointerCheck):
-    """A number within ``[min, max]`` (either bound may be left out, not both)."""
-
-    _omit_none = frozenset({"name", "min", "max"})
-
-    model_config = ConfigDict(
-        **_PointerCheck.model_config,
-        json_schema_extra={"anyOf": [{"required": ["min"]}, {"required": ["max"]}]},
-    )
-
-    min: float | None = None
-    max: float | None = None
-
-    @model_validator(mode="after")
-    def _bounded(self) -> RangeCheck:
-        if self.min is None and self.max is None:
-            raise ValueError("a range check needs min, max or both")
-        return self
-
-
-class TypeCheck(_PointerCheck):
-    type: JsonType
-
-
-class SchemaValidCheck(WireModel):
-    _omit_none = frozenset({"name"})
-
-    schema_valid: bool
-    name: str | None = None
-
-
-class LatencyCheck(WireModel):
-    _omit_none = frozenset({"name"})
-
-    max_latency_ms: float = Field(gt=0)
-    name: str | None = None
-
-
-class TokensCheck(WireModel):
-    """Total tokens the call used (the provider's usage), at most ``max_tokens``."""
-
-    _omit_none = frozenset({"name"})
-
-    max_tokens: int = Field(ge=0)
-    name: str | None = None
-
-
-# Each check has its own required key and forbids the others', so exactly one matches.
-Check = Union[
-    EqualsCheck,
-    ContainsCheck,
-    MatchesCheck,
-    RangeCheck,
-    TypeCheck,
-    SchemaValidCheck,
-    LatencyCheck,
-    TokensCheck,
 ]
 
 
@@ -244,7 +164,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _pointer_check(check: _PointerCheck, output: Any) -> CheckResult:
+def _pointer_check(check: PointerCheck, output: Any) -> CheckResult:
     where = check.pointer or "/"
     value = resolve_pointer(output, check.pointer)
     kind, passed, expected = "", False, ""

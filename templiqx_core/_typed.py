@@ -1,153 +1,367 @@
-"""Typed results: a receipt's output as the host's pydantic model, and keeping a
-contract's ``output_schema`` and that model from drifting apart.
+"""Typed contracts: a contract bound to the host's pydantic models, so the output shape is
+written once (as the model) and values and answers cross as model instances.
 
-The receipt stays the wire value (a JSON output and a validity flag); the model is the
-host's view of it. Errors name the failing field by JSON pointer and the rule, never the
-output's text: the output is a provider's reply.
+A typed contract is an ordinary ``Contract`` underneath: ``to_yaml()`` writes it, and the
+CLI compiles that file to the same request fingerprint. Errors name fields by JSON
+pointer and rule, never quoting a value or the provider's answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer
+from ._compiler import Contract, compile_contract, read_contract
+from ._compiler.core import check_plain
+from ._compiler.template import print_template
+from ._contracts import (
+    API_VERSION,
+    CompiledInteraction,
+    Diagnostic,
+    ExecutionReceipt,
+    ExecutionRequest,
+    RenderRequest,
+    Role,
+)
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
 from ._frozen import thaw
+from ._ports import RuntimeAdapter
+from ._receipts import output_schema_messages
 from ._schema_errors import MAX_FAILURES, declared_names
+from ._strict import model_output_schema
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+__all__ = ["TypedContract", "TypedContractError", "check_output_model"]
 
-    from ._compiler import Contract
-    from ._contracts import ExecutionReceipt
+Out = TypeVar("Out", bound=BaseModel)
+Values = BaseModel | Mapping[str, Any] | None
 
-M = TypeVar("M", bound="BaseModel")
+# Keywords that annotate without constraining: a contract and a model's schema may differ
+# in them and still agree.
+_ANNOTATIONS: Final = frozenset({"title", "description", "examples", "default", "$comment"})
+_SCHEMA_MAPS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
-# Keywords that annotate a schema without constraining what validates: a contract written
-# by hand and the model's generated schema may differ in them and still agree.
-_ANNOTATIONS: Final = {"title", "description", "examples", "default", "$comment", "deprecated"}
-_SCHEMA_MAPS: Final = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-)
-_SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-_SCHEMA_VALUES: Final = frozenset(
-    {"items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "contains"}
-    | {"propertyNames", "not", "if", "then", "else"}
-)
+
+class TypedContractError(InvalidData):
+    """A typed contract that cannot be built, or values that do not fit it: every problem
+    listed (``problems``), each a pointer and a rule."""
+
+    def __init__(self, what: str, problems: Sequence[str]) -> None:
+        super().__init__(f"{what}: " + "; ".join(problems))
+        self.problems = list(problems)
 
 
 def _constraints(schema: Any) -> Any:
-    """``schema`` without annotation keywords, at schema positions only (a property named
-    ``title`` is kept)."""
+    """``schema`` without annotations at schema positions (a property named ``title`` stays)."""
+    if isinstance(schema, list):
+        return [_constraints(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    result: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _ANNOTATIONS:
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            result[key] = {name: _constraints(child) for name, child in value.items()}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            result[key] = [_constraints(child) for child in value]
-        elif key in _SCHEMA_VALUES:
-            result[key] = _constraints(value)
-        else:
-            result[key] = value
-    return result
+    return {
+        key: {name: _constraints(child) for name, child in value.items()}
+        if key in _SCHEMA_MAPS and isinstance(value, dict)
+        else sorted(value, key=str)  # a set of names: its order says nothing
+        if key == "required" and isinstance(value, list)
+        else value
+        if key in ("enum", "const")
+        else _constraints(value)
+        for key, value in schema.items()
+        if key not in _ANNOTATIONS
+    }
 
 
-def output_schema_for(model: type[BaseModel]) -> dict[str, Any]:
-    """The ``output_schema`` a contract declares for ``model``: pydantic's JSON Schema of
-    it (validation mode) without annotations, ready to paste into the contract."""
-    from pydantic import BaseModel
-
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise InvalidData("output_schema_for takes a pydantic model class")
-    schema: dict[str, Any] = _constraints(model.model_json_schema(mode="validation"))
-    return schema
-
-
-def _first_difference(left: Any, right: Any, pointer: str = "") -> str:
-    if isinstance(left, dict) and isinstance(right, dict):
-        for key in sorted(set(left) | set(right)):
+def _differences(ours: Any, theirs: Any, pointer: str) -> list[str]:
+    """Every place two schemas differ, each ``pointer: what``."""
+    if canonical_json(ours) == canonical_json(theirs):
+        return []
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        found = []
+        for key in sorted(set(ours) | set(theirs)):
             here = pointer + json_pointer([key])
-            if key not in left:
-                return f"{here}: in the model's schema, not in output_schema"
-            if key not in right:
-                return f"{here}: in output_schema, not in the model's schema"
-            if canonical_json(left[key]) != canonical_json(right[key]):
-                return _first_difference(left[key], right[key], here)
-    if isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
-        for index, (a, b) in enumerate(zip(left, right, strict=True)):
-            if canonical_json(a) != canonical_json(b):
-                return _first_difference(a, b, f"{pointer}/{index}")
-    return f"{pointer or '/'}: output_schema and the model's schema differ"
+            if key not in ours:
+                found.append(f"{here}: in the model's schema, not in the contract")
+            elif key not in theirs:
+                found.append(f"{here}: in the contract, not in the model's schema")
+            else:
+                found += _differences(ours[key], theirs[key], here)
+        return found
+    return [f"{pointer or '/'}: the contract and the model's schema differ"]
+
+
+def _inline(schema: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...] = ()) -> Any:
+    """``schema`` with every ``$ref`` into ``$defs`` replaced by its target; a recursive
+    model has no inline form (a declared value's schema stands alone)."""
+    if isinstance(schema, list):
+        return [_inline(item, defs, where, seen) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.removeprefix("#/$defs/")
+        if name in seen or name not in defs:
+            raise TypedContractError(where, [f"{ref}: recursive or unknown (cannot be inlined)"])
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return _inline({**defs[name], **rest}, defs, where, (*seen, name))
+    return {key: _inline(value, defs, where, seen) for key, value in schema.items()}
+
+
+def _declared(model: type[BaseModel] | None, section: str) -> dict[str, dict[str, Any]]:
+    """One declared value per top-level field of ``model``, required as in the model."""
+    if model is None:
+        return {}
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypedContractError(section, ["a pydantic model class is required"])
+    schema = model.model_json_schema()
+    defs, required = schema.get("$defs", {}), set(schema.get("required", []))
+    declared = {}
+    for name, field in schema.get("properties", {}).items():
+        inlined = _inline(field, defs, f"{section}.{name}")
+        declared[name] = {"schema": inlined, "required": name in required}
+    return declared
+
+
+def _problems(error: ValidationError, schema: Any) -> list[str]:
+    """pydantic's errors as ``pointer: rule (type)``, bounded; an object key shown only
+    if the schema declares it (a key the answer made up could carry anything)."""
+    names = declared_names(schema)
+    found = []
+    for item in error.errors(include_url=False, include_input=False)[:MAX_FAILURES]:
+        loc = (s if isinstance(s, int) or s in names else "*" for s in item["loc"])
+        rule = item["msg"] if item["type"] != "union_tag_invalid" else "no expected tag matches"
+        found.append(f"{json_pointer(loc) or '/'}: {rule} ({item['type']})")
+    if error.error_count() > len(found):
+        found.append(f"{error.error_count() - len(found)} more")
+    return found
+
+
+def _output_differences(
+    declared: Mapping[str, Any], model: type[BaseModel], *, strict: bool = False
+) -> list[str]:
+    expected = model_output_schema(model, strict=strict)
+    return _differences(_constraints(thaw(declared)), _constraints(expected), "/output_schema")
 
 
 def check_output_model(
     contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
 ) -> None:
     """Raise ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) unless the contract's
-    ``output_schema`` (a contract, its path, or the schema itself) constrains exactly what
-    ``output_schema_for(model)`` does; annotations (titles, descriptions) are ignored.
-    A host test calls it so the YAML and the model cannot drift."""
-    from ._compiler import Contract, read_contract
-
+    ``output_schema`` (a contract, its path, or the schema) constrains exactly what
+    ``model_output_schema(model)`` does, every difference listed (annotations aside):
+    for a contract kept as YAML beside the model it must mirror."""
     if isinstance(contract, (str, Path)):
         parsed, diagnostics = read_contract(contract)
         if parsed is None:
-            first = diagnostics[0]
-            raise InvalidData(f"{contract}: {first.code}: {first.message}")
+            raise TypedContractError(str(contract), _listed(diagnostics))
         contract = parsed
     declared = contract.output_schema if isinstance(contract, Contract) else contract
-    ours = _constraints(thaw(dict(declared)))
-    theirs = output_schema_for(model)
-    if canonical_json(ours) != canonical_json(theirs):
-        where = _first_difference(ours, theirs)
-        raise OutputTypeError(f"output_schema does not match {model.__name__}: {where}")
+    problems = _output_differences(declared, model)
+    if problems:
+        message = f"output_schema does not match {model.__name__}: " + "; ".join(problems)
+        raise OutputTypeError(message)
 
 
-def _problem(item: Any, names: frozenset[str]) -> str:
-    """One pydantic error: an object key shown only if declared, the message never
-    quoting the output (a discriminator's message quotes its value)."""
-    loc = (s if isinstance(s, int) or s in names else "*" for s in item["loc"])
-    rule = item["msg"]
-    if item["type"] == "union_tag_invalid":
-        rule = "the discriminator matches none of the expected tags"
-    return f"{json_pointer(loc) or '/'}: {rule} ({item['type']})"
+def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
+    items = (d if isinstance(d, Mapping) else d.model_dump() for d in diagnostics)
+    return [f"{d['code']} {d.get('json_pointer') or '/'}: {d['message']}" for d in items]
 
 
-def output_as(
-    receipt: ExecutionReceipt, model: type[M], *, schema: Mapping[str, Any] | None = None
-) -> M:
-    """The receipt's output validated as ``model``.
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings as ``|`` blocks: templates read as they render."""
 
-    A receipt whose output failed the contract's schema raises ``OutputSchemaError``
-    (``TQX_OUTPUT_SCHEMA``; given the ``schema``, naming each failed rule); output the
-    model refuses raises ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) naming each field.
-    """
-    from pydantic import ValidationError
 
-    output = thaw(receipt.output)
-    if not receipt.output_schema_valid:
-        detail = ""
-        if schema is not None:
-            from ._receipts import output_schema_messages
+_Dumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
 
-            messages = output_schema_messages(schema, output)
-            detail = (": " + "; ".join(messages)) if messages else ""
-        raise OutputSchemaError(f"output does not satisfy the contract schema{detail}")
-    try:
-        return model.model_validate(output)
-    except ValidationError as error:
-        names = declared_names(model.model_json_schema(mode="validation"))
-        errors = error.errors(include_url=False, include_input=False)[:MAX_FAILURES]
-        problems = [_problem(item, names) for item in errors]
-        more = error.error_count() - len(problems)
-        if more > 0:
-            problems.append(f"{more} more")
-        raise OutputTypeError(
-            f"output does not validate as {model.__name__}: " + "; ".join(problems)
-        ) from None
+
+@dataclass(frozen=True)
+class TypedContract(Generic[Out]):
+    """A contract whose output is ``output`` and whose values are ``inputs``/``context``
+    (models, or None for plain dicts checked by the contract's schemas)."""
+
+    contract: Contract
+    output: type[Out]
+    inputs: type[BaseModel] | None = None
+    context: type[BaseModel] | None = None
+
+    @classmethod
+    def define(
+        cls,
+        *,
+        id: str,
+        version: str,
+        output: type[Out],
+        messages: Sequence[tuple[Role, str | list[Any]]],
+        inputs: type[BaseModel] | None = None,
+        context: type[BaseModel] | None = None,
+        runtime_policy: Mapping[str, Any] | None = None,
+        evals: Sequence[Mapping[str, Any]] = (),
+        description: str | None = None,
+        strict: bool | Literal["auto"] = "auto",
+    ) -> TypedContract[Out]:
+        """Build the contract: each top-level field of ``inputs``/``context`` one declared
+        value, ``output_schema`` from ``output`` (``model_output_schema``). ``strict=True``:
+        an output model with no strict form is ``TQX_OUTPUT_SCHEMA_STRICT`` here."""
+        document: dict[str, Any] = {
+            "api_version": API_VERSION,
+            "id": id,
+            "version": version,
+            "inputs": _declared(inputs, "inputs"),
+            "context": _declared(context, "context"),
+            "messages": [{"role": role, "content": content} for role, content in messages],
+            "output_schema": model_output_schema(output, strict=strict is True),
+            "runtime_policy": dict(runtime_policy or {}),
+            "evals": [dict(case) for case in evals],
+        }
+        if description is not None:
+            document["description"] = description
+        try:
+            contract = Contract.model_validate(document)
+        except ValidationError as error:
+            raise TypedContractError(f"contract {id}", _problems(error, document)) from None
+        typed = cls(contract, output, inputs, context)
+        typed._check(f"contract {id}")
+        return typed
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        output: type[Out],
+        inputs: type[BaseModel] | None = None,
+        context: type[BaseModel] | None = None,
+        strict: bool | Literal["auto"] = "auto",
+    ) -> TypedContract[Out]:
+        """A YAML contract bound to models, checked once, here: every difference between
+        its schemas and the models' in one ``TypedContractError``."""
+        contract, diagnostics = read_contract(path)
+        if contract is None:
+            raise TypedContractError(f"{path}", _listed(diagnostics))
+        problems = _output_differences(contract.output_schema, output, strict=strict is True)
+        for section, model in (("inputs", inputs), ("context", context)):
+            if model is None:
+                continue
+            ours = {
+                name: {"schema": _constraints(thaw(spec.schema_)), "required": spec.required}
+                for name, spec in getattr(contract, section).items()
+            }
+            theirs = {
+                name: {"schema": _constraints(spec["schema"]), "required": spec["required"]}
+                for name, spec in _declared(model, section).items()
+            }
+            problems += _differences(ours, theirs, f"/{section}")
+        if problems:
+            raise TypedContractError(f"{path} does not match its models", problems)
+        typed = cls(contract, output, inputs, context)
+        typed._check(str(path))
+        return typed
+
+    def _check(self, what: str) -> None:
+        """What ``templiqx check`` finds (unknown references, filters on wrong types, eval
+        fixtures), raised at definition rather than at the first call."""
+        found = self.contract.locate(check_plain(self.contract.model_dump(by_alias=True)))
+        if any(d["severity"] == "error" for d in found):
+            raise TypedContractError(what, _listed(found))
+
+    def _values(self, model: type[BaseModel] | None, given: Values, section: str) -> Any:
+        if given is None:
+            given = {}
+        if model is not None and not isinstance(given, model):
+            try:
+                given = model.model_validate(given)
+            except ValidationError as error:
+                schema = model.model_json_schema()
+                raise TypedContractError(f"{section}", _problems(error, schema)) from None
+        if isinstance(given, BaseModel):
+            return given.model_dump(mode="json", by_alias=True)
+        if not isinstance(given, Mapping):
+            raise TypedContractError(section, [f"a mapping or a model, not {type(given).__name__}"])
+        return dict(given)
+
+    def compile(self, inputs: Values = None, *, context: Values = None) -> CompiledInteraction:
+        """The interaction for these values (models or dicts); a compile error raises
+        ``TypedContractError`` listing every diagnostic."""
+        values = {
+            "inputs": self._values(self.inputs, inputs, "inputs"),
+            "context": self._values(self.context, context, "context"),
+        }
+        try:
+            request = RenderRequest.model_validate(values)
+        except ValidationError as error:  # a value that is not JSON (a date, a set, ...)
+            raise TypedContractError("values", _problems(error, {})) from None
+        result = compile_contract(self.contract, request)
+        if result.interaction is None:
+            what = f"contract {self.contract.id} does not compile"
+            raise TypedContractError(what, _listed(result.diagnostics))
+        return result.interaction
+
+    def output_of(self, receipt: ExecutionReceipt) -> Out:
+        """The receipt's output as the output model: ``OutputSchemaError`` when it failed
+        the contract's schema, ``OutputTypeError`` when the model refuses it, each naming
+        every failed pointer."""
+        output = thaw(receipt.output)
+        if not receipt.output_schema_valid:
+            messages = output_schema_messages(self.contract.output_schema, output)
+            detail = "; ".join(messages) or "see the contract's output_schema"
+            raise OutputSchemaError(f"output does not satisfy the contract schema: {detail}")
+        try:
+            return self.output.model_validate(output)
+        except ValidationError as error:
+            problems = _problems(error, self.output.model_json_schema())
+            message = f"output does not validate as {self.output.__name__}: "
+            raise OutputTypeError(message + "; ".join(problems)) from None
+
+    def output_problems(self, receipt: ExecutionReceipt) -> list[str]:
+        """What the output model refuses in the receipt's output, one ``/pointer: rule``
+        line each, none when it passes: the rules a repair sends back to the model
+        (``RepairingRuntime(runtime, validate=typed.output_problems)``)."""
+        try:
+            self.output.model_validate(thaw(receipt.output))
+        except ValidationError as error:
+            return _problems(error, self.output.model_json_schema())
+        return []
+
+    def run_receipt(
+        self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
+    ) -> tuple[Out, ExecutionReceipt]:
+        """``run``, and the receipt (fingerprints, the output as JSON)."""
+        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
+        receipt = runtime.execute(request)
+        return self.output_of(receipt), receipt
+
+    async def arun_receipt(
+        self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
+    ) -> tuple[Out, ExecutionReceipt]:
+        """``arun``, and the receipt."""
+        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
+        receipt = await runtime.aexecute(request)
+        return self.output_of(receipt), receipt
+
+    def run(self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None) -> Out:
+        """Compile, execute on ``runtime`` and return the output model instance; the
+        runtime's failures raise its typed errors."""
+        return self.run_receipt(runtime, inputs, context=context)[0]
+
+    async def arun(
+        self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
+    ) -> Out:
+        """``run`` on the event loop (the runtime's ``aexecute``)."""
+        return (await self.arun_receipt(runtime, inputs, context=context))[0]
+
+    def to_yaml(self) -> str:
+        """The equivalent contract as YAML (templates in their string forms where they
+        have one): what ``templiqx compile``/``execute``/``eval``/``check`` take."""
+        data = self.contract.model_dump(by_alias=True, exclude_defaults=True)
+        for message in data["messages"]:
+            short = print_template(message["content"])
+            message["content"] = message["content"] if short is None else short
+        return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)

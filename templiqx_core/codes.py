@@ -29,6 +29,7 @@ __all__ = [
     "IO",
     "NOT_FOUND",
     "OUTPUT_SCHEMA",
+    "OUTPUT_SCHEMA_STRICT",
     "OUTPUT_TYPE",
     "PARSE_YAML",
     "PATH_INVALID",
@@ -42,6 +43,7 @@ __all__ = [
     "RUNTIME_RATE_LIMITED",
     "RUNTIME_TIMEOUT",
     "RUNTIME_UNAVAILABLE",
+    "TEMPLATE_SYNTAX",
     "TEST_FAILED",
     "UNSUPPORTED",
     "VALUE_REQUIRED",
@@ -75,8 +77,10 @@ sink) ended the call; the ``Failed`` event carries it, the exception is re-raise
 
 # Application level (execute_contract).
 OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
+OUTPUT_SCHEMA_STRICT: Final = "TQX_OUTPUT_SCHEMA_STRICT"
+"""An output schema (or model) that strict structured outputs cannot accept."""
 OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"
-"""A receipt's output does not validate as the host's output model (``output_as``)."""
+"""A receipt's output does not validate as a typed contract's output model."""
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 TEST_FAILED: Final = "TQX_TEST_FAILED"
 
@@ -98,6 +102,8 @@ COMPONENT_MISSING: Final = "TQX_COMPONENT_MISSING"
 COMPONENT_ARGUMENT_UNKNOWN: Final = "TQX_COMPONENT_ARGUMENT_UNKNOWN"
 COMPONENT_ARGUMENT_MISSING: Final = "TQX_COMPONENT_ARGUMENT_MISSING"
 COMPONENT_ARGUMENT_TYPE: Final = "TQX_COMPONENT_ARGUMENT_TYPE"
+TEMPLATE_SYNTAX: Final = "TQX_TEMPLATE_SYNTAX"
+"""A malformed ``{{ ... }}`` placeholder in a string form, at its character offset."""
 
 ALL_CODES: Final = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and name != "ALL_CODES"

@@ -253,7 +253,7 @@ class _Delivery(SpanExporter):
 
 
 def _basic_auth(config: LangfuseConfig) -> str:
-    credentials = f"{config.public_key}:{config.secret_key}".encode()
+    credentials = ":".join(config.keys()).encode()
     return f"Basic {base64.b64encode(credentials).decode()}"
 
 
@@ -268,7 +268,7 @@ class ExportPipeline:
                 # Who sends this (the server attributes ingestion by it): this package.
                 "x-langfuse-sdk-name": DISTRIBUTION,
                 "x-langfuse-sdk-version": __version__,
-                "x-langfuse-public-key": str(config.public_key),
+                "x-langfuse-public-key": config.keys()[0],
                 "x-langfuse-ingestion-version": "4",
             }
         )
@@ -310,7 +310,7 @@ class ExportPipeline:
             )
         self.provider.add_span_processor(processor)
         self.tracer: Tracer = self.provider.get_tracer(
-            LANGFUSE_SCOPE, __version__, attributes={"public_key": str(config.public_key)}
+            LANGFUSE_SCOPE, __version__, attributes={"public_key": config.keys()[0]}
         )
         self._lock = threading.Lock()
         self._closed = False

@@ -21,7 +21,7 @@ from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
 from ._tracing import GenerationRecord, Tracing
-from ._wire import RequestBody, WireFailure, build_request_body
+from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
     import asyncio
@@ -168,6 +168,7 @@ class HostWiring:
     headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
     log_filter: RedactingLogFilter
+    formats: ResponseFormats = field(default_factory=ResponseFormats)
 
     @property
     def http(self) -> httpx.Client:
@@ -186,7 +187,7 @@ class HostWiring:
         """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``; a lent
         transport is left open by ``close``, a build failing midway releases what it made."""
         config = langfuse or LangfuseConfig()
-        redactor = Redactor([*model.secrets(), config.public_key, config.secret_key])
+        redactor = Redactor([*model.secrets(), *config.secrets()])
         clients = Clients(model, **options)
         log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
         log_filter.install()
@@ -205,7 +206,7 @@ class HostWiring:
             url=httpx.URL(f"{model.base_url}{path}"),  # parsed once, not per call
             headers=SecretHeaders(
                 {
-                    "authorization": f"Bearer {model.api_key}",
+                    "authorization": f"Bearer {model.api_key.get_secret_value()}",
                     "content-type": "application/json",
                     "accept": accept,
                 }
@@ -227,7 +228,8 @@ class HostWiring:
         """The call's request body and its generation, opened; the adapter registers how
         the generation finishes (``call.on_finish``)."""
         interaction = call.request.interaction
-        body = build_request_body(interaction, model=self.model.model, strict=self.model.strict)
+        model, strict = self.model.model, self.model.strict
+        body = build_request_body(interaction, model=model, strict=strict, formats=self.formats)
         record = self.tracing.start(
             interaction,
             model=self.model.model,
@@ -235,6 +237,7 @@ class HostWiring:
             request_fp=call.request_fingerprint,
             adapter=call.adapter,
             ignored_policy_keys=body.ignored_policy_keys,
+            strict=body.strict,
         )
         return body, record
 

@@ -67,6 +67,7 @@ META_FINISH_REASON = "finish_reason"
 META_RESPONSE_ID = "response_id"
 META_REQUESTED_MODEL = "requested_model"
 META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
+META_STRICT = "json_schema_strict"  # the strict flag sent (what ``strict="auto"`` chose)
 META_ERROR_CODE = "error_code"
 META_ERROR_DETAIL = "error_detail"
 META_REPAIR_ATTEMPT = "repair_attempt"
@@ -174,7 +175,8 @@ class GenerationRecord:
                 },
                 # An answer sent back for repair is an earlier try, not the call's failure.
                 level="WARNING" if repaired else "ERROR",
-                status_message=code,
+                # The code, then why (a provider's own reason included): what the UI shows.
+                status_message=f"{code}: {outcome.detail}" if outcome.detail else code,
                 completion_start_time=first_token_at,
             )
             return
@@ -317,6 +319,7 @@ class Tracing:
         request_fp: str,
         adapter: AdapterDescriptor,
         ignored_policy_keys: Sequence[str],
+        strict: bool | None = None,
     ) -> GenerationRecord:
         """Open the generation (as root, or nested under the active span). The tries of a
         repairing call share one trace: later ones nest under the first try's generation
@@ -330,6 +333,7 @@ class Tracing:
             META_ADAPTER_VERSION: adapter.version,
             META_REQUESTED_MODEL: model,
             META_IGNORED_POLICY_KEYS: list(ignored_policy_keys),
+            META_STRICT: strict,
         }
         repair = current_repair()
         opened = None

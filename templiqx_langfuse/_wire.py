@@ -1,14 +1,18 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-No provider body text ever enters a failure detail: details name statuses, fields, sizes."""
+A failure detail names statuses, fields and sizes; of a provider's body it carries only
+its error object's ``message``, ``type``, ``param`` and ``code`` (bounded, control
+characters escaped, redacted with every detail): the provider's own reason for a 400 is
+what a host needs to act on it."""
 
 from __future__ import annotations
 
 import email.utils
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -16,9 +20,12 @@ from templiqx_core import (
     AdapterDescriptor,
     CompiledInteraction,
     InvalidData,
+    OutputSchemaStrictError,
     RuntimeFailure,
     RuntimeFailureCode,
     RuntimeFailureError,
+    StrictForm,
+    to_strict_schema,
 )
 
 from ._redaction import Redactor
@@ -49,6 +56,11 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 # ``llm_provider-`` prefix and drops the originals.
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
+MAX_REASON_BYTES = 1024  # of a provider's reason in a failure detail
+_FORMS_KEPT = 256  # distinct output schemas remembered per runtime
+
+logger = logging.getLogger("templiqx_langfuse")
+StrictMode = bool | Literal["auto"]
 
 
 def _invalid(detail: str) -> WireFailure:
@@ -88,6 +100,49 @@ class RequestBody:
     content: bytes
     model_parameters: dict[str, Any]
     ignored_policy_keys: list[str]
+    #: The ``json_schema.strict`` value sent (what ``"auto"`` chose).
+    strict: bool = True
+
+
+class ResponseFormats:
+    """One runtime's strict forms of output schemas, each computed once (a compiled
+    schema is frozen, so its identity is a safe key), and the one warning per contract id
+    and version that ``"auto"`` sends without a strict form."""
+
+    def __init__(self) -> None:
+        self._forms: dict[int, tuple[Any, StrictForm]] = {}
+        self._warned: set[tuple[str, str]] = set()
+
+    def _form(self, schema: Any) -> StrictForm:
+        hit = self._forms.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        form = to_strict_schema(schema)
+        if len(self._forms) >= _FORMS_KEPT:
+            self._forms.clear()
+        self._forms[id(schema)] = (schema, form)  # the key's object held: its id stays its
+        return form
+
+    def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
+        """The schema to send and its ``strict`` flag; ``OutputSchemaStrictError`` (before
+        any I/O) when ``strict`` is True and the schema has no strict form."""
+        schema = interaction.output_schema
+        if strict is False:
+            return schema, False
+        form = self._form(schema)
+        if form.schema is not None:
+            return form.schema, True
+        name = f"{interaction.contract_id}@{interaction.contract_version}"
+        if strict is True:
+            raise OutputSchemaStrictError(form.blocking, f"output schema of {name}")
+        if (key := (interaction.contract_id, interaction.contract_version)) not in self._warned:
+            self._warned.add(key)
+            logger.warning(
+                "output schema of %s has no strict form: sent with strict: false (%s)",
+                name,
+                "; ".join(str(finding) for finding in form.blocking),
+            )
+        return schema, False
 
 
 def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
@@ -110,10 +165,15 @@ def _unserializable(interaction: CompiledInteraction, error: Exception) -> Inval
 
 
 def build_request_body(
-    interaction: CompiledInteraction, *, model: str, strict: bool
+    interaction: CompiledInteraction,
+    *,
+    model: str,
+    strict: StrictMode,
+    formats: ResponseFormats | None = None,
 ) -> RequestBody:
     """Serialize the chat-completions request; same interaction → same bytes. Raises
-    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed."""
+    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed.
+    The output schema goes as ``formats`` (the runtime's) brings it into strict mode."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -128,6 +188,7 @@ def build_request_body(
             f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
             f"{', '.join(sorted(RESERVED_FIELDS))} itself"
         )
+    schema, strict_sent = (formats or ResponseFormats()).choose(interaction, strict)
     body: dict[str, Any] = {
         **forwarded,
         **fields,
@@ -137,8 +198,8 @@ def build_request_body(
             "type": "json_schema",
             "json_schema": {
                 "name": "templiqx_output",
-                "strict": strict,
-                "schema": interaction.output_schema,
+                "strict": strict_sent,
+                "schema": schema,
             },
         },
     }
@@ -147,7 +208,7 @@ def build_request_body(
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as error:
         raise _unserializable(interaction, error) from None
-    return RequestBody(content, forwarded, ignored)
+    return RequestBody(content, forwarded, ignored, strict_sent)
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
@@ -176,29 +237,73 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
     return None
 
 
-def _is_quota(body: bytes) -> bool:
-    """A billing quota (permanent), told apart from a rate limit by the error object."""
+def _error_object(body: bytes) -> dict[str, Any]:
+    """The body's OpenAI ``error`` object, or {} (not JSON, another shape)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return False
+        return {}
     error = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(error, dict):
-        return False
+    return error if isinstance(error, dict) else {}
+
+
+def _is_quota(error: Mapping[str, Any]) -> bool:
+    """A billing quota (permanent), told apart from a rate limit by the error object."""
     if any(error.get(key) in _QUOTA_CODES for key in ("code", "type")):
         return True
     message = error.get("message")
     return isinstance(message, str) and any(m in message.lower() for m in _QUOTA_MESSAGES)
 
 
+def _escaped(text: str) -> str:
+    """Control characters, line separators and lone surrogates as ``\\uXXXX``: a
+    provider's text stays one line of a log, a terminal cannot be driven by it."""
+    return "".join(
+        f"\\u{ord(c):04x}"
+        if ord(c) < 0x20
+        or 0x7F <= ord(c) < 0xA0
+        or c in "\u2028\u2029"
+        or 0xD800 <= ord(c) < 0xE000
+        else c
+        for c in text
+    )
+
+
+def provider_reason(error: Mapping[str, Any]) -> str:
+    """The provider's own reason (``message``, ``type``, ``param``, ``code``) as one line of
+    at most ``MAX_REASON_BYTES`` UTF-8 bytes; "" without one. A ``param`` (or message)
+    naming ``response_format`` says the provider refused the output schema."""
+    parts = [
+        f"{key}={_escaped(str(value)[:MAX_REASON_BYTES])}"
+        for key in ("message", "type", "param", "code")
+        if isinstance(value := error.get(key), (str, int))
+        and not isinstance(value, bool)
+        and str(value)
+    ]
+    if not parts:
+        return ""
+    param, message = error.get("param"), error.get("message")
+    schema = (isinstance(param, str) and param.startswith("response_format")) or (
+        isinstance(message, str) and "response_format" in message
+    )
+    text = ("the provider refused the output schema; " if schema else "") + "; ".join(parts)
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) > MAX_REASON_BYTES:
+        text = encoded[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
+    return text
+
+
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx. The body
-    only tells a billing-quota 429 (permanent) from a rate limit; none of its text is kept."""
+    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx. The body's
+    error object tells a billing-quota 429 (permanent) from a rate limit and gives the
+    provider's reason (``provider_reason``)."""
     if 200 <= status < 300:
         return None
-    detail = f"model gateway returned HTTP {status}"
+    error = _error_object(body) if body else {}
+    reason = provider_reason(error)
+    detail = f"model gateway returned HTTP {status}" + (f": {reason}" if reason else "")
     if status == 429:
-        if _is_quota(body):
+        if _is_quota(error):
             return WireFailure(RuntimeFailureCode.PERMANENT, f"{detail} (quota exhausted)")
         return WireFailure(RuntimeFailureCode.RATE_LIMITED, detail, parse_retry_after_ms(headers))
     if status == 408:

@@ -63,5 +63,6 @@ def compile_contract(
         contract.declared_capabilities if target_capabilities is None else target_capabilities,
     )
     if interaction is None:
-        return CompileResult(None, [Diagnostic(**item, file=file) for item in diagnostics])
+        located = contract.locate(diagnostics)
+        return CompileResult(None, [Diagnostic(**item, file=file) for item in located])
     return CompileResult(CompiledInteraction(**interaction))

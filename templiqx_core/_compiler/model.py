@@ -6,13 +6,26 @@ and the shipped JSON Schema (for editors) is generated from them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
 
-from pydantic import Field, JsonValue
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    Tag,
+    model_validator,
+)
+from pydantic_core import CoreSchema, PydanticCustomError
 
+from .._checks import Check
 from .._contracts import Role, WireModel
-from .._eval_cases import Check
+from .template import Filter, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
@@ -54,20 +67,6 @@ Expression = Annotated[
     Field(discriminator="kind"),
 ]
 
-FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number"]
-
-
-class FilterCall(WireModel):
-    """A filter with arguments: ``format_date`` takes ``format`` (strftime), and
-    ``format_number`` takes ``decimals``."""
-
-    name: FilterName
-    format: str | None = None
-    decimals: int | None = Field(default=None, ge=0, le=20)
-
-
-Filter = Union[FilterName, FilterCall]
-
 
 class TextNode(WireModel):
     kind: Literal["text"]
@@ -80,18 +79,43 @@ class InterpolateNode(WireModel):
     filters: list[Filter] = Field(default_factory=list)
 
 
+def _expand(value: Any) -> Any:
+    """A string form becomes the node list it stands for (see ``template.py``)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_template(value)
+    except TemplateSyntaxError as error:
+        context = {"reason": str(error), "offset": error.offset}
+        raise PydanticCustomError("template_syntax", "{reason}", context) from None
+
+
+class _StringForm:
+    """In the JSON Schema, content is a node list or its string form."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        string = {"type": "string", "description": "{{ path | filter }} placeholders"}
+        return {"anyOf": [string, handler(schema)]}
+
+
+Content = Annotated[list["ContentNode"], BeforeValidator(_expand), _StringForm()]
+"""Content nodes, or a string with ``{{ ... }}`` placeholders standing for them."""
+
+
 class WhenNode(WireModel):
     kind: Literal["when"]
     condition: Expression
-    then: list[ContentNode]
-    otherwise: list[ContentNode] = Field(default_factory=list, alias="else")
+    then: Content
+    otherwise: Content = Field(default_factory=list, alias="else")
 
 
 class ForEachNode(WireModel):
     kind: Literal["for_each"]
     collection: Expression
     item: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    body: list[ContentNode]
+    body: Content
     separator: str = ""
 
 
@@ -117,16 +141,20 @@ class TypedComponent(WireModel):
     """A component with declared, schema-typed parameters (checked at every use)."""
 
     parameters: dict[str, FieldSpec] = Field(default_factory=dict)
-    content: list[ContentNode]
+    content: Content
 
 
-# Legacy components are a bare list of nodes whose arguments are not declared.
-ComponentDefinition = Union[TypedComponent, list[ContentNode]]
+# Legacy components are a bare list of nodes (or its string form) whose arguments are
+# not declared; told apart by shape, so a bad template is one error, not one per member.
+ComponentDefinition = Annotated[
+    Union[Annotated[TypedComponent, Tag("Typed")], Annotated[Content, Tag("Nodes")]],
+    Discriminator(lambda v: "Typed" if isinstance(v, (dict, TypedComponent)) else "Nodes"),
+]
 
 
 class MessageSpec(WireModel):
     role: Role
-    content: list[ContentNode]
+    content: Content
 
 
 class ExtensionSpec(WireModel):
@@ -166,10 +194,54 @@ class Contract(WireModel):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
     evals: list[EvalCase] = Field(default_factory=list)
 
+    _strings: dict[str, str] = PrivateAttr(default_factory=dict)  # pointer -> string form
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_string_forms(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Contract]
+    ) -> Contract:
+        contract = handler(data)
+        if isinstance(data, dict):
+            contract._strings = dict(_string_forms(data.get("messages"), "/messages"))
+            contract._strings.update(_string_forms(data.get("components"), "/components"))
+        return contract
+
+    def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Diagnostics at a node of a string form moved to the string, with the character
+        where that node starts (the nodes exist only in the string's long form)."""
+        for item in diagnostics:
+            pointer = item.get("json_pointer") or ""
+            owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
+            if not owners:
+                continue
+            owner = max(owners, key=len)
+            index = pointer[len(owner) + 1 :].split("/")[0]
+            offsets = node_offsets(self._strings[owner])
+            if index.isdigit() and int(index) < len(offsets):
+                item["json_pointer"] = owner
+                item["message"] = f"{item['message']} at character {offsets[int(index)]}"
+        return diagnostics
+
     @property
     def declared_capabilities(self) -> list[str]:
         """What the contract needs: its capabilities and its extensions' (default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
+
+
+def _string_forms(data: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    """Every content written as a string in raw contract data, by pointer."""
+    if isinstance(data, str):
+        yield pointer, data
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from _string_forms(item, f"{pointer}/{index}")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            content = key in ("content", "then", "else", "body") or pointer == "/components"
+            nested = isinstance(value, (list, dict)) and key not in ("with", "parameters")
+            if content or nested:  # strings elsewhere (roles, node values) are not content
+                yield from _string_forms(value, f"{pointer}/{key}")
 
 
 def contract_json_schema() -> dict[str, Any]:

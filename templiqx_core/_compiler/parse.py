@@ -105,7 +105,10 @@ def parse_contract(
             if (pointer, rule) not in diagnostics:
                 mark = _mark_for(root, loc)
                 message = f"{pointer or '/'}: {rule}"
-                diagnostics[pointer, rule] = _error(message, file, mark, json_pointer=pointer)
+                found = _error(message, file, mark, json_pointer=pointer)
+                if item["type"] == "template_syntax":  # located by pointer and offset
+                    found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
+                diagnostics[pointer, rule] = found
         return None, list(diagnostics.values())
 
 

@@ -101,7 +101,7 @@ def fetch_dataset_cases(
     cases: list[EvalCaseSpec] = []
     with httpx.Client(
         base_url=config.base_url,
-        auth=(config.public_key, config.secret_key),
+        auth=config.keys(),
         timeout=30.0,
         transport=transport,
     ) as client:
@@ -224,7 +224,7 @@ class LangfuseExperiment:
         """Upsert the dataset (before any case runs), then one item per case."""
         self._client = httpx.AsyncClient(
             base_url=self.config.base_url,
-            auth=(self.config.public_key or "", self.config.secret_key or ""),
+            auth=self.config.keys(),
             timeout=self._timeout_s,
             transport=self._transport,
         )

@@ -9,6 +9,7 @@ is never recorded. The record mode belongs to the caller.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -255,6 +256,25 @@ def cassette_miss(error: BaseException) -> CannotOverwriteExistingCassetteExcept
     return None
 
 
+FORMAT_ONLY = (
+    "the bodies differ only in response_format (the output schema sent and its strict "
+    "flag: ModelConfig.strict, TEMPLIQX_MODEL_STRICT); re-record the cassette, or set "
+    "the strict mode it was recorded with"
+)
+
+
+def _only_format_differs(recorded: Any, sent: Any) -> bool:
+    """Both bodies are JSON objects equal but for ``response_format``."""
+    try:
+        old, new = (json.loads(body or b"") for body in (recorded, sent))
+    except (ValueError, TypeError):
+        return False
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return False
+    formats = old.pop("response_format", None), new.pop("response_format", None)
+    return old == new and formats[0] != formats[1]
+
+
 def no_match_error(
     error: CannotOverwriteExistingCassetteException,
     *,
@@ -281,6 +301,10 @@ def no_match_error(
         reason = "its recorded twin was already played (an interaction plays once)"
     else:
         reason = f"closest recorded request differs in: {', '.join(n for n, _ in failed)}"
+        if [n for n, _ in failed] == ["body"] and _only_format_differs(
+            similar[0][0].body, error.failed_request.body
+        ):
+            reason += f"; {FORMAT_ONLY}"
     if brief:
         return CassetteMiss(f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)")
     lines = [head, reason]

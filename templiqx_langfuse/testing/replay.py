@@ -8,7 +8,6 @@ record mode lets it record, the model endpoint is configured from the environmen
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import ssl
@@ -60,7 +59,7 @@ def offline_langfuse(config: LangfuseConfig, cassette: Path) -> LangfuseConfig:
         logger.warning(
             "replaying %s offline: Langfuse tracing is off (LANGFUSE_* keys ignored)", cassette
         )
-    return dataclasses.replace(config, tracing=False)
+    return config.model_copy(update={"tracing": False})
 
 
 def recorded_endpoint(path: Path) -> tuple[str, str]:
@@ -235,7 +234,7 @@ def runtime_on(
     key is scrubbed from what gets recorded."""
     environ = os.environ if env is None else env
     langfuse = langfuse or LangfuseConfig.from_env(environ)
-    active.scrubber.add([langfuse.public_key, langfuse.secret_key])
+    active.scrubber.add(langfuse.secrets())
     if active.replaying:
         base_url, model_name = recorded_endpoint(active.path)
         model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
@@ -244,7 +243,7 @@ def runtime_on(
         ssl_context: ssl.SSLContext | None = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     else:
         model = ModelConfig.from_env(environ)
-        active.scrubber.add([model.api_key])
+        active.scrubber.add(model.secrets())
         ssl_context = None  # it may record: httpx's verifying context
     runtime = build(model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context)
     return ReplayingRuntime(active, runtime, stack, brief_misses=brief_misses)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from pydantic import SecretStr, ValidationError
 
 from templiqx_core import InvalidData
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
@@ -14,6 +15,7 @@ from templiqx_langfuse._config import (
     ENV_MODEL,
     ENV_MODEL_API_KEY,
     ENV_MODEL_BASE_URL,
+    ENV_MODEL_STRICT,
     ENV_MODEL_TIMEOUT_S,
     ENV_OPENAI_API_KEY,
     ENV_OPENAI_BASE_URL,
@@ -29,12 +31,13 @@ def test_env_precedence_and_defaults() -> None:
         ENV_OPENAI_BASE_URL: "https://gateway.example/v1/",
     }
     config = ModelConfig.from_env(env)
-    assert (config.base_url, config.api_key, config.model, config.timeout_s, config.strict) == (
+    key = config.api_key.get_secret_value()
+    assert (config.base_url, key, config.model, config.timeout_s, config.strict) == (
         "https://gateway.example/v1",
         "sk-openai-xyz",
         "gpt-4o-mini",
         60.0,
-        True,
+        "auto",
     )
     env |= {
         ENV_MODEL_API_KEY: "sk-templiqx",
@@ -42,7 +45,7 @@ def test_env_precedence_and_defaults() -> None:
         ENV_MODEL_TIMEOUT_S: "2.5",
     }
     config = ModelConfig.from_env(env)
-    assert (config.base_url, config.api_key, config.timeout_s) == (
+    assert (config.base_url, config.api_key.get_secret_value(), config.timeout_s) == (
         "http://127.0.0.1:8000/v1",
         "sk-templiqx",
         2.5,
@@ -172,6 +175,11 @@ KEY = "sk-padded-0123456789"
         ({"timeout_s": float("nan")}, "model timeout_s"),
         ({"timeout_s": float("inf")}, "model timeout_s"),
         ({"strict": "yes"}, "model strict"),
+        ({"strict": 1}, "model strict"),
+        ({"api_key": b"sk-bytes-0123"}, "model api_key"),
+        ({"max_connections": 1.5}, "model max_connections"),
+        ({"max_connections": True}, "model max_connections"),
+        ({"unknown": 1}, "model unknown"),
         ({"base_url": "https://api.example/v1\n"}, "model base_url"),
         ({"base_url": "https://api.exa\tmple/v1"}, "model base_url"),
         ({"base_url": "https://api.example/v\x001"}, "model base_url"),
@@ -259,3 +267,101 @@ def test_the_proxy_authorization_value_is_a_secret_too() -> None:
     assert base64.b64encode(b"user:PROXYPASS99").decode() not in Redactor(config.secrets()).text(
         header
     )
+
+
+# -- wrong types and values: InvalidData naming the field, at construction (issue 36, 7) --
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"sample_rate": "0.5"}, "langfuse sample_rate"),
+        ({"sample_rate": 1.5}, "langfuse sample_rate"),
+        ({"sample_rate": float("nan")}, "langfuse sample_rate"),
+        ({"timeout_s": "5"}, "langfuse timeout_s"),
+        ({"flush_timeout_s": None}, "langfuse flush_timeout_s"),
+        ({"flush_timeout_s": 0}, "langfuse flush_timeout_s"),
+        ({"schema_score_name": 5}, "langfuse schema_score_name"),
+        ({"schema_score_name": " "}, "langfuse schema_score_name"),
+        ({"flush_at": 1.5}, "langfuse flush_at"),
+        ({"flush_at": True}, "langfuse flush_at"),
+        ({"flush_at": 0}, "langfuse flush_at"),
+        ({"flush_interval_s": "1"}, "langfuse flush_interval_s"),
+        ({"tags": "one-tag"}, "langfuse tags"),
+        ({"tags": ["ok", 5]}, "langfuse tags"),
+        ({"tags": ["ok", "lone\ud800"]}, "langfuse tags"),
+        ({"release": "r\udfff"}, "langfuse release"),
+        ({"session_id": 7}, "langfuse session_id"),
+        ({"tracing": "false"}, "langfuse tracing"),
+        ({"flush_on_sigterm": 1}, "langfuse flush_on_sigterm"),
+        ({"mask": "not callable"}, "langfuse mask"),
+        ({"public_key": 5}, "langfuse public_key"),
+        ({"hostt": "typo"}, "langfuse hostt"),
+    ],
+)
+def test_wrong_langfuse_types_and_values_are_invalid_data_naming_the_field(
+    kwargs: dict[str, object], field: str
+) -> None:
+    with pytest.raises(InvalidData) as raised:
+        LangfuseConfig(**kwargs)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(field + " ")
+    assert "typo" not in str(raised.value)
+
+
+def test_a_bad_flush_at_never_reaches_the_export_thread() -> None:
+    """``flush_at=1.5`` used to be accepted, then the export thread raised and every
+    generation was lost: it is refused where the host wrote it."""
+    with pytest.raises(InvalidData, match="langfuse flush_at"):
+        LangfuseConfig(public_key="pk-lf-1", secret_key="sk-lf-1", flush_at=1.5)  # type: ignore[arg-type]
+
+
+def test_configs_are_frozen_and_keys_are_secret_strings() -> None:
+    config = LangfuseConfig(public_key="pk-lf-1", secret_key=SECRET)
+    with pytest.raises(ValidationError):
+        config.flush_at = 3  # type: ignore[misc]
+    assert config.keys() == ("pk-lf-1", SECRET)
+    assert config.secrets() == ("pk-lf-1", SECRET)
+    assert SECRET not in str(config)
+    assert SECRET not in repr(config)
+    assert LangfuseConfig().keys() == ("", "")
+    model = ModelConfig(base_url="https://h/v1", api_key=SecretStr(SECRET), model="m")
+    assert model.secrets() == (SECRET,)
+    assert SECRET not in str(model)
+
+
+@pytest.mark.parametrize(
+    ("text", "strict"),
+    [("", "auto"), ("auto", "auto"), ("TRUE", True), ("true", True), (" false ", False)],
+)
+def test_strict_from_the_environment(text: str, strict: object) -> None:
+    env = {ENV_MODEL_API_KEY: KEY, ENV_MODEL: "m", ENV_MODEL_STRICT: text}
+    assert ModelConfig.from_env(env).strict == strict
+
+
+def test_a_bad_strict_variable_is_named() -> None:
+    env = {ENV_MODEL_API_KEY: KEY, ENV_MODEL: "m", ENV_MODEL_STRICT: "yes"}
+    with pytest.raises(InvalidData, match=ENV_MODEL_STRICT):
+        ModelConfig.from_env(env)
+    with pytest.raises(InvalidData, match='model strict must be true, false or "auto"'):
+        ModelConfig(base_url="https://h/v1", api_key=KEY, model="m", strict="yes")  # type: ignore[arg-type]
+
+
+def test_langfuse_numbers_from_the_environment_keep_the_sdk_meaning() -> None:
+    config = LangfuseConfig.from_env(
+        {
+            "LANGFUSE_SAMPLE_RATE": "0.5",
+            "LANGFUSE_FLUSH_AT": "64",
+            "LANGFUSE_FLUSH_INTERVAL": "2",
+            "LANGFUSE_TIMEOUT": "7",
+            "LANGFUSE_TRACING_ENABLED": "False",
+        }
+    )
+    assert (config.sample_rate, config.flush_at, config.flush_interval_s, config.timeout_s) == (
+        0.5,
+        64,
+        2.0,
+        7.0,
+    )
+    assert config.tracing is False
+    with pytest.raises(InvalidData, match="LANGFUSE_FLUSH_AT"):
+        LangfuseConfig.from_env({"LANGFUSE_FLUSH_AT": "1.5"})

@@ -26,7 +26,7 @@ pytestmark = BOTH_IO
 
 def secrets_of(runtime: LangfuseTracedRuntime) -> list[str]:
     """The exact configured secrets (the fixture gives each runtime its own public key)."""
-    return [MODEL_KEY, str(runtime.langfuse_config.public_key), SECRET_KEY]
+    return [MODEL_KEY, runtime.langfuse_config.keys()[0], SECRET_KEY]
 
 
 def echoing(

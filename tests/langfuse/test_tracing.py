@@ -58,6 +58,7 @@ from templiqx_langfuse._tracing import (
     META_REQUEST_FINGERPRINT,
     META_REQUESTED_MODEL,
     META_RESPONSE_ID,
+    META_STRICT,
 )
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of, otlp_receiver
 from templiqx_langfuse.testing.server import (
@@ -86,6 +87,7 @@ SUCCESS_METADATA = {
     META_RESPONSE_ID,
     META_REQUESTED_MODEL,
     META_IGNORED_POLICY_KEYS,
+    META_STRICT,
 }
 # The example: 100 prompt tokens (40 cached), 50 completion tokens (30 reasoning).
 CACHED_REASONING_USAGE = {
@@ -172,6 +174,7 @@ def test_success_generation_carries_every_field(
     assert meta[META_REQUEST_FINGERPRINT] == receipt.request_fingerprint
     assert meta[META_OUTPUT_FINGERPRINT] == receipt.output_fingerprint
     assert meta[META_OUTPUT_SCHEMA_VALID] is True
+    assert meta[META_STRICT] is True
     assert (meta[META_RESPONSE_ID], meta[META_FINISH_REASON]) == ("chatcmpl-42", "stop")
     assert meta[META_CONTRACT_ID] == "greeting"  # a plain string, not JSON-quoted twice
     assert span.parent is None
@@ -325,7 +328,7 @@ def test_failures_are_errors_with_the_code(
     span = only_span(exporter, runtime)
     assert attr(span, A.OBSERVATION_LEVEL) == "ERROR"
     # Server rule: langfuse.observation.status_message is the status message.
-    assert attr(span, A.OBSERVATION_STATUS_MESSAGE) == code
+    assert attr(span, A.OBSERVATION_STATUS_MESSAGE) == f"{code}: {raised.value.failure.detail}"
     assert attr(span, A.OBSERVATION_OUTPUT) is None
     meta = metadata(span)
     assert meta[META_ERROR_CODE] == code

@@ -11,6 +11,7 @@ import pytest
 
 from templiqx_core import CompiledInteraction, RuntimeFailureCode
 from templiqx_langfuse._wire import (
+    MAX_REASON_BYTES,
     WireFailure,
     build_request_body,
     failure_for_status,
@@ -19,6 +20,7 @@ from templiqx_langfuse._wire import (
     usage_details,
 )
 from templiqx_langfuse.testing.server import chat_completion
+from tests.conftest import REPO_ROOT
 
 INVALID = RuntimeFailureCode.INVALID_RESPONSE
 
@@ -155,8 +157,49 @@ def test_status_mapping(
     assert failure_for_status(200, headers, body) is None
 
 
-def test_status_detail_never_contains_provider_text() -> None:
-    failure = failure_for_status(400, {}, b'{"error":{"message":"leaky provider text"}}')
+def test_status_detail_carries_the_providers_own_reason() -> None:
+    body = REPO_ROOT / "reference" / "corpus" / "provider-responses" / "chat-completions"
+    entry = json.loads((body / "openai-400-strict-tool-invalid-schema.json").read_text())
+    failure = failure_for_status(400, {}, json.dumps(entry["response"]["body"]).encode())
+    assert failure is not None
+    assert failure.code == RuntimeFailureCode.PERMANENT
+    assert failure.detail == (
+        "model gateway returned HTTP 400: message=Invalid schema for function "
+        "'get_current_weather': In context=(), 'additionalProperties' is required to be "
+        "supplied and to be false.; type=invalid_request_error; "
+        "param=tools[0].function.parameters; code=invalid_function_parameters"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "says_schema"),
+    [
+        ({"message": "bad", "param": "response_format.json_schema.schema"}, True),
+        ({"message": "Invalid schema for response_format 'templiqx_output'"}, True),
+        ({"message": "bad", "param": "messages[0]"}, False),
+    ],
+)
+def test_a_refused_output_schema_is_said_so(error: dict[str, Any], says_schema: bool) -> None:
+    failure = failure_for_status(400, {}, json.dumps({"error": error}).encode())
+    assert failure is not None
+    assert ("the provider refused the output schema" in failure.detail) is says_schema
+
+
+def test_the_providers_reason_is_bounded_one_line_and_escaped() -> None:
+    error = {"message": "a\nb\x1b[31m\u2028" + "x" * 5000, "code": 5, "type": None}
+    failure = failure_for_status(400, {}, json.dumps({"error": error}).encode())
+    assert failure is not None
+    reason = failure.detail.removeprefix("model gateway returned HTTP 400: ")
+    assert len(reason.encode()) <= MAX_REASON_BYTES
+    assert reason.startswith("message=a\\u000ab\\u001b[31m\\u2028xxx")
+    assert "\n" not in failure.detail
+    assert "\x1b" not in failure.detail
+    assert reason.endswith("...")
+
+
+@pytest.mark.parametrize("body", [b"", b"busy", b"[1]", b'{"error": "text"}', b'{"error": {}}'])
+def test_a_body_without_an_error_object_adds_nothing(body: bytes) -> None:
+    failure = failure_for_status(400, {}, body)
     assert failure is not None
     assert failure.detail == "model gateway returned HTTP 400"
 

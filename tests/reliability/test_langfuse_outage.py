@@ -40,7 +40,7 @@ def test_healthy_receiver_gets_every_generation_once(
             runtime.execute(greeting_request)
         runtime.close()
         assert receiver.span_names() == ["greeting"] * 20
-        public_key = str(runtime.langfuse_config.public_key)
+        public_key = runtime.langfuse_config.keys()[0]
         token = base64.b64encode(f"{public_key}:{SECRET_KEY}".encode()).decode()
         assert len(receiver.scores) == 20  # one output_schema_valid score per generation
         paths = {request.path for request in receiver.requests}

@@ -1,0 +1,115 @@
+"""The ``assert`` checks of an eval case, as models: part of the contract document
+(``evals:``) and of ``--cases`` files, so they live apart from the code that runs them."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Union
+
+from pydantic import ConfigDict, Field, JsonValue, model_validator
+
+from ._contracts import WireModel
+
+__all__ = [
+    "Check",
+    "ContainsCheck",
+    "EqualsCheck",
+    "LatencyCheck",
+    "MatchesCheck",
+    "RangeCheck",
+    "SchemaValidCheck",
+    "TokensCheck",
+    "TypeCheck",
+]
+
+JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "null"]
+
+
+class PointerCheck(WireModel):
+    _omit_none = frozenset({"name"})
+
+    #: RFC 6901 JSON pointer into the output; "" is the whole output.
+    pointer: str = Field(default="", pattern=r"^(/.*)?$")
+    name: str | None = None
+
+
+class EqualsCheck(PointerCheck):
+    equals: JsonValue
+
+
+class ContainsCheck(PointerCheck):
+    """A substring of a string, an element of an array, or a subset of an object."""
+
+    contains: JsonValue
+
+
+class MatchesCheck(PointerCheck):
+    matches: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _compiles(self) -> MatchesCheck:
+        try:
+            re.compile(self.matches)
+        except re.error as error:
+            raise ValueError(f"matches is not a regular expression: {error}") from None
+        return self
+
+
+class RangeCheck(PointerCheck):
+    """A number within ``[min, max]`` (either bound may be left out, not both)."""
+
+    _omit_none = frozenset({"name", "min", "max"})
+
+    model_config = ConfigDict(
+        **PointerCheck.model_config,
+        json_schema_extra={"anyOf": [{"required": ["min"]}, {"required": ["max"]}]},
+    )
+
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> RangeCheck:
+        if self.min is None and self.max is None:
+            raise ValueError("a range check needs min, max or both")
+        return self
+
+
+class TypeCheck(PointerCheck):
+    type: JsonType
+
+
+class SchemaValidCheck(WireModel):
+    _omit_none = frozenset({"name"})
+
+    schema_valid: bool
+    name: str | None = None
+
+
+class LatencyCheck(WireModel):
+    _omit_none = frozenset({"name"})
+
+    max_latency_ms: float = Field(gt=0)
+    name: str | None = None
+
+
+class TokensCheck(WireModel):
+    """Total tokens the call used (the provider's usage), at most ``max_tokens``."""
+
+    _omit_none = frozenset({"name"})
+
+    max_tokens: int = Field(ge=0)
+    name: str | None = None
+
+
+# Each check has its own required key and forbids the others', so exactly one matches.
+Check = Union[
+    EqualsCheck,
+    ContainsCheck,
+    MatchesCheck,
+    RangeCheck,
+    TypeCheck,
+    SchemaValidCheck,
+    LatencyCheck,
+    TokensCheck,
+]

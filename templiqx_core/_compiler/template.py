@@ -1,0 +1,218 @@
+"""Content written as a string: ``{{ PATH | filter | filter(name=JSON, ...) }}`` placeholders.
+
+A string form is sugar for a node list: ``parse_template`` turns it into exactly the
+``text``/``interpolate`` nodes its long form spells out, so both compile to the same
+bytes. ``{{ "..." }}`` (a JSON string) is literal text: the escape for a literal ``{{``.
+``print_template`` is the inverse for node lists that have a string form (``to_yaml``).
+Hand-written: a template engine would bring its own grammar and semantics; this is one
+placeholder shape over the compiler's own nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal, Union, get_args
+
+from pydantic import Field, ValidationError
+
+from .. import codes
+from .._contracts import WireModel
+
+__all__ = [
+    "Filter",
+    "FilterCall",
+    "FilterName",
+    "TemplateSyntaxError",
+    "node_offsets",
+    "parse_template",
+    "print_template",
+]
+
+FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number"]
+
+
+class FilterCall(WireModel):
+    """A filter with arguments: ``format_date`` takes ``format`` (strftime), and
+    ``format_number`` takes ``decimals``."""
+
+    name: FilterName
+    format: str | None = None
+    decimals: int | None = Field(default=None, ge=0, le=20)
+
+
+Filter = Union[FilterName, FilterCall]
+
+_PATH: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPACE: Final = re.compile(r"\s*")
+_DECODER: Final = json.JSONDecoder(parse_constant=lambda name: _reject(name))
+
+
+class TemplateSyntaxError(ValueError):
+    """A malformed placeholder, at ``offset`` (characters from the string's start)."""
+
+    code = codes.TEMPLATE_SYNTAX
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(f"{message} at character {offset}")
+        self.offset = offset
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Scanner:
+    """One placeholder's inside, read left to right; errors at the character that broke it."""
+
+    def __init__(self, text: str, at: int) -> None:
+        self.text, self.at = text, at
+
+    def skip(self) -> None:
+        self.at = _SPACE.match(self.text, self.at).end()  # type: ignore[union-attr]
+
+    def take(self, literal: str) -> bool:
+        self.skip()
+        if self.text.startswith(literal, self.at):
+            self.at += len(literal)
+            return True
+        return False
+
+    def match(self, pattern: re.Pattern[str], what: str) -> str:
+        self.skip()
+        found = pattern.match(self.text, self.at)
+        if found is None:
+            raise TemplateSyntaxError(f"expected {what}", self.at)
+        self.at = found.end()
+        return found.group()
+
+    def json(self) -> Any:
+        self.skip()
+        try:
+            value, end = _DECODER.raw_decode(self.text, self.at)
+        except (ValueError, RecursionError):  # not JSON, NaN, too many digits, too deep
+            raise TemplateSyntaxError("expected a JSON literal", self.at) from None
+        self.at = end
+        return value
+
+    def filter(self) -> str | dict[str, Any]:
+        """One filter, checked as its long form is (its name, its arguments' types)."""
+        self.skip()
+        start = self.at
+        name = self.match(_NAME, "a filter name")
+        if name not in get_args(FilterName):
+            known = ", ".join(get_args(FilterName))
+            raise TemplateSyntaxError(f"unknown filter {name!r} (filters: {known})", start)
+        if not self.take("("):
+            return name
+        call: dict[str, Any] = {"name": name}
+        while not self.take(")"):
+            if len(call) > 1 and not self.take(","):
+                raise TemplateSyntaxError("expected ',' or ')'", self.at)
+            argument = self.match(_NAME, "an argument name")
+            if argument in call:
+                raise TemplateSyntaxError(f"argument {argument!r} given twice", self.at)
+            if not self.take("="):
+                raise TemplateSyntaxError("expected '='", self.at)
+            call[argument] = self.json()
+        try:
+            FilterCall.model_validate(call)
+        except ValidationError as error:
+            first = error.errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise TemplateSyntaxError(f"filter {name}: {where}: {first['msg']}", start) from None
+        return call
+
+
+def parse_template(text: str) -> list[dict[str, Any]]:
+    """The nodes ``text`` stands for: text runs merged into one ``text`` node each."""
+    return _parse(text)[0]
+
+
+def node_offsets(text: str) -> list[int]:
+    """Where each of ``parse_template(text)``'s nodes starts in ``text``: how a diagnostic
+    at a node of a string form is located in the string."""
+    return _parse(text)[1]
+
+
+def _parse(text: str) -> tuple[list[dict[str, Any]], list[int]]:
+    nodes: list[dict[str, Any]] = []
+    starts: list[int] = []
+    literal: list[str] = []
+    at = run_start = 0
+    while (start := text.find("{{", at)) >= 0:
+        literal.append(text[at:start])
+        scanner = _Scanner(text, start + 2)
+        escape = scanner.take('"')
+        if escape:  # a JSON string: literal text
+            scanner.at -= 1
+            literal.append(scanner.json())
+        else:
+            path = scanner.match(_PATH, "a reference path (name, then .name or .digits)")
+            filters = []
+            while scanner.take("|"):
+                filters.append(scanner.filter())
+        if not scanner.take("}}"):
+            if text.find("}}", scanner.at) < 0:
+                raise TemplateSyntaxError("unclosed placeholder '{{'", start)
+            raise TemplateSyntaxError("malformed placeholder: expected '}}'", scanner.at)
+        if not escape:
+            if run := "".join(literal):
+                nodes.append({"kind": "text", "value": run})
+                starts.append(run_start)
+            literal = []
+            expression = {"kind": "ref", "path": path}
+            nodes.append({"kind": "interpolate", "expression": expression, "filters": filters})
+            starts.append(start)
+            run_start = scanner.at
+        at = scanner.at
+    if run := "".join([*literal, text[at:]]):
+        nodes.append({"kind": "text", "value": run})
+        starts.append(run_start)
+    return nodes, starts
+
+
+def _escape(text: str, before_placeholder: bool) -> str:
+    """Literal text: each ``{{`` escaped, and a last ``{`` that a placeholder would join."""
+    escaped = text.replace("{{", '{{ "{{" }}')
+    if before_placeholder and escaped.endswith("{"):
+        escaped = escaped[:-1] + '{{ "{" }}'
+    return escaped
+
+
+def _filter_text(item: str | Mapping[str, Any]) -> str:
+    if isinstance(item, str):
+        return item
+    arguments = ", ".join(
+        f"{key}={json.dumps(value, ensure_ascii=False)}"
+        for key, value in item.items()
+        if key != "name" and value is not None
+    )
+    return f"{item['name']}({arguments})"
+
+
+def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
+    """The string form of ``nodes``, or None when it has none (conditions, loops,
+    components, non-reference expressions, paths outside the placeholder grammar)."""
+    items: list[Mapping[str, Any]] = []
+    for node in nodes:  # adjacent text merged: "{" then "{" must not open a placeholder
+        if node["kind"] == "text" and items and items[-1]["kind"] == "text":
+            items[-1] = {"kind": "text", "value": items[-1]["value"] + node["value"]}
+        else:
+            items.append(node)
+    parts: list[str] = []
+    for index, node in enumerate(items):
+        following = items[index + 1]["kind"] if index + 1 < len(items) else None
+        if node["kind"] == "text":
+            parts.append(_escape(node["value"], following == "interpolate"))
+            continue
+        expression = node.get("expression", {})
+        if node["kind"] != "interpolate" or expression.get("kind") != "ref":
+            return None
+        if _PATH.fullmatch(expression["path"]) is None:
+            return None
+        filters = "".join(f" | {_filter_text(item)}" for item in node.get("filters", []))
+        parts.append(f"{{{{ {expression['path']}{filters} }}}}")
+    return "".join(parts)

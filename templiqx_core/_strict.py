@@ -1,0 +1,343 @@
+"""OpenAI's structured-outputs subset of JSON Schema, as one table, and the forms a schema
+takes to fit it.
+
+A schema outside the subset makes OpenAI answer 400 to a ``strict: true`` request. Each
+keyword is kept, left out of what is sent (the subset lacks it; local validation of the
+output still enforces it, so dropping it only widens what the model may emit), or refused
+(no form inside the subset keeps the schema's meaning: open objects, tuples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final
+
+from . import codes
+from ._canonical import json_pointer
+from ._errors import InvalidData
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = [
+    "OutputSchemaStrictError",
+    "StrictFinding",
+    "StrictForm",
+    "model_output_schema",
+    "require_strict_schema",
+    "strict_findings",
+    "to_strict_schema",
+]
+
+
+class _Do(Enum):
+    KEEP = "keep"
+    DROP = "drop"  # left out of what is sent, still enforced locally
+    REFUSE = "refuse"
+
+
+# The subset, per OpenAI's Structured Outputs guide, section "Supported schemas"
+# (https://platform.openai.com/docs/guides/structured-outputs#supported-schemas, as read
+# on 2026-12-06): types string, number, boolean, integer, object, array, null, enum, anyOf;
+# string pattern/format, number bounds and multipleOf, array minItems/maxItems; every
+# object closed with every property required; local $ref/$defs; a root object; at most
+# 5000 properties and 10 levels of nesting; at most 1000 enum values in all.
+_KEYWORDS: Final[dict[str, tuple[_Do, str]]] = {
+    **dict.fromkeys(
+        (
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "items",
+            "anyOf",
+            "enum",
+            "const",
+            "$ref",
+            "$defs",
+            "definitions",
+            "description",
+            "title",
+            "pattern",
+            "format",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+            "minItems",
+            "maxItems",
+        ),
+        (_Do.KEEP, "in the subset"),
+    ),
+    **dict.fromkeys(
+        ("minLength", "maxLength"),
+        (_Do.DROP, "string length bounds are not in the subset"),
+    ),
+    **dict.fromkeys(
+        ("minProperties", "maxProperties", "propertyNames", "unevaluatedProperties"),
+        (_Do.DROP, "object size and key-name constraints are not in the subset"),
+    ),
+    **dict.fromkeys(
+        ("uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems"),
+        (_Do.DROP, "array uniqueness and containment constraints are not in the subset"),
+    ),
+    **dict.fromkeys(
+        ("not", "if", "then", "else", "dependentRequired", "dependentSchemas"),
+        (_Do.DROP, "conditional and negated schemas are not in the subset"),
+    ),
+    **dict.fromkeys(
+        ("default", "examples", "deprecated", "readOnly", "writeOnly", "$comment", "$schema"),
+        (_Do.DROP, "annotations other than title and description are not in the subset"),
+    ),
+    "oneOf": (_Do.DROP, "oneOf is not in the subset: sent as anyOf"),
+    "allOf": (_Do.REFUSE, "allOf is not in the subset (one entry is merged, more cannot be)"),
+    "patternProperties": (_Do.REFUSE, "objects with pattern-named keys are open objects"),
+    "prefixItems": (_Do.REFUSE, "tuples (prefixItems) are not in the subset"),
+}
+_UNKNOWN = (_Do.DROP, "not a keyword of the subset")
+_FORMATS: Final = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+_TYPES: Final = frozenset({"string", "number", "boolean", "integer", "object", "array", "null"})
+_ROOT = "the root must be an object schema (not anyOf, not another type)"
+_OPEN = "an object must be closed (additionalProperties: false) with its properties declared"
+_CLOSE = "an object must set additionalProperties: false (added)"
+_REQUIRE = "every property must be required (all listed in required)"
+_ANY = "a schema must declare type, enum, const, anyOf or $ref (this one accepts any value)"
+_ITEMS = "an array must declare items (this one accepts any items)"
+_TYPE_NAME = "type must name JSON Schema types"
+_FORMAT = "format must be one the subset knows (date-time, time, date, duration, email, ...)"
+_REF = "$ref must point inside this schema (#...)"
+_REF_SIBLINGS = "a $ref must stand alone: its target is inlined"
+_DEPTH = "at most 10 levels of nested objects"
+_PROPERTIES = "at most 5000 object properties in all"
+_ENUMS = "at most 1000 enum values in all"
+MAX_DEPTH, MAX_PROPERTIES, MAX_ENUM_VALUES = 10, 5000, 1000
+_MAX_POINTER = 256  # deeper than any schema OpenAI takes: stop before Python's stack does
+
+
+@dataclass(frozen=True)
+class StrictFinding:
+    """One place a schema is outside the subset; ``fixable`` when the strict form still
+    exists (the keyword left out of what is sent, the object closed, ...)."""
+
+    pointer: str
+    rule: str
+    fixable: bool
+
+    def __str__(self) -> str:
+        how = "adjusted" if self.fixable else "cannot be sent strict"
+        return f"{self.pointer or '/'}: {self.rule} ({how})"
+
+
+@dataclass(frozen=True)
+class StrictForm:
+    """A schema brought into the subset: ``schema`` is None when no strict form exists."""
+
+    schema: dict[str, Any] | None
+    findings: tuple[StrictFinding, ...] = ()
+
+    @property
+    def blocking(self) -> tuple[StrictFinding, ...]:
+        return tuple(f for f in self.findings if not f.fixable)
+
+
+class OutputSchemaStrictError(InvalidData):
+    """An output schema strict mode cannot accept, each offending pointer named."""
+
+    code = codes.OUTPUT_SCHEMA_STRICT
+
+    def __init__(self, findings: tuple[StrictFinding, ...], what: str = "output schema") -> None:
+        listed = "; ".join(str(f) for f in findings)
+        super().__init__(f"{what} is outside OpenAI's structured-outputs subset: {listed}")
+        self.findings = findings
+
+
+@dataclass
+class _Walk:
+    root: Mapping[str, Any]
+    findings: list[StrictFinding] = field(default_factory=list)
+    properties: int = 0
+    enum_values: int = 0
+
+    def note(self, pointer: list[object], rule: str, *, fixable: bool) -> None:
+        self.findings.append(StrictFinding(json_pointer(pointer), rule, fixable))
+
+    def resolve(self, ref: str) -> Any:
+        node: Any = self.root
+        for part in ref[2:].split("/") if ref != "#" else ():
+            part = part.replace("~1", "/").replace("~0", "~")
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node
+
+    def schema(self, node: Any, at: list[object], depth: int) -> Any:
+        """The node's strict form (findings noted on the way)."""
+        if not isinstance(node, Mapping) or len(at) > _MAX_POINTER:
+            self.note(at, _ANY, fixable=False)
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and len(node) > 1 and ref.startswith("#"):
+            target = self.resolve(ref)
+            if isinstance(target, Mapping) and "$ref" not in target:
+                self.note(at, _REF_SIBLINGS, fixable=True)  # as openai-python does
+                merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+                return self.schema(merged, at, depth)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            do, rule = _KEYWORDS.get(key, _UNKNOWN)
+            if do is _Do.KEEP:
+                out[key] = value
+            elif key == "oneOf" and isinstance(value, list) and "anyOf" not in node:
+                self.note([*at, key], rule, fixable=True)
+                out["anyOf"] = value
+            elif key == "allOf" and isinstance(value, list) and len(value) == 1:
+                self.note([*at, key], "allOf of one entry is merged", fixable=True)
+                merged = {**value[0], **{k: v for k, v in node.items() if k != "allOf"}}
+                return self.schema(merged, at, depth)
+            else:
+                self.note([*at, key], rule, fixable=do is _Do.DROP)
+        self._check(node, out, at, depth)
+        return self._children(out, at, depth)
+
+    def _check(
+        self, node: Mapping[str, Any], out: dict[str, Any], at: list[object], depth: int
+    ) -> None:
+        kind = out.get("type")
+        kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+        if any(k not in _TYPES for k in kinds):
+            self.note([*at, "type"], _TYPE_NAME, fixable=False)
+        if not ({"type", "enum", "const", "anyOf", "$ref"} & out.keys()):
+            self.note(at, _ANY, fixable=False)
+        ref = out.get("$ref")
+        if "$ref" in out and not (isinstance(ref, str) and ref.startswith("#")):
+            self.note([*at, "$ref"], _REF, fixable=False)
+        if "format" in out and out["format"] not in _FORMATS:
+            self.note([*at, "format"], _FORMAT, fixable=True)
+            del out["format"]
+        if isinstance(out.get("enum"), list):
+            self.enum_values += len(out["enum"])
+        if "array" in kinds and "items" not in out and "prefixItems" not in node:
+            self.note(at, _ITEMS, fixable=False)
+        if "object" in kinds or "properties" in out:
+            if depth >= MAX_DEPTH:
+                self.note(at, _DEPTH, fixable=False)
+            names = list(out.get("properties") or {})
+            extra = out.get("additionalProperties")
+            if extra is not False and (extra is not None or not names):
+                self.note(at, _OPEN, fixable=False)
+            elif extra is None:  # declared properties: closed as openai-python closes them
+                self.note(at, _CLOSE, fixable=True)
+                out["additionalProperties"] = False
+            self.properties += len(names)
+            required = out.get("required")
+            if set(required if isinstance(required, list) else ()) != set(names):
+                self.note([*at, "required"], _REQUIRE, fixable=True)
+                out["required"] = names
+
+    def _children(self, out: dict[str, Any], at: list[object], depth: int) -> dict[str, Any]:
+        inner = depth + 1 if "properties" in out else depth
+        if isinstance(out.get("properties"), Mapping):
+            out["properties"] = {
+                name: self.schema(sub, [*at, "properties", name], inner)
+                for name, sub in out["properties"].items()
+            }
+        if "items" in out:
+            out["items"] = self.schema(out["items"], [*at, "items"], depth)
+        if isinstance(out.get("anyOf"), list):
+            out["anyOf"] = [
+                self.schema(sub, [*at, "anyOf", i], depth) for i, sub in enumerate(out["anyOf"])
+            ]
+        for defs in ("$defs", "definitions"):
+            if isinstance(out.get(defs), Mapping):
+                out[defs] = {
+                    name: self.schema(sub, [*at, defs, name], depth)
+                    for name, sub in out[defs].items()
+                }
+        return out
+
+
+def to_strict_schema(schema: Mapping[str, Any]) -> StrictForm:
+    """``schema`` brought into the subset (a new dict; the argument is never changed), with
+    every finding; ``schema`` None when a finding cannot be fixed."""
+    walk = _Walk(schema)
+    if not isinstance(schema, Mapping):
+        return StrictForm(None, (StrictFinding("", _ROOT, False),))
+    strict = walk.schema(schema, [], 0)  # builds new dicts: the argument stays as it was
+    kind = schema.get("type")
+    if "object" not in (kind if isinstance(kind, list) else [kind]):
+        walk.note([], _ROOT, fixable=False)
+    if walk.properties > MAX_PROPERTIES:
+        walk.note([], _PROPERTIES, fixable=False)
+    if walk.enum_values > MAX_ENUM_VALUES:
+        walk.note([], _ENUMS, fixable=False)
+    findings = tuple(walk.findings)
+    blocked = any(not f.fixable for f in findings)
+    return StrictForm(None if blocked else strict, findings)
+
+
+def strict_findings(schema: Mapping[str, Any]) -> list[StrictFinding]:
+    """Every place ``schema`` is outside the subset (pointer and rule)."""
+    return list(to_strict_schema(schema).findings)
+
+
+def require_strict_schema(schema: Mapping[str, Any], what: str = "output schema") -> dict[str, Any]:
+    """The strict form of ``schema``, or ``OutputSchemaStrictError`` naming every pointer
+    that has none (raised before any request is made)."""
+    form = to_strict_schema(schema)
+    if form.schema is None:
+        raise OutputSchemaStrictError(form.blocking, what)
+    return form.schema
+
+
+def model_output_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
+    """The schema OpenAI's own SDK sends for ``response_format=model``: pydantic's JSON
+    Schema with every object closed, every property required and the model's own types
+    kept (no forced nullables). Written here because the core never imports a provider SDK.
+    ``strict=True`` raises ``OutputSchemaStrictError`` for a model with no strict form
+    (open dicts, tuples, ...); otherwise such a model's schema is returned as derived."""
+    from pydantic import BaseModel
+
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise InvalidData("model_output_schema takes a pydantic model class")
+    schema = model.model_json_schema()
+    derived: dict[str, Any] = _sdk_strict(schema, schema)
+    if strict:
+        require_strict_schema(derived, f"output model {model.__name__}")
+    return derived
+
+
+def _sdk_strict(node: Any, root: dict[str, Any]) -> Any:
+    """openai-python's ``_ensure_strict_json_schema`` rules (src/openai/lib/_pydantic.py)."""
+    if not isinstance(node, dict):
+        return node
+    for defs in ("$defs", "definitions"):
+        for sub in (node.get(defs) or {}).values():
+            _sdk_strict(sub, root)
+    if node.get("type") == "object" and "additionalProperties" not in node:
+        node["additionalProperties"] = False
+    if isinstance(node.get("properties"), dict):
+        node["required"] = list(node["properties"])
+        node["properties"] = {k: _sdk_strict(v, root) for k, v in node["properties"].items()}
+    if isinstance(node.get("items"), dict):
+        node["items"] = _sdk_strict(node["items"], root)
+    if isinstance(node.get("anyOf"), list):
+        node["anyOf"] = [_sdk_strict(v, root) for v in node["anyOf"]]
+    if isinstance(node.get("allOf"), list):
+        if len(node["allOf"]) == 1:
+            node.update(_sdk_strict(node.pop("allOf")[0], root))
+        else:
+            node["allOf"] = [_sdk_strict(v, root) for v in node["allOf"]]
+    if "default" in node and node["default"] is None:
+        del node["default"]
+    ref = node.get("$ref")
+    if isinstance(ref, str) and len(node) > 1 and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        node.update({**target, **node})
+        del node["$ref"]
+        return _sdk_strict(node, root)
+    return node

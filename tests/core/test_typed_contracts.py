@@ -1,0 +1,271 @@
+"""Typed contracts: pydantic models as a contract's types, the output shape written once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+import yaml
+from pydantic import BaseModel, Field, field_validator
+
+from templiqx_core import (
+    OutputSchemaStrictError,
+    RenderRequest,
+    ScriptedRuntime,
+    ScriptedSuccess,
+    TypedContract,
+    TypedContractError,
+    check_output_model,
+    codes,
+    compile_contract,
+    model_output_schema,
+)
+from templiqx_core._errors import OutputSchemaError, OutputTypeError
+from templiqx_core._receipts import request_fingerprint
+
+
+class Customer(BaseModel):
+    name: str
+    plan: Literal["free", "pro"]
+
+
+class Ticket(BaseModel):
+    subject: str = Field(min_length=1)
+    body: str
+    customer: Customer
+    tags: list[str] = []
+
+
+class Org(BaseModel):
+    org: str
+
+
+class Triage(BaseModel):
+    tier: Literal["p1", "p2", "p3"]
+    summary: str
+
+
+MESSAGES: list[tuple[Any, str]] = [
+    ("system", "You triage tickets for {{ context.org | upper }}."),
+    (
+        "user",
+        "Plan: {{ inputs.customer.plan }}\n"
+        "Subject: {{ inputs.subject | trim }}\n\n{{ inputs.body }}",
+    ),
+]
+TICKET = {"subject": " Down ", "body": "All of it.", "customer": {"name": "Ann", "plan": "pro"}}
+ANSWER = {"tier": "p1", "summary": "outage"}
+
+
+def triage(**overrides: Any) -> TypedContract[Triage]:
+    arguments: dict[str, Any] = {
+        "id": "triage",
+        "version": "1",
+        "output": Triage,
+        "inputs": Ticket,
+        "context": Org,
+        "messages": MESSAGES,
+        "runtime_policy": {"temperature": 0},
+    }
+    return TypedContract.define(**{**arguments, **overrides})
+
+
+def run(typed: TypedContract[Triage], answer: Any, io: str) -> tuple[Triage, Any]:
+    runtime = ScriptedRuntime([ScriptedSuccess(output=answer)])
+    if io == "async":
+        return asyncio.run(typed.arun_receipt(runtime, Ticket(**TICKET), context={"org": "acme"}))
+    return typed.run_receipt(runtime, TICKET, context=Org(org="acme"))
+
+
+def test_define_declares_one_value_per_field_and_the_model_s_output_schema() -> None:
+    contract = triage().contract
+    assert list(contract.inputs) == ["subject", "body", "customer", "tags"]
+    assert [spec.required for spec in contract.inputs.values()] == [True, True, True, False]
+    customer = contract.inputs["customer"].schema_
+    assert "$ref" not in json.dumps(customer)  # $defs inlined
+    assert customer["properties"]["plan"]["enum"] == ["free", "pro"]
+    assert contract.output_schema == model_output_schema(Triage)
+
+
+@pytest.mark.parametrize("io", ["sync", "async"])
+def test_run_returns_the_output_model(io: str) -> None:
+    answer, receipt = run(triage(), ANSWER, io)
+    assert answer == Triage(**ANSWER)
+    assert receipt.output == ANSWER
+    runtime = ScriptedRuntime([ScriptedSuccess(output=ANSWER)])
+    assert triage().run(runtime, TICKET, context={"org": "a"}) == answer
+
+
+def test_the_compiled_messages_render_the_templates() -> None:
+    interaction = triage().compile(TICKET, context={"org": "acme"})
+    assert [m.content for m in interaction.messages] == [
+        "You triage tickets for ACME.",
+        "Plan: pro\nSubject: Down\n\nAll of it.",
+    ]
+
+
+@pytest.mark.parametrize("io", ["sync", "async"])
+def test_an_answer_the_model_rejects_names_every_pointer(io: str) -> None:
+    with pytest.raises(OutputSchemaError) as schema_error:
+        run(triage(), {"tier": "p9", "summary": 3}, io)
+    assert schema_error.value.code == codes.OUTPUT_SCHEMA
+    assert "/tier" in str(schema_error.value)
+    assert "/summary" in str(schema_error.value)
+
+    class Strict(BaseModel):  # the model refuses what the schema allows
+        tier: Literal["p1", "p2", "p3"]
+        summary: str
+
+        @field_validator("summary")
+        @classmethod
+        def _short(cls, value: str) -> str:
+            if len(value) > 3:
+                raise ValueError("too long")
+            return value
+
+    typed = TypedContract.define(id="t", version="1", output=Strict, messages=[("user", "x")])
+    with pytest.raises(OutputTypeError) as type_error:
+        typed.run(ScriptedRuntime([ScriptedSuccess(output=ANSWER)]))
+    _, receipt = triage().run_receipt(
+        ScriptedRuntime([ScriptedSuccess(output=ANSWER)]), TICKET, context={"org": "a"}
+    )
+    assert typed.output_problems(receipt) == ["/summary: Value error, too long (value_error)"]
+    assert triage().output_problems(receipt) == []
+    assert type_error.value.code == codes.OUTPUT_TYPE
+    assert "/summary" in str(type_error.value)
+    assert "outage" not in str(type_error.value)
+
+
+def test_values_that_the_models_refuse_are_listed() -> None:
+    with pytest.raises(TypedContractError) as error:
+        triage().compile({"subject": "", "customer": {"plan": "gold"}}, context={"org": "a"})
+    text = str(error.value)
+    for pointer in ("/subject", "/body", "/customer/name", "/customer/plan"):
+        assert pointer in text
+    assert error.value.code == codes.DATA_INVALID
+
+
+def test_template_mistakes_are_found_at_define() -> None:
+    with pytest.raises(TypedContractError, match=codes.REF_UNKNOWN):
+        triage(messages=[("user", "{{ inputs.subjct }}")])
+    with pytest.raises(TypedContractError, match="at character 3"):
+        triage(messages=[("user", "Hi {{ inputs.subject")])
+
+
+def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:
+    class Open(BaseModel):
+        extra: dict[str, int]
+
+    loose = TypedContract.define(id="t", version="1", output=Open, messages=[("user", "x")])
+    assert loose.contract.output_schema["properties"]["extra"]["additionalProperties"]
+    with pytest.raises(OutputSchemaStrictError) as error:
+        TypedContract.define(
+            id="t", version="1", output=Open, messages=[("user", "x")], strict=True
+        )
+    assert error.value.code == codes.OUTPUT_SCHEMA_STRICT
+    assert "/properties/extra" in str(error.value)
+
+
+def test_to_yaml_round_trips_to_the_same_fingerprint(tmp_path: Path) -> None:
+    typed = triage(
+        evals=[{"id": "e", "inputs": TICKET, "context": {"org": "a"}, "fake_output": ANSWER}]
+    )
+    text = typed.to_yaml()
+    assert "content: |-\n" in text  # short forms, block style
+    assert "{{ inputs.body }}" in text
+    path = tmp_path / "triage.yaml"
+    path.write_text(text, encoding="utf-8")
+    request = RenderRequest(inputs=TICKET, context={"org": "acme"})
+    from_file = compile_contract(path, request).interaction
+    assert from_file is not None
+    expected = typed.compile(TICKET, context={"org": "acme"})
+    assert request_fingerprint(from_file) == request_fingerprint(expected)
+    loaded = TypedContract.load(path, output=Triage, inputs=Ticket, context=Org)
+    assert request_fingerprint(loaded.compile(TICKET, context={"org": "acme"})) == (
+        request_fingerprint(expected)
+    )
+
+
+def test_load_lists_every_difference_in_one_error(tmp_path: Path) -> None:
+    document = yaml.safe_load(triage().to_yaml())
+    document["output_schema"]["properties"]["tier"]["enum"] = ["p1", "p2"]
+    del document["output_schema"]["properties"]["summary"]
+    document["inputs"]["body"]["required"] = False
+    document["inputs"]["extra"] = {"schema": {"type": "string"}}
+    del document["context"]
+    document["messages"] = [{"role": "user", "content": "x"}]
+    path = tmp_path / "drift.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    with pytest.raises(TypedContractError) as error:
+        TypedContract.load(path, output=Triage, inputs=Ticket, context=Org)
+    assert error.value.problems == [
+        "/output_schema/properties/summary: in the model's schema, not in the contract",
+        "/output_schema/properties/tier/enum: the contract and the model's schema differ",
+        "/inputs/body/required: the contract and the model's schema differ",
+        "/inputs/extra: in the contract, not in the model's schema",
+        "/context/org: in the model's schema, not in the contract",
+    ]
+
+
+def test_load_ignores_annotations_and_reports_unreadable_files(tmp_path: Path) -> None:
+    document = yaml.safe_load(triage().to_yaml())
+    document["output_schema"]["description"] = "a triage"
+    document["output_schema"].pop("title", None)
+    path = tmp_path / "annotated.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    TypedContract.load(path, output=Triage, inputs=Ticket, context=Org)
+    with pytest.raises(TypedContractError, match=codes.NOT_FOUND):
+        TypedContract.load(tmp_path / "missing.yaml", output=Triage)
+
+
+def test_a_recursive_input_model_is_a_typed_error() -> None:
+    class Node(BaseModel):
+        children: list[Node] = []
+
+    class Tree(BaseModel):
+        root: Node
+
+    with pytest.raises(TypedContractError, match="recursive"):
+        TypedContract.define(
+            id="t", version="1", output=Triage, inputs=Tree, messages=[("user", "x")]
+        )
+
+
+def test_values_that_are_not_json_or_not_mappings_are_typed_errors() -> None:
+    plain = TypedContract.define(id="t", version="1", output=Triage, messages=[("user", "x")])
+    with pytest.raises(TypedContractError, match="not list"):
+        plain.compile([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TypedContractError, match="values"):
+        plain.compile({"when": object()})
+
+
+def test_load_reads_required_as_a_set(tmp_path: Path) -> None:
+    document = yaml.safe_load(triage().to_yaml())
+    document["output_schema"]["required"].reverse()
+    path = tmp_path / "reordered.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    TypedContract.load(path, output=Triage, inputs=Ticket, context=Org)
+
+
+def test_check_output_model_lists_every_difference(tmp_path: Path) -> None:
+    schema = model_output_schema(Triage)
+    check_output_model(schema, Triage)
+    check_output_model(triage().contract, Triage)
+    drifted = {**schema, "required": ["tier"], "title": "Other"}
+    drifted["properties"] = {**schema["properties"], "extra": {"type": "string"}}
+    with pytest.raises(OutputTypeError) as error:
+        check_output_model(drifted, Triage)
+    assert error.value.code == codes.OUTPUT_TYPE
+    assert str(error.value) == (
+        "output_schema does not match Triage: "
+        "/output_schema/properties/extra: in the contract, not in the model's schema; "
+        "/output_schema/required: the contract and the model's schema differ"
+    )
+    path = tmp_path / "triage.yaml"
+    path.write_text(triage().to_yaml(), encoding="utf-8")
+    check_output_model(path, Triage)
+    with pytest.raises(TypedContractError, match=codes.NOT_FOUND):
+        check_output_model(tmp_path / "missing.yaml", Triage)
