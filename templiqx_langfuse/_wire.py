@@ -340,6 +340,39 @@ def usage_details(usage: Any) -> dict[str, int]:
     return details
 
 
+@dataclass(frozen=True)
+class Usage:
+    """The tokens one call used, as the provider reported them: ``input_tokens`` and
+    ``output_tokens`` include their ``cached_tokens`` and ``reasoning_tokens``. ``details``
+    is the normalised form the generation carries in Langfuse."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    cached_tokens: int | None
+    reasoning_tokens: int | None
+    details: Mapping[str, int] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, details: Mapping[str, int]) -> Usage | None:
+        """From ``usage_details``' normalised counts (None when the provider gave none)."""
+        if not details:
+            return None
+
+        def side(name: str) -> int | None:
+            parts = [v for k, v in details.items() if k == name or k.startswith(f"{name}_")]
+            return sum(parts) if parts else None
+
+        return cls(
+            input_tokens=side("input"),
+            output_tokens=side("output"),
+            total_tokens=details.get("total"),
+            cached_tokens=details.get("input_cached_tokens"),
+            reasoning_tokens=details.get("output_reasoning_tokens"),
+            details=dict(details),
+        )
+
+
 def parse_completion(body: bytes) -> Completion:
     """Parse a 2xx chat-completions body into its JSON output, or raise ``WireFailure``."""
     try:
