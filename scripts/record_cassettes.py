@@ -154,7 +154,7 @@ def main() -> None:
     try:
         for cassette, name, may_be_real, responder in plan():
             if real is not None and may_be_real:
-                print(record(real, [real.model.api_key], cassette, name))
+                print(record(real, list(real.model.secrets()), cassette, name))
                 continue
             with serve(responder) as server:
                 config = ModelConfig(

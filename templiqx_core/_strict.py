@@ -39,59 +39,38 @@ class _Do(Enum):
 
 
 # The subset, per OpenAI's Structured Outputs guide, section "Supported schemas"
-# (https://platform.openai.com/docs/guides/structured-outputs#supported-schemas, as read
-# on 2026-12-06): types string, number, boolean, integer, object, array, null, enum, anyOf;
-# string pattern/format, number bounds and multipleOf, array minItems/maxItems; every
-# object closed with every property required; local $ref/$defs; a root object; at most
-# 5000 properties and 10 levels of nesting; at most 1000 enum values in all.
+# (https://platform.openai.com/docs/guides/structured-outputs#supported-schemas), cited on
+# 2026-12-06 from its published text (this machine cannot fetch it) and cross-checked
+# with openai-python's ``to_strict_json_schema`` (src/openai/lib/_pydantic.py, 2026-08-21):
+# types string, number, boolean, integer, object, array, null, enum, anyOf; string
+# pattern/format, number bounds and multipleOf, array minItems/maxItems; every object
+# closed with every property required; local $ref/$defs; a root object; at most 5000
+# properties and 10 levels of nesting; at most 1000 enum values in all.
+_KEEP = "type properties required additionalProperties items anyOf enum const $ref $defs"
+_KEEP += " definitions description title pattern format minimum maximum exclusiveMinimum"
+_KEEP += " exclusiveMaximum multipleOf minItems maxItems"
 _KEYWORDS: Final[dict[str, tuple[_Do, str]]] = {
-    **dict.fromkeys(
-        (
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "items",
-            "anyOf",
-            "enum",
-            "const",
-            "$ref",
-            "$defs",
-            "definitions",
-            "description",
-            "title",
-            "pattern",
-            "format",
-            "minimum",
-            "maximum",
-            "exclusiveMinimum",
-            "exclusiveMaximum",
-            "multipleOf",
-            "minItems",
-            "maxItems",
-        ),
-        (_Do.KEEP, "in the subset"),
-    ),
-    **dict.fromkeys(
-        ("minLength", "maxLength"),
-        (_Do.DROP, "string length bounds are not in the subset"),
-    ),
-    **dict.fromkeys(
-        ("minProperties", "maxProperties", "propertyNames", "unevaluatedProperties"),
-        (_Do.DROP, "object size and key-name constraints are not in the subset"),
-    ),
-    **dict.fromkeys(
-        ("uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems"),
-        (_Do.DROP, "array uniqueness and containment constraints are not in the subset"),
-    ),
-    **dict.fromkeys(
-        ("not", "if", "then", "else", "dependentRequired", "dependentSchemas"),
-        (_Do.DROP, "conditional and negated schemas are not in the subset"),
-    ),
-    **dict.fromkeys(
-        ("default", "examples", "deprecated", "readOnly", "writeOnly", "$comment", "$schema"),
-        (_Do.DROP, "annotations other than title and description are not in the subset"),
-    ),
+    **dict.fromkeys(_KEEP.split(), (_Do.KEEP, "in the subset")),
+    **{
+        word: (_Do.DROP, f"{what} are not in the subset")
+        for words, what in (
+            ("minLength maxLength", "string length bounds"),
+            (
+                "minProperties maxProperties propertyNames unevaluatedProperties",
+                "object size and key-name constraints",
+            ),
+            (
+                "uniqueItems contains minContains maxContains unevaluatedItems",
+                "array uniqueness and containment constraints",
+            ),
+            ("not if then else dependentRequired dependentSchemas", "conditional schemas"),
+            (
+                "default examples deprecated readOnly writeOnly $comment $schema",
+                "annotations other than title and description",
+            ),
+        )
+        for word in words.split()
+    },
     "oneOf": (_Do.DROP, "oneOf is not in the subset: sent as anyOf"),
     "allOf": (_Do.REFUSE, "allOf is not in the subset (one entry is merged, more cannot be)"),
     "patternProperties": (_Do.REFUSE, "objects with pattern-named keys are open objects"),

@@ -27,6 +27,7 @@ if _typing.TYPE_CHECKING:
         trace_attributes,
     )
     from ._version import __version__
+    from ._wire import Usage
 
 __all__ = [
     "ADAPTER_ID",
@@ -42,6 +43,7 @@ __all__ = [
     "RetryingRuntime",
     "TraceRef",
     "TracedReceipt",
+    "Usage",
     "__version__",
     "collect_traces",
     "trace_attributes",
@@ -65,6 +67,7 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "trace_attributes",
             ),
             "._version": ("__version__",),
+            "._wire": ("Usage",),
         },
     )
 

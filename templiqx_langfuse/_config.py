@@ -171,12 +171,6 @@ def _environment(value: str) -> str:
     return value
 
 
-def _tags(value: tuple[str, ...]) -> tuple[str, ...]:
-    for tag in value:
-        _sendable(tag)
-    return value
-
-
 def _strict_mode(value: object) -> object:
     if value is True or value is False or value == "auto":
         return value
@@ -250,11 +244,9 @@ class ModelConfig(_Config):
             base_url=env.get(ENV_MODEL_BASE_URL)
             or env.get(ENV_OPENAI_BASE_URL)
             or DEFAULT_MODEL_BASE_URL,
-            api_key=SecretStr(
-                _non_empty(
-                    env.get(ENV_MODEL_API_KEY) or env.get(ENV_OPENAI_API_KEY),
-                    f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})",
-                )
+            api_key=_non_empty(
+                env.get(ENV_MODEL_API_KEY) or env.get(ENV_OPENAI_API_KEY),
+                f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})",
             ),
             model=_non_empty(env.get(ENV_MODEL), ENV_MODEL),
             timeout_s=float(timeout) if timeout else DEFAULT_TIMEOUT_S,
@@ -278,7 +270,7 @@ class LangfuseConfig(_Config):
     #: A path segment of trace URLs printed to terminals and logs.
     project_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
     flush_timeout_s: Seconds = 5.0
-    tags: Annotated[tuple[Text, ...], AfterValidator(_tags)] = Field(default=(), strict=False)
+    tags: tuple[Text, ...] = Field(default=(), strict=False)  # a list is fine
     session_id: Text | None = None
     user_id: Text | None = None
     flush_at: int = Field(default=512, ge=1, le=2048)  # OTel's batch size, as LANGFUSE_FLUSH_AT's
@@ -309,7 +301,10 @@ class LangfuseConfig(_Config):
     def keys(self) -> tuple[str, str]:
         """The public and secret key as text ("" when unset), for the one header that
         carries them."""
-        return tuple(k.get_secret_value() if k else "" for k in (self.public_key, self.secret_key))  # type: ignore[return-value]
+        public, secret = (
+            k.get_secret_value() if k else "" for k in (self.public_key, self.secret_key)
+        )
+        return public, secret
 
     def secrets(self) -> tuple[str, ...]:
         """The keys, for the redactor."""
@@ -339,9 +334,6 @@ class LangfuseConfig(_Config):
             pattern = _SECONDS if kind is float else _DIGITS
             if text := _number_text(env, variable, pattern, "a number"):
                 read[name] = kind(text)
-        for name in ("public_key", "secret_key"):
-            if isinstance(read[name], str):
-                read[name] = SecretStr(read[name])
         return cls(**{**read, **overrides})
 
     def trace_url(self, trace_id: str) -> str | None:

@@ -16,7 +16,7 @@ from templiqx_core.adapters import Produced, RuntimeCall
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import deadline_at
 from ._host import HostWiring, WiringOptions
-from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
+from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces, collect_usage
 from ._transport import HttpResponse, Post, aopen_bounded, open_bounded
 from ._version import __version__
 from ._wire import failure_for_status, parse_completion
@@ -69,16 +69,16 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         The receipt is a wire contract and stays unchanged; the ids come alongside it.
         Failures raise exactly as ``execute`` does.
         """
-        with collect_traces() as found:
+        with collect_traces() as found, collect_usage() as used:
             receipt = self.execute(request)
-        return TracedReceipt.of(receipt, found)
+        return TracedReceipt.of(receipt, found, used)
 
     async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         """``execute_traced`` for async hosts (the trace of this task's call, whatever
         else runs concurrently)."""
-        with collect_traces() as found:
+        with collect_traces() as found, collect_usage() as used:
             receipt = await self.aexecute(request)
-        return TracedReceipt.of(receipt, found)
+        return TracedReceipt.of(receipt, found, used)
 
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;

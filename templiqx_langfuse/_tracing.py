@@ -31,7 +31,7 @@ from ._context import (
     trace_attributes,
 )
 from ._redaction import Redactor
-from ._wire import Completion
+from ._wire import Completion, Usage
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
@@ -98,13 +98,23 @@ class TracedReceipt:
     trace_id: str | None
     observation_id: str | None
     trace_url: str | None
+    #: The tokens the call used, whenever the provider reported them (traced or not).
+    usage: Usage | None = None
 
     @classmethod
-    def of(cls, receipt: ExecutionReceipt, found: Sequence[TraceRef]) -> TracedReceipt:
-        """The receipt with the last trace ``collect_traces`` found for it (if any)."""
+    def of(
+        cls,
+        receipt: ExecutionReceipt,
+        found: Sequence[TraceRef],
+        used: Sequence[Mapping[str, int]] = (),
+    ) -> TracedReceipt:
+        """The receipt with the last trace ``collect_traces`` found for it (if any) and the
+        last usage ``collect_usage`` found."""
+        usage = Usage.of(used[-1]) if used else None
         if not found:
-            return cls(receipt, None, None, None)
-        return cls(receipt, found[-1].trace_id, found[-1].observation_id, found[-1].url)
+            return cls(receipt, None, None, None, usage)
+        ref = found[-1]
+        return cls(receipt, ref.trace_id, ref.observation_id, ref.url, usage)
 
 
 _COLLECTORS: contextvars.ContextVar[tuple[list[TraceRef], ...]] = contextvars.ContextVar(

@@ -105,22 +105,30 @@ class RequestBody:
 
 
 class ResponseFormats:
-    """One runtime's strict forms of output schemas, each computed once (a compiled
-    schema is frozen, so its identity is a safe key), and the one warning per contract id
-    and version that ``"auto"`` sends without a strict form."""
+    """One runtime's strict forms of output schemas, each computed once (keyed by the
+    schema's canonical bytes: each compile builds a new schema object, and bringing one
+    into the subset costs far more than serializing it), and the one warning per
+    contract id and version that ``"auto"`` sends without a strict form."""
 
     def __init__(self) -> None:
-        self._forms: dict[int, tuple[Any, StrictForm]] = {}
+        self._forms: dict[bytes, StrictForm] = {}
         self._warned: set[tuple[str, str]] = set()
+        self._last: tuple[Any, StrictForm] | None = None  # a reused interaction's, by identity
 
     def _form(self, schema: Any) -> StrictForm:
-        hit = self._forms.get(id(schema))
-        if hit is not None and hit[0] is schema:
-            return hit[1]
-        form = to_strict_schema(schema)
-        if len(self._forms) >= _FORMS_KEPT:
-            self._forms.clear()
-        self._forms[id(schema)] = (schema, form)  # the key's object held: its id stays its
+        if (last := self._last) is not None and last[0] is schema:
+            return last[1]
+        try:
+            key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            return to_strict_schema(schema)  # the body's serialization names what fails
+        form = self._forms.get(key)
+        if form is None:
+            form = to_strict_schema(schema)
+            if len(self._forms) >= _FORMS_KEPT:
+                self._forms.clear()
+            self._forms[key] = form
+        self._last = (schema, form)
         return form
 
     def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
@@ -349,6 +357,39 @@ def usage_details(usage: Any) -> dict[str, int]:
                 if side in details:
                     details[side] = max(details[side] - value, 0)
     return details
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The tokens one call used, as the provider reported them: ``input_tokens`` and
+    ``output_tokens`` include their ``cached_tokens`` and ``reasoning_tokens``. ``details``
+    is the normalised form the generation carries in Langfuse."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    cached_tokens: int | None
+    reasoning_tokens: int | None
+    details: Mapping[str, int] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, details: Mapping[str, int]) -> Usage | None:
+        """From ``usage_details``' normalised counts (None when the provider gave none)."""
+        if not details:
+            return None
+
+        def side(name: str) -> int | None:
+            parts = [v for k, v in details.items() if k == name or k.startswith(f"{name}_")]
+            return sum(parts) if parts else None
+
+        return cls(
+            input_tokens=side("input"),
+            output_tokens=side("output"),
+            total_tokens=details.get("total"),
+            cached_tokens=details.get("input_cached_tokens"),
+            reasoning_tokens=details.get("output_reasoning_tokens"),
+            details=dict(details),
+        )
 
 
 def parse_completion(body: bytes) -> Completion:

@@ -227,6 +227,7 @@ PINNED: dict[str, list[str]] = {
         "RetryingRuntime",
         "TraceRef",
         "TracedReceipt",
+        "Usage",
         "__version__",
         "collect_traces",
         "trace_attributes",

@@ -34,7 +34,7 @@ from templiqx_core.adapters import WrappingRuntime
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
-from .._tracing import TracedReceipt, collect_traces
+from .._tracing import TracedReceipt, collect_traces, collect_usage
 from .cassettes import ActiveCassette, CassetteMiss, cassette_miss, no_match_error, open_cassette
 
 if TYPE_CHECKING:
@@ -155,12 +155,12 @@ class ReplayingRuntime(WrappingRuntime):
             return await self.runtime.aexecute_streaming(request, forward)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        with collect_traces() as found:
-            return TracedReceipt.of(self.execute(request), found)
+        with collect_traces() as found, collect_usage() as used:
+            return TracedReceipt.of(self.execute(request), found, used)
 
     async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        with collect_traces() as found:
-            return TracedReceipt.of(await self.aexecute(request), found)
+        with collect_traces() as found, collect_usage() as used:
+            return TracedReceipt.of(await self.aexecute(request), found, used)
 
     def trace_url(self, trace_id: str) -> str | None:
         runtime = self.runtime

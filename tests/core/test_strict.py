@@ -249,3 +249,9 @@ def test_a_model_without_a_strict_form_names_each_field() -> None:
 def test_model_output_schema_takes_only_a_model_class() -> None:
     with pytest.raises(InvalidData):
         model_output_schema(dict)  # type: ignore[arg-type]
+
+
+def test_a_recursive_schema_through_the_root_is_in_the_subset() -> None:
+    tree = obj(name=STRING, children={"type": "array", "items": {"$ref": "#"}})
+    assert strict_findings(tree) == []
+    assert require_strict_schema(tree) == tree

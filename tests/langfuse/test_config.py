@@ -365,3 +365,14 @@ def test_langfuse_numbers_from_the_environment_keep_the_sdk_meaning() -> None:
     assert config.tracing is False
     with pytest.raises(InvalidData, match="LANGFUSE_FLUSH_AT"):
         LangfuseConfig.from_env({"LANGFUSE_FLUSH_AT": "1.5"})
+
+
+def test_configs_cross_process_boundaries_intact() -> None:
+    """A Pool worker or a forked server receives the same configuration, keys included."""
+    import pickle
+
+    langfuse = LangfuseConfig(public_key="pk-lf-1", secret_key=SECRET, tags=["a"])
+    model = ModelConfig(base_url="https://h/v1", api_key=KEY, model="m", strict=True)
+    for config in (langfuse, model):
+        assert pickle.loads(pickle.dumps(config)) == config
+    assert pickle.loads(pickle.dumps(langfuse)).keys() == ("pk-lf-1", SECRET)
