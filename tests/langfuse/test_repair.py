@@ -123,7 +123,8 @@ def test_not_json_then_valid_is_one_more_round_trip_in_one_trace(
     assert repaired.parent.span_id == tried.context.span_id
     assert level(tried) == "WARNING"
     assert level(repaired) is None
-    assert (tried.attributes or {})[A.OBSERVATION_STATUS_MESSAGE] == codes.RUNTIME_INVALID_RESPONSE
+    status = (tried.attributes or {})[A.OBSERVATION_STATUS_MESSAGE]
+    assert status == f"{codes.RUNTIME_INVALID_RESPONSE}: message content is not JSON"
     assert META_REPAIR_OF not in meta(tried)
     assert META_REPAIR_ATTEMPT not in meta(tried)
     assert meta(repaired)[META_REPAIR_OF] == f"{tried.context.span_id:016x}"
