@@ -20,8 +20,13 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from templiqx_core import InvalidData, RuntimeAdapter
-from templiqx_core._eval_cases import EvalCaseSpec
-from templiqx_core._runtimes import RuntimeOptions, load_runtime
+from templiqx_core.evals import (
+    EvalCaseSpec,
+    RuntimeOptions,
+    load_document,
+    load_runtime,
+    read_contract,
+)
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
@@ -37,7 +42,7 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, experiment_for, judge_evaluator, parse_shard
+from ._runner import arun_eval, judge_evaluator, parse_shard
 
 __all__ = ["main", "merge_command", "run_command"]
 
@@ -147,14 +152,13 @@ def merge_cassettes(directory: Path, target: Path) -> Path:
     finds its own answer, in any order and concurrently."""
     import yaml
 
-    from templiqx_core._loading import compose_and_load
+    from templiqx_core import PortError
 
     interactions: list[object] = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            data = compose_and_load(path.read_text(encoding="utf-8"))[1]
-            interactions.extend(data["interactions"])
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, LookupError, TypeError):
+            interactions.extend(load_document(path)["interactions"])
+        except (PortError, LookupError, TypeError):
             raise InvalidData(f"--replay: {path} is not a cassette") from None
     if not interactions:
         raise InvalidData(f"--replay: {directory} holds no cassette (*.yaml)")
@@ -189,8 +193,6 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     """Each contract's files: the paths given for one contract; for several, ``--output``,
     ``--resume`` and ``--baseline`` are directories holding ``<contract id>.json`` (the
     JUnit file ``<contract id>.xml``)."""
-    from templiqx_core._compiler import read_contract
-
     contracts: list[Path] = args.contract
     several = len(contracts) > 1
     if several and args.format == "json" and args.output is None:
@@ -279,7 +281,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                         resume=resume,
                         retry_errors=args.retry_errors,
                         progress=progress,
-                        experiment=experiment_for(runtime, dataset=dataset),
+                        dataset=dataset,
                         keep="failures",
                     )
                 summaries.append(report.summary)
@@ -295,8 +297,6 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """One results document from the shards' files (complete or cut short): every case
     once (a later file's record of a case wins), the summary recomputed, the gate."""
-    from templiqx_core._compiler import read_contract
-
     if len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
     (path,) = args.contract

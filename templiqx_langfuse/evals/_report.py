@@ -9,6 +9,7 @@ memory does not grow with the number of cases.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ class Summary:
             self.tokens_n += 1
         for score in result.scores:
             value = score.get("value")
-            if isinstance(value, bool | int | float):
+            if isinstance(value, bool | int | float) and math.isfinite(value):
                 name = str(score["name"])
                 self.score_sums[name] = self.score_sums.get(name, 0.0) + float(value)
                 self.score_counts[name] = self.score_counts.get(name, 0) + 1
@@ -218,9 +219,27 @@ class ResultsWriter:
         stream.write(f'{{"format": "{FORMAT}", "cases": [\n')
         stream.flush()
 
+    @staticmethod
+    def encode(result: CaseResult) -> str:
+        """The case's line: JSON always (a value orjson refuses, such as an integer past
+        64 bits, is written by the standard library; anything else unwritable by name)."""
+        data = result.to_json()
+        try:
+            return _dumps(data)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+        try:
+            return json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError) as error:
+            data["output"] = f"<not JSON: {type(error).__name__}>"
+            return json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
+
     def write(self, result: CaseResult) -> None:
+        self.write_line(self.encode(result))
+
+    def write_line(self, line: str) -> None:
         prefix = "," if self._count else ""
-        self._stream.write(prefix + _dumps(result.to_json()) + "\n")
+        self._stream.write(prefix + line + "\n")
         self._stream.flush()
         self._count += 1
 
