@@ -24,3 +24,15 @@ def is_ryan(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> 
 
 def broken(**_: Any) -> Any:
     raise RuntimeError("evaluator bug")
+
+
+_calls = 0
+
+
+def interrupting(**_: Any) -> Any:
+    """Ctrl-C pressed while the second case is being scored."""
+    global _calls
+    _calls += 1
+    if _calls == 2:
+        raise KeyboardInterrupt
+    return {"name": "ok", "value": True}
