@@ -309,6 +309,8 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for path in args.merge:
         merged.update((case.key, case) for case in read_results(path))
         found = read_summary(path) or {}
+        if found.get("contract_id", contract.id) != contract.id:
+            raise InvalidData(f"--merge: {path} holds results of {found['contract_id']!r}")
         run_name = run_name or found.get("run_name")
         run_url = run_url or found.get("run_url")
     summary = Summary(contract.id, contract.version, run_name or "merged")

@@ -125,6 +125,11 @@ def fetch_dataset_cases(
             pages, page = min(int(found.meta.total_pages), 10_000), page + 1
     if not cases:
         raise InvalidData(f"Langfuse dataset {dataset!r} has no active items")
+    seen: set[str] = set()
+    for case in cases:  # results, resumption and scores key on the case id
+        if case.id in seen:
+            raise InvalidData(f"Langfuse dataset {dataset!r}: case id {case.id!r} names two items")
+        seen.add(case.id)
     return cases
 
 

@@ -425,7 +425,7 @@ async def arun_eval(
                     await lane.record(result)
 
         async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
+            for _ in range(min(concurrency, max(bar.total, 1))):  # no idle worker for a short run
                 group.create_task(worker())
         if lane is not None:
             summary.run_url = await lane.finish(summary)

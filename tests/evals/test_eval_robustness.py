@@ -189,3 +189,33 @@ def test_arun_eval_uses_a_host_s_langfuse_client_without_shutting_it_down(
     assert "POST /api/public/scores" in langfuse.calls
     assert table(report.summary, report.cases)
     assert junit_xml(report)
+
+
+def test_merging_another_contract_s_results_is_refused(cli: Cli, tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(
+        '{"format": "templiqx.eval/v1", "cases": [\n], "summary": {"contract_id": "triage"}}\n'
+    )
+    ran = cli("eval", GREETING, "--merge", other)
+    assert ran.code == 1
+    assert "holds results of 'triage'" in ran.err
+
+
+def test_a_dataset_naming_one_case_id_twice_is_refused(
+    cli: Cli, langfuse: FakeLangfuse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in (("PUBLIC_KEY", PUBLIC_KEY), ("SECRET_KEY", SECRET_KEY)):
+        monkeypatch.setenv(f"LANGFUSE_{key}", value)
+    monkeypatch.setenv("LANGFUSE_BASE_URL", langfuse.base_url)
+    for item in ("a", "b"):
+        langfuse.seed("dup", item, input={"name": "Ryan"}, metadata={"case_id": "same"})
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:dup")
+    assert ran.code == 1
+    assert "case id 'same' names two items" in ran.err
+
+
+@pytest.mark.usefixtures("greeting_model")
+def test_a_huge_concurrency_starts_no_more_workers_than_cases() -> None:
+    with LangfuseTracedRuntime(_model(), LangfuseConfig(tracing=False)) as runtime:
+        report = run_eval(GREETING, runtime=runtime, concurrency=10**9)
+    assert report.passed
