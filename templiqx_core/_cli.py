@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import logging
 import os
 import sys
@@ -38,6 +37,7 @@ EXIT_OK, EXIT_FAILED, EXIT_NOT_OK = 0, 1, 2
 EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
 #: Commands other packages add: ``NAME = "module:function"``, ``function(argv) -> int``.
 COMMANDS_GROUP = "templiqx.commands"
+_CORE_EVAL = ("--help", "--json", "--capability")  # the flags the self-check knows
 _CORE_COMMANDS = ("compile", "execute", "check", "eval", "fingerprint", "runtimes", "mcp")
 
 
@@ -394,33 +394,28 @@ def _plugins() -> dict[str, EntryPoint]:
     return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
-def _plugin_command(argv: list[str]) -> tuple[EntryPoint, list[str]] | None:
-    """The entry point that runs this command line, and its arguments (after the name).
+def _plugin_for(argv: list[str], parsed: argparse.Namespace | None) -> EntryPoint | None:
+    """The command entry point that runs this command line, if any.
 
-    A name no core command has is the entry point's; an entry point named after a core
+    A name no core command has is the entry point's. An entry point named after a core
     command extends it: it gets the command lines the core command cannot parse (``eval
-    --runtime NAME ...``) and their ``--help``. Only these command lines read the entry
-    points' metadata, so the core commands start no slower.
+    --runtime NAME ...``: ``parsed`` is None) and their ``--help``. The core commands'
+    own command lines read no entry point metadata, so they start no slower.
     """
     at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
     if at is None:
         return None
     name, rest = argv[at], argv[at + 1 :]
-    core = name in _CORE_COMMANDS
-    if core and not any(arg.startswith("-") for arg in rest):
-        return None  # positionals only: the core command's own
-    entry = _plugins().get(name)
-    if entry is None:
-        return None
-    if core and not {"-h", "--help"} & set(rest):
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                _, unknown = build_parser().parse_known_args(argv)
-        except UsageError:
-            return None  # a usage error the core command reports itself
-        if not unknown:
+    if name in _CORE_COMMANDS and parsed is not None:
+        helped = {"-h", "--help"} & set(rest)
+        if not (helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)):
             return None
-    return entry, rest
+    return _plugins().get(name)
+
+
+def _plugin_args(argv: list[str]) -> list[str]:
+    at = next(i for i, arg in enumerate(argv) if not arg.startswith("-"))
+    return argv[at + 1 :]
 
 
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
@@ -444,11 +439,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        plugin = _plugin_command(argv)
+        plugin = _plugin_for(argv, argparse.Namespace())
         if plugin is not None:
-            return _run_plugin(*plugin, err)
+            return _run_plugin(plugin, _plugin_args(argv), err)
         help_asked = not argv or argv[0] in ("-h", "--help")
-        args = build_parser(_plugins() if help_asked else None).parse_args(argv)
+        parser = build_parser(_plugins() if help_asked else None)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            plugin = _plugin_for(argv, None)
+            if plugin is None:
+                parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            return _run_plugin(plugin, _plugin_args(argv), err)
         if args.command in ("execute", "mcp"):
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
             logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)

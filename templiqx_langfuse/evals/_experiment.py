@@ -78,15 +78,18 @@ def _case_of(item: Any) -> EvalCaseSpec:
     else:
         inputs, context = value, {}
     case_id = metadata.get("case_id")
-    return EvalCaseSpec.model_validate(
-        {
-            "id": case_id if isinstance(case_id, str) and case_id else str(item.id),
-            "inputs": inputs,
-            "context": context,
-            "expected_output": item.expected_output,
-            "metadata": {**metadata, DATASET_ITEM_KEY: str(item.id)},
-        }
-    )
+    try:
+        return EvalCaseSpec.model_validate(
+            {
+                "id": case_id if isinstance(case_id, str) and case_id else str(item.id),
+                "inputs": inputs,
+                "context": context,
+                "expected_output": item.expected_output,
+                "metadata": {**metadata, DATASET_ITEM_KEY: str(item.id)},
+            }
+        )
+    except ValueError as error:  # pydantic's: a shape no case has
+        raise InvalidData(f"Langfuse dataset item {item.id}: not a case ({error})") from None
 
 
 def _http(config: LangfuseConfig, timeout_s: float) -> dict[str, Any]:
