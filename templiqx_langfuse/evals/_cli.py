@@ -60,61 +60,29 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
         "1 the command itself failed",
     )
-    add = parser.add_argument
+    add, many = parser.add_argument, "append"
     add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
-    add("--capability", action="append", metavar="NAME", help="target capability (repeatable)")
-    add("--runtime", help="runtime entry point to run the cases on (scripted, langfuse, ...)")
-    add(
-        "--replay",
-        type=Path,
-        metavar="CASSETTE|DIR",
-        help="answer model calls from a cassette, or a directory of them (one per case)",
-    )
-    add(
-        "--cases",
-        type=Path,
-        metavar="FILE",
-        help="cases from JSONL or YAML, or langfuse:DATASET (default: the contract's evals)",
-    )
-    add(
-        "--evaluator",
-        action="append",
-        metavar="MODULE:FUNCTION",
-        help="custom evaluator (imported from the working directory first)",
-    )
-    add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
+    add("--capability", action=many, metavar="NAME", help="target capability (repeatable)")
+    add("--runtime", help="runtime entry point to run the cases on (langfuse, a host's own)")
+    add("--replay", type=Path, metavar="CASSETTE|DIR", help="answer calls from cassette(s)")
+    add("--cases", type=Path, metavar="FILE", help="JSONL/YAML cases, or langfuse:DATASET")
+    add("--evaluator", action=many, metavar="MODULE:FUNCTION", help="a custom evaluator")
+    add("--judge", action=many, type=Path, metavar="CONTRACT", help="a judge contract")
     add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
     add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
-    add(
-        "--attempts",
-        type=int,
-        default=4,
-        metavar="N",
-        help="tries per call, retries on 429/5xx (4)",
-    )
+    add("--attempts", type=int, default=4, metavar="N", help="tries per call on 429/5xx (4)")
     add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
     add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
     add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
     add("--format", choices=("table", "json", "junit"), default="table")
-    add(
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help="the JSON results, written as cases finish (JUnit XML with --format junit)",
-    )
+    add("--output", type=Path, metavar="FILE", help="the results as cases finish (or JUnit)")
     add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
     add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
     add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
     add("--no-progress", action="store_true", help="no progress bar on stderr")
     add("--json", action="store_true", help=argparse.SUPPRESS)  # the core eval's flag
-    add(
-        "--merge",
-        action="append",
-        type=Path,
-        metavar="FILE",
-        help="merge the results files of a run's shards (repeatable; no runtime needed)",
-    )
+    add("--merge", action=many, type=Path, metavar="FILE", help="merge shards' results files")
     return parser
 
 

@@ -162,13 +162,7 @@ def score_request(
     again updates it rather than adding a second."""
     from langfuse.api import CreateScoreRequest
 
-    kind = (
-        "BOOLEAN"
-        if isinstance(value, bool)
-        else "CATEGORICAL"
-        if isinstance(value, str)
-        else "NUMERIC"
-    )
+    kind = {bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC")
     seed = json.dumps([*target.values(), name])
     given = {  # the client sends a None as null, which the server refuses for some
         "comment": comment or None,
