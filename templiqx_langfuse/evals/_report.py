@@ -219,27 +219,15 @@ class ResultsWriter:
         stream.write(f'{{"format": "{FORMAT}", "cases": [\n')
         stream.flush()
 
-    @staticmethod
-    def encode(result: CaseResult) -> str:
-        """The case's line: JSON always (a value orjson refuses, such as an integer past
-        64 bits, is written by the standard library; anything else unwritable by name)."""
+    def write(self, result: CaseResult) -> None:
+        """One line of JSON: a value orjson refuses (an integer past 64 bits) is written
+        by the standard library, anything JSON cannot hold by its ``repr``."""
         data = result.to_json()
         try:
-            return _dumps(data)
+            line = _dumps(data)
         except (TypeError, orjson.JSONEncodeError):
-            pass
-        try:
-            return json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
-        except (TypeError, ValueError, RecursionError) as error:
-            data["output"] = f"<not JSON: {type(error).__name__}>"
-            return json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
-
-    def write(self, result: CaseResult) -> None:
-        self.write_line(self.encode(result))
-
-    def write_line(self, line: str) -> None:
-        prefix = "," if self._count else ""
-        self._stream.write(prefix + line + "\n")
+            line = json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
+        self._stream.write(("," if self._count else "") + line + "\n")
         self._stream.flush()
         self._count += 1
 

@@ -387,10 +387,9 @@ async def arun_eval(
 
     def accept(result: CaseResult) -> CaseResult:
         result = redact(result)
-        line = writer.encode(result) if writer is not None else ""
-        summary.add(result)  # only once its line is sure: the summary agrees with the file
-        if writer is not None:
-            writer.write_line(line)
+        if writer is not None:  # first: the summary counts only what the file holds
+            writer.write(result)
+        summary.add(result)
         if keep == "all" or not result.passed:
             kept.append(result if output is None else dataclasses.replace(result, output=None))
         return result
