@@ -210,6 +210,7 @@ class LangfuseExperiment:
         self.config, self.run_name, self.dataset = config, run_name, dataset
         self.description = description
         self.dataset_id: str | None = None
+        self.project_id = config.project_id
         self.experiment_id = experiment_id_for(None, None, run_name)
         self.failures = 0
         self._http: httpx.AsyncClient | None = None
@@ -238,9 +239,10 @@ class LangfuseExperiment:
             ),
         )
         self.dataset_id = getattr(created, "id", None)
-        self.experiment_id = experiment_id_for(
-            self.config.project_id, self.dataset_id, self.run_name
-        )
+        if self.project_id is None:  # as the SDK: the key's project, so shards share the id
+            found = await self._call("project lookup", api.projects.get())
+            self.project_id = found.data[0].id if found is not None and found.data else None
+        self.experiment_id = experiment_id_for(self.project_id, self.dataset_id, self.run_name)
 
         async def items() -> None:
             for case in cases:
@@ -312,7 +314,7 @@ class LangfuseExperiment:
         while self._pending:
             await asyncio.wait(set(self._pending))
             self._pending = {task for task in self._pending if not task.done()}
-        project = self.config.project_id
+        project = self.project_id
         if project is None:
             return None
         baseline = urllib.parse.quote(self.experiment_id, safe="")

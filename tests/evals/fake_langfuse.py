@@ -181,6 +181,9 @@ class FakeLangfuse:
             return json_reply({"message": "busy"}, status=503, headers={"retry-after": "1"})
         if self.fail_api:
             return json_reply({"message": "refused"}, status=self.fail_api)
+        if request.method == "GET" and request.path == "/api/public/projects":
+            project = {"id": "proj-of-key", "name": "p", "metadata": {}}
+            return json_reply({"data": [{**project, "organization": {"id": "o", "name": "o"}}]})
         if request.method == "GET":
             return self._list_items(request.path)
         try:

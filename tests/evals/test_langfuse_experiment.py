@@ -198,3 +198,15 @@ def test_a_missing_langfuse_dataset_is_a_command_failure(cli: Cli, langfuse: Fak
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:nope")
     assert ran.code == 1
     assert "Langfuse dataset 'nope': cannot read items (HTTP 404)" in ran.err
+
+
+def test_without_a_project_id_the_key_s_project_keys_the_run(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LANGFUSE_PROJECT_ID")
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace", "Linus"])
+    first = _eval(cli, cases, "--shard", "1/2")["report"]
+    _eval(cli, cases, "--shard", "2/2")
+    generations = _generations(langfuse)
+    assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1  # both shards
+    assert "/project/proj-of-key/experiments/results?baseline=" in first["summary"]["run_url"]
