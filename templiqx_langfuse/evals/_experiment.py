@@ -18,12 +18,13 @@ Langfuse is one warning, and the eval's results do not change.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
 import random
 import urllib.parse
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -52,6 +53,8 @@ logger = logging.getLogger("templiqx_langfuse")
 _SCORE_BATCH = 50
 _IN_FLIGHT = 4
 _PAGE = 100
+#: Characters of a score's comment or text value sent to Langfuse (the results keep all).
+SCORE_TEXT_LIMIT = 2000
 #: Case metadata naming the Langfuse dataset item a case was read from.
 DATASET_ITEM_KEY = "langfuse_dataset_item_id"
 
@@ -164,8 +167,10 @@ def score_request(
 
     kind = {bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC")
     seed = json.dumps([*target.values(), name])
+    if isinstance(value, str):
+        value = _clip(value)
     given = {  # the client sends a None as null, which the server refuses for some
-        "comment": comment or None,
+        "comment": _clip(comment) if comment else None,
         "environment": environment,
         "trace_id": target.get("trace_id"),
         "observation_id": target.get("observation_id"),
@@ -178,6 +183,14 @@ def score_request(
         data_type=kind,  # type: ignore[arg-type]  # the enum's values are its names
         **{key: ref for key, ref in given.items() if ref is not None},  # type: ignore[arg-type]
     )
+
+
+def _clip(text: str) -> str:
+    """Text within ``SCORE_TEXT_LIMIT``: a batch of scores stays far below the server's
+    1 MiB body limit whatever an evaluator says."""
+    if len(text) <= SCORE_TEXT_LIMIT:
+        return text
+    return text[: SCORE_TEXT_LIMIT - 13] + "…[truncated]"
 
 
 def case_scores(result: CaseResult) -> list[tuple[str, bool | float | str, str | None]]:
@@ -213,6 +226,7 @@ class LangfuseExperiment:
         self.project_id = config.project_id
         self.experiment_id = experiment_id_for(None, None, run_name)
         self.failures = 0
+        self._broken = False
         self._http: httpx.AsyncClient | None = None
         self._api = api
         self._timeout_s = timeout_s
@@ -232,15 +246,17 @@ class LangfuseExperiment:
         api = self._api
         created = await self._call(
             "dataset",
-            api.datasets.create(
+            lambda: api.datasets.create(
                 name=self.dataset,
                 description=self.description,
                 metadata={"source": "templiqx eval"},
             ),
         )
         self.dataset_id = getattr(created, "id", None)
-        if self.project_id is None:  # as the SDK: the key's project, so shards share the id
-            found = await self._call("project lookup", api.projects.get())
+        if (
+            self.project_id is None and not self._broken
+        ):  # as the SDK: the key's project, so shards share the id
+            found = await self._call("project lookup", api.projects.get)
             self.project_id = found.data[0].id if found is not None and found.data else None
         self.experiment_id = experiment_id_for(self.project_id, self.dataset_id, self.run_name)
 
@@ -251,11 +267,12 @@ class LangfuseExperiment:
 
         self._track(asyncio.create_task(items()))
 
-    def _item(self, case: EvalCaseSpec) -> Awaitable[Any]:
-        assert self._api is not None
+    def _item(self, case: EvalCaseSpec) -> Coroutine[Any, Any, Any]:
+        api = self._api
+        assert api is not None
         return self._call(
             "dataset item",
-            self._api.dataset_items.create(
+            lambda: api.dataset_items.create(
                 dataset_name=self.dataset,
                 id=item_id_of(self.dataset, case),
                 input={"inputs": case.inputs, "context": case.context},
@@ -333,22 +350,27 @@ class LangfuseExperiment:
         assert self._api is not None
         while self._scores:
             batch, self._scores = self._scores[:_SCORE_BATCH], self._scores[_SCORE_BATCH:]
-            await self._spawn(self._call("scores", self._api.scores.create(request=batch)))
+            send = functools.partial(self._api.scores.create, request=batch)
+            await self._spawn(self._call("scores", send))
 
-    async def _spawn(self, call: Awaitable[Any]) -> None:
+    async def _spawn(self, call: Coroutine[Any, Any, Any]) -> None:
         while len(self._pending) >= _IN_FLIGHT + 1:  # the items' feeder is one of them
             await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
+        if self._broken:  # a call failed past the client's retries: send nothing more
+            call.close()
+            return
         self._track(asyncio.ensure_future(call))
 
     def _track(self, task: asyncio.Future[Any]) -> None:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _call(self, what: str, call: Awaitable[Any]) -> Any:
+    async def _call(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
-            answer = await call
+            answer = await call()
         except Exception as error:  # the client's ApiError, httpx's, a body it cannot parse
             status = getattr(error, "status_code", None)
+            self._broken = True  # so a Langfuse down costs one timeout, not one per case
             self._failed(what, f"HTTP {status}" if status else type(error).__name__)
             return None
         rejected = getattr(answer, "rejected", 0)

@@ -22,6 +22,10 @@ def is_ryan(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> 
     return {"name": "is_ryan", "value": input["inputs"]["name"] == "Ryan"}
 
 
+def verbose(**_: Any) -> dict[str, Any]:
+    return {"name": "verbose", "value": "x" * 100_000, "comment": "y" * 100_000}
+
+
 def broken(**_: Any) -> Any:
     raise RuntimeError("evaluator bug")
 

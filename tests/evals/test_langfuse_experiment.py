@@ -150,6 +150,9 @@ def test_a_langfuse_that_refuses_costs_the_eval_nothing_but_one_warning(
     warned = [r.getMessage() for r in caplog.records if "Langfuse experiment" in r.getMessage()]
     assert len(warned) == 1
     assert "HTTP 403" in warned[0]
+    # Nothing more after a refusal (the ingestion calls are the trace export's own).
+    sent = [call for call in langfuse.calls if not call.endswith("/ingestion")]
+    assert sent == ["POST /api/public/v2/datasets"]
 
 
 def test_a_busy_langfuse_is_retried_after_its_retry_after(
@@ -210,3 +213,18 @@ def test_without_a_project_id_the_key_s_project_keys_the_run(
     generations = _generations(langfuse)
     assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1  # both shards
     assert "/project/proj-of-key/experiments/results?baseline=" in first["summary"]["run_url"]
+
+
+def test_long_evaluator_text_is_clipped_in_langfuse_and_kept_whole_in_the_results(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan"])
+    ran = _eval(cli, cases, "--evaluator", "tests.evals.evaluators:verbose")
+    (case,) = ran["report"]["cases"]
+    verbose = next(s for s in case["scores"] if s["name"] == "verbose")
+    assert len(verbose["value"]) == len(verbose["comment"]) == 100_000
+    (landed,) = [s for s in langfuse.scores if s.name == "verbose"]
+    assert len(landed.value) <= 2000
+    assert landed.value.endswith("…[truncated]")
+    assert landed.comment is not None
+    assert len(landed.comment) <= 2000
