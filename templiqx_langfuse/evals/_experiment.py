@@ -253,17 +253,18 @@ class LangfuseExperiment:
             ),
         )
         self.dataset_id = getattr(created, "id", None)
-        if (
-            self.project_id is None and not self._broken
-        ):  # as the SDK: the key's project, so shards share the id
+        if self.project_id is None and not self._broken:  # the key's, so shards share ids
             found = await self._call("project lookup", api.projects.get)
             self.project_id = found.data[0].id if found is not None and found.data else None
         self.experiment_id = experiment_id_for(self.project_id, self.dataset_id, self.run_name)
 
         async def items() -> None:
-            for case in cases:
-                if DATASET_ITEM_KEY not in case.metadata:  # else read from it: it is there
-                    await self._spawn(self._item(case))
+            try:
+                for case in cases:
+                    if DATASET_ITEM_KEY not in case.metadata:  # else read from it: it is there
+                        await self._spawn(self._item(case))
+            except Exception as error:  # the cases' file, changed under the run
+                self._failed("dataset item", type(error).__name__)
 
         self._track(asyncio.create_task(items()))
 
