@@ -448,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             plugin = _plugin_for(argv, None)
             if plugin is None:
-                parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+                hint = "; the eval runner comes with templiqx-langfuse" * (args.command == "eval")
+                parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
             return _run_plugin(plugin, _plugin_args(argv), err)
         if args.command in ("execute", "mcp"):
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.

@@ -77,3 +77,15 @@ def test_eval_hands_its_run_flags_to_the_eval_entry_point() -> None:
     code, _, err = _run("eval", "examples/greeting.yaml", "--shard", "1/2")
     assert code == 2
     assert "--shard runs cases against a model: add --runtime NAME" in err
+
+
+def test_without_the_eval_runner_eval_run_flags_say_where_it_comes_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import templiqx_core._cli as cli
+
+    monkeypatch.setattr(cli, "_plugins", dict)
+    code, _, err = _run("eval", "examples/greeting.yaml", "--runtime", "langfuse")
+    assert code == 2
+    assert "the eval runner comes with templiqx-langfuse" in err
+    assert _run("eval", "examples/greeting.yaml")[0] == 0  # the self-check is the core's
