@@ -26,6 +26,10 @@ def verbose(**_: Any) -> dict[str, Any]:
     return {"name": "verbose", "value": "x" * 100_000, "comment": "y" * 100_000}
 
 
+def huge(**_: Any) -> dict[str, Any]:
+    return {"value": 2**70}
+
+
 def broken(**_: Any) -> Any:
     raise RuntimeError("evaluator bug")
 

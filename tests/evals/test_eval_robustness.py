@@ -63,6 +63,20 @@ def test_every_evaluator_value_is_a_score_or_a_per_case_error_with_its_reason() 
     assert report.summary.score_means() == {"huge_int": float(2**70)}
 
 
+def test_the_command_scores_2_to_the_70_and_writes_a_valid_file(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    out = tmp_path / "results.json"
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--output", out,
+        "--evaluator", "tests.evals.evaluators:huge",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err  # was: exit 1, internal error (ExceptionGroup)
+    document = json.loads(out.read_text())
+    assert document["summary"]["total"] == len(document["cases"]) == 1
+    assert document["cases"][0]["scores"] == [{"name": "huge", "value": 2.0**70, "comment": None}]
+
+
 def _model() -> ModelConfig:
     return ModelConfig(base_url=os.environ["TEMPLIQX_MODEL_BASE_URL"], model="m", api_key="sk-x")
 
