@@ -220,10 +220,18 @@ class FakeLangfuse:
                 key = item.id or f"item-{next(self._ids)}"
                 self.items[key] = item
                 return json_reply(self._item_json(key, item))
-            if path == "/api/public/scores":
-                bodies = TypeAdapter(list[ScoreBody]).validate_python(data)
-                self.scores.extend(bodies)
-                return json_reply({"message": "Accepted"}, status=202)
+            if path == "/api/public/scores":  # each score on its own: 202, or 207 with counts
+                refused = []
+                for body in TypeAdapter(list[Any]).validate_python(data):
+                    try:
+                        self.scores.append(ScoreBody.model_validate(body))
+                    except ValidationError as error:
+                        refused.append({"message": str(error)})
+                        self.errors.append(f"{path}: {error}")
+                if not refused:
+                    return json_reply({"message": "Accepted"}, status=202)
+                counts = {"accepted": len(data) - len(refused), "rejected": len(refused)}
+                return json_reply({**counts, "errors": refused}, status=207)
             if path == "/api/public/ingestion":  # the trace export's own scores, not the eval's
                 events = data.get("batch", []) if isinstance(data, dict) else []
                 ok = [{"id": event.get("id"), "status": 201} for event in events]
