@@ -24,6 +24,7 @@ FACADES = {
     "templiqx_core",
     "templiqx_core.adapters",
     "templiqx_core.conformance",
+    "templiqx_core.evals",
     "templiqx_langfuse",
     "templiqx_langfuse.building_blocks",
 }
@@ -140,6 +141,19 @@ PINNED: dict[str, list[str]] = {
         "failed_event",
         "project_terminal",
         "request_fingerprint",
+    ],
+    "templiqx_core.evals": [
+        "CheckResult",
+        "EvalCaseSpec",
+        "Observed",
+        "RuntimeOptions",
+        "available_runtimes",
+        "check_case",
+        "iter_cases",
+        "load_cases",
+        "load_document",
+        "load_runtime",
+        "read_contract",
     ],
     "templiqx_core.codes": [
         "ALL_CODES",

@@ -1,8 +1,8 @@
 """Evals that run real models: cases checked, scored, gated, and landed in Langfuse.
 
 ``run_eval`` / ``arun_eval`` run a contract's cases on a runtime (the native async path,
-bounded concurrency) and return an ``EvalReport``; ``assert_eval_passes`` is the pytest
-helper; ``experiment_for`` lands a run in Langfuse when the runtime traces.
+bounded concurrency) and return an ``EvalReport``, landing the run in Langfuse as an
+experiment when the runtime traces; ``assert_eval_passes`` is the pytest helper.
 """
 
 from __future__ import annotations

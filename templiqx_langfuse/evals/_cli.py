@@ -1,8 +1,9 @@
 """``templiqx eval CONTRACT --runtime NAME``: the command's run, its output and exit code.
 
-The core CLI parses the arguments and reaches this module only when a runtime is named
-(the scripted self-check needs none of it). Exit codes: 0 the gate passed, 2 it did not,
-1 the command itself failed (raised as a typed error the CLI prints on one line).
+The core CLI reaches this module through its ``templiqx.commands`` entry point ``eval``
+for the command lines its own scripted self-check cannot parse. Exit codes: 0 the gate
+passed, 2 it did not or a usage error, 1 the command itself failed (raised as a typed
+error the CLI prints on one line).
 """
 
 from __future__ import annotations
@@ -12,14 +13,20 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TextIO
 
 from templiqx_core import InvalidData, RuntimeAdapter
-from templiqx_core._eval_cases import EvalCaseSpec
-from templiqx_core._runtimes import RuntimeOptions, load_runtime
+from templiqx_core.evals import (
+    EvalCaseSpec,
+    RuntimeOptions,
+    load_document,
+    load_runtime,
+    read_contract,
+)
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
@@ -35,13 +42,64 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, experiment_for, judge_evaluator, parse_shard
+from ._runner import arun_eval, judge_evaluator, parse_shard
 
-__all__ = ["merge_command", "run_command"]
+__all__ = ["main", "merge_command", "run_command"]
 
 EXIT_OK, EXIT_GATE = 0, 2
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
 LANGFUSE_CASES = "langfuse:"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="templiqx eval",
+        description="Run a contract's eval cases against a model (--runtime NAME) and gate "
+        "on them, or merge shards' results (--merge); without either, `templiqx eval "
+        "CONTRACT` self-checks its fixtures on the scripted runtime.",
+        epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
+        "1 the command itself failed",
+    )
+    add, many = parser.add_argument, "append"
+    add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
+    add("--capability", action=many, metavar="NAME", help="target capability (repeatable)")
+    add("--runtime", help="runtime entry point to run the cases on (langfuse, a host's own)")
+    add("--replay", type=Path, metavar="CASSETTE|DIR", help="answer calls from cassette(s)")
+    add("--cases", type=Path, metavar="FILE", help="JSONL/YAML cases, or langfuse:DATASET")
+    add("--evaluator", action=many, metavar="MODULE:FUNCTION", help="a custom evaluator")
+    add("--judge", action=many, type=Path, metavar="CONTRACT", help="a judge contract")
+    add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
+    add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
+    add("--attempts", type=int, default=4, metavar="N", help="tries per call on 429/5xx (4)")
+    add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
+    add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
+    add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
+    add("--format", choices=("table", "json", "junit"), default="table")
+    add("--output", type=Path, metavar="FILE", help="the results as cases finish (or JUnit)")
+    add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
+    add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
+    add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
+    add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
+    add("--no-progress", action="store_true", help="no progress bar on stderr")
+    add("--json", action="store_true", help=argparse.SUPPRESS)  # the core eval's flag
+    add("--merge", action=many, type=Path, metavar="FILE", help="merge shards' results files")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """The ``eval`` command entry point: ``--merge`` or a run on ``--runtime``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    if args.merge is not None:
+        if args.runtime is not None:
+            parser.error("--merge combines results files; it runs no --runtime")
+        return merge_command(args, out, err)
+    if args.runtime is None:
+        flags = (a.split("=")[0] for a in argv if a.startswith("--"))
+        given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
+        parser.error(f"{given} runs cases against a model: add --runtime NAME")
+    return run_command(args, out, err)
 
 
 def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
@@ -62,14 +120,13 @@ def merge_cassettes(directory: Path, target: Path) -> Path:
     finds its own answer, in any order and concurrently."""
     import yaml
 
-    from templiqx_core._loading import compose_and_load
+    from templiqx_core import PortError
 
     interactions: list[object] = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            data = compose_and_load(path.read_text(encoding="utf-8"))[1]
-            interactions.extend(data["interactions"])
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, LookupError, TypeError):
+            interactions.extend(load_document(path)["interactions"])
+        except (PortError, LookupError, TypeError):
             raise InvalidData(f"--replay: {path} is not a cassette") from None
     if not interactions:
         raise InvalidData(f"--replay: {directory} holds no cassette (*.yaml)")
@@ -104,8 +161,6 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     """Each contract's files: the paths given for one contract; for several, ``--output``,
     ``--resume`` and ``--baseline`` are directories holding ``<contract id>.json`` (the
     JUnit file ``<contract id>.xml``)."""
-    from templiqx_core._compiler import read_contract
-
     contracts: list[Path] = args.contract
     several = len(contracts) > 1
     if several and args.format == "json" and args.output is None:
@@ -194,7 +249,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                         resume=resume,
                         retry_errors=args.retry_errors,
                         progress=progress,
-                        experiment=experiment_for(runtime, dataset=dataset),
+                        dataset=dataset,
                         keep="failures",
                     )
                 summaries.append(report.summary)
@@ -210,8 +265,6 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """One results document from the shards' files (complete or cut short): every case
     once (a later file's record of a case wins), the summary recomputed, the gate."""
-    from templiqx_core._compiler import read_contract
-
     if len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
     (path,) = args.contract
@@ -224,6 +277,8 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for path in args.merge:
         merged.update((case.key, case) for case in read_results(path))
         found = read_summary(path) or {}
+        if found.get("contract_id", contract.id) != contract.id:
+            raise InvalidData(f"--merge: {path} holds results of {found['contract_id']!r}")
         run_name = run_name or found.get("run_name")
         run_url = run_url or found.get("run_url")
     summary = Summary(contract.id, contract.version, run_name or "merged")

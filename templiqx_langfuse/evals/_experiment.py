@@ -1,57 +1,60 @@
-"""An eval run landing in Langfuse as an experiment, through the public API (httpx).
+"""An eval run landing in Langfuse as an experiment, through the langfuse SDK's API client.
 
-What the Langfuse server reads (``OtelIngestionProcessor.extractExperimentFields``): each
-case's generation carries ``langfuse.experiment.*`` attributes — experiment id, name (the
-run name), description, dataset id, item id, expected output, metadata — and names
-itself the item's root observation. The dataset is upserted (``POST
-/api/public/v2/datasets``) and every case becomes an item with a stable id (``POST
-/api/public/dataset-items``); each finished case is linked to the run (``POST
-/api/public/dataset-run-items``, whose response names the run on every server version),
-its evaluator scores go to its trace and generation, and the run-level scores (pass
-rate, mean per evaluator) to the dataset run, through ``POST /api/public/ingestion``.
+The server builds the experiment from the traces (``OtelIngestionProcessor.
+extractExperimentFields``): each case's generation carries ``langfuse.experiment.*``
+attributes (experiment id and name, dataset id, item id, expected output, metadata) and
+names itself the item's root observation. Before the cases run, the dataset is upserted;
+while they run, each case becomes an item with a stable id (both calls upsert, so a rerun
+or another shard creates nothing twice). Each finished case gets its scores on its trace
+and generation; the run gets its own (``datasetRunId`` = the experiment id, as the SDK's
+``run_experiment`` attaches them).
 
-Like tracing, it fails open: an unreachable or refusing Langfuse is one warning, and the
-eval's results do not change. Nothing here blocks a case: requests leave from a queue.
+The calls go through the SDK's generated client (``AsyncLangfuseAPI``: no singleton, no
+tracer; it retries 429 and 5xx with backoff), or the host's own ``Langfuse`` client's
+``async_api`` when given (never shut down here). Like tracing, it fails open: a refusing
+Langfuse is one warning, and the eval's results do not change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
 import random
 import urllib.parse
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import InvalidData
-from templiqx_core._eval_cases import EvalCaseSpec
+from templiqx_core.evals import EvalCaseSpec
 
 from .._config import LangfuseConfig
 from ._report import CaseResult, Summary
 
+if TYPE_CHECKING:
+    from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
+
 __all__ = [
     "DATASET_ITEM_KEY",
     "LangfuseExperiment",
+    "case_scores",
     "fetch_dataset_cases",
-    "score_body",
+    "score_request",
     "stable_item_id",
 ]
 
 logger = logging.getLogger("templiqx_langfuse")
 
-DATASETS_PATH = "/api/public/v2/datasets"
-DATASET_ITEMS_PATH = "/api/public/dataset-items"
-DATASET_RUN_ITEMS_PATH = "/api/public/dataset-run-items"
-INGESTION_PATH = "/api/public/ingestion"
 _SCORE_BATCH = 50
-_SENDERS = 4
+_IN_FLIGHT = 4
 _PAGE = 100
+#: Characters of a score's comment or text value sent to Langfuse (the results keep all).
+SCORE_TEXT_LIMIT = 2000
 #: Case metadata naming the Langfuse dataset item a case was read from.
 DATASET_ITEM_KEY = "langfuse_dataset_item_id"
 
@@ -62,213 +65,218 @@ def stable_item_id(dataset: str, case_id: str) -> str:
     return f"tqx-{digest[:32]}"
 
 
-def item_id_of(dataset: str | None, case: EvalCaseSpec) -> str:
-    """The item a case is: the one it was read from, or its stable id in ``dataset`` (a
-    local run's cases keep a stable id of their own)."""
+def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
+    """The item a case is: the one it was read from, or its stable id in ``dataset``."""
     known = case.metadata.get(DATASET_ITEM_KEY)
-    return known if isinstance(known, str) else stable_item_id(dataset or _LOCAL, case.id)
+    return known if isinstance(known, str) else stable_item_id(dataset, case.id)
 
 
-def _case_of(item: Mapping[str, Any]) -> EvalCaseSpec:
-    value, metadata = item.get("input"), item.get("metadata")
+def _case_of(item: Any) -> EvalCaseSpec:
+    value, metadata = item.input, item.metadata
     metadata = dict(metadata) if isinstance(metadata, dict) else {}
     if not isinstance(value, dict):
-        raise InvalidData(f"Langfuse dataset item {item.get('id')}: input is not an object")
+        raise InvalidData(f"Langfuse dataset item {item.id}: input is not an object")
     if set(value) <= {"inputs", "context"}:  # the shape templiqx upserts
         inputs, context = value.get("inputs", {}), value.get("context", {})
     else:
         inputs, context = value, {}
     case_id = metadata.get("case_id")
-    return EvalCaseSpec.model_validate(
-        {
-            "id": case_id if isinstance(case_id, str) and case_id else str(item["id"]),
-            "inputs": inputs,
-            "context": context,
-            "expected_output": item.get("expectedOutput"),
-            "metadata": {**metadata, DATASET_ITEM_KEY: str(item["id"])},
-        }
-    )
+    try:
+        return EvalCaseSpec.model_validate(
+            {
+                "id": case_id if isinstance(case_id, str) and case_id else str(item.id),
+                "inputs": inputs,
+                "context": context,
+                "expected_output": item.expected_output,
+                "metadata": {**metadata, DATASET_ITEM_KEY: str(item.id)},
+            }
+        )
+    except ValueError as error:  # pydantic's: a shape no case has
+        raise InvalidData(f"Langfuse dataset item {item.id}: not a case ({error})") from None
+
+
+def _http(config: LangfuseConfig, timeout_s: float) -> dict[str, Any]:
+    public, secret = config.keys()
+    return {"base_url": config.base_url, "username": public, "password": secret, "timeout": timeout_s}
 
 
 def fetch_dataset_cases(
-    config: LangfuseConfig, dataset: str, *, transport: httpx.BaseTransport | None = None
+    config: LangfuseConfig, dataset: str, *, timeout_s: float = 30.0
 ) -> list[EvalCaseSpec]:
-    """The active items of a Langfuse dataset as cases (``GET /api/public/dataset-items``,
-    page by page): ``input`` ``{inputs, context}`` (or the inputs themselves),
-    ``expectedOutput``, ``metadata`` (``case_id`` names the case, else the item id)."""
+    """The active items of a Langfuse dataset as cases, page by page: ``input``
+    ``{inputs, context}`` (or the inputs themselves), ``expectedOutput``, ``metadata``
+    (``case_id`` names the case, else the item id)."""
+    from langfuse.api import LangfuseAPI
+
     if not config.public_key or not config.secret_key:
         raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
     cases: list[EvalCaseSpec] = []
-    with httpx.Client(
-        base_url=config.base_url,
-        auth=config.keys(),
-        timeout=30.0,
-        transport=transport,
-    ) as client:
+    with httpx.Client(timeout=timeout_s) as http:
+        api = LangfuseAPI(**_http(config, timeout_s), httpx_client=http)
         page, pages = 1, 1
         while page <= pages:
-            query: dict[str, str | int] = {"datasetName": dataset, "page": page, "limit": _PAGE}
             try:
-                response = client.get(DATASET_ITEMS_PATH, params=query)
-                data = response.json() if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError) as error:
+                found = api.dataset_items.list(dataset_name=dataset, page=page, limit=_PAGE)
+            except Exception as error:  # the client's ApiError, httpx's, a bad body
+                status = getattr(error, "status_code", None)
+                why = f"HTTP {status}" if status else type(error).__name__
                 raise InvalidData(
-                    f"Langfuse dataset {dataset!r}: cannot read items ({type(error).__name__})"
+                    f"Langfuse dataset {dataset!r}: cannot read items ({why})"
                 ) from None
-            if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-                status = response.status_code
-                raise InvalidData(f"Langfuse dataset {dataset!r}: HTTP {status} reading items")
-            cases += [_case_of(i) for i in data["data"] if i.get("status", "ACTIVE") == "ACTIVE"]
-            pages = int(data.get("meta", {}).get("totalPages", 1))
-            page += 1
+            cases += [_case_of(item) for item in found.data if item.status == "ACTIVE"]
+            pages, page = min(int(found.meta.total_pages), 10_000), page + 1
     if not cases:
         raise InvalidData(f"Langfuse dataset {dataset!r} has no active items")
+    seen: set[str] = set()
+    for case in cases:  # results, resumption and scores key on the case id
+        if case.id in seen:
+            raise InvalidData(f"Langfuse dataset {dataset!r}: case id {case.id!r} names two items")
+        seen.add(case.id)
     return cases
 
 
-#: What stands for the dataset in a local run's experiment id (its cases are no items).
-_LOCAL = "local"
-
-
 def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: str) -> str:
-    """The server's stable experiment id for a dataset run (as Langfuse's SDK derives
-    it), so the shards of one run share it; a local run (no dataset) derives it the same
-    way from its run name. Random without a project (nothing to keep it stable in)."""
-    if project_id is None:
+    """The server's stable experiment id for a dataset run (as the SDK derives it), so the
+    shards of one run share it; random without a project or a dataset."""
+    if project_id is None or dataset_id is None:
         return f"{random.getrandbits(64):016x}"
     payload = json.dumps(
-        ["langfuse-experiment-v1", project_id, dataset_id or _LOCAL, run_name],
+        ["langfuse-experiment-v1", project_id, dataset_id, run_name],
         separators=(",", ":"),
         ensure_ascii=False,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _event_id() -> str:
-    return f"{random.getrandbits(128):032x}"
-
-
-def score_body(
+def score_request(
     name: str,
-    value: Any,
+    value: bool | float | str,
     *,
+    target: Mapping[str, str | None],
     comment: str | None = None,
-    trace_id: str | None = None,
-    observation_id: str | None = None,
-    dataset_run_id: str | None = None,
     environment: str | None = None,
-) -> dict[str, Any]:
-    """A ``ScoreBody``: BOOLEAN for a bool (0/1), NUMERIC for a number, CATEGORICAL for
-    text; attached to a trace (and observation) or to a dataset run, never both."""
-    body: dict[str, Any] = {"id": _event_id(), "name": name, "source": "API"}
-    if isinstance(value, bool):
-        body.update(value=1 if value else 0, dataType="BOOLEAN")
-    elif isinstance(value, int | float):
-        body.update(value=float(value), dataType="NUMERIC")
-    else:
-        body.update(value=str(value), dataType="CATEGORICAL")
-    if dataset_run_id is not None:
-        body["datasetRunId"] = dataset_run_id
-    else:
-        body["traceId"] = trace_id
-        if observation_id is not None:
-            body["observationId"] = observation_id
-    if comment:
-        body["comment"] = comment
-    if environment is not None:
-        body["environment"] = environment
-    return body
+) -> CreateScoreRequest:
+    """A score the server's schema accepts: BOOLEAN for a bool (0/1), NUMERIC for a
+    number, CATEGORICAL for text; its id derived from its target and name, so sending it
+    again updates it rather than adding a second."""
+    from langfuse.api import CreateScoreRequest
+
+    kind = {bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC")
+    seed = json.dumps([*target.values(), name])
+    if isinstance(value, str):
+        value = _clip(value)
+    given = {  # the client sends a None as null, which the server refuses for some
+        "comment": _clip(comment) if comment else None,
+        "environment": environment,
+        "trace_id": target.get("trace_id"),
+        "observation_id": target.get("observation_id"),
+        "dataset_run_id": target.get("dataset_run_id"),
+    }
+    return CreateScoreRequest(
+        id=hashlib.sha256(seed.encode()).hexdigest()[:32],
+        name=name,
+        value=value if isinstance(value, str) else float(value),
+        data_type=kind,  # type: ignore[arg-type]  # the enum's values are its names
+        **{key: ref for key, ref in given.items() if ref is not None},  # type: ignore[arg-type]
+    )
+
+
+def _clip(text: str) -> str:
+    """Text within ``SCORE_TEXT_LIMIT``: a batch of scores stays far below the server's
+    1 MiB body limit whatever an evaluator says."""
+    if len(text) <= SCORE_TEXT_LIMIT:
+        return text
+    return text[: SCORE_TEXT_LIMIT - 13] + "…[truncated]"
+
+
+def case_scores(result: CaseResult) -> list[tuple[str, bool | float | str, str | None]]:
+    """What a finished case scores in Langfuse: each of its checks as a boolean named by
+    its position and check (the pointer and kind, or its own name), ``passed``, and the
+    evaluators' scores."""
+    checks = [check for check in result.assertions if not check.get("evaluator")]
+    found: list[tuple[str, bool | float | str, str | None]] = [
+        (f"check {index}: {check['name']}", bool(check["passed"]), check.get("detail") or None)
+        for index, check in enumerate(checks)
+    ]
+    found.append(("passed", result.passed, None))
+    found += [(str(s["name"]), s["value"], s.get("comment")) for s in result.scores]
+    return found
 
 
 class LangfuseExperiment:
-    """One eval run as a Langfuse experiment: on dataset ``dataset`` (upserted, each case
-    an item, each finished case linked to the dataset run, run-level scores on it), or,
-    without one, as an experiment of local items (the server's direct-OTel way: the
-    generations carry the experiment and item attributes, scores go on their traces)."""
+    """One eval run as a Langfuse experiment on dataset ``dataset``."""
 
     def __init__(
         self,
         config: LangfuseConfig,
         *,
         run_name: str,
-        dataset: str | None,
+        dataset: str,
         description: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        api: AsyncLangfuseAPI | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        self.config = config
-        self.run_name = run_name
-        self.dataset = dataset
+        self.config, self.run_name, self.dataset = config, run_name, dataset
         self.description = description
-        self.metadata = dict(metadata or {})
         self.dataset_id: str | None = None
+        self.project_id = config.project_id
         self.experiment_id = experiment_id_for(None, None, run_name)
-        self.dataset_run_id: str | None = None
         self.failures = 0
-        self._transport = transport
+        self._broken = False
+        self._http: httpx.AsyncClient | None = None
+        self._api = api
         self._timeout_s = timeout_s
-        self._client: httpx.AsyncClient | None = None
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
-        self._senders: list[asyncio.Task[None]] = []
-        self._scores: list[dict[str, Any]] = []
-        self._items: asyncio.Task[None] | None = None
-
-    # -- lifecycle ----------------------------------------------------------------------
+        self._scores: list[CreateScoreRequest] = []
+        self._pending: set[asyncio.Future[Any]] = set()
 
     async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
-        """Upsert the dataset (before any case runs), then one item per case."""
-        self._client = httpx.AsyncClient(
-            base_url=self.config.base_url,
-            auth=self.config.keys(),
-            timeout=self._timeout_s,
-            transport=self._transport,
+        """Upsert the dataset (before any case runs), then, while the cases run, one item
+        per case (a bounded number in flight, however many cases)."""
+        if self._api is None:
+            from langfuse.api import AsyncLangfuseAPI
+
+            self._http = httpx.AsyncClient(timeout=self._timeout_s)
+            self._api = AsyncLangfuseAPI(
+                **_http(self.config, self._timeout_s), httpx_client=self._http
+            )
+        api = self._api
+        created = await self._call(
+            "dataset",
+            lambda: api.datasets.create(
+                name=self.dataset,
+                description=self.description,
+                metadata={"source": "templiqx eval"},
+            ),
         )
-        self._queue = asyncio.Queue(maxsize=1000)
-        self._senders = [asyncio.create_task(self._send_loop()) for _ in range(_SENDERS)]
-        if self.dataset is None:
-            self.experiment_id = experiment_id_for(self.config.project_id, None, self.run_name)
-            return
-        body: dict[str, Any] = {"name": self.dataset, "metadata": {"source": "templiqx eval"}}
-        if self.description:
-            body["description"] = self.description
-        created = await self._post(DATASETS_PATH, body)
-        if isinstance(created, dict) and isinstance(created.get("id"), str):
-            self.dataset_id = created["id"]
-        self.experiment_id = experiment_id_for(
-            self.config.project_id, self.dataset_id, self.run_name
+        self.dataset_id = getattr(created, "id", None)
+        if self.project_id is None and not self._broken:  # the key's, so shards share ids
+            found = await self._call("project lookup", api.projects.get)
+            self.project_id = found.data[0].id if found is not None and found.data else None
+        self.experiment_id = experiment_id_for(self.project_id, self.dataset_id, self.run_name)
+
+        async def items() -> None:
+            try:
+                for case in cases:
+                    if DATASET_ITEM_KEY not in case.metadata:  # else read from it: it is there
+                        await self._spawn(self._item(case))
+            except Exception as error:  # the cases' file, changed under the run
+                self._failed("dataset item", type(error).__name__)
+
+        self._track(asyncio.create_task(items()))
+
+    def _item(self, case: EvalCaseSpec) -> Coroutine[Any, Any, Any]:
+        api = self._api
+        assert api is not None
+        return self._call(
+            "dataset item",
+            lambda: api.dataset_items.create(
+                dataset_name=self.dataset,
+                id=item_id_of(self.dataset, case),
+                input={"inputs": case.inputs, "context": case.context},
+                expected_output=case.expected_output,
+                metadata={"case_id": case.id, **case.metadata},
+            ),
         )
-        # Items go up while the cases run (a run item waits for them, never a case).
-        self._items = asyncio.create_task(self._post_items(cases))
-
-    async def _post_items(self, cases: Iterable[EvalCaseSpec]) -> None:
-        pending: set[asyncio.Task[None]] = set()
-        for case in cases:  # a bounded number of items in flight, however many cases
-            if DATASET_ITEM_KEY in case.metadata:
-                continue  # read from the dataset: it is there
-            if len(pending) >= _SENDERS * 2:
-                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            pending.add(asyncio.create_task(self._post_item(case)))
-        if pending:
-            await asyncio.wait(pending)
-
-    async def _post_item(self, case: EvalCaseSpec) -> None:
-        await self._post(DATASET_ITEMS_PATH, self._item_body(case))
-
-    def _item_body(self, case: EvalCaseSpec) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "datasetName": self.dataset,
-            "id": item_id_of(self.dataset, case),
-            "input": {"inputs": case.inputs, "context": case.context},
-            "metadata": {"case_id": case.id, **case.metadata},
-        }
-        if case.expected_output is not None:
-            body["expectedOutput"] = case.expected_output
-        return body
 
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
         """The ``langfuse.experiment.*`` attributes of the case's generation."""
@@ -277,9 +285,7 @@ class LangfuseExperiment:
             A.EXPERIMENT_NAME: self.run_name,
             A.EXPERIMENT_ITEM_ID: item_id_of(self.dataset, case),
             A.EXPERIMENT_ITEM_METADATA: json.dumps({"case_id": case.id, **case.metadata}),
-            A.EXPERIMENT_METADATA: json.dumps(
-                {"experiment_run_name": self.run_name, **self.metadata}
-            ),
+            A.EXPERIMENT_METADATA: json.dumps({"experiment_run_name": self.run_name}),
         }
         if self.description:
             attributes[A.EXPERIMENT_DESCRIPTION] = self.description
@@ -289,147 +295,91 @@ class LangfuseExperiment:
             attributes[A.EXPERIMENT_ITEM_EXPECTED_OUTPUT] = json.dumps(case.expected_output)
         return attributes
 
-    async def record(self, result: CaseResult, case: EvalCaseSpec) -> None:
-        """Link the finished case to the run and queue its scores (it never waits for
-        Langfuse, only for room in the queue)."""
-        if result.trace_id is None or self._queue is None:
+    async def record(self, result: CaseResult) -> None:
+        """Queue the finished case's scores on its trace and generation; a full batch
+        leaves at once (a case waits only for room among the batches in flight)."""
+        if result.trace_id is None:
             return
-        if self.dataset is not None:
-            await self._link(result, case)
-        for score in result.scores:
-            self._scores.append(
-                score_body(
-                    str(score["name"]),
-                    score["value"],
-                    comment=score.get("comment"),
-                    trace_id=result.trace_id,
-                    observation_id=result.observation_id,
-                    environment=self.config.environment,
-                )
-            )
+        target = {"trace_id": result.trace_id, "observation_id": result.observation_id}
+        for name, value, comment in case_scores(result):
+            self._scores.append(self._score(name, value, target, comment))
         if len(self._scores) >= _SCORE_BATCH:
-            await self._flush_scores()
+            await self._send_scores()
 
-    async def _link(self, result: CaseResult, case: EvalCaseSpec) -> None:
-        """The finished case as an item of the dataset run."""
-        assert self._queue is not None
-        link: dict[str, Any] = {
-            "runName": self.run_name,
-            "datasetItemId": item_id_of(self.dataset, case),
-            "traceId": result.trace_id,
-            "createdAt": _now(),
-            "metadata": {"case_id": result.id, "repeat": result.repeat},
-        }
-        if result.observation_id is not None:
-            link["observationId"] = result.observation_id
-        if self.description:
-            link["runDescription"] = self.description
-        await self._queue.put((DATASET_RUN_ITEMS_PATH, link))
+    def _score(
+        self,
+        name: str,
+        value: bool | float | str,
+        target: Mapping[str, str | None],
+        comment: str | None,
+    ) -> CreateScoreRequest:
+        return score_request(
+            name, value, target=target, comment=comment, environment=self.config.environment
+        )
 
     async def finish(self, summary: Summary) -> str | None:
         """Send what is queued, then the run-level scores; the run's URL if known."""
-        if self._queue is None:
-            return None
-        if self._items is not None:
-            await self._items
-        await self._flush_scores()
-        await self._queue.join()
-        if self.dataset_run_id is not None:
-            run_scores = [
-                score_body(
-                    "pass_rate",
-                    summary.pass_rate,
-                    comment=f"{summary.passed}/{summary.total} passed",
-                    dataset_run_id=self.dataset_run_id,
-                    environment=self.config.environment,
-                )
-            ]
-            run_scores += [
-                score_body(
-                    f"mean_{name}",
-                    mean,
-                    dataset_run_id=self.dataset_run_id,
-                    environment=self.config.environment,
-                )
-                for name, mean in summary.score_means().items()
-            ]
-            self._scores.extend(run_scores)
-            await self._flush_scores()
-            await self._queue.join()
-        return self.run_url()
-
-    def run_url(self) -> str | None:
-        project = self.config.project_id
+        run = {"dataset_run_id": self.experiment_id}
+        rate = f"{summary.passed}/{summary.total} passed"
+        self._scores.append(self._score("pass_rate", summary.pass_rate, run, rate))
+        for name, mean in summary.score_means().items():
+            self._scores.append(self._score(f"mean_{name}", mean, run, None))
+        await self._send_scores()
+        while self._pending:
+            await asyncio.wait(set(self._pending))
+            self._pending = {task for task in self._pending if not task.done()}
+        project = self.project_id
         if project is None:
             return None
-        base = self.config.base_url.rstrip("/")
-        if self.dataset_id is not None and self.dataset_run_id is not None:
-            return f"{base}/project/{project}/datasets/{self.dataset_id}/runs/{self.dataset_run_id}"
         baseline = urllib.parse.quote(self.experiment_id, safe="")
+        base = self.config.base_url.rstrip("/")
         return f"{base}/project/{project}/experiments/results?baseline={baseline}"
 
     async def aclose(self) -> None:
-        if self._items is not None and not self._items.done():
-            self._items.cancel()
-            await asyncio.gather(self._items, return_exceptions=True)
-        if self._queue is not None:
-            for _ in self._senders:
-                await self._queue.put(None)
-            await asyncio.gather(*self._senders, return_exceptions=True)
-            self._queue = None
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for task in self._pending:
+            task.cancel()
+        await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
-    # -- sending ------------------------------------------------------------------------
-
-    async def _flush_scores(self) -> None:
-        assert self._queue is not None
+    async def _send_scores(self) -> None:
+        assert self._api is not None
         while self._scores:
             batch, self._scores = self._scores[:_SCORE_BATCH], self._scores[_SCORE_BATCH:]
-            events = [
-                {"id": _event_id(), "timestamp": _now(), "type": "score-create", "body": body}
-                for body in batch
-            ]
-            await self._queue.put((INGESTION_PATH, {"batch": events}))
+            send = functools.partial(self._api.scores.create, request=batch)
+            await self._spawn(self._call("scores", send))
 
-    async def _send_loop(self) -> None:
-        assert self._queue is not None
-        queue = self._queue
-        while True:
-            job = await queue.get()
-            try:
-                if job is None:
-                    return
-                path, body = job
-                if path == DATASET_RUN_ITEMS_PATH and self._items is not None:
-                    await asyncio.shield(self._items)  # the item exists before its link
-                answer = await self._post(path, body)
-                if path == DATASET_RUN_ITEMS_PATH and isinstance(answer, dict):
-                    run_id = answer.get("datasetRunId")
-                    if isinstance(run_id, str) and self.dataset_run_id is None:
-                        self.dataset_run_id = run_id
-            finally:
-                queue.task_done()
+    async def _spawn(self, call: Coroutine[Any, Any, Any]) -> None:
+        while len(self._pending) >= _IN_FLIGHT + 1:  # the items' feeder is one of them
+            await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
+        if self._broken:  # a call failed past the client's retries: send nothing more
+            call.close()
+            return
+        self._track(asyncio.ensure_future(call))
 
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        assert self._client is not None
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _call(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
-            response = await self._client.post(path, json=body)
-        except httpx.HTTPError as error:
-            return self._failed(path, type(error).__name__)
-        if response.status_code >= 400:
-            return self._failed(path, f"HTTP {response.status_code}")
-        try:
-            return response.json()
-        except ValueError:
+            answer = await call()
+        except Exception as error:  # the client's ApiError, httpx's, a body it cannot parse
+            status = getattr(error, "status_code", None)
+            self._broken = True  # so a Langfuse down costs one timeout, not one per case
+            self._failed(what, f"HTTP {status}" if status else type(error).__name__)
             return None
+        rejected = getattr(answer, "rejected", 0)
+        if rejected:  # a 207: some scores refused
+            self._failed(what, f"{rejected} refused")
+        return answer
 
-    def _failed(self, path: str, why: str) -> None:
+    def _failed(self, what: str, why: str) -> None:
         self.failures += 1
         if self.failures == 1:
             logger.warning(
-                "Langfuse experiment: %s failed (%s); the eval's results are unaffected",
-                path,
+                "Langfuse experiment: sending a %s failed (%s); the eval's results are unaffected",
+                what,
                 why,
             )

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from templiqx_core import RuntimeAdapter
-from templiqx_core._compiler import Contract
+from templiqx_core import Contract, RuntimeAdapter
 
 from ._report import EvalReport
 from ._runner import run_eval

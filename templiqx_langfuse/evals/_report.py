@@ -9,6 +9,7 @@ memory does not grow with the number of cases.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ class Summary:
             self.tokens_n += 1
         for score in result.scores:
             value = score.get("value")
-            if isinstance(value, bool | int | float):
+            if isinstance(value, bool | int | float) and math.isfinite(value):
                 name = str(score["name"])
                 self.score_sums[name] = self.score_sums.get(name, 0.0) + float(value)
                 self.score_counts[name] = self.score_counts.get(name, 0) + 1
@@ -219,8 +220,14 @@ class ResultsWriter:
         stream.flush()
 
     def write(self, result: CaseResult) -> None:
-        prefix = "," if self._count else ""
-        self._stream.write(prefix + _dumps(result.to_json()) + "\n")
+        """One line of JSON: a value orjson refuses (an integer past 64 bits) is written
+        by the standard library, anything JSON cannot hold by its ``repr``."""
+        data = result.to_json()
+        try:
+            line = _dumps(data)
+        except (TypeError, orjson.JSONEncodeError):
+            line = json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
+        self._stream.write(("," if self._count else "") + line + "\n")
         self._stream.flush()
         self._count += 1
 

@@ -15,6 +15,8 @@ import dataclasses
 import hashlib
 import importlib
 import inspect
+import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,16 +25,19 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from templiqx_core import (
+    Contract,
     ExecutionRequest,
     InvalidData,
     PortError,
     RenderRequest,
     RuntimeAdapter,
+    Unsupported,
     compile_contract,
 )
-from templiqx_core._compiler import Contract, read_contract
-from templiqx_core._eval_cases import EvalCaseSpec, Observed, check_case, iter_cases
+from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases, read_contract
 
+from .._redaction import Redactor
+from .._runtime import LangfuseTracedRuntime
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
 from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_results
@@ -100,10 +105,19 @@ def load_evaluator(spec: str) -> Evaluator:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise InvalidData(f"evaluator {spec!r} is not module:function")
+    here = os.getcwd()
+    added = here not in sys.path and "" not in sys.path
+    if added:  # as pytest's rootdir: a module of the working directory imports
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise InvalidData(f"evaluator {spec!r}: cannot import {module_name} ({error})") from None
+    except Exception as error:  # ImportError, or the module itself failing
+        raise InvalidData(
+            f"evaluator {spec!r}: cannot import {module_name} ({type(error).__name__}: {error})"
+        ) from None
+    finally:
+        if added:
+            sys.path.remove(here)
     function = getattr(module, attribute, None)
     if not callable(function):
         raise InvalidData(f"evaluator {spec!r}: {attribute} is not a function of {module_name}")
@@ -111,18 +125,26 @@ def load_evaluator(spec: str) -> Evaluator:
 
 
 def _evaluation(value: Any, fallback: str) -> dict[str, Any]:
+    """One evaluation as a score Langfuse's schema accepts (a boolean, a finite number
+    as a float, a string), or ``InvalidData`` saying why it is none."""
+
     def get(key: str) -> Any:
         return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
 
-    score = get("value")
-    if not isinstance(score, bool | int | float | str):
-        raise InvalidData(f"evaluator {fallback} returned no usable value")
-    comment = get("comment")
-    return {
-        "name": str(get("name") or fallback),
-        "value": score,
-        "comment": None if comment is None else str(comment),
-    }
+    name, score, comment = str(get("name") or fallback), get("value"), get("comment")
+    if isinstance(score, int | float) and not isinstance(score, bool):
+        try:
+            score = float(score)
+        except OverflowError:
+            score = math.inf
+        if not math.isfinite(score):
+            raise InvalidData(f"evaluator {name} returned {score}: not a finite number")
+    elif not isinstance(score, bool | str):
+        kind = type(score).__name__
+        raise InvalidData(f"evaluator {name} returned a {kind}: not a number, string or boolean")
+    if not name.strip():
+        raise InvalidData(f"evaluator {fallback} returned an empty score name")
+    return {"name": name, "value": score, "comment": None if comment is None else str(comment)}
 
 
 async def _evaluate(
@@ -147,13 +169,16 @@ async def _evaluate(
         except Exception as error:  # a user's evaluator: its failure is the case's
             why = f"{error.code}: {error}" if isinstance(error, PortError) else "raised"
             detail = f"raised {type(error).__name__}" if why == "raised" else why
-            checks.append({"name": label, "passed": False, "detail": detail})
+            checks.append({"name": label, "passed": False, "detail": detail, "evaluator": True})
             continue
         for score in results:
             scores.append(score)
             if isinstance(score["value"], bool):
                 detail = "" if score["value"] else (score["comment"] or "scored false")
-                checks.append({"name": score["name"], "passed": score["value"], "detail": detail})
+                passed = score["value"]
+                checks.append(
+                    {"name": score["name"], "passed": passed, "detail": detail, "evaluator": True}
+                )
     return scores, checks
 
 
@@ -292,6 +317,27 @@ def _resolve_contract(contract: Contract | str | Path) -> Contract:
     return parsed
 
 
+def _traced(runtime: RuntimeAdapter) -> LangfuseTracedRuntime | None:
+    """The traced runtime ``runtime`` is or wraps (retrying, replaying, ...), if any."""
+    inner: Any = runtime
+    for _ in range(16):  # a bounded walk down the wrappers
+        if isinstance(inner, LangfuseTracedRuntime) or not hasattr(inner, "inner"):
+            break
+        inner = inner.inner
+    return inner if isinstance(inner, LangfuseTracedRuntime) else None
+
+
+def _redacting(runtime: RuntimeAdapter) -> Callable[[CaseResult], CaseResult]:
+    """Results as traces are: free of the runtime's secrets (a model answer echoing its
+    API key, say), before any file, report or Langfuse score sees them."""
+    traced = _traced(runtime)
+    redactor: Redactor | None = None if traced is None else traced.redactor
+    if not redactor:
+        return lambda result: result
+    scrub = redactor
+    return lambda result: CaseResult.from_json(scrub.value(result.to_json()))
+
+
 async def arun_eval(
     contract: Contract | str | Path,
     *,
@@ -307,17 +353,24 @@ async def arun_eval(
     resume: Iterable[CaseResult] | Path | None = None,
     retry_errors: bool = False,
     progress: IO[str] | None = None,
-    experiment: ExperimentFactory | None = None,
+    experiment: ExperimentFactory | bool | None = True,
+    dataset: str | None = None,
+    langfuse: Any = None,
     keep: Keep = "all",
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
-    ``cases`` default to the contract's ``evals:`` (a path is read again for each pass,
-    never held whole); ``resume`` (records or a results file) skips the cases it
-    finished (``retry_errors``: all but the errored ones); ``output`` receives the
-    results as they finish; ``keep`` says which records the report holds (``"failures"``
-    keeps memory flat for any number of cases); ``experiment`` builds the Langfuse
-    experiment for the run name and cases (None: none). The runtime is not closed here.
+    One direction: read the cases, run each, check and score it, record it (the
+    results file, Langfuse), report. ``cases`` default to the contract's ``evals:`` (a
+    path is read again for each pass, never held whole); ``resume`` (records or a
+    results file) skips the cases it finished (``retry_errors``: all but the errored
+    ones); ``output`` receives the results as they finish; ``keep`` says which records
+    the report holds (``"failures"`` keeps memory flat for any number of cases).
+
+    When ``runtime`` traces to Langfuse, the run lands there as an experiment on
+    ``dataset`` (default: the contract id) through ``langfuse`` (a host's own
+    ``Langfuse`` client, never shut down here) or the SDK's API client;
+    ``experiment=False`` opts out. The runtime is not closed here.
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
@@ -330,13 +383,16 @@ async def arun_eval(
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
     writer = ResultsWriter(output) if output is not None else None
+    redact = _redacting(runtime)
 
-    def accept(result: CaseResult) -> None:
-        summary.add(result)
-        if writer is not None:
+    def accept(result: CaseResult) -> CaseResult:
+        result = redact(result)
+        if writer is not None:  # first: the summary counts only what the file holds
             writer.write(result)
+        summary.add(result)
         if keep == "all" or not result.passed:
             kept.append(result if output is None else dataclasses.replace(result, output=None))
+        return result
 
     finished: set[tuple[str, int]] = set()
     for result in read_results(resume) if isinstance(resume, Path) else resume or ():
@@ -350,7 +406,9 @@ async def arun_eval(
                 if (case.id, k) not in finished:
                     yield case, k
 
-    lane = experiment(name, parsed.id) if experiment is not None else None
+    if experiment is True:
+        experiment = experiment_for(runtime, dataset=dataset or parsed.id, langfuse=langfuse)
+    lane = experiment(name, parsed.id) if experiment else None
     run = _Run(parsed, runtime, targets, loaded, lane)
     bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
     jobs = jobs_of()
@@ -360,14 +418,13 @@ async def arun_eval(
 
         async def worker() -> None:
             for case, k in jobs:
-                result = await run.one(case, k)
-                accept(result)
+                result = accept(await run.one(case, k))
                 bar.update(result)
                 if lane is not None:
-                    await lane.record(result, case)
+                    await lane.record(result)
 
         async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
+            for _ in range(min(concurrency, max(bar.total, 1))):  # no idle worker for a short run
                 group.create_task(worker())
         if lane is not None:
             summary.run_url = await lane.finish(summary)
@@ -406,37 +463,39 @@ def _source(
 
 
 def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
-    """``arun_eval`` for synchronous callers (its own event loop)."""
-    return asyncio.run(arun_eval(contract, **options))
-
-
-def stderr_if_terminal() -> IO[str] | None:
-    return sys.stderr if sys.stderr.isatty() else None
+    """``arun_eval`` for synchronous callers (its own event loop); inside a running loop
+    (a notebook, an async test) ``Unsupported``: there, ``await arun_eval(...)``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun_eval(contract, **options))
+    raise Unsupported(
+        "run_eval cannot run inside a running event loop (a notebook, an async test): "
+        "use `await arun_eval(...)` there"
+    )
 
 
 def experiment_for(
-    runtime: RuntimeAdapter, *, dataset: str | None = None, description: str | None = None
+    runtime: RuntimeAdapter,
+    *,
+    dataset: str,
+    description: str | None = None,
+    langfuse: Any = None,
 ) -> ExperimentFactory:
-    """The experiment builder for ``arun_eval``: a Langfuse experiment when ``runtime``
-    (or the runtime it wraps) exports traces to Langfuse, else none: on ``dataset``, or
-    without one as an experiment of local items."""
-    from .._runtime import LangfuseTracedRuntime
-
-    inner: Any = runtime
-    while not isinstance(inner, LangfuseTracedRuntime) and hasattr(inner, "inner"):
-        inner = inner.inner
+    """The experiment builder for ``arun_eval``: a Langfuse experiment on ``dataset``
+    when ``runtime`` (or the runtime it wraps) exports traces to Langfuse, else none;
+    through ``langfuse`` (a host's ``Langfuse`` client: its ``async_api``) if given."""
+    traced = _traced(runtime)
 
     def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
-        if not isinstance(inner, LangfuseTracedRuntime):
+        if traced is None:
             return None
-        config = inner.langfuse_config
-        if not (config.enabled and inner.tracing.pipeline is not None):
+        config = traced.langfuse_config
+        if not (config.enabled and traced.tracing.pipeline is not None):
             return None
+        api = None if langfuse is None else langfuse.async_api
         return LangfuseExperiment(
-            config,
-            run_name=run_name,
-            dataset=dataset,
-            description=description,
+            config, run_name=run_name, dataset=dataset, description=description, api=api
         )
 
     return build

@@ -22,5 +22,25 @@ def is_ryan(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> 
     return {"name": "is_ryan", "value": input["inputs"]["name"] == "Ryan"}
 
 
+def verbose(**_: Any) -> dict[str, Any]:
+    return {"name": "verbose", "value": "x" * 100_000, "comment": "y" * 100_000}
+
+
+def huge(**_: Any) -> dict[str, Any]:
+    return {"value": 2**70}
+
+
 def broken(**_: Any) -> Any:
     raise RuntimeError("evaluator bug")
+
+
+_calls = 0
+
+
+def interrupting(**_: Any) -> Any:
+    """Ctrl-C pressed while the second case is being scored."""
+    global _calls
+    _calls += 1
+    if _calls == 2:
+        raise KeyboardInterrupt
+    return {"name": "ok", "value": True}

@@ -2,11 +2,13 @@
 server validates it.
 
 The request models mirror the server's zod schemas (``web/src/features/public-api/types/
-datasets.ts``: ``PostDatasetsV2Body``, ``PostDatasetItemsV1Body``,
-``PostDatasetRunItemsV1Body``; ``packages/shared/src/server/ingestion/types.ts``: the
-ingestion batch, the event base and ``ScoreBody`` with ``applyScoreValidation``). One
-deliberate difference: where zod's ``z.object`` drops unknown keys, these models refuse
-them, so a misspelt field fails a test instead of vanishing. Trace exports (OTLP) are
+datasets.ts``: ``PostDatasetsV2Body``, ``PostDatasetItemsV1Body``;
+``packages/shared/src/features/scores/interfaces/api/shared.ts``: ``PostScoresBody``,
+its value by ``dataType`` and ``applyScoreValidation``'s one target). ``POST
+/api/public/scores`` takes a list of them, as the langfuse SDK's ``scores.create`` sends
+it (202, or 207 with the counts). One deliberate difference: where zod's ``z.object``
+drops unknown keys, these models refuse them, so a misspelt field fails a test instead
+of vanishing. Trace exports (OTLP) are
 decoded, and the spans the server would take as experiment items are counted the way
 ``extractExperimentFields`` reads them.
 """
@@ -19,7 +21,6 @@ import itertools
 import json
 import re
 import threading
-from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
@@ -43,16 +44,6 @@ TRACES_PATH = "/api/public/otel/v1/traces"
 PUBLIC_KEY, SECRET_KEY = "pk-lf-eval-0123", "sk-lf-eval-0123"
 
 
-def _iso_with_offset(value: str) -> str:
-    """``z.iso.datetime({offset: true})``: ISO 8601 with ``Z`` or an offset."""
-    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)", value):
-        raise ValueError("not an ISO datetime with offset")
-    datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value
-
-
-IsoDateTime = Annotated[str, AfterValidator(_iso_with_offset)]
-IdSchema = Annotated[str, Field(min_length=1, max_length=800, pattern=r"^[^\r]*$")]
 PublicApiId = Annotated[str, Field(min_length=1, max_length=255)]
 
 
@@ -86,38 +77,20 @@ class PostDatasetItemsV1Body(Strict):
     status: Literal["ACTIVE", "ARCHIVED"] | None = None
 
 
-class PostDatasetRunItemsV1Body(Strict):
-    runName: str
-    runDescription: str | None = None
-    metadata: JsonValue = None
-    datasetItemId: str
-    observationId: str | None = None
-    traceId: str | None = None
-    datasetVersion: IsoDateTime | None = None
-    createdAt: IsoDateTime | None = None
-
-    @model_validator(mode="after")
-    def _linked(self) -> PostDatasetRunItemsV1Body:
-        if not (self.observationId or self.traceId):
-            raise ValueError("observationId or traceId must be provided")
-        return self
-
-
 class ScoreBody(Strict):
-    id: IdSchema | None = None
+    id: str | None = None
     name: Annotated[str, Field(min_length=1)]
     traceId: str | None = None
     sessionId: str | None = None
     datasetRunId: str | None = None
-    environment: Annotated[str, AfterValidator(_environment)] | None = None
+    environment: Annotated[str, AfterValidator(_environment)] = "default"
     observationId: str | None = None
     comment: str | None = None
     metadata: JsonValue = None
-    source: Literal["API", "EVAL", "ANNOTATION"] = "API"
-    executionTraceId: str | None = None
+    source: Literal["API", "ANNOTATION"] = "API"
     queueId: str | None = None
-    value: float | str
-    dataType: Literal["NUMERIC", "CATEGORICAL", "BOOLEAN", "TEXT"] | None = None
+    value: Annotated[float, Field(allow_inf_nan=False)] | str
+    dataType: Literal["NUMERIC", "CATEGORICAL", "BOOLEAN", "CORRECTION", "TEXT"] | None = None
     configId: str | None = None
 
     @model_validator(mode="after")
@@ -127,8 +100,10 @@ class ScoreBody(Strict):
             raise ValueError(f"{kind} scores take a number")
         if kind == "BOOLEAN" and value not in (0, 1):
             raise ValueError("Value must be a number equal to either 0 or 1 for BOOLEAN")
-        if kind in ("CATEGORICAL", "TEXT") and not isinstance(value, str):
+        if kind in ("CATEGORICAL", "CORRECTION", "TEXT") and not isinstance(value, str):
             raise ValueError(f"{kind} scores take a string")
+        if kind == "TEXT" and not 1 <= len(str(value)) <= 500:
+            raise ValueError("TEXT scores take 1 to 500 characters")
         # applyScoreValidation: exactly one target; an observation needs its trace.
         trace, session, run = bool(self.traceId), bool(self.sessionId), bool(self.datasetRunId)
         if not (
@@ -140,31 +115,18 @@ class ScoreBody(Strict):
         return self
 
 
-class ScoreEvent(Strict):
-    id: IdSchema
-    timestamp: IsoDateTime
-    metadata: JsonValue = None
-    type: Literal["score-create"]
-    body: ScoreBody
-
-
-class IngestionBatch(Strict):
-    batch: list[dict[str, Any]]
-    metadata: JsonValue = None
-
-
 class FakeLangfuse:
-    """Datasets, items, run items, scores and traces, kept for a test to inspect."""
+    """Datasets, items, scores and traces, kept for a test to inspect."""
 
-    def __init__(self, *, fail_api: bool = False) -> None:
-        self.fail_api = fail_api
+    def __init__(self, *, fail_api: int = 0) -> None:
+        self.fail_api = fail_api  # a status every API call answers (0: none)
+        self.fail_once: set[str] = set()  # paths whose next call answers 503, retry-after 1 s
+        self.calls: list[str] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.errors: list[str] = []  # every request the server's schemas would refuse
         self.datasets: dict[str, dict[str, Any]] = {}
         self.items: dict[str, PostDatasetItemsV1Body] = {}
-        self.runs: dict[tuple[str, str], str] = {}
-        self.run_items: list[PostDatasetRunItemsV1Body] = []
         self.scores: list[ScoreBody] = []
         self.spans: list[dict[str, Any]] = []
         self._server = LoopbackModelServer(self._respond)
@@ -182,7 +144,6 @@ class FakeLangfuse:
 
     def reset(self) -> None:
         with self._lock:
-            self.run_items.clear()
             self.scores.clear()
             self.spans.clear()
 
@@ -212,8 +173,17 @@ class FakeLangfuse:
             body = gzip.decompress(body)
         if request.path == TRACES_PATH:
             return self._traces(body, json_body="json" in request.headers.get("content-type", ""))
+        with self._lock:
+            self.calls.append(f"{request.method} {request.path}")
+            once = request.path in self.fail_once
+            self.fail_once.discard(request.path)
+        if once:
+            return json_reply({"message": "busy"}, status=503, headers={"retry-after": "1"})
         if self.fail_api:
-            return json_reply({"message": "down"}, status=500)
+            return json_reply({"message": "refused"}, status=self.fail_api)
+        if request.method == "GET" and request.path == "/api/public/projects":
+            project = {"id": "proj-of-key", "name": "p", "metadata": {}}
+            return json_reply({"data": [{**project, "organization": {"id": "o", "name": "o"}}]})
         if request.method == "GET":
             return self._list_items(request.path)
         try:
@@ -249,34 +219,23 @@ class FakeLangfuse:
                     return json_reply({"message": "dataset not found"}, status=404)
                 key = item.id or f"item-{next(self._ids)}"
                 self.items[key] = item
-                return json_reply({"id": key, "datasetName": item.datasetName, "status": "ACTIVE"})
-            if path == "/api/public/dataset-run-items":
-                link = PostDatasetRunItemsV1Body.model_validate(data)
-                item = self.items.get(link.datasetItemId)
-                if item is None:
-                    return json_reply({"message": "dataset item not found"}, status=404)
-                run_id = self.runs.setdefault(
-                    (item.datasetName, link.runName), f"run-{next(self._ids)}"
-                )
-                self.run_items.append(link)
-                return json_reply(
-                    {
-                        "id": f"dri-{next(self._ids)}",
-                        "datasetRunName": link.runName,
-                        "datasetRunId": run_id,
-                        "datasetItemId": link.datasetItemId,
-                        "traceId": link.traceId,
-                        "observationId": link.observationId,
-                        "createdAt": now,
-                        "updatedAt": now,
-                    }
-                )
-            if path == "/api/public/ingestion":
-                batch = IngestionBatch.model_validate(data)
-                events = TypeAdapter(list[ScoreEvent]).validate_python(batch.batch)
-                self.scores.extend(event.body for event in events)
-                successes = [{"id": event.id, "status": 201} for event in events]
-                return json_reply({"successes": successes, "errors": []}, status=207)
+                return json_reply(self._item_json(key, item))
+            if path == "/api/public/scores":  # each score on its own: 202, or 207 with counts
+                refused = []
+                for body in TypeAdapter(list[Any]).validate_python(data):
+                    try:
+                        self.scores.append(ScoreBody.model_validate(body))
+                    except ValidationError as error:
+                        refused.append({"message": str(error)})
+                        self.errors.append(f"{path}: {error}")
+                if not refused:
+                    return json_reply({"message": "Accepted"}, status=202)
+                counts = {"accepted": len(data) - len(refused), "rejected": len(refused)}
+                return json_reply({**counts, "errors": refused}, status=207)
+            if path == "/api/public/ingestion":  # the trace export's own scores, not the eval's
+                events = data.get("batch", []) if isinstance(data, dict) else []
+                ok = [{"id": event.get("id"), "status": 201} for event in events]
+                return json_reply({"successes": ok, "errors": []}, status=207)
         return json_reply({"message": "not found"}, status=404)
 
     def seed(self, dataset: str, item_id: str, **fields: Any) -> None:
@@ -299,28 +258,29 @@ class FakeLangfuse:
             if dataset is None:
                 return json_reply({"message": "dataset not found"}, status=404)
             found = [(k, v) for k, v in self.items.items() if v.datasetName == dataset["name"]]
-        now = "2026-01-01T00:00:00.000Z"
         chosen = found[(page - 1) * limit : page * limit]
-        data = [
-            {
-                "datasetName": item.datasetName,
-                "id": key,
-                "status": item.status or "ACTIVE",
-                "input": item.input,
-                "expectedOutput": item.expectedOutput,
-                "metadata": item.metadata,
-                "sourceTraceId": None,
-                "sourceObservationId": None,
-                "datasetId": dataset["id"],
-                "createdAt": now,
-                "updatedAt": now,
-                "mediaReferences": [],
-            }
-            for key, item in chosen
-        ]
+        data = [self._item_json(key, item) for key, item in chosen]
         pages = -(-len(found) // limit)
         meta = {"page": page, "limit": limit, "totalItems": len(found), "totalPages": pages}
         return json_reply({"data": data, "meta": meta})
+
+    def _item_json(self, key: str, item: PostDatasetItemsV1Body) -> dict[str, Any]:
+        """A ``DatasetItem`` as the server answers it."""
+        now = "2026-01-01T00:00:00.000Z"
+        return {
+            "datasetName": item.datasetName,
+            "id": key,
+            "status": item.status or "ACTIVE",
+            "input": item.input,
+            "expectedOutput": item.expectedOutput,
+            "metadata": item.metadata,
+            "sourceTraceId": None,
+            "sourceObservationId": None,
+            "datasetId": self.datasets[item.datasetName]["id"],
+            "createdAt": now,
+            "updatedAt": now,
+            "mediaReferences": [],
+        }
 
     def _traces(self, body: bytes, *, json_body: bool) -> Reply:
         export = ExportTraceServiceRequest()

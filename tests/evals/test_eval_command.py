@@ -211,9 +211,12 @@ def test_an_evaluator_that_raises_fails_its_case_not_the_run(
     )  # fmt: skip
     assert ran.code == 2
     (case,) = json.loads(ran.out)["cases"]
-    assert {"name": "broken", "passed": False, "detail": "raised RuntimeError"} in case[
-        "assertions"
-    ]
+    assert {
+        "name": "broken",
+        "passed": False,
+        "detail": "raised RuntimeError",
+        "evaluator": True,
+    } in case["assertions"]
 
 
 def test_baseline_diff_lists_regressions_first(
@@ -358,9 +361,8 @@ def test_a_judge_contract_scores_each_case_through_the_same_runtime(
         {"name": "polite-judge", "value": True, "comment": "judged the greeting"}
     ]
     assert by_id["ryan"]["passed"]
-    assert {"name": "polite-judge", "passed": False, "detail": "judged the greeting"} in by_id[
-        "ada"
-    ]["assertions"]
+    judged = {"name": "polite-judge", "passed": False, "detail": "judged the greeting"}
+    assert {**judged, "evaluator": True} in by_id["ada"]["assertions"]
 
 
 def test_ctrl_c_leaves_a_closed_resumable_file_and_says_how_far_it_got(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Against ``FakeLangfuse``, whose request validation mirrors the server's schemas: the
 dataset and its items, every case's generation as its experiment item's root
-observation, evaluator scores on each trace, run-level scores on the dataset run.
+observation, each check, ``passed`` and the evaluators' scores on each trace and
+generation, run-level scores on the run.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def langfuse(
 
 
 def _eval(cli: Cli, cases: Path, *more: str, dataset: str | None = "greeting") -> dict:
-    on = ["--dataset", dataset] if dataset else []
+    on = ["--dataset", dataset] if dataset else []  # else the contract id
     ran = cli(
         "eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json",
         "--run-name", "nightly", "--evaluator", "tests.evals.evaluators:length",
@@ -89,28 +90,40 @@ def test_every_case_generation_is_its_experiment_item_s_root_observation(
     assert len(experiment_ids) == 1
 
 
-def test_scores_per_evaluator_on_each_trace_and_run_scores_on_the_dataset_run(
+def test_every_check_passed_and_evaluator_scores_land_on_each_trace_and_run_scores_on_the_run(
     cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
 ) -> None:
-    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
-    ran = _eval(cli, cases)
-    assert langfuse.errors == []
-    ((key, run_id),) = langfuse.runs.items()
-    assert key == ("greeting", "nightly")
-    assert len(langfuse.run_items) == len(NAMES)
-    traces = {c["trace_id"]: c["observation_id"] for c in ran["report"]["cases"]}
-    per_case = [s for s in langfuse.scores if s.traceId is not None]
-    evaluated = [s for s in per_case if s.name in ("length", "polite")]
-    assert sorted((s.name, s.dataType) for s in evaluated) == sorted(
-        [("length", "NUMERIC"), ("polite", "BOOLEAN")] * len(NAMES)
+    cases = write_cases(
+        tmp_path / "cases.jsonl", NAMES, **{"assert": [{"pointer": "/greeting", "contains": "y"}]}
     )
-    assert all(traces[s.traceId] == s.observationId for s in evaluated)
+    ran = _eval(cli, cases, "--min-pass-rate", "0.3")
+    assert langfuse.errors == []
+    traces = {c["trace_id"]: c for c in ran["report"]["cases"]}
+    per_case = [s for s in langfuse.scores if s.traceId is not None]
+    assert all(traces[s.traceId]["observation_id"] == s.observationId for s in per_case)
+    ryan = next(c for c in traces.values() if c["id"] == "ryan")
+    landed = {s.name: (s.dataType, s.value) for s in per_case if s.traceId == ryan["trace_id"]}
+    assert landed == {
+        "check 0: expected_output": ("BOOLEAN", 1),
+        "check 1: schema_valid": ("BOOLEAN", 1),
+        "check 2: /greeting contains": ("BOOLEAN", 1),
+        "passed": ("BOOLEAN", 1),
+        "length": ("NUMERIC", 10.0),
+        "polite": ("BOOLEAN", 1),
+    }
+    ada = [s for s in per_case if traces[s.traceId]["id"] == "ada"]
+    failed = {s.name: s.comment for s in ada if s.value == 0}
+    assert failed == {
+        "check 2: /greeting contains": '/greeting: expected contains "y", got "Hello Ada"',
+        "passed": None,
+    }
+    generations = _generations(langfuse)
+    experiment = generations[0]["attributes"][A.EXPERIMENT_ID]
     run_scores = {s.name: s for s in langfuse.scores if s.datasetRunId is not None}
     assert set(run_scores) == {"pass_rate", "mean_length", "mean_polite"}
-    assert run_scores["pass_rate"].value == 1.0
-    assert run_scores["pass_rate"].datasetRunId == run_id
-    dataset_id = langfuse.datasets["greeting"]["id"]
-    url = f"{langfuse.base_url}/project/proj/datasets/{dataset_id}/runs/{run_id}"
+    assert run_scores["pass_rate"].value == 1 / 3
+    assert {s.datasetRunId for s in run_scores.values()} == {experiment}
+    url = f"{langfuse.base_url}/project/proj/experiments/results?baseline={experiment}"
     assert ran["report"]["summary"]["run_url"] == url
     assert f"run: {url}" in ran["err"]
 
@@ -124,19 +137,32 @@ def test_the_shards_of_one_run_land_in_the_same_experiment(
     generations = _generations(langfuse)
     assert len(generations) == 5
     assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1
-    assert len(langfuse.runs) == 1
+    assert len({g["attributes"][A.EXPERIMENT_DATASET_ID] for g in generations}) == 1
 
 
 def test_a_langfuse_that_refuses_costs_the_eval_nothing_but_one_warning(
     cli: Cli, langfuse: FakeLangfuse, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    langfuse.fail_api = True
+    langfuse.fail_api = 403
     cases = write_cases(tmp_path / "cases.jsonl", NAMES)
     ran = _eval(cli, cases)
     assert ran["report"]["summary"]["passed"] == len(NAMES)
     warned = [r.getMessage() for r in caplog.records if "Langfuse experiment" in r.getMessage()]
     assert len(warned) == 1
-    assert "HTTP 500" in warned[0]
+    assert "HTTP 403" in warned[0]
+    # Nothing more after a refusal (the ingestion calls are the trace export's own).
+    sent = [call for call in langfuse.calls if not call.endswith("/ingestion")]
+    assert sent == ["POST /api/public/v2/datasets"]
+
+
+def test_a_busy_langfuse_is_retried_after_its_retry_after(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    langfuse.fail_once = {"/api/public/v2/datasets", "/api/public/scores"}
+    _eval(cli, write_cases(tmp_path / "cases.jsonl", ["Ryan"]))
+    assert langfuse.calls.count("POST /api/public/v2/datasets") == 2
+    assert list(langfuse.datasets) == ["greeting"]
+    assert {s.name for s in langfuse.scores} >= {"passed", "pass_rate"}
 
 
 def test_cases_come_from_a_langfuse_dataset_by_name_and_land_on_its_items(
@@ -168,39 +194,37 @@ def test_cases_come_from_a_langfuse_dataset_by_name_and_land_on_its_items(
     (span,) = _generations(langfuse)
     assert span["attributes"][A.EXPERIMENT_ITEM_ID] == "item-a"
     assert span["attributes"][A.EXPERIMENT_DATASET_ID] == langfuse.datasets["support"]["id"]
-    # Linked to the run: the case that reached the model (item-b never compiled).
-    assert [link.datasetItemId for link in langfuse.run_items] == ["item-a"]
     assert langfuse.errors == []
 
 
 def test_a_missing_langfuse_dataset_is_a_command_failure(cli: Cli, langfuse: FakeLangfuse) -> None:
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:nope")
     assert ran.code == 1
-    assert "Langfuse dataset 'nope': HTTP 404" in ran.err
+    assert "Langfuse dataset 'nope': cannot read items (HTTP 404)" in ran.err
 
 
-def test_without_a_dataset_local_cases_land_as_an_experiment_of_their_own(
+def test_without_a_project_id_the_key_s_project_keys_the_run(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LANGFUSE_PROJECT_ID")
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace", "Linus"])
+    first = _eval(cli, cases, "--shard", "1/2")["report"]
+    _eval(cli, cases, "--shard", "2/2")
+    generations = _generations(langfuse)
+    assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1  # both shards
+    assert "/project/proj-of-key/experiments/results?baseline=" in first["summary"]["run_url"]
+
+
+def test_long_evaluator_text_is_clipped_in_langfuse_and_kept_whole_in_the_results(
     cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
 ) -> None:
-    """No dataset, no items, no dataset run: each generation carries the experiment and
-    its local item (the server's direct-OTel experiments), scores go on the traces."""
-    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace", "Linus"])
-    first = _eval(cli, cases, "--shard", "1/2", dataset=None)["report"]
-    _eval(cli, cases, "--shard", "2/2", dataset=None)
-    assert langfuse.errors == []
-    assert (langfuse.datasets, langfuse.items, langfuse.run_items) == ({}, {}, [])
-    generations = _generations(langfuse)
-    assert len(generations) == 4
-    assert langfuse.experiment_item_spans() == 4
-    assert len({g["attributes"][A.EXPERIMENT_ID] for g in generations}) == 1  # both shards
-    for span in generations:
-        attributes = span["attributes"]
-        assert A.EXPERIMENT_DATASET_ID not in attributes
-        assert attributes[A.EXPERIMENT_NAME] == "nightly"
-        assert attributes[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] == span["span_id"]
-    traced = {s.traceId for s in langfuse.scores if s.name == "length"}
-    assert traced == {g["trace_id"] for g in generations}
-    experiment = generations[0]["attributes"][A.EXPERIMENT_ID]
-    assert first["summary"]["run_url"] == (
-        f"{langfuse.base_url}/project/proj/experiments/results?baseline={experiment}"
-    )
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan"])
+    ran = _eval(cli, cases, "--evaluator", "tests.evals.evaluators:verbose")
+    (case,) = ran["report"]["cases"]
+    verbose = next(s for s in case["scores"] if s["name"] == "verbose")
+    assert len(verbose["value"]) == len(verbose["comment"]) == 100_000
+    (landed,) = [s for s in langfuse.scores if s.name == "verbose"]
+    assert len(landed.value) <= 2000
+    assert landed.value.endswith("…[truncated]")
+    assert landed.comment is not None
+    assert len(landed.comment) <= 2000

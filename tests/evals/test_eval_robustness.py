@@ -1,0 +1,235 @@
+"""Odd evaluator values, a crashing evaluator, secrets in answers, a running loop, the
+working directory's evaluators, and ``run_eval`` landing in Langfuse by default."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from templiqx_core import Unsupported
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+from templiqx_langfuse.evals import arun_eval, junit_xml, run_eval, table
+from templiqx_langfuse.testing.replay import replaying_runtime
+from tests.conftest import REPO_ROOT
+from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
+from tests.evals.fake_langfuse import PUBLIC_KEY, SECRET_KEY, FakeLangfuse
+
+CASSETTE = REPO_ROOT / "cassettes" / "greeting-success.yaml"
+ODD = {
+    "huge_int": (2**70, float(2**70)),
+    "nan": (math.nan, "not a finite number"),
+    "inf": (math.inf, "not a finite number"),
+    "past_float": (10**400, "not a finite number"),
+    "nested": ({"a": [1]}, "a dict: not a number, string or boolean"),
+    "none": (None, "a NoneType: not a number, string or boolean"),
+    "text": ("good", "good"),
+}
+
+
+def _odd(name: str, value: Any) -> Any:
+    def evaluate(**_: Any) -> dict[str, Any]:
+        return {"name": name, "value": value}
+
+    evaluate.__name__ = name
+    return evaluate
+
+
+def test_every_evaluator_value_is_a_score_or_a_per_case_error_with_its_reason() -> None:
+    stream = io.StringIO()
+    evaluators = [_odd(name, value) for name, (value, _) in ODD.items()]
+    with replaying_runtime(CASSETTE) as runtime:
+        report = run_eval(GREETING, runtime=runtime, evaluators=evaluators, output=stream)
+    document = json.loads(stream.getvalue())  # valid JSON: no NaN, no 70-bit integer
+    (case,) = document["cases"]
+    assert {s["name"]: s["value"] for s in case["scores"]} == {
+        "huge_int": float(2**70),
+        "text": "good",
+    }
+    failed = {a["name"]: a["detail"] for a in case["assertions"] if not a["passed"]}
+    for name, (_, reason) in ODD.items():
+        if name not in ("huge_int", "text"):
+            assert reason in failed[name], name
+    assert document["summary"]["failed"] == 1
+    assert report.summary.score_means() == {"huge_int": float(2**70)}
+
+
+def test_the_command_scores_2_to_the_70_and_writes_a_valid_file(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    out = tmp_path / "results.json"
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--output", out,
+        "--evaluator", "tests.evals.evaluators:huge",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err  # was: exit 1, internal error (ExceptionGroup)
+    document = json.loads(out.read_text())
+    assert document["summary"]["total"] == len(document["cases"]) == 1
+    assert document["cases"][0]["scores"] == [{"name": "huge", "value": 2.0**70, "comment": None}]
+
+
+def _model() -> ModelConfig:
+    return ModelConfig(base_url=os.environ["TEMPLIQX_MODEL_BASE_URL"], model="m", api_key="sk-x")
+
+
+@pytest.mark.usefixtures("greeting_model")
+def test_ctrl_c_in_an_evaluator_leaves_a_valid_file_whose_summary_agrees_with_its_cases(
+    tmp_path: Path,
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada", "Grace", "Linus"])
+    results = tmp_path / "results.json"
+    ran = subprocess.run(
+        [
+            sys.executable, "-c", "import sys; from templiqx_core._cli import main; "
+            "sys.exit(main(sys.argv[1:]))", "eval", str(GREETING), "--runtime", "langfuse",
+            "--cases", str(cases), "--concurrency", "1", "--output", str(results),
+            "--evaluator", "tests.evals.evaluators:interrupting",
+        ],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 130, ran.stderr
+    assert f"--resume {results} runs the rest" in ran.stderr
+    document = json.loads(results.read_text())
+    summary = document["summary"]
+    assert summary["interrupted"] is True
+    assert summary["total"] == len(document["cases"]) == 1
+    assert summary["passed"] == sum(c["passed"] for c in document["cases"])
+
+
+def test_run_eval_inside_a_running_loop_says_to_await_arun_eval() -> None:
+    async def notebook_cell() -> None:
+        with replaying_runtime(CASSETTE) as runtime:
+            run_eval(GREETING, runtime=runtime)
+
+    with pytest.raises(Unsupported, match=r"await arun_eval\(\.\.\.\)"):
+        asyncio.run(notebook_cell())
+
+
+def test_an_evaluator_module_of_the_working_directory_imports(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "team_evaluators.py").write_text(
+        "def summary_len(*, output, **_):\n"
+        "    return {'name': 'summary_len', 'value': len(output['greeting'])}\n"
+    )
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd())])
+    monkeypatch.chdir(tmp_path)
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--format", "json",
+        "--evaluator", "team_evaluators:summary_len",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    (case,) = json.loads(ran.out)["cases"]
+    assert case["scores"] == [{"name": "summary_len", "value": 10.0, "comment": None}]
+    assert str(tmp_path) not in sys.path  # imported, and the path left as it was
+
+
+SECRET = "skLoopbackKEY4242"
+
+
+def test_a_model_answer_echoing_the_api_key_is_redacted_in_every_result_format(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEMPLIQX_MODEL_API_KEY", SECRET)
+    cases = write_cases(tmp_path / "cases.jsonl", [SECRET])
+    out = tmp_path / "results.json"
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--output", out)
+    assert ran.code == 0, ran.err  # checked on the answer itself; recorded redacted
+    junit = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "junit")
+    written = out.read_text()
+    assert "Hello [REDACTED]" in written
+    for text in (written, ran.out, ran.err, junit.out, junit.err):
+        assert SECRET not in text
+
+
+@pytest.fixture
+def langfuse(greeting_model: GreetingModel) -> Iterator[FakeLangfuse]:
+    fake = FakeLangfuse().start()
+    yield fake
+    fake.stop()
+
+
+def test_run_eval_lands_as_an_experiment_whenever_tracing_is_on(langfuse: FakeLangfuse) -> None:
+    model = _model()
+    config = LangfuseConfig(
+        public_key=PUBLIC_KEY, secret_key=SECRET_KEY, base_url=langfuse.base_url
+    )
+    with LangfuseTracedRuntime(model, config) as runtime:
+        report = run_eval(GREETING, runtime=runtime)
+        assert report.passed
+        assert list(langfuse.datasets) == ["greeting"]  # the contract id
+        assert len(langfuse.items) == 1
+        assert report.summary.run_name.startswith("greeting v")  # the CLI's default
+        run_eval(GREETING, runtime=runtime)  # the same item again, not a second one
+        assert len(langfuse.items) == 1
+        landed = len(langfuse.scores)
+        run_eval(GREETING, runtime=runtime, experiment=False)
+        assert len(langfuse.scores) == landed
+    assert langfuse.errors == []
+    assert {"passed", "pass_rate", "check 0: schema_valid"} <= {s.name for s in langfuse.scores}
+
+
+def test_arun_eval_uses_a_host_s_langfuse_client_without_shutting_it_down(
+    langfuse: FakeLangfuse,
+) -> None:
+    from langfuse.api import AsyncLangfuseAPI
+
+    class HostClient:  # what the adapter uses of a host's ``Langfuse``: its async_api
+        def __init__(self) -> None:
+            self.async_api = AsyncLangfuseAPI(
+                base_url=langfuse.base_url, username=PUBLIC_KEY, password=SECRET_KEY
+            )
+
+        def shutdown(self) -> None:
+            raise AssertionError("the host's client was shut down")
+
+    model = _model()
+    config = LangfuseConfig(
+        public_key=PUBLIC_KEY, secret_key=SECRET_KEY, base_url=langfuse.base_url
+    )
+    with LangfuseTracedRuntime(model, config) as runtime:
+        report = asyncio.run(arun_eval(GREETING, runtime=runtime, langfuse=HostClient()))
+    assert report.passed
+    assert list(langfuse.datasets) == ["greeting"]
+    assert "POST /api/public/scores" in langfuse.calls
+    assert table(report.summary, report.cases)
+    assert junit_xml(report)
+
+
+def test_merging_another_contract_s_results_is_refused(cli: Cli, tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(
+        '{"format": "templiqx.eval/v1", "cases": [\n], "summary": {"contract_id": "triage"}}\n'
+    )
+    ran = cli("eval", GREETING, "--merge", other)
+    assert ran.code == 1
+    assert "holds results of 'triage'" in ran.err
+
+
+def test_a_dataset_naming_one_case_id_twice_is_refused(
+    cli: Cli, langfuse: FakeLangfuse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in (("PUBLIC_KEY", PUBLIC_KEY), ("SECRET_KEY", SECRET_KEY)):
+        monkeypatch.setenv(f"LANGFUSE_{key}", value)
+    monkeypatch.setenv("LANGFUSE_BASE_URL", langfuse.base_url)
+    for item in ("a", "b"):
+        langfuse.seed("dup", item, input={"name": "Ryan"}, metadata={"case_id": "same"})
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:dup")
+    assert ran.code == 1
+    assert "case id 'same' names two items" in ran.err
+
+
+@pytest.mark.usefixtures("greeting_model")
+def test_a_huge_concurrency_starts_no_more_workers_than_cases() -> None:
+    with LangfuseTracedRuntime(_model(), LangfuseConfig(tracing=False)) as runtime:
+        report = run_eval(GREETING, runtime=runtime, concurrency=10**9)
+    assert report.passed
