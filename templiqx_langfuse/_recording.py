@@ -68,9 +68,14 @@ def _head(text: str, limit: int) -> str:
 def _bounded_text(text: str, limit: int, *, as_json: bool) -> str:
     """``text`` if it fits ``limit`` bytes, else its head with a visible marker; a JSON
     document stays a JSON document (an object: the server wants metadata to be one)."""
-    if not text.isascii():  # a lone surrogate has no UTF-8 form: it would fail the batch
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    size = _size(text)
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: it would fail the whole batch
+            text = text.encode("utf-8", "replace").decode("utf-8")
+            size = len(text.encode("utf-8"))
     if size <= limit:
         return text
     if not as_json:
