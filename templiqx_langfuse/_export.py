@@ -318,10 +318,6 @@ class ExportPipeline:
         flushing.start()
         return flushing
 
-    def flush(self) -> None:
-        """Send what is queued within ``flush_timeout_s``; the pipeline stays open."""
-        self.start_flush().join(self.config.flush_timeout_s)
-
     def close(self) -> None:
         """Send what is queued within ``flush_timeout_s``, then release everything."""
         atexit.unregister(self.close)

@@ -61,12 +61,15 @@ def forget(pipeline: _Flushable) -> None:
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     global _depth
     if _depth == 0:  # not called back by a host handler we handed on to
-        pipelines = list(_LIVE)
-        flushes = [pipeline.start_flush() for pipeline in pipelines]
-        bound = max((p.config.flush_timeout_s for p in pipelines), default=0.0)
-        deadline = time.monotonic() + bound
-        for flushing in flushes:
-            flushing.join(max(0.0, deadline - time.monotonic()))
+        try:
+            pipelines = list(_LIVE)
+            flushes = [pipeline.start_flush() for pipeline in pipelines]
+            bound = max((p.config.flush_timeout_s for p in pipelines), default=0.0)
+            deadline = time.monotonic() + bound
+            for flushing in flushes:
+                flushing.join(max(0.0, deadline - time.monotonic()))
+        except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
+            logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
     index = len(_previous) - 1 - _depth
     previous = _previous[index] if index >= 0 else signal.SIG_DFL
     _depth += 1

@@ -299,3 +299,30 @@ def test_a_burst_of_5000_generations_within_one_export_interval_all_arrive() -> 
         assert len(server.span_names()) == 5000
         assert len(server.scores) == 5000
     assert export.delivery.dropped == 0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [Reply(status=200, pieces=(b"x" * 65536,) * ENDLESS), Reply(status=500)],
+    ids=["endless-body", "500"],
+)
+def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
+    answer: Reply,
+) -> None:
+    """Scores go through the generated API client, which reads an answer whole: its
+    transport reads at most 64 KiB; a refused score is dropped alone, after its retries."""
+    scores_path = "/api/public/scores"
+    with receiver(lambda r: answer if r.path == scores_path else None) as server:
+        export = pipeline(server.base_url, flush_timeout_s=10.0)
+        tracemalloc.start()
+        try:
+            submit(export, 20)
+            export.close()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(server.span_names()) == 20
+        assert any(r.path == scores_path for r in server.requests)
+    assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
+    assert export.delivery.dropped == 0
+    assert export.delivery.scores_dropped == 20  # an answer cut short is not a success
