@@ -92,9 +92,10 @@ def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in attributes.items():
         if isinstance(value, str):
-            json_doc = key in _JSON_KEYS
-            limit = MAX_JSON_BYTES if json_doc else MAX_TEXT_BYTES
-            value = _bounded_text(value, limit, as_json=json_doc)
+            if len(value) > MAX_TEXT_BYTES or not value.isascii():  # else: fits, encodes
+                json_doc = key in _JSON_KEYS
+                limit = MAX_JSON_BYTES if json_doc else MAX_TEXT_BYTES
+                value = _bounded_text(value, limit, as_json=json_doc)
         elif isinstance(value, (list, tuple)) and value and isinstance(value[0], str):
             items: list[str] = []
             room = MAX_TEXT_BYTES
@@ -270,7 +271,7 @@ class Recorder:
             attributes[A.RELEASE] = redact(self.config.release)
         if A.TRACE_NAME in trace:
             attributes[A.IS_APP_ROOT] = True
-        name = bounded({"": redact(interaction.contract_id)})[""]
+        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
         span = pipeline.tracer.start_span(name, attributes=bounded(attributes))
         if not span.is_recording():  # sampled out
             return None

@@ -20,7 +20,7 @@ import pytest
 from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import ExecutionRequest, InvalidData, codes
-from templiqx_langfuse import LangfuseConfig, trace_attributes
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig, trace_attributes
 from templiqx_langfuse._export import MAX_BATCH_BYTES, SCORE_ATTRIBUTE, ExportPipeline
 from templiqx_langfuse._recording import MAX_JSON_BYTES, bounded
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
@@ -231,20 +231,22 @@ def trace_bodies(server: LoopbackOtlpReceiver) -> list[bytes]:
 
 
 def test_forty_generations_near_the_response_bound_all_arrive_in_bounded_batches(
-    make_runtime: RuntimeFactory,
-    greeting_request: ExecutionRequest,
-    model_server: LoopbackModelServer,
+    greeting_request: ExecutionRequest, model_server: LoopbackModelServer
 ) -> None:
     """Before: one batch of 77.9 MB, over the exporter's 64 MiB: 0 of 40 arrived."""
     answer = "x" * 1_900_000
     body = chat_completion({"greeting": answer})
     model_server.set_responder(lambda request: json_reply(body))
     with receiver(lambda request: None) as server:
-        runtime = make_runtime(
-            langfuse_base_url=server.base_url,
-            span_exporter=None,
-            flush_interval_s=60,  # all 40 queue for one export, as in the report
-            flush_timeout_s=60,
+        runtime = LangfuseTracedRuntime(
+            ModelConfig(base_url=model_server.base_url, api_key="sk-model-0123", model="m"),
+            LangfuseConfig(
+                public_key=PUBLIC_KEY,
+                secret_key=SECRET_KEY,
+                base_url=server.base_url,
+                flush_interval_s=60,  # all 40 queue for one export, as in the report
+                flush_timeout_s=60,
+            ),
         )
         for _ in range(40):
             runtime.execute(greeting_request)
