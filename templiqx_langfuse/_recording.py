@@ -111,6 +111,15 @@ def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _json(serialize: Callable[[Any], str], value: Any) -> str:
+    """``value`` as JSON, or a marker saying why not (a mask may return a circular or
+    otherwise unserializable value): the generation is never lost over one field."""
+    try:
+        return serialize(value)
+    except Exception as error:
+        return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
+
+
 def generation_attributes(
     *,
     trace: Mapping[str, Any],
@@ -146,10 +155,10 @@ def generation_attributes(
         (A.OBSERVATION_USAGE_DETAILS, usage_details),
     ):
         if value is not None:
-            attributes[key] = value if isinstance(value, JsonText) else serialize(value)
+            attributes[key] = value if isinstance(value, JsonText) else _json(serialize, value)
     if metadata:
         present = {key: value for key, value in metadata.items() if value is not None}
-        attributes[A.OBSERVATION_METADATA] = serialize(present)
+        attributes[A.OBSERVATION_METADATA] = _json(serialize, present)
     if completion_start_time is not None:
         # Time to first token (streaming adapters); the server reads a plain ISO string.
         attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
@@ -177,12 +186,14 @@ class Generation:
         self, trace: Mapping[str, Any], update: dict[str, Any], serialize: Callable[[Any], str]
     ) -> None:
         """End it with ``update`` (the ``generation_attributes`` fields, redacted)."""
-        attributes = generation_attributes(trace=trace, serialize=serialize, **update)
-        self.span.set_attributes(attributes)
-        if update.get("level") == "ERROR":
-            message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
-            self.span.set_status(Status(StatusCode.ERROR, message))
-        self.end_span()
+        try:
+            attributes = generation_attributes(trace=trace, serialize=serialize, **update)
+            self.span.set_attributes(attributes)
+            if update.get("level") == "ERROR":
+                message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
+                self.span.set_status(Status(StatusCode.ERROR, message))
+        finally:  # ended whatever happened: an open span is never exported
+            self.end_span()
 
 
 def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
