@@ -35,6 +35,7 @@ _LIVE: weakref.WeakSet[_Flushable] = weakref.WeakSet()
 #: runtimes, and call ours back as its previous one).
 _previous: list[Any] = []
 _depth = 0  # how many of our calls are under way: the one to hand on to is that far back
+_flushing = False
 
 
 def flush_on_sigterm(pipeline: _Flushable) -> None:
@@ -59,8 +60,11 @@ def forget(pipeline: _Flushable) -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    global _depth
-    if _depth == 0:  # not called back by a host handler we handed on to
+    global _depth, _flushing
+    # Not called back by a host handler we handed on to, nor a second SIGTERM during the
+    # flush (that one means now: it is handed on at once).
+    if _depth == 0 and not _flushing:
+        _flushing = True
         try:
             pipelines = list(_LIVE)
             flushes = [pipeline.start_flush() for pipeline in pipelines]
@@ -70,6 +74,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
                 flushing.join(max(0.0, deadline - time.monotonic()))
         except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
             logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
+        finally:
+            _flushing = False
     index = len(_previous) - 1 - _depth
     previous = _previous[index] if index >= 0 else signal.SIG_DFL
     _depth += 1

@@ -254,3 +254,17 @@ def test_exit_without_close_right_after_a_failed_send_still_delivers() -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         assert server.span_names() == ["greeting"] * 25
         assert [r.path for r in server.requests].count(losses.TRACES) == 2
+
+
+def test_a_second_sigterm_during_a_stuck_flush_ends_the_process_at_once() -> None:
+    """The flush waits up to ``flush_timeout_s`` (5 s here) for a Langfuse that hangs; a
+    second SIGTERM means now."""
+    with otlp_receiver("hang", hang_s=30.0) as hanging, script_ready(hanging, "on") as process:
+        process.send_signal(signal.SIGTERM)
+        time.sleep(1.0)  # the flush is under way, stuck on the hanging request
+        assert process.poll() is None
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == -signal.SIGTERM
+        took = time.monotonic() - sent
+    assert took < 2.0, f"the second SIGTERM took {took:.2f} s"
