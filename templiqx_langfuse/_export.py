@@ -128,7 +128,8 @@ class _BoundedTransport(httpx.HTTPTransport):
 def _span_bytes(span: ReadableSpan) -> int:
     """About what ``span`` adds to a request: its strings, plus fixed fields."""
     size = 256 + len(span.name)
-    for value in (span.attributes or {}).values():
+    for key, value in (span.attributes or {}).items():
+        size += len(key) + 8
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(item, str):
                 size += len(item) if item.isascii() else len(item.encode("utf-8", "replace"))
