@@ -2,42 +2,37 @@
 
 Each runtime owns a private ``TracerProvider`` (never the global one, never shared: the
 SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown)
-with a ``BatchSpanProcessor`` and a gzip ``OTLPSpanExporter`` (which retries 429/5xx).
-Added here, only what those lack: ``_Delivery`` halves a batch refused for its size (413),
-makes an unencodable string ``?`` in its span alone (OTel would lose the batch), and posts
-each score once its span has arrived; answers are read up to ``MAX_RESPONSE_BYTES``;
-``close()`` is bounded by ``flush_timeout_s``, also in a ``multiprocessing`` child and,
-with ``flush_on_sigterm``, on SIGTERM before the signal is handed on.
+with OTel's ``BatchSpanProcessor`` and gzip ``OTLPSpanExporter``, which batch, retry and
+back off. Added here, only what they lack: batches bounded in bytes, the exporter pinned
+to this package's settings whatever a host's ``OTEL_*`` variables say, answers read up
+to ``MAX_RESPONSE_BYTES``, each exported generation's score posted through the langfuse
+SDK's generated API client, and ``close()`` bounded by ``flush_timeout_s``.
 """
 
 from __future__ import annotations
 
 import atexit
 import base64
-import gzip
 import io
 import logging
 import os
-import random
-import re
 import sys
 import threading
-import time
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
-import orjson
+import httpx
 import requests
+from langfuse.api import LangfuseAPI
+from langfuse.api.commons import ScoreDataType
+from langfuse.api.scores import CreateScoreRequest
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
-from opentelemetry.trace import Status, Tracer
-from requests.adapters import HTTPAdapter
+from opentelemetry.trace import Tracer
 
 from . import _sigterm as sigterm
 from ._config import LangfuseConfig
@@ -49,273 +44,257 @@ __all__ = ["LANGFUSE_SCOPE", "ExportPipeline"]
 logger = logging.getLogger("templiqx_langfuse")
 
 OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
-INGESTION_PATH = "/api/public/ingestion"
-#: Spans (and scores) waiting; beyond this the oldest are dropped, the caller never waits.
+#: Spans waiting for export; a burst beyond it loses its oldest (OTel warns), the caller
+#: never waits. Every span is bounded (``_recording.bounded``), so is its memory.
 MAX_QUEUE = 10_000
-#: What is read of a Langfuse answer (its body is never used): more closes the socket.
+#: Bytes of spans per export request: Langfuse's OTel route logs bodies over 16 MB as
+#: oversized; OTel's exporter drops a request over 64 MiB whole.
+MAX_BATCH_BYTES = 16 * 2**20
+#: Bytes of scores per request: Langfuse's scores route keeps Next.js's 1 MB body limit.
+MAX_SCORE_BATCH_BYTES = 512 * 2**10
+#: What is read of a Langfuse answer (its body is never needed): more closes the socket.
 MAX_RESPONSE_BYTES = 64 * 1024
+#: A generation's schema validity, from which its score is posted once it has arrived.
+SCORE_ATTRIBUTE = "templiqx.score.output_schema_valid"
 #: The server reads spans of scopes starting with this as Langfuse SDK spans.
 LANGFUSE_SCOPE = "langfuse-sdk"
-#: Attribute values are JSON documents: ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` would cut them.
-_UNLIMITED = SpanLimits(
-    max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET
+#: Every limit given, so none comes from a host's ``OTEL_SPAN_*``/``OTEL_ATTRIBUTE_*``
+#: (a count of 8 would strip a generation's type); lengths are bounded as values are set.
+_LIMITS = SpanLimits(
+    max_attributes=128,
+    max_events=128,
+    max_links=128,
+    max_span_attributes=128,
+    max_event_attributes=128,
+    max_link_attributes=128,
+    max_attribute_length=SpanLimits.UNSET,
+    max_span_attribute_length=SpanLimits.UNSET,
 )
 
 
-class _BoundedAdapter(HTTPAdapter):
-    """Reads at most ``MAX_RESPONSE_BYTES`` of an answer and notes its status (OTel's
-    result says only "failed")."""
+class _PinnedSession(requests.Session):
+    """The OTLP exporter's session. The exporter merges ``OTEL_EXPORTER_OTLP_HEADERS``
+    into its headers and sets ``verify``/``cert`` from ``OTEL_EXPORTER_OTLP_*CERTIFICATE``
+    and ``*CLIENT_KEY`` whatever its arguments, so headers, TLS and proxies are pinned here;
+    answers are read up to ``MAX_RESPONSE_BYTES``."""
 
-    status: int | None = None
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        super().__init__()
+        self.trust_env = False  # no proxy, netrc or CA-bundle lookups from the environment
+        self.pinned = headers
 
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
-        kwargs["stream"] = True  # requests passes it by name; the body is read here, bounded
-        response = super().send(request, *args, **kwargs)
-        self.status = response.status_code
-        raw = response.raw
-        body = raw.read(MAX_RESPONSE_BYTES + 1, decode_content=False)
+    def merge_environment_settings(
+        self,
+        url: str | bytes | None,
+        proxies: MutableMapping[str, str] | None,
+        stream: bool | None,
+        verify: bool | str | None,
+        cert: str | tuple[str, str] | None,
+    ) -> Any:
+        return {"proxies": {}, "stream": True, "verify": True, "cert": None}
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        kwargs["headers"] = self.pinned
+        response = super().request(method, url, *args, **kwargs)
+        body = response.raw.read(MAX_RESPONSE_BYTES + 1, decode_content=False)
         if len(body) > MAX_RESPONSE_BYTES:
-            raw.close()  # the rest is never read: this connection is not reused
+            response.raw.close()  # the rest is never read: this connection is not reused
         else:
-            raw.release_conn()
+            response.raw.release_conn()
         response.raw = io.BytesIO(body[:MAX_RESPONSE_BYTES])
         return response
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")  # the one thing UTF-8 cannot encode
+class _BoundedTransport(httpx.HTTPTransport):
+    """Reads at most ``MAX_RESPONSE_BYTES`` of an answer: the generated client reads it
+    whole, and a broken proxy may stream without end."""
 
-
-def _encodable(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.isascii() or _SURROGATE.search(value) is None
-    return not isinstance(value, (list, tuple)) or all(map(_encodable, value))
-
-
-def _replaced(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")
-    if isinstance(value, (list, tuple)):
-        return [_replaced(item) for item in value]
-    return value
-
-
-def _sendable(span: ReadableSpan) -> ReadableSpan:
-    """``span`` itself, or a copy with each unencodable string made encodable."""
-    description = span.status.description
-    attributes = span.attributes or {}
-    if (
-        _encodable(span.name)
-        and _encodable(description)
-        and all(_encodable(v) for v in attributes.values())
-    ):
-        return span
-    return ReadableSpan(
-        name=_replaced(span.name),
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes={key: _replaced(value) for key, value in attributes.items()},
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=Status(span.status.status_code, _replaced(description)),
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
-
-
-class _Scores:
-    """Scores wait, keyed by span id, until their span has arrived, then go out with the
-    batch's turn: one attempt, kept for the next on failure (never holding spans up)."""
-
-    def __init__(self, config: LangfuseConfig, session: requests.Session) -> None:
-        self._url = config.base_url.rstrip("/") + INGESTION_PATH
-        self._timeout_s = config.timeout_s
-        self._session = session
-        self._waiting: OrderedDict[int, dict[str, Any]] = OrderedDict()
-        self._ready: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self.dropped = 0
-
-    def add(self, span_id: int, score: dict[str, Any]) -> None:
-        with self._lock:
-            self._waiting[span_id] = score
-            if len(self._waiting) > MAX_QUEUE:
-                self._waiting.popitem(last=False)
-                self.dropped += 1
-
-    def settle(self, spans: Sequence[ReadableSpan], *, arrived: bool) -> None:
-        """The spans' scores are ready to go (``arrived``), or lost with them."""
-        with self._lock:
-            taken = (self._waiting.pop(s.context.span_id, None) for s in spans if s.context)
-            scores = [score for score in taken if score is not None]
-            if arrived:
-                self._ready += scores
-            else:
-                self.dropped += len(scores)
-
-    def send(self, headers: Mapping[str, str], *, last: bool = False) -> None:
-        """Post the ready scores as one ingestion batch; on failure keep them (unless
-        ``last``)."""
-        with self._lock:
-            scores, self._ready = self._ready, []
-        if not scores:
-            return
-        timestamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        event = {"type": "score-create", "timestamp": timestamp}
-        events = [{**event, "id": f"{random.getrandbits(128):032x}", "body": s} for s in scores]
-        body = gzip.compress(orjson.dumps({"batch": events}), compresslevel=1)
-        headers = SecretHeaders(
-            {**headers, "content-encoding": "gzip", "content-type": "application/json"}
-        )
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        body = b""
         try:
-            response = self._session.post(
-                self._url, data=body, headers=headers, timeout=self._timeout_s
-            )
-            if response.ok:
-                return
-            failed = f"Langfuse answered HTTP {response.status_code}"
-        except requests.RequestException as error:
-            failed = f"Langfuse could not be reached ({type(error).__name__})"
-        with self._lock:
-            kept = [] if last else (scores + self._ready)[-MAX_QUEUE:]
-            lost = len(scores) + len(self._ready) - len(kept)
-            self._ready = kept
-        if lost:
-            self.dropped += lost
-            logger.warning("Langfuse export: dropped %d scores because %s", lost, failed)
+            for piece in response.stream:  # type: ignore[union-attr]
+                body += piece
+                if len(body) > MAX_RESPONSE_BYTES:
+                    break
+        finally:
+            response.close()
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() != b"content-length"]
+        return httpx.Response(
+            response.status_code, headers=headers, content=body[:MAX_RESPONSE_BYTES]
+        )
+
+
+def _span_bytes(span: ReadableSpan) -> int:
+    """About what ``span`` adds to a request: its strings, plus fixed fields."""
+    size = 256 + len(span.name)
+    for key, value in (span.attributes or {}).items():
+        size += len(key) + 8
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, str):
+                size += len(item) if item.isascii() else len(item.encode("utf-8", "replace"))
+            else:
+                size += 16
+    return size
+
+
+def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
+    """``spans`` in runs of at most ``MAX_BATCH_BYTES`` (a larger span alone: each is
+    bounded well below the exporter's 64 MiB)."""
+    start, total = 0, 0
+    for index, span in enumerate(spans):
+        size = _span_bytes(span)
+        if total + size > MAX_BATCH_BYTES and index > start:
+            yield spans[start:index]
+            start, total = index, 0
+        total += size
+    if start < len(spans):
+        yield spans[start:]
 
 
 class _Delivery(SpanExporter):
-    """The OTLP exporter (or a host's), plus what it lacks (see the module docstring)."""
+    """The OTLP exporter (or a host's) fed byte-bounded batches; with ours, each arrived
+    generation's schema-validity score follows through ``langfuse.api``."""
 
     def __init__(
-        self,
-        inner: SpanExporter,
-        scores: _Scores,
-        headers: Mapping[str, str],
-        adapter: _BoundedAdapter | None,
+        self, inner: SpanExporter, config: LangfuseConfig, scores: LangfuseAPI | None
     ) -> None:
-        self.inner, self._scores, self._headers, self._adapter = inner, scores, headers, adapter
-        self.exported = 0
+        self.inner, self._config, self._scores = inner, config, scores
         self.dropped = 0
+        self.scores_dropped = 0
         self._warned: set[str] = set()
         self._shut = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        pending = [[_sendable(span) for span in spans]]
         complete = True
-        while pending:  # halving on 413: at most 2 * len(spans) sends
-            batch = pending.pop()
-            if self._adapter is not None:
-                self._adapter.status = None
+        for batch in _batches(spans):
             if self.inner.export(batch) is SpanExportResult.SUCCESS:
-                self.exported += len(batch)
                 self._warned.discard("outage")
-                self._scores.settle(batch, arrived=True)
-                continue
-            complete = False
-            status = self._adapter.status if self._adapter is not None else None
-            if status == 413 and len(batch) > 1:
-                middle = len(batch) // 2
-                pending += [batch[middle:], batch[:middle]]
-            elif status == 413:
-                self._drop(batch, "it is larger than Langfuse accepts (HTTP 413)", key=None)
+                self._post_scores(batch)
             else:
-                why = f"Langfuse answered HTTP {status}" if status else "the export failed"
-                self._drop(batch, why, key="outage")
-        self._scores.send(self._headers)
+                complete = False
+                self.dropped += len(batch)
+                self._warn_once("outage", f"dropped {len(batch)} spans: the export failed")
         return SpanExportResult.SUCCESS if complete else SpanExportResult.FAILURE
 
-    def _drop(self, batch: Sequence[ReadableSpan], why: str, *, key: str | None) -> None:
-        """Count, forget their scores, and warn (an outage once, a too-large span each)."""
-        self.dropped += len(batch)
-        self._scores.settle(batch, arrived=False)
-        if key in self._warned:
+    def _post_scores(self, batch: Sequence[ReadableSpan]) -> None:
+        name = self._config.schema_score_name
+        if self._scores is None or name is None:
             return
-        if key is not None:
+        env = self._config.environment
+        environment = {"environment": env} if env else {}
+        scores = [
+            CreateScoreRequest(
+                # One id per generation: a retried post updates, never duplicates.
+                id=f"{span.context.span_id:016x}-schema",
+                trace_id=f"{span.context.trace_id:032x}",
+                observation_id=f"{span.context.span_id:016x}",
+                name=name,
+                value=1.0 if valid else 0.0,
+                data_type=ScoreDataType("BOOLEAN"),
+                # Unset, not null: the server defaults a missing environment, refuses null.
+                **environment,
+            )
+            for span in batch
+            if span.context is not None
+            and isinstance(valid := (span.attributes or {}).get(SCORE_ATTRIBUTE), bool)
+        ]
+        per_request = max(1, MAX_SCORE_BATCH_BYTES // (512 + len(name.encode())))
+        for start in range(0, len(scores), per_request):
+            chunk = scores[start : start + per_request]
+            try:
+                self._scores.scores.create(request=chunk)
+            except Exception as error:  # the generated client retried 429/5xx already
+                self.scores_dropped += len(chunk)
+                self._warn_once("scores", f"dropped {len(chunk)} scores ({type(error).__name__})")
+
+    def _warn_once(self, key: str, what: str) -> None:
+        if key not in self._warned:
             self._warned.add(key)
-        logger.warning(
-            "Langfuse export: dropped %d spans because %s (executions are unaffected)",
-            len(batch),
-            why,
-        )
+            logger.warning("Langfuse export: %s (executions are unaffected)", what)
 
     def shutdown(self) -> None:
         if not self._shut:  # close() may get here before the processor does
             self._shut = True
-            self._scores.send(self._headers, last=True)
             self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
 
 
-def _basic_auth(config: LangfuseConfig) -> str:
-    credentials = ":".join(config.keys()).encode()
-    return f"Basic {base64.b64encode(credentials).decode()}"
-
-
 class ExportPipeline:
-    """One runtime's tracer provider, processor, exporter and score batch."""
+    """One runtime's tracer provider, processor and exporter."""
 
     def __init__(self, config: LangfuseConfig, *, span_exporter: SpanExporter | None) -> None:
         self.config = config
-        headers = SecretHeaders(  # in no plain local: tracebacks may print their locals
-            {
-                "authorization": _basic_auth(config),
-                # Who sends this (the server attributes ingestion by it): this package.
-                "x-langfuse-sdk-name": DISTRIBUTION,
-                "x-langfuse-sdk-version": __version__,
-                "x-langfuse-public-key": config.keys()[0],
-                "x-langfuse-ingestion-version": "4",
-            }
-        )
         base = config.base_url.rstrip("/")
-        session = requests.Session()
-        # No proxy, netrc or CA-bundle lookups from the environment on every post (a third
-        # of the export's CPU); the model calls do not consult them either.
-        session.trust_env = False
-        adapter = _BoundedAdapter()
-        session.mount(base + "/", adapter)
-        self._session = session
-        self.scores = _Scores(config, session)
-        # A host's exporter retries as it sees fit, and its status is its own.
-        hosts = span_exporter is not None
-        if span_exporter is None:
+        self._session: _PinnedSession | None = None
+        self._http: httpx.Client | None = None
+        scores = None
+        if span_exporter is None:  # a host's exporter sends where and how it sees fit
+            credentials = ":".join(config.keys()).encode()
+            # In no plain local: tracebacks may print their locals.
+            self._session = _PinnedSession(
+                SecretHeaders(
+                    {
+                        "authorization": f"Basic {base64.b64encode(credentials).decode()}",
+                        "content-type": "application/x-protobuf",
+                        "content-encoding": "gzip",
+                        "user-agent": f"{DISTRIBUTION}/{__version__}",
+                        # Who sends this (the server attributes ingestion by it).
+                        "x-langfuse-sdk-name": DISTRIBUTION,
+                        "x-langfuse-sdk-version": __version__,
+                        "x-langfuse-public-key": config.keys()[0],
+                        "x-langfuse-ingestion-version": "4",
+                    }
+                )
+            )
             span_exporter = OTLPSpanExporter(
                 endpoint=base + OTLP_TRACES_PATH,
-                headers=headers,
                 timeout=config.timeout_s,
                 compression=Compression.Gzip,
-                session=session,
+                session=self._session,
             )
-        self.delivery = _Delivery(span_exporter, self.scores, headers, None if hosts else adapter)
+            self._http = httpx.Client(
+                transport=_BoundedTransport(),
+                trust_env=False,
+                timeout=config.timeout_s,
+                headers={"accept-encoding": "identity"},
+            )
+            scores = LangfuseAPI(
+                base_url=base,
+                username=config.keys()[0],
+                password=config.keys()[1],
+                x_langfuse_sdk_name=DISTRIBUTION,
+                x_langfuse_sdk_version=__version__,
+                x_langfuse_public_key=config.keys()[0],
+                httpx_client=self._http,
+                timeout=config.timeout_s,
+            )
+        self.delivery = _Delivery(span_exporter, config, scores)
+        #: Whether generations carry ``SCORE_ATTRIBUTE`` (scores are posted from it).
+        self.posts_scores = scores is not None and config.schema_score_name is not None
         rate = config.sample_rate  # by trace id, as the SDK's: a trace's spans all agree
         self.provider = TracerProvider(
             sampler=ALWAYS_ON if rate is None or rate >= 1 else TraceIdRatioBased(rate),
             resource=Resource.create(),
             shutdown_on_exit=False,  # ours is bounded by flush_timeout_s
-            span_limits=_UNLIMITED,
+            span_limits=_LIMITS,
         )
-        # The processor starts its thread now, and again in a forked child from the fork
-        # hook it registers now: neither may take the stop signals from the main thread.
-        with sigterm.stop_signals_blocked(after_fork_while=self):
-            processor = BatchSpanProcessor(
+        self.provider.add_span_processor(
+            BatchSpanProcessor(  # every argument given: none from OTEL_BSP_*
                 self.delivery,
                 max_queue_size=MAX_QUEUE,
                 schedule_delay_millis=config.flush_interval_s * 1000,
                 max_export_batch_size=config.flush_at,
+                export_timeout_millis=config.timeout_s * 1000,
             )
-        self.provider.add_span_processor(processor)
+        )
         self.tracer: Tracer = self.provider.get_tracer(
             LANGFUSE_SCOPE, __version__, attributes={"public_key": config.keys()[0]}
         )
         self._lock = threading.Lock()
         self._closed = False
-        self._closing: threading.Thread | None = None
-        self._deadline = 0.0
         self._finalizer: Any = None
         self._pid = -1
         self.adopt()
@@ -334,13 +313,14 @@ class ExportPipeline:
         util = sys.modules.get("multiprocessing.util")
         self._finalizer = util.Finalize(None, self.close, exitpriority=10) if util else None
 
-    def score(self, span_id: int, score: dict[str, Any]) -> None:
-        """Queue a score; it leaves once the span ``span_id`` has arrived."""
-        self.scores.add(span_id, score)
-
-    def flush(self) -> None:
-        """Send what is queued within ``flush_timeout_s``; the pipeline stays open."""
-        self.provider.force_flush(int(self.config.flush_timeout_s * 1000))
+    def start_flush(self) -> threading.Thread:
+        """Send what is queued, on a thread of its own: OTel's ``force_flush`` has no
+        deadline (it waits for the export under way), so callers join it with theirs."""
+        flushing = threading.Thread(
+            target=self.provider.force_flush, name="templiqx-langfuse-flush", daemon=True
+        )
+        flushing.start()
+        return flushing
 
     def close(self) -> None:
         """Send what is queued within ``flush_timeout_s``, then release everything."""
@@ -348,30 +328,23 @@ class ExportPipeline:
         finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer.cancel()
-        self._begin_close()
-        self._end_close()
-
-    def _begin_close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            # BatchSpanProcessor.shutdown has no deadline of its own (it joins for 30 s).
-            self._closing = threading.Thread(
-                target=self.provider.shutdown, name="templiqx-langfuse-flush", daemon=True
-            )
-            self._deadline = time.monotonic() + self.config.flush_timeout_s
-            self._closing.start()
-
-    def _end_close(self) -> None:
-        closing = self._closing
-        if closing is not None:
-            closing.join(max(0.0, self._deadline - time.monotonic()))
-            if closing.is_alive():
-                self.delivery.shutdown()  # cuts a retry pause short; a request in flight
-                logger.warning(  # ends within timeout_s
-                    "Langfuse flush did not finish within %.1f s; pending traces dropped",
-                    self.config.flush_timeout_s,
-                )
-        self._session.close()
         sigterm.forget(self)
+        # BatchSpanProcessor.shutdown has no deadline of its own (it joins for 30 s).
+        closing = threading.Thread(
+            target=self.provider.shutdown, name="templiqx-langfuse-flush", daemon=True
+        )
+        closing.start()
+        closing.join(self.config.flush_timeout_s)
+        if closing.is_alive():
+            self.delivery.shutdown()  # cuts a retry pause short; a request in flight
+            logger.warning(  # ends within timeout_s
+                "Langfuse flush did not finish within %.1f s; pending traces dropped",
+                self.config.flush_timeout_s,
+            )
+        for resource in (self._session, self._http):
+            if resource is not None:
+                resource.close()

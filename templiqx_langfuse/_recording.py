@@ -2,7 +2,9 @@
 imported only with tracing on (langfuse and OpenTelemetry cost ~0.2 s to import).
 
 The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
-each rule relied on is named where it is used.
+each rule relied on is named where it is used. Every value is bounded as it is set
+(``bounded``), so no span can outgrow an export batch: OTel's processor batches by count
+only, and its exporter drops a whole batch over 64 MiB.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from langfuse import Langfuse
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
@@ -20,10 +23,101 @@ from templiqx_core import CompiledInteraction
 
 from ._config import LangfuseConfig
 from ._context import CALL_ATTRIBUTES, EXPERIMENT_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
-from ._export import LANGFUSE_SCOPE, ExportPipeline
+from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE, ExportPipeline
 from ._redaction import json_text
 
-__all__ = ["Generation", "Recorder", "generation_attributes"]
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_TEXT_BYTES",
+    "Generation",
+    "Recorder",
+    "bounded",
+    "generation_attributes",
+]
+
+#: Bound of one JSON document (input, output, metadata, ...), in UTF-8 bytes: above any
+#: answer the 2 MiB response bound lets through, so only a host's own data reaches it.
+MAX_JSON_BYTES = 3 * 2**20
+#: Bound of any other text (names, ids, model, status message, all tags together).
+MAX_TEXT_BYTES = 64 * 2**10
+_JSON_KEYS = frozenset(
+    {
+        A.OBSERVATION_INPUT,
+        A.OBSERVATION_OUTPUT,
+        A.OBSERVATION_METADATA,
+        A.OBSERVATION_MODEL_PARAMETERS,
+        A.OBSERVATION_USAGE_DETAILS,
+        A.TRACE_METADATA,
+        A.EXPERIMENT_METADATA,
+        A.EXPERIMENT_ITEM_METADATA,
+        A.EXPERIMENT_ITEM_EXPECTED_OUTPUT,
+    }
+)
+_MARKER = "[truncated by templiqx-langfuse: {kept} of {size} bytes kept]"
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _head(text: str, limit: int) -> str:
+    """At most ``limit`` UTF-8 bytes of ``text``, cut on a character boundary."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+def _bounded_text(text: str, limit: int, *, as_json: bool) -> str:
+    """``text`` if it fits ``limit`` bytes, else its head with a visible marker; a JSON
+    document stays a JSON document (an object: the server wants metadata to be one)."""
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: it would fail the whole batch
+            text = text.encode("utf-8", "replace").decode("utf-8")
+            size = len(text.encode("utf-8"))
+    if size <= limit:
+        return text
+    if not as_json:
+        kept = limit - 80
+        return f"{_head(text, kept)} {_MARKER.format(kept=kept, size=size)}"
+    kept = (limit - 160) // 2  # JSON escaping at most doubles a JSON text's head
+    marked = {"templiqx_truncated": _MARKER.format(kept=kept, size=size)}
+    return orjson.dumps({**marked, "head": _head(text, kept)}).decode()
+
+
+def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``attributes`` with every string within its bound (``MAX_JSON_BYTES`` for JSON
+    documents, ``MAX_TEXT_BYTES`` otherwise) and encodable; tags share one bound."""
+    result: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT_BYTES or not value.isascii():  # else: fits, encodes
+                json_doc = key in _JSON_KEYS
+                limit = MAX_JSON_BYTES if json_doc else MAX_TEXT_BYTES
+                value = _bounded_text(value, limit, as_json=json_doc)
+        elif isinstance(value, (list, tuple)) and value and isinstance(value[0], str):
+            items: list[str] = []
+            room = MAX_TEXT_BYTES
+            for item in value:
+                if room < 256:
+                    kept = f"{len(items)} of {len(value)} items kept"
+                    items.append(f"[truncated by templiqx-langfuse: {kept}]")
+                    break
+                items.append(_bounded_text(item, room - 128, as_json=False))
+                room -= _size(items[-1]) + 8
+            value = items
+        result[key] = value
+    return result
+
+
+def _json(serialize: Callable[[Any], str], value: Any) -> str:
+    """``value`` as JSON, or a marker saying why not (a mask may return a circular or
+    otherwise unserializable value): the generation is never lost over one field."""
+    try:
+        return serialize(value)
+    except Exception as error:
+        return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
 
 
 def generation_attributes(
@@ -39,6 +133,7 @@ def generation_attributes(
     status_message: str | None = None,
     prompt: tuple[str, int] | None = None,
     completion_start_time: datetime | None = None,
+    schema_valid: bool | None = None,
     serialize: Callable[[Any], str] = json_text,
 ) -> dict[str, Any]:
     """The attributes the SDK's ``update()`` writes, serialized once here: its per-field
@@ -50,6 +145,7 @@ def generation_attributes(
         A.OBSERVATION_MODEL: model,
         A.OBSERVATION_LEVEL: level,
         A.OBSERVATION_STATUS_MESSAGE: status_message,
+        SCORE_ATTRIBUTE: schema_valid,
     }
     attributes = {key: value for key, value in attributes.items() if value is not None}
     for key, value in (
@@ -59,10 +155,10 @@ def generation_attributes(
         (A.OBSERVATION_USAGE_DETAILS, usage_details),
     ):
         if value is not None:
-            attributes[key] = value if isinstance(value, JsonText) else serialize(value)
+            attributes[key] = value if isinstance(value, JsonText) else _json(serialize, value)
     if metadata:
         present = {key: value for key, value in metadata.items() if value is not None}
-        attributes[A.OBSERVATION_METADATA] = serialize(present)
+        attributes[A.OBSERVATION_METADATA] = _json(serialize, present)
     if completion_start_time is not None:
         # Time to first token (streaming adapters); the server reads a plain ISO string.
         attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
@@ -73,7 +169,7 @@ def generation_attributes(
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.
         attributes[A.OBSERVATION_PROMPT_NAME], attributes[A.OBSERVATION_PROMPT_VERSION] = prompt
-    return attributes
+    return bounded(attributes)
 
 
 class Generation:
@@ -90,10 +186,14 @@ class Generation:
         self, trace: Mapping[str, Any], update: dict[str, Any], serialize: Callable[[Any], str]
     ) -> None:
         """End it with ``update`` (the ``generation_attributes`` fields, redacted)."""
-        self.span.set_attributes(generation_attributes(trace=trace, serialize=serialize, **update))
-        if update.get("level") == "ERROR":
-            self.span.set_status(Status(StatusCode.ERROR, update.get("status_message")))
-        self.end_span()
+        try:
+            attributes = generation_attributes(trace=trace, serialize=serialize, **update)
+            self.span.set_attributes(attributes)
+            if update.get("level") == "ERROR":
+                message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
+                self.span.set_status(Status(StatusCode.ERROR, message))
+        finally:  # ended whatever happened: an open span is never exported
+            self.end_span()
 
 
 def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
@@ -153,7 +253,9 @@ class Recorder:
             # Server (extractExperimentFields): the item's root observation is this one
             # (a repair's: the first try's).
             root = root or ref.observation_id
-            handle.span.set_attributes({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root})
+            handle.span.set_attributes(
+                bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root})
+            )
         return handle, ref, trace
 
     def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
@@ -198,7 +300,8 @@ class Recorder:
             attributes[A.RELEASE] = redact(self.config.release)
         if A.TRACE_NAME in trace:
             attributes[A.IS_APP_ROOT] = True
-        span = pipeline.tracer.start_span(redact(interaction.contract_id), attributes=attributes)
+        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
+        span = pipeline.tracer.start_span(name, attributes=bounded(attributes))
         if not span.is_recording():  # sampled out
             return None
         context = span.get_span_context()

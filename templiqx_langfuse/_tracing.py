@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import random
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("templiqx_langfuse")
+
+#: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
+ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 
 # Metadata keys: constants, so tests and call sites cannot drift apart.
 META_CONTRACT_ID = "contract_id"
@@ -194,10 +197,15 @@ class GenerationRecord:
         model = completion.provider_model
         for sink in self._usage_sinks:
             sink.append(dict(completion.usage))
+        score: dict[str, bool] = {}
         if self.ref is not None and self._handle is not None:
-            # Queued first: the export path sends it once the generation has arrived.
-            self._tracing.score_schema_validity(self.ref, valid)
+            pipeline = self._tracing.pipeline
+            if pipeline is not None and pipeline.posts_scores:
+                score["schema_valid"] = valid  # posted once the generation has arrived
+            else:
+                self._tracing.score_schema_validity(self.ref, valid)
         self._finish(
+            **score,
             output=receipt.output,
             usage_details=dict(completion.usage) or None,
             metadata={
@@ -295,6 +303,13 @@ class Tracing:
             return cls(config, redactor)  # switched off on purpose: nothing to warn of
         if client is not None:
             return cls(config, redactor, client=client)
+        if os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true":
+            # OTel's TracerProvider reads it too and would record nothing, silently.
+            logger.warning(
+                "Langfuse tracing disabled: %s=true turns OpenTelemetry off; executions still run",
+                ENV_OTEL_SDK_DISABLED,
+            )
+            return cls(config, redactor)
         if not config.enabled:
             logger.warning(
                 "Langfuse tracing disabled: LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set; "
@@ -416,24 +431,13 @@ class Tracing:
             return None
 
     def score_schema_validity(self, ref: TraceRef, valid: bool) -> None:
-        """A BOOLEAN score on the generation; queued, sent off the call path."""
+        """A BOOLEAN score on the generation, through the host's client (the owned export
+        path posts it from the generation's ``SCORE_ATTRIBUTE``)."""
         name = self.config.schema_score_name
         if name is None:
             return
         try:
-            if self.pipeline is not None:
-                score: dict[str, Any] = {
-                    "id": f"{random.getrandbits(64):016x}",
-                    "traceId": ref.trace_id,
-                    "observationId": ref.observation_id,
-                    "name": name,
-                    "value": 1 if valid else 0,
-                    "dataType": "BOOLEAN",
-                }
-                if self.config.environment is not None:
-                    score["environment"] = self.config.environment
-                self.pipeline.score(int(ref.observation_id, 16), score)
-            elif self.client is not None:
+            if self.client is not None:
                 self.client.create_score(
                     name=name,
                     value=1.0 if valid else 0.0,

@@ -97,7 +97,12 @@ def _case_of(item: Any) -> EvalCaseSpec:
 
 def _http(config: LangfuseConfig, timeout_s: float) -> dict[str, Any]:
     public, secret = config.keys()
-    return {"base_url": config.base_url, "username": public, "password": secret, "timeout": timeout_s}
+    return {
+        "base_url": config.base_url,
+        "username": public,
+        "password": secret,
+        "timeout": timeout_s,
+    }
 
 
 def fetch_dataset_cases(
@@ -176,8 +181,8 @@ def score_request(
         id=hashlib.sha256(seed.encode()).hexdigest()[:32],
         name=name,
         value=value if isinstance(value, str) else float(value),
-        data_type=kind,  # type: ignore[arg-type]  # the enum's values are its names
-        **{key: ref for key, ref in given.items() if ref is not None},  # type: ignore[arg-type]
+        data_type=kind,
+        **{key: ref for key, ref in given.items() if ref is not None},
     )
 
 

@@ -1,4 +1,5 @@
-"""``docs/evals.md``: every python example runs as written, and its shell example too."""
+"""``docs/evals.md``: its shell example runs as written (its python examples run in
+``tests/testing/test_docs_snippets.py``, as every page's)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,6 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 def _blocks(language: str) -> list[str]:
     return [body for lang, body in FENCE.findall(DOC.read_text("utf-8")) if lang == language]
-
-
-@pytest.mark.parametrize("source", _blocks("python"))
-def test_the_python_examples_run(source: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO_ROOT)
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(source, str(DOC), "exec"), {"__name__": "docs_example"})
 
 
 @pytest.mark.parametrize("line", _blocks("shell"))

@@ -141,6 +141,40 @@ def test_a_mask_that_raises_drops_the_field_never_the_call(
     assert A.OBSERVATION_INPUT in attributes
 
 
+def _circular(data: Any) -> Any:
+    if isinstance(data, dict):
+        looped = dict(data)
+        looped["self"] = looped
+        return looped
+    return data
+
+
+@pytest.mark.parametrize(
+    "masking",
+    [_circular, lambda data: {"value": object(), "set": {1, 2}}],
+    ids=["circular", "odd-types"],
+)
+def test_a_mask_returning_what_json_cannot_hold_costs_that_field_alone(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest, masking: Any
+) -> None:
+    """Before: a circular value failed the generation's end, and every generation was lost."""
+    with otlp_receiver("ok") as receiver:
+        runtime = make_runtime(
+            langfuse_base_url=receiver.base_url,
+            span_exporter=None,
+            mask=lambda *, data: masking(data),
+        )
+        for _ in range(3):
+            runtime.execute(greeting_request)
+        runtime.close()
+        spans = [attributes_of(span) for span in receiver.spans]
+    assert len(spans) == 3
+    for attributes in spans:
+        metadata = json.loads(attributes[A.OBSERVATION_METADATA])  # still JSON, either way
+        assert isinstance(metadata, dict)
+        assert A.OBSERVATION_INPUT in attributes
+
+
 def test_a_mask_that_is_not_callable_is_refused() -> None:
     with pytest.raises(InvalidData, match="mask"):
         LangfuseConfig(mask="redact-emails")  # type: ignore[arg-type]

@@ -1,14 +1,14 @@
 """The export path loses only what it must, against a loopback Langfuse that misbehaves.
 
 Each test drives a real ``ExportPipeline`` (OTel's provider, batch processor and OTLP
-exporter) over real sockets: a stand-in that answers 503/429 or resets once, refuses
-bodies over a size with 413, streams an endless body or hangs.
+exporter) over real sockets: a stand-in that answers 503/429 or resets once, streams an
+endless body or hangs; and big generations and bursts that must all arrive.
 """
 
 from __future__ import annotations
 
 import gzip
-import logging
+import json
 import threading
 import time
 import tracemalloc
@@ -20,10 +20,17 @@ import pytest
 from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import ExecutionRequest, InvalidData, codes
-from templiqx_langfuse import LangfuseConfig, trace_attributes
-from templiqx_langfuse._export import ExportPipeline
+from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig, trace_attributes
+from templiqx_langfuse._export import MAX_BATCH_BYTES, SCORE_ATTRIBUTE, ExportPipeline
+from templiqx_langfuse._recording import MAX_JSON_BYTES, bounded
 from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
-from templiqx_langfuse.testing.server import Reply, ServerRequest
+from templiqx_langfuse.testing.server import (
+    LoopbackModelServer,
+    Reply,
+    ServerRequest,
+    chat_completion,
+    json_reply,
+)
 from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
 
 TRACES = "/api/public/otel/v1/traces"
@@ -52,7 +59,7 @@ def receiver(before: Before) -> Iterator[MisbehavingReceiver]:
 
 
 def pipeline(
-    base_url: str, *, flush_timeout_s: float = 5.0, timeout_s: float = 5.0
+    base_url: str, *, flush_timeout_s: float = 5.0, timeout_s: float = 5.0, **options: Any
 ) -> ExportPipeline:
     config = LangfuseConfig(
         public_key=PUBLIC_KEY,
@@ -60,24 +67,15 @@ def pipeline(
         base_url=base_url,
         flush_timeout_s=flush_timeout_s,
         timeout_s=timeout_s,
+        **options,
     )
     return ExportPipeline(config, span_exporter=None)
 
 
 def generation(export: ExportPipeline, n: int, **attributes: Any) -> None:
-    """One generation ``gen-n`` and its score, queued as a runtime queues them."""
-    span = export.tracer.start_span(f"gen-{n}", attributes={"n": str(n), **attributes})
-    context = span.get_span_context()
-    export.score(
-        context.span_id,
-        {
-            "id": f"s{n}",
-            "traceId": f"{context.trace_id:032x}",
-            "observationId": f"{context.span_id:016x}",
-            "name": "v",
-        },
-    )
-    span.end()
+    """One generation ``gen-n`` carrying its score, as a runtime ends one."""
+    fields = {"n": str(n), SCORE_ATTRIBUTE: True, **attributes}
+    export.tracer.start_span(f"gen-{n}", attributes=bounded(fields)).end()
 
 
 def submit(export: ExportPipeline, count: int, **attributes: Any) -> None:
@@ -157,54 +155,8 @@ def test_retries_are_bounded_by_the_timeout_then_that_batch_alone_is_dropped() -
         took = time.monotonic() - started
         assert [r.path for r in server.requests].count(TRACES) == 2  # at 0 s and ~1 s
         assert export.delivery.dropped == 10
-        assert export.scores.dropped == 10
-        assert server.scores == []
+        assert server.scores == []  # a score never points at a generation never sent
     assert took < 2.5 + 1.0
-
-
-def too_large_over(limit: int) -> Before:
-    """A Langfuse ingress that refuses trace bodies over ``limit`` bytes with 413."""
-
-    def before(request: ServerRequest) -> Reply | None:
-        if request.path == TRACES and len(gzip.decompress(request.body)) > limit:
-            return Reply(status=413, body=b"Request Entity Too Large")
-        return None
-
-    return before
-
-
-def test_an_oversized_generation_is_dropped_alone_with_its_score(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with receiver(too_large_over(256 * 1024)) as server:
-        export = pipeline(server.base_url)
-        submit(export, 40)
-        generation(export, 41, output="x" * 300_000)  # alone over the limit
-        submit(export, 40)  # names 1..40 again: a second batch behind it
-        with caplog.at_level(logging.WARNING, logger="templiqx_langfuse"):
-            export.close()
-        names = server.span_names()
-        observed = {s["observationId"] for s in server.scores}
-    assert len(names) == 80
-    assert "gen-41" not in names
-    assert f"{41:016x}" not in observed, "a score points at an observation never sent"
-    assert len(server.scores) == 80
-    assert export.delivery.dropped == 1
-    assert export.scores.dropped == 1
-    ours = [r for r in caplog.records if r.name == "templiqx_langfuse"]
-    lines = [r.getMessage() for r in ours if "413" in r.getMessage()]
-    assert len(lines) == 1, lines
-
-
-def test_a_value_that_cannot_be_encoded_is_sanitised_in_its_item_alone() -> None:
-    with receiver(lambda request: None) as server:
-        export = pipeline(server.base_url)
-        submit(export, 9)
-        generation(export, 10, user="ab\ud800cd")  # a lone surrogate
-        export.close()
-        spans = {span.name: attributes_of(span) for span in server.spans}
-    assert len(spans) == 10
-    assert spans["gen-10"]["user"] == "ab?cd"
 
 
 @pytest.mark.parametrize("field", ["release", "session_id", "user_id", "tags"])
@@ -272,3 +224,107 @@ def test_a_user_id_that_cannot_be_encoded_costs_only_itself_end_to_end(
         users = [attributes_of(span).get(A.TRACE_USER_ID) for span in server.spans]
     assert len(users) == 6  # before: the whole batch failed to encode, 0 arrived
     assert "user-?" in users
+
+
+def trace_bodies(server: LoopbackOtlpReceiver) -> list[bytes]:
+    return [gzip.decompress(r.body) for r in server.requests if r.path == TRACES]
+
+
+def test_forty_generations_near_the_response_bound_all_arrive_in_bounded_batches(
+    greeting_request: ExecutionRequest, model_server: LoopbackModelServer
+) -> None:
+    """Before: one batch of 77.9 MB, over the exporter's 64 MiB: 0 of 40 arrived."""
+    answer = "x" * 1_900_000
+    body = chat_completion({"greeting": answer})
+    model_server.set_responder(lambda request: json_reply(body))
+    with receiver(lambda request: None) as server:
+        runtime = LangfuseTracedRuntime(
+            ModelConfig(base_url=model_server.base_url, api_key="sk-model-0123", model="m"),
+            LangfuseConfig(
+                public_key=PUBLIC_KEY,
+                secret_key=SECRET_KEY,
+                base_url=server.base_url,
+                flush_interval_s=60,  # all 40 queue for one export, as in the report
+                flush_timeout_s=60,
+            ),
+        )
+        for _ in range(40):
+            runtime.execute(greeting_request)
+        runtime.close()
+        outputs = [attributes_of(span)[A.OBSERVATION_OUTPUT] for span in server.spans]
+        sizes = [len(body) for body in trace_bodies(server)]
+        scores = len(server.scores)
+    assert len(outputs) == 40
+    assert all(json.loads(output) == {"greeting": answer} for output in outputs)  # whole
+    assert len(sizes) >= 5
+    assert max(sizes) <= MAX_BATCH_BYTES + 64 * 1024, sizes
+    assert scores == 40
+
+
+def test_a_value_over_its_bound_is_truncated_visibly_and_its_neighbours_arrive() -> None:
+    big = json.dumps({"text": "y" * 5_000_000})
+    with receiver(lambda request: None) as server:
+        export = pipeline(server.base_url)
+        submit(export, 4)
+        generation(
+            export,
+            5,
+            **{
+                A.OBSERVATION_OUTPUT: big,
+                A.TRACE_USER_ID: "u" * 100_000,
+                A.TRACE_TAGS: ["t" * 1000] * 1000,
+            },
+        )
+        submit(export, 4)
+        export.close()
+        spans = {span.name: attributes_of(span) for span in server.spans}
+    assert len(server.spans) == 9
+    output = spans["gen-5"][A.OBSERVATION_OUTPUT]
+    assert len(output.encode()) <= MAX_JSON_BYTES
+    parsed = json.loads(output)  # still a JSON document, and says what happened
+    assert "5000012 bytes" in parsed["templiqx_truncated"]
+    assert big.startswith(parsed["head"])
+    user = spans["gen-5"][A.TRACE_USER_ID]
+    assert user.startswith("uuu")
+    assert user.endswith("bytes kept]")
+    assert len(user) < 65 * 1024
+    tags = spans["gen-5"][A.TRACE_TAGS]
+    assert sum(map(len, tags)) < 65 * 1024
+    assert tags[-1].startswith("[truncated by templiqx-langfuse:")
+
+
+def test_a_burst_of_5000_generations_within_one_export_interval_all_arrive() -> None:
+    with receiver(lambda request: None) as server:
+        export = pipeline(server.base_url, flush_timeout_s=60, flush_interval_s=60)
+        submit(export, 5000)
+        export.close()
+        assert len(server.span_names()) == 5000
+        assert len(server.scores) == 5000
+    assert export.delivery.dropped == 0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [Reply(status=200, pieces=(b"x" * 65536,) * ENDLESS), Reply(status=500)],
+    ids=["endless-body", "500"],
+)
+def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
+    answer: Reply,
+) -> None:
+    """Scores go through the generated API client, which reads an answer whole: its
+    transport reads at most 64 KiB; a refused score is dropped alone, after its retries."""
+    scores_path = "/api/public/scores"
+    with receiver(lambda r: answer if r.path == scores_path else None) as server:
+        export = pipeline(server.base_url, flush_timeout_s=10.0)
+        tracemalloc.start()
+        try:
+            submit(export, 20)
+            export.close()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(server.span_names()) == 20
+        assert any(r.path == scores_path for r in server.requests)
+    assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
+    assert export.delivery.dropped == 0
+    assert export.delivery.scores_dropped == 20  # an answer cut short is not a success
