@@ -81,7 +81,7 @@ class _Counted(Generic[_Stream]):
     whether the server closed; a suspect connection reads as "readable" (the server spoke
     out of turn), which makes the pool close it instead of reusing it."""
 
-    def __init__(self, inner: _Stream, gate: _Gate) -> None:
+    def __init__(self, inner: _Stream, gate: _Bounded[Any]) -> None:
         self._inner: _Stream = inner
         self._gate = gate
         self.got = self.head = 0
@@ -117,17 +117,6 @@ class _Counted(Generic[_Stream]):
         if info == "is_readable" and self.suspect:
             return True
         return self._inner.get_extra_info(info)
-
-
-class _Gate:
-    """Shared by a transport's connections: once closed, nothing more is sent or read."""
-
-    closed = False
-
-    def check(self) -> None:
-        """For a connection made after its transport closed (the call was connecting)."""
-        if self.closed:
-            raise httpcore2.ConnectError("the transport is closed")
 
 
 class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream):
@@ -182,8 +171,8 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
 
 # The rest of httpcore2's keywords (local address, socket options) pass through.
 class _DeadlineBackend(httpcore2.SyncBackend):
-    def __init__(self, gate: _Gate) -> None:
-        self.gate = gate
+    def __init__(self, gate: _Bounded[Any]) -> None:
+        self.gate = gate  # once its transport closed, what was connecting is refused
 
     def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
@@ -200,12 +189,12 @@ class _DeadlineBackend(httpcore2.SyncBackend):
     def _checked(self, inner: httpcore2.NetworkStream) -> httpcore2.NetworkStream:
         if self.gate.closed:
             inner.close()
-        self.gate.check()
+            raise httpcore2.ConnectError("the transport is closed")
         return _DeadlineStream(inner, self.gate)
 
 
 class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
-    def __init__(self, gate: _Gate) -> None:
+    def __init__(self, gate: _Bounded[Any]) -> None:
         self.gate = gate
 
     async def connect_tcp(
@@ -224,7 +213,7 @@ class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
     async def _checked(self, inner: httpcore2.AsyncNetworkStream) -> httpcore2.AsyncNetworkStream:
         if self.gate.closed:
             await inner.aclose()
-        self.gate.check()
+            raise httpcore2.ConnectError("the transport is closed")
         return _AsyncDeadlineStream(inner, self.gate)
 
 
@@ -299,13 +288,10 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
 
 
 def _httpx_response(response: httpcore2.Response) -> httpx.Response:
-    stream = _ResponseStream(response)
-    if stream._stream is not None and (response.status < 200 or response.status in (204, 304)):
-        stream._stream.suspect = True  # no body to count: whatever follows is not ours
     return httpx.Response(
         status_code=response.status,
         headers=response.headers,
-        stream=stream,
+        stream=_ResponseStream(response),
         extensions=response.extensions,
     )
 
@@ -317,6 +303,7 @@ class _Bounded(Generic[_Pool]):
     """Both transports' construction: httpx's arguments, a fresh pool on demand."""
 
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
+    closed = False  # then its connections send and read nothing more
     _pool_type: Any
     _backend_type: Any
 
@@ -349,14 +336,11 @@ class _Bounded(Generic[_Pool]):
             "uds": uds,
             "socket_options": None if socket_options is None else list(socket_options),
         }
-        self.gate = _Gate()
         self.pool: _Pool = self._new_pool()
         _LIVE.add(self)
 
     def _new_pool(self) -> _Pool:
-        pool: _Pool = self._pool_type(
-            network_backend=self._backend_type(self.gate), **self._options
-        )
+        pool: _Pool = self._pool_type(network_backend=self._backend_type(self), **self._options)
         return pool
 
 
@@ -373,7 +357,7 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
     def close(self) -> None:
         """Close every connection, those in use and those still connecting included."""
-        self.gate.closed = True
+        self.closed = True
         self.pool.close()
 
 
@@ -408,7 +392,7 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
 
     async def aclose(self) -> None:
         """``DeadlineTransport.close`` on the pool's loop."""
-        self.gate.closed = True
+        self.closed = True
         await self.pool.aclose()
 
 
