@@ -157,6 +157,42 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
     pending.add_done_callback(_CLOSING.discard)
 
 
+#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
+CLOSE_WAIT_S = 2.0
+
+
+class InFlight:
+    """The calls of a wiring between ``begin`` and their outcome, for ``close`` to wait
+    for: a generation finished after the export closed would be lost."""
+
+    __slots__ = ("_count", "_idle")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition(threading.Lock())
+
+    def enter(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def leave(self) -> None:
+        with self._idle:
+            self._count -= 1
+            if not self._count:
+                self._idle.notify_all()
+
+    def wait_idle(self) -> None:
+        """Wait, bounded, for none to be in flight; not on a thread running an event loop
+        (its calls could not end while it waits)."""
+        try:
+            asyncio = sys.modules.get("asyncio")  # never imported for this alone
+            waits = asyncio is None or not asyncio.get_running_loop()
+        except RuntimeError:
+            waits = True
+        with self._idle:
+            self._idle.wait_for(lambda: not self._count, CLOSE_WAIT_S if waits else 0)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
     """A host adapter's wiring: build it in ``__init__``, ``close`` it in ``release``;
@@ -170,7 +206,7 @@ class HostWiring:
     headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
     log_filter: RedactingLogFilter
-    calls: InFlight = field(default_factory=lambda: InFlight())
+    calls: InFlight = field(default_factory=InFlight)
 
     @property
     def http(self) -> httpx.Client:
@@ -265,7 +301,7 @@ class HostWiring:
         are exported, flush the owned export (bounded), then drop the log filter."""
         try:
             self.clients.close()
-            self.calls.wait_idle(_on_a_loop())
+            self.calls.wait_idle()
             self.tracing.close()
         finally:
             self.log_filter.uninstall()
@@ -277,52 +313,10 @@ class HostWiring:
 
         try:
             await self.clients.aclose()
-            await asyncio.to_thread(self.calls.wait_idle, False)
+            await asyncio.to_thread(self.calls.wait_idle)
             await asyncio.to_thread(self.tracing.close)
         finally:
             self.log_filter.uninstall()
-
-
-#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
-CLOSE_WAIT_S = 2.0
-
-
-class InFlight:
-    """The calls of a wiring between ``begin`` and their outcome."""
-
-    __slots__ = ("_count", "_idle")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._idle = threading.Condition(threading.Lock())
-
-    def enter(self) -> None:
-        with self._idle:
-            self._count += 1
-
-    def leave(self) -> None:
-        with self._idle:
-            self._count -= 1
-            if not self._count:
-                self._idle.notify_all()
-
-    def wait_idle(self, on_a_loop: bool) -> None:
-        """Wait for none to be in flight; not on a thread running an event loop, whose
-        calls could not end while it waits."""
-        with self._idle:
-            self._idle.wait_for(lambda: not self._count, 0 if on_a_loop else CLOSE_WAIT_S)
-
-
-def _on_a_loop() -> bool:
-    if "asyncio" not in sys.modules:
-        return False
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class _Settled:

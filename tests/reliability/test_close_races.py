@@ -37,14 +37,17 @@ Close = Callable[[LangfuseTracedRuntime], Coroutine[Any, Any, None]]
 
 
 def outcomes_after_close(
-    base_url: str, close: Close, exporter: InMemorySpanExporter, **model: object
+    base_url: str,
+    close: Close,
+    exporter: InMemorySpanExporter,
+    request: ExecutionRequest,
+    **model: object,
 ) -> tuple[list[str], float]:
     """Ten calls, the runtime closed after 0.5 s: each call's outcome, and how long after
     the close returned the last call ended."""
 
     async def run() -> tuple[list[str], float]:
         runtime = runtime_for(base_url, exporter=exporter, timeout_s=20, **model)
-        request = ExecutionRequest.model_validate(GREETING_REQUEST)
         tasks = [asyncio.create_task(runtime.aexecute(request)) for _ in range(10)]
         await asyncio.sleep(0.5)
         await close(runtime)
@@ -56,14 +59,6 @@ def outcomes_after_close(
     return asyncio.run(run())
 
 
-GREETING_REQUEST: dict[str, Any] = {}
-
-
-@pytest.fixture(autouse=True)
-def _request(greeting_request: ExecutionRequest) -> None:
-    GREETING_REQUEST.update(greeting_request.model_dump())
-
-
 def errors_exported(exporter: InMemorySpanExporter) -> list[str]:
     return [
         str((span.attributes or {}).get(A.OBSERVATION_LEVEL))
@@ -73,21 +68,25 @@ def errors_exported(exporter: InMemorySpanExporter) -> list[str]:
 
 
 @pytest.mark.parametrize("close", CLOSES.values(), ids=CLOSES.keys())
-def test_calls_in_flight_end_closed_and_are_exported_as_errors(close: Close) -> None:
+def test_calls_in_flight_end_closed_and_are_exported_as_errors(
+    close: Close, greeting_request: ExecutionRequest
+) -> None:
     exporter = InMemorySpanExporter()
     with slow_upstream(4.0) as upstream:
-        outcomes, _ = outcomes_after_close(upstream.base_url, close, exporter)
+        outcomes, _ = outcomes_after_close(upstream.base_url, close, exporter, greeting_request)
     assert outcomes == [codes.RUNTIME_CLOSED] * 10
     assert errors_exported(exporter) == ["ERROR"] * 10
 
 
 @pytest.mark.parametrize("close", CLOSES.values(), ids=CLOSES.keys())
-def test_calls_waiting_for_a_connection_end_closed_too(close: Close) -> None:
+def test_calls_waiting_for_a_connection_end_closed_too(
+    close: Close, greeting_request: ExecutionRequest
+) -> None:
     """Two connections for ten calls: eight wait in the pool when the close runs."""
     exporter = InMemorySpanExporter()
     with slow_upstream(4.0) as upstream:
         outcomes, after = outcomes_after_close(
-            upstream.base_url, close, exporter, max_connections=2
+            upstream.base_url, close, exporter, greeting_request, max_connections=2
         )
     assert outcomes == [codes.RUNTIME_CLOSED] * 10
     assert after < 3.0
@@ -95,7 +94,9 @@ def test_calls_waiting_for_a_connection_end_closed_too(close: Close) -> None:
 
 
 @pytest.mark.parametrize("close", CLOSES.values(), ids=CLOSES.keys())
-def test_calls_still_connecting_end_closed(close: Close) -> None:
+def test_calls_still_connecting_end_closed(
+    close: Close, greeting_request: ExecutionRequest
+) -> None:
     """A listener that accepts late: connections complete only after the close ran."""
     listener = socket.create_server(("127.0.0.1", 0), backlog=0)  # the rest wait in SYN
     port = listener.getsockname()[1]
@@ -115,10 +116,60 @@ def test_calls_still_connecting_end_closed(close: Close) -> None:
     acceptor.start()
     exporter = InMemorySpanExporter()
     try:
-        outcomes, _ = outcomes_after_close(f"http://127.0.0.1:{port}/v1", close, exporter)
+        base_url = f"http://127.0.0.1:{port}/v1"
+        outcomes, _ = outcomes_after_close(base_url, close, exporter, greeting_request)
     finally:
         acceptor.join(10)
         for conn in accepted:
             conn.close()
         listener.close()
     assert outcomes == [codes.RUNTIME_CLOSED] * 10
+
+
+def test_calls_from_threads_end_closed_and_are_exported_as_errors(
+    greeting_request: ExecutionRequest,
+) -> None:
+    exporter = InMemorySpanExporter()
+    outcomes: list[str] = []
+    with slow_upstream(4.0) as upstream:
+        runtime = runtime_for(upstream.base_url, exporter=exporter, timeout_s=20)
+
+        def call() -> None:
+            try:
+                runtime.execute(greeting_request)
+                outcomes.append("a result")
+            except PortError as error:
+                outcomes.append(error.code)
+
+        threads = [threading.Thread(target=call) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        runtime.close()
+        closed_at = time.monotonic()
+        for thread in threads:
+            thread.join(10)
+    assert outcomes == [codes.RUNTIME_CLOSED] * 10
+    assert time.monotonic() - closed_at < 5
+    assert errors_exported(exporter) == ["ERROR"] * 10
+
+
+def test_close_on_the_loops_own_thread_does_not_block_it(
+    greeting_request: ExecutionRequest,
+) -> None:
+    """Its calls cannot end while the loop's thread waits: ``close`` does not wait there."""
+
+    async def run() -> tuple[float, list[str]]:
+        with slow_upstream(4.0) as upstream:
+            runtime = runtime_for(upstream.base_url, timeout_s=20)
+            tasks = [asyncio.create_task(runtime.aexecute(greeting_request)) for _ in range(5)]
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            runtime.close()
+            took = time.monotonic() - started
+            done = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+        return took, [r.code if isinstance(r, PortError) else repr(r) for r in done]
+
+    took, outcomes = asyncio.run(run())
+    assert took < 1.0
+    assert outcomes == [codes.RUNTIME_CLOSED] * 5

@@ -42,7 +42,7 @@ _DONE = "[DONE]"
 
 class StreamingHostRuntime(RuntimeAdapter):
     """Streams one chat completion per call; thread-safe. ``max_response_bytes`` bounds
-    the decoded stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
+    the stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
     sink (a cancel) closes the connection and propagates unchanged."""
 
     def __init__(
