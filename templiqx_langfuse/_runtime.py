@@ -16,7 +16,7 @@ from templiqx_core.adapters import Produced, RuntimeCall
 from ._config import LangfuseConfig, ModelConfig
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces
-from ._transport import BoundedStream, HttpResponse, Post, aopen_bounded, open_bounded
+from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
 
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
@@ -84,8 +84,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         wiring = self._wiring
         with wiring.settled(self):
             with open_bounded(wiring.http, wiring.url, **self._begin(call)) as stream:
-                response = stream.body()
-            return _produced(stream, response)  # parsed once the connection is back
+                body = stream.body()
+            return _produced(stream, body)  # parsed once the connection is back
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop: the same round trip on the loop's client."""
@@ -93,8 +93,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         with wiring.settled(self):
             client = wiring.clients.for_loop()
             async with aopen_bounded(client, wiring.url, **self._begin(call)) as stream:
-                response = await stream.abody()
-            return _produced(stream, response)
+                body = await stream.abody()
+            return _produced(stream, body)
 
     def _begin(self, call: RuntimeCall) -> Post:
         body = self._wiring.begin(call)
@@ -110,7 +110,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
-def _produced(stream: BoundedStream, response: HttpResponse) -> Produced:
+def _produced(stream: BoundedStream, body: bytes) -> Produced:
     """The output of a whole response, or the failure its status names."""
-    completion = stream.trip.settle(response)
+    completion = stream.settle(body)
     return Produced(completion.output, completion, deadline_at=stream.trip.at)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from typing import NotRequired, TypedDict, Unpack
 
 import httpx
@@ -32,13 +31,6 @@ from ._wire import (
 _UNAVAILABLE = RuntimeFailureCode.UNAVAILABLE
 
 
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: httpx.Headers
-    body: bytes
-
-
 class Post(TypedDict):
     content: bytes
     headers: Mapping[str, str]
@@ -47,9 +39,9 @@ class Post(TypedDict):
 
 
 class RoundTrip:
-    """The decisions of one round trip, sans I/O: the driver opens ``args`` under
-    ``deadline``, hands the response's head to ``opened``, every chunk to ``feed``, and
-    maps an httpx error with ``failure``."""
+    """The decisions of one round trip, sans I/O: a driver sends ``content`` and
+    ``headers`` within ``deadline``, hands the response's head to ``opened``, each chunk
+    to ``feed``, an httpx error to ``failure``, the whole answer to ``settle``."""
 
     __slots__ = ("at", "capped", "content", "headers", "max_bytes", "size", "timeout_s")
 
@@ -96,12 +88,12 @@ class RoundTrip:
             raise self.late()
         return chunk
 
-    def settle(self, response: HttpResponse) -> Completion:
+    def settle(self, status: int, headers: httpx.Headers, body: bytes) -> Completion:
         """The completion a whole response carries, or the failure its status names."""
-        failure = failure_for_status(response.status, response.headers, response.body)
+        failure = failure_for_status(status, headers, body)
         if failure is not None:
             raise failure
-        return parse_completion(response.body)
+        return parse_completion(body)
 
     def _too_large(self) -> WireFailure:
         return _invalid(f"response body exceeds {self.max_bytes} bytes")
@@ -154,12 +146,14 @@ class BoundedStream:
         async for chunk in self._response.aiter_raw():
             yield self.trip.feed(chunk)
 
-    def body(self) -> HttpResponse:
-        return HttpResponse(self.status, self.headers, b"".join(self.iter_bytes()))
+    def body(self) -> bytes:
+        return b"".join(self.iter_bytes())
 
-    async def abody(self) -> HttpResponse:
-        body = b"".join([chunk async for chunk in self.aiter_bytes()])
-        return HttpResponse(self.status, self.headers, body)
+    async def abody(self) -> bytes:
+        return b"".join([chunk async for chunk in self.aiter_bytes()])
+
+    def settle(self, body: bytes) -> Completion:
+        return self.trip.settle(self.status, self.headers, body)
 
 
 @contextmanager

@@ -92,7 +92,7 @@ class StreamingHostRuntime(RuntimeAdapter):
             open_bounded(self._wiring.http, **request) as stream,
         ):
             if _read_whole(stream.status, stream.headers):
-                return reader.whole_body(stream.status, stream.headers, stream.body().body)
+                return reader.whole_body(stream.status, stream.headers, stream.body())
             for chunk in stream.iter_bytes():
                 if reader.feed(chunk):
                     break
@@ -104,7 +104,7 @@ class StreamingHostRuntime(RuntimeAdapter):
         with self._wiring.settled(self):
             async with aopen_bounded(self._wiring.clients.for_loop(), **request) as stream:
                 if _read_whole(stream.status, stream.headers):
-                    body = (await stream.abody()).body
+                    body = await stream.abody()
                     return reader.whole_body(stream.status, stream.headers, body)
                 async for chunk in stream.aiter_bytes():
                     if reader.feed(chunk):
