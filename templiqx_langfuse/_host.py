@@ -141,6 +141,7 @@ _CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they 
 def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTransport) -> None:
     import asyncio
 
+    transport.closed = True  # at once: a call resuming on a paused loop sends and reads nothing
     if loop.is_closed() or not loop.is_running():
         return
     try:
