@@ -93,9 +93,12 @@ class _Counted(Generic[_Stream]):
         self.got = self.head = 0
         _LAST.set(self)
 
-    def _received(self, data: bytes) -> bytes:
-        if self._gate.closed:
+    def _reading(self, timeout: float | None) -> float | None:
+        if self._gate.closed:  # a connection made after the close (it was connecting) too
             raise httpcore2.ReadError("the transport is closed")
+        return _budget(timeout, httpcore2.ReadTimeout)
+
+    def _received(self, data: bytes) -> bytes:
         if not data:
             self.eof = True
         elif self.got == 0:  # a head split across reads, or with bare LFs, is not counted
@@ -121,7 +124,7 @@ class _Counted(Generic[_Stream]):
 
 class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream):
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._received(self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout)))
+        return self._received(self._inner.read(max_bytes, self._reading(timeout)))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._sending()
@@ -148,8 +151,7 @@ class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream
 
 class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        budget = _budget(timeout, httpcore2.ReadTimeout)
-        return self._received(await self._inner.read(max_bytes, budget))
+        return self._received(await self._inner.read(max_bytes, self._reading(timeout)))
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._sending()
@@ -172,24 +174,19 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
 # The rest of httpcore2's keywords (local address, socket options) pass through.
 class _DeadlineBackend(httpcore2.SyncBackend):
     def __init__(self, gate: _Bounded[Any]) -> None:
-        self.gate = gate  # once its transport closed, what was connecting is refused
+        self.gate = gate
 
     def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return self._checked(super().connect_tcp(host, port, budget, *args, **kwargs))
+        return _DeadlineStream(super().connect_tcp(host, port, budget, *args, **kwargs), self.gate)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return self._checked(super().connect_unix_socket(path, budget, *args, **kwargs))
-
-    def _checked(self, inner: httpcore2.NetworkStream) -> httpcore2.NetworkStream:
-        if self.gate.closed:
-            inner.close()
-            raise httpcore2.ConnectError("the transport is closed")
+        inner = super().connect_unix_socket(path, budget, *args, **kwargs)
         return _DeadlineStream(inner, self.gate)
 
 
@@ -201,19 +198,14 @@ class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return await self._checked(await super().connect_tcp(host, port, budget, *args, **kwargs))
+        inner = await super().connect_tcp(host, port, budget, *args, **kwargs)
+        return _AsyncDeadlineStream(inner, self.gate)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
         inner = await super().connect_unix_socket(path, budget, *args, **kwargs)
-        return await self._checked(inner)
-
-    async def _checked(self, inner: httpcore2.AsyncNetworkStream) -> httpcore2.AsyncNetworkStream:
-        if self.gate.closed:
-            await inner.aclose()
-            raise httpcore2.ConnectError("the transport is closed")
         return _AsyncDeadlineStream(inner, self.gate)
 
 
