@@ -67,12 +67,14 @@ class RoundTrip:
         return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
 
     def opened(self, response: httpx.Response) -> bytes | None:
-        """Check the head before any body is read; the body if httpx already holds it
-        (a cassette's replay, decoded by httpx: its size still counts)."""
+        """Check the head before any body is read; the body if there is none to read (httpx
+        holds a cassette's replay decoded: its size still counts)."""
         if response.is_stream_consumed or response.is_closed:
             return self.feed(response.content)
         codings = response.headers.get_list("content-encoding", split_commas=True)
         if any(c.strip().lower() not in ("", "identity") for c in codings):
+            if not 200 <= response.status_code < 300:
+                return b""  # the status names the failure (a 429 stays retryable) unread
             raise _invalid("response is compressed although identity was asked for")
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:

@@ -87,6 +87,20 @@ REFUSED = {
 }
 
 
+def test_a_compressed_error_is_the_failure_its_status_names(
+    model_server: LoopbackModelServer,
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """Its body is not read: a rate limit behind a compressing proxy stays retryable."""
+    body = gzip.compress(b'{"error": {"message": "slow down"}}')
+    headers = {"content-encoding": "gzip", "retry-after": "1"}
+    model_server.set_responder(lambda request: Reply(429, headers, body))
+    with pytest.raises(RuntimeFailureError) as raised:
+        make_runtime(tracing=False).execute(greeting_request)
+    assert raised.value.code == "TQX_RUNTIME_RATE_LIMITED"
+
+
 @pytest.mark.parametrize("reply", REFUSED.values(), ids=REFUSED.keys())
 def test_a_compressed_reply_is_an_invalid_response(
     reply: Reply,
