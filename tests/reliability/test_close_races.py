@@ -19,7 +19,8 @@ from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import ExecutionRequest, PortError, codes
-from templiqx_langfuse import LangfuseTracedRuntime
+from templiqx_langfuse import DeadlineTransport, LangfuseConfig, LangfuseTracedRuntime, ModelConfig
+from tests.conftest import MODEL_KEY, PUBLIC_KEY, SECRET_KEY
 from tests.reliability.test_async_hosts import runtime_for
 from tests.slow_upstream import slow_upstream
 
@@ -173,3 +174,42 @@ def test_close_on_the_loops_own_thread_does_not_block_it(
     took, outcomes = asyncio.run(run())
     assert took < 1.0
     assert outcomes == [codes.RUNTIME_CLOSED] * 5
+
+
+def test_a_call_on_a_lent_transport_answered_after_the_close_is_no_result(
+    greeting_request: ExecutionRequest,
+) -> None:
+    """The runtime leaves a host's transport open: the answer still arrives, and is refused."""
+    exporter = InMemorySpanExporter()
+    lent = DeadlineTransport()
+    outcomes: list[str] = []
+    with slow_upstream(1.0) as upstream:
+        runtime = LangfuseTracedRuntime(
+            ModelConfig(base_url=upstream.base_url, api_key=MODEL_KEY, model="m", timeout_s=20),
+            LangfuseConfig(
+                public_key=f"{PUBLIC_KEY}-lent",
+                secret_key=SECRET_KEY,
+                base_url="http://127.0.0.1:9",
+            ),
+            span_exporter=exporter,
+            transport=lent,
+        )
+
+        def call() -> None:
+            try:
+                runtime.execute(greeting_request)
+                outcomes.append("a result")
+            except PortError as error:
+                outcomes.append(error.code)
+
+        threads = [threading.Thread(target=call) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        runtime.close()  # waits for the three answers (about 0.7 s), so they are exported
+        assert sorted(outcomes) == [codes.RUNTIME_CLOSED] * 3
+        for thread in threads:
+            thread.join(5)
+        assert upstream.calls == 3
+    lent.close()
+    assert errors_exported(exporter) == ["ERROR"] * 3
