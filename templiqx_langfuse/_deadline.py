@@ -5,9 +5,11 @@ at a time keeps the call alive forever. Here httpcore2 pools (httpcore 1's are q
 in calls in flight) run on a backend giving every connect, read and write what is left of
 the deadline, a context variable (an outer one, a retry loop's, caps inner ones).
 
-Only the socket layer sees bytes past a response's end, or a body on a status that has
-none (the connection is never reused: they would become the next call's response), or a
-close mid-response (worth a retry). A forked child starts with empty pools.
+A connection is reused only after a response whose end the byte count confirms (one
+``Content-Length``, the head in the first read); anything else (a status without a body,
+chunked or odd framing, bytes past the end) closes it: what a server left on it must never
+become the next call's response. Once closed, a transport refuses what was still
+connecting. A forked child starts with empty pools.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ import socket
 import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import h11
 import httpcore2
 import httpx
 
@@ -64,110 +65,69 @@ def _budget(timeout: float | None, error: type[Exception]) -> float | None:
     return remaining if timeout is None else min(timeout, remaining)
 
 
-# Statuses that never carry a body (RFC 9110), and interim ones: bytes after their
-# headers would be read by the next call on the connection as its own response.
-_NO_BODY = frozenset({204, 304})
+class ConnectionCutShort(httpx.ReadError):
+    """The server closed the connection before the response was complete."""
 
 
-class _Wire:
-    """What a connection's socket delivered since the request was written, whether the
-    server closed, and whether the connection is poisoned."""
-
-    __slots__ = ("_chunks", "_reading", "_size", "eof", "poisoned")
-
-    def __init__(self) -> None:
-        self._chunks: list[bytes] = []
-        self._size = 0
-        self._reading = False
-        self.eof = False
-        self.poisoned = False
-
-    def sending(self) -> None:
-        if self._reading:  # a new request on a kept-alive connection
-            self._chunks, self._size, self._reading = [], 0, False
-        _EXCHANGE_WIRE.set(self)
-
-    def received(self, data: bytes) -> None:
-        self._reading = True
-        if data:
-            self._chunks.append(data)
-            self._size += len(data)
-        else:
-            self.eof = True
-
-    def overran(self, method: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
-        """Whether bytes were read past the end of the response just completed (httpcore2
-        keeps them where no public API shows them): by arithmetic, else by h11."""
-        chunks, size = self._chunks, self._size
-        self._chunks, self._size = [], 0
-        length = _content_length(headers)
-        first = chunks[0] if chunks else b""
-        end = first.find(b"\r\n\r\n")
-        if (
-            length is not None
-            and end > 0
-            and first[9:10] != b"1"  # not an interim (1xx) response first
-            and first.find(b"\n\n", 0, end) < 0
-            and first.find(b"\n\r\n", 0, end) < 0
-        ):
-            return size > end + 4 + length
-        parser = h11.Connection(h11.CLIENT)
-        parser.send(h11.Request(method=method, target="/", headers=[("host", "-")]))
-        parser.send(h11.EndOfMessage())
-        try:
-            parser.receive_data(b"".join(chunks))
-            event = parser.next_event()
-            while event is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
-                event = parser.next_event()
-        except h11.ProtocolError:
-            return False  # httpcore2 parsed it; a disagreement is not an overrun
-        return bool(parser.trailing_data[0])
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    """The one ``Content-Length`` of a response without ``Transfer-Encoding``, else None."""
-    length: int | None = None
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered == b"transfer-encoding":
-            return None
-        if lowered == b"content-length":
-            if length is not None or not value.strip().isdigit():
-                return None
-            length = int(value)
-    return length
-
-
-#: The wire the current call last wrote to: tells a connection cut short from non-HTTP.
-_EXCHANGE_WIRE: contextvars.ContextVar[_Wire | None] = contextvars.ContextVar(
-    "templiqx_langfuse_exchange_wire", default=None
+#: The stream the current call last wrote to: tells a connection cut short from non-HTTP.
+_LAST: contextvars.ContextVar[_Counted[Any] | None] = contextvars.ContextVar(
+    "templiqx_langfuse_last_stream", default=None
 )
-
 _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStream)
 
 
-class _Watched(Generic[_Stream]):
-    """Both layers' stream wrappers: the wire, and a poisoned connection reads as
-    "readable" (the server spoke out of turn) when the pool asks before reusing it."""
+class _Counted(Generic[_Stream]):
+    """Both layers' stream wrappers: bytes read since the request, where its head ended,
+    whether the server closed; a suspect connection reads as "readable" (the server spoke
+    out of turn), which makes the pool close it instead of reusing it."""
 
-    def __init__(self, inner: _Stream) -> None:
+    def __init__(self, inner: _Stream, gate: _Bounded[Any]) -> None:
         self._inner: _Stream = inner
-        self.wire = _Wire()
+        self._gate = gate
+        self.got = self.head = 0
+        self.eof = self.suspect = False
+
+    def _sending(self) -> None:
+        if self._gate.closed:
+            raise httpcore2.WriteError("the transport is closed")
+        self.got = self.head = 0
+        _LAST.set(self)
+
+    def _reading(self, timeout: float | None) -> float | None:
+        if self._gate.closed:  # a connection made after the close (it was connecting) too
+            raise httpcore2.ReadError("the transport is closed")
+        return _budget(timeout, httpcore2.ReadTimeout)
+
+    def _received(self, data: bytes) -> bytes:
+        if not data:
+            self.eof = True
+        elif self.got == 0:  # a head split across reads, or with bare LFs, is not counted
+            end = data.find(b"\r\n\r\n")
+            bare = b"\n\n" in data[:end] or b"\n\r\n" in data[:end]
+            self.head = end + 4 if end > 0 and not bare else -1
+        self.got += len(data)
+        return data
+
+    def settled(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        """After a response's last byte: whether the byte count confirms where it ended."""
+        lengths = [v for k, v in headers if k.lower() in (b"content-length", b"transfer-encoding")]
+        exact = status >= 200 and status not in (204, 304) and self.head > 0
+        counted = exact and len(lengths) == 1 and lengths[0].strip().isdigit()
+        if not counted or self.got != self.head + int(lengths[0]):
+            self.suspect = True
 
     def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and self.wire.poisoned:
+        if info == "is_readable" and self.suspect:
             return True
         return self._inner.get_extra_info(info)
 
 
-class _DeadlineStream(_Watched[httpcore2.NetworkStream], httpcore2.NetworkStream):
+class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream):
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout))
-        self.wire.received(data)
-        return data
+        return self._received(self._inner.read(max_bytes, self._reading(timeout)))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.wire.sending()
+        self._sending()
         self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:
@@ -185,17 +145,16 @@ class _DeadlineStream(_Watched[httpcore2.NetworkStream], httpcore2.NetworkStream
         timeout: float | None = None,
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, budget))
+        inner = self._inner.start_tls(ssl_context, server_hostname, budget)
+        return _DeadlineStream(inner, self._gate)
 
 
-class _AsyncDeadlineStream(_Watched[httpcore2.AsyncNetworkStream], httpcore2.AsyncNetworkStream):
+class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = await self._inner.read(max_bytes, _budget(timeout, httpcore2.ReadTimeout))
-        self.wire.received(data)
-        return data
+        return self._received(await self._inner.read(max_bytes, self._reading(timeout)))
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.wire.sending()
+        self._sending()
         await self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
 
     async def aclose(self) -> None:
@@ -209,51 +168,51 @@ class _AsyncDeadlineStream(_Watched[httpcore2.AsyncNetworkStream], httpcore2.Asy
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
         inner = await self._inner.start_tls(ssl_context, server_hostname, budget)
-        return _AsyncDeadlineStream(inner)
+        return _AsyncDeadlineStream(inner, self._gate)
 
 
 # The rest of httpcore2's keywords (local address, socket options) pass through.
 class _DeadlineBackend(httpcore2.SyncBackend):
+    def __init__(self, gate: _Bounded[Any]) -> None:
+        self.gate = gate
+
     def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _DeadlineStream(super().connect_tcp(host, port, budget, *args, **kwargs))
+        return _DeadlineStream(super().connect_tcp(host, port, budget, *args, **kwargs), self.gate)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _DeadlineStream(super().connect_unix_socket(path, budget, *args, **kwargs))
+        inner = super().connect_unix_socket(path, budget, *args, **kwargs)
+        return _DeadlineStream(inner, self.gate)
 
 
 class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
+    def __init__(self, gate: _Bounded[Any]) -> None:
+        self.gate = gate
+
     async def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _AsyncDeadlineStream(await super().connect_tcp(host, port, budget, *args, **kwargs))
+        inner = await super().connect_tcp(host, port, budget, *args, **kwargs)
+        return _AsyncDeadlineStream(inner, self.gate)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
         inner = await super().connect_unix_socket(path, budget, *args, **kwargs)
-        return _AsyncDeadlineStream(inner)
+        return _AsyncDeadlineStream(inner, self.gate)
 
 
-class ConnectionCutShort(httpx.ReadError):
-    """The server closed the connection before the response was complete."""
-
-
-class ResponseOverrun(httpx.RemoteProtocolError):
-    """Bytes followed the end of a response on its connection."""
-
-
-def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
+def _as_httpx(error: Exception, stream: _Counted[Any] | None) -> Exception:
     """httpx's namesake of what httpcore2 raised (httpx's own table is private); a
     protocol error after the server closed the socket is a connection cut short."""
-    if isinstance(error, httpcore2.RemoteProtocolError) and wire is not None and wire.eof:
+    if isinstance(error, httpcore2.RemoteProtocolError) and stream is not None and stream.eof:
         return ConnectionCutShort("the server closed the connection mid-response")
     for kind in type(error).mro():
         core, mapped = getattr(httpcore2, kind.__name__, None), getattr(httpx, kind.__name__, None)
@@ -264,8 +223,8 @@ def _as_httpx(error: Exception, wire: _Wire | None) -> Exception:
 
 @contextmanager
 def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
-    """One request through a pool, its errors told apart by the wire it last wrote to."""
-    token = _EXCHANGE_WIRE.set(None)
+    """One request through a pool, its errors told apart by the stream it last wrote to."""
+    token = _LAST.set(None)
     try:
         yield httpcore2.Request(
             method=request.method,
@@ -275,9 +234,9 @@ def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
             extensions=request.extensions,
         )
     except Exception as error:
-        raise _as_httpx(error, _EXCHANGE_WIRE.get()) from None
+        raise _as_httpx(error, _LAST.get()) from None
     finally:
-        _EXCHANGE_WIRE.reset(token)
+        _LAST.reset(token)
 
 
 def _core_url(url: httpx.URL) -> httpcore2.URL:
@@ -286,43 +245,30 @@ def _core_url(url: httpx.URL) -> httpcore2.URL:
     )
 
 
-def _httpx_response(request: httpx.Request, response: httpcore2.Response) -> httpx.Response:
-    """httpx's response of both layers; a no-body status's connection is poisoned at once."""
-    stream = response.extensions.get("network_stream")
-    wire = stream.wire if isinstance(stream, _Watched) else None
-    if wire is not None and (response.status in _NO_BODY or response.status < 200):
-        wire.poisoned = True
-    return httpx.Response(
-        status_code=response.status,
-        headers=response.headers,
-        stream=_ResponseStream(response, wire, request.method.encode()),
-        extensions=response.extensions,
-    )
-
-
 class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A body of either layer; after its last byte (before the connection goes back to the
-    pool), the check for bytes past its end."""
+    pool), the byte count decides whether the connection may be reused."""
 
-    def __init__(self, response: httpcore2.Response, wire: _Wire | None, method: bytes) -> None:
-        self._response, self._wire, self._method = response, wire, method
+    def __init__(self, response: httpcore2.Response) -> None:
+        self._response = response
+        stream = response.extensions.get("network_stream")
+        self._stream = stream if isinstance(stream, _Counted) else None
 
     @contextmanager
-    def _checked(self) -> Iterator[None]:
+    def _settled(self) -> Iterator[None]:
         try:
             yield
         except Exception as error:
-            raise _as_httpx(error, self._wire) from None
-        if self._wire is not None and self._wire.overran(self._method, self._response.headers):
-            self._wire.poisoned = True
-            raise ResponseOverrun("bytes follow the end of the response")
+            raise _as_httpx(error, self._stream) from None
+        if self._stream is not None:
+            self._stream.settled(self._response.status, self._response.headers)
 
     def __iter__(self) -> Iterator[bytes]:
-        with self._checked():
+        with self._settled():
             yield from self._response.iter_stream()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        with self._checked():
+        with self._settled():
             async for chunk in self._response.aiter_stream():
                 yield chunk
 
@@ -333,6 +279,15 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         await self._response.aclose()
 
 
+def _httpx_response(response: httpcore2.Response) -> httpx.Response:
+    return httpx.Response(
+        status_code=response.status,
+        headers=response.headers,
+        stream=_ResponseStream(response),
+        extensions=response.extensions,
+    )
+
+
 _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool)
 
 
@@ -340,8 +295,9 @@ class _Bounded(Generic[_Pool]):
     """Both transports' construction: httpx's arguments, a fresh pool on demand."""
 
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
-    _pool_type: Callable[..., _Pool]
-    _backend_type: type[httpcore2.SyncBackend | httpcore2.AnyIOBackend]
+    closed = False  # then its connections send and read nothing more
+    _pool_type: Any
+    _backend_type: Any
 
     def __init__(
         self,
@@ -376,7 +332,8 @@ class _Bounded(Generic[_Pool]):
         _LIVE.add(self)
 
     def _new_pool(self) -> _Pool:
-        return self._pool_type(network_backend=self._backend_type(), **self._options)
+        pool: _Pool = self._pool_type(network_backend=self._backend_type(self), **self._options)
+        return pool
 
 
 class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
@@ -388,10 +345,11 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
         with _exchange(request) as core:
-            response = self.pool.handle_request(core)
-        return _httpx_response(request, response)
+            return _httpx_response(self.pool.handle_request(core))
 
     def close(self) -> None:
+        """Close every connection, those in use and those still connecting included."""
+        self.closed = True
         self.pool.close()
 
 
@@ -422,10 +380,11 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
         assert isinstance(request.stream, httpx.AsyncByteStream)
         self._bind()
         with _exchange(request) as core:
-            response = await self.pool.handle_async_request(core)
-        return _httpx_response(request, response)
+            return _httpx_response(await self.pool.handle_async_request(core))
 
     async def aclose(self) -> None:
+        """``DeadlineTransport.close`` on the pool's loop."""
+        self.closed = True
         await self.pool.aclose()
 
 

@@ -7,20 +7,22 @@ from __future__ import annotations
 import functools
 import os
 import ssl
+import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 
-from templiqx_core import AdapterDescriptor, InvalidData
-from templiqx_core.adapters import RuntimeCall
+from templiqx_core import InvalidData, RuntimeAdapter, RuntimeFailureCode
+from templiqx_core.adapters import CallOutcome, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
-from ._tracing import GenerationRecord, Tracing
+from ._tracing import Tracing
 from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
@@ -139,6 +141,7 @@ _CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they 
 def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTransport) -> None:
     import asyncio
 
+    transport.closed = True  # at once: a call resuming on a paused loop sends and reads nothing
     if loop.is_closed() or not loop.is_running():
         return
     try:
@@ -155,6 +158,42 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
     pending.add_done_callback(_CLOSING.discard)
 
 
+#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
+CLOSE_WAIT_S = 2.0
+
+
+class InFlight:
+    """The calls of a wiring between ``begin`` and their outcome, for ``close`` to wait
+    for: a generation finished after the export closed would be lost."""
+
+    __slots__ = ("_count", "_idle")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition(threading.Lock())
+
+    def enter(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def leave(self) -> None:
+        with self._idle:
+            self._count -= 1
+            if not self._count:
+                self._idle.notify_all()
+
+    def wait_idle(self) -> None:
+        """Wait, bounded, for none to be in flight; not on a thread running an event loop
+        (its calls could not end while it waits)."""
+        try:
+            asyncio = sys.modules.get("asyncio")  # never imported for this alone
+            waits = asyncio is None or not asyncio.get_running_loop()
+        except RuntimeError:
+            waits = True
+        with self._idle:
+            self._idle.wait_for(lambda: not self._count, CLOSE_WAIT_S if waits else 0)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
     """A host adapter's wiring: build it in ``__init__``, ``close`` it in ``release``;
@@ -169,6 +208,7 @@ class HostWiring:
     tracing: Tracing
     log_filter: RedactingLogFilter
     formats: ResponseFormats = field(default_factory=ResponseFormats)
+    calls: InFlight = field(default_factory=InFlight)
 
     @property
     def http(self) -> httpx.Client:
@@ -224,9 +264,11 @@ class HostWiring:
         environ = os.environ if env is None else env
         return ModelConfig.from_env(environ), LangfuseConfig.from_env(environ)
 
-    def begin(self, call: RuntimeCall) -> tuple[RequestBody, GenerationRecord]:
-        """The call's request body and its generation, opened; the adapter registers how
-        the generation finishes (``call.on_finish``)."""
+    def begin(
+        self, call: RuntimeCall, first_token: Callable[[], datetime | None] = lambda: None
+    ) -> RequestBody:
+        """The call's request body; its generation is opened, and finished by the port's
+        outcome (``first_token``: when a streaming adapter saw the first token)."""
         interaction = call.request.interaction
         model, strict = self.model.model, self.model.strict
         body = build_request_body(interaction, model=model, strict=strict, formats=self.formats)
@@ -239,43 +281,63 @@ class HostWiring:
             ignored_policy_keys=body.ignored_policy_keys,
             strict=body.strict,
         )
-        return body, record
+        calls = self.calls
+        calls.enter()
 
-    def mapped_failures(self, adapter: AdapterDescriptor) -> _MappedFailures:
-        """A ``WireFailure`` raised inside leaves as ``adapter``'s failure, redacted."""
-        return _MappedFailures(adapter, self.redactor)
+        def finish(outcome: CallOutcome) -> None:
+            try:
+                record.finish(outcome, first_token_at=first_token())
+            finally:
+                calls.leave()
+
+        call.on_finish(finish)
+        return body
+
+    def settled(self, runtime: RuntimeAdapter) -> _Settled:
+        """Around a call's I/O: a ``WireFailure`` raised inside leaves as ``runtime``'s
+        failure, redacted; a call done once ``runtime`` began closing leaves as a failure
+        too (the port names it ``TQX_RUNTIME_CLOSED``): close never races a result out."""
+        return _Settled(runtime, self.redactor)
 
     def close(self) -> None:
-        """Release the pools (a lent transport stays open), flush the owned export
-        (bounded), then drop the log filter."""
+        """Release the pools (a lent transport stays open: its calls end at the check of
+        ``settled``), wait (bounded) for the calls in flight to end, so their generations
+        are exported, flush the owned export (bounded), then drop the log filter."""
         try:
             self.clients.close()
+            self.calls.wait_idle()
             self.tracing.close()
         finally:
             self.log_filter.uninstall()
 
     async def aclose(self) -> None:
-        """``close`` from the event loop; the flush (a bounded join) runs in a thread."""
+        """``close`` from the event loop; the waits run in a thread, calls on this loop
+        end meanwhile."""
         import asyncio
 
         try:
             await self.clients.aclose()
+            await asyncio.to_thread(self.calls.wait_idle)
             await asyncio.to_thread(self.tracing.close)
         finally:
             self.log_filter.uninstall()
 
 
-class _MappedFailures:
-    """``HostWiring.mapped_failures``: a class, not a generator, as every call enters one."""
+class _Settled:
+    """``HostWiring.settled``: a class, not a generator, as every call enters one."""
 
-    __slots__ = ("_adapter", "_redactor")
+    __slots__ = ("_redactor", "_runtime")
 
-    def __init__(self, adapter: AdapterDescriptor, redactor: Redactor) -> None:
-        self._adapter, self._redactor = adapter, redactor
+    def __init__(self, runtime: RuntimeAdapter, redactor: Redactor) -> None:
+        self._runtime, self._redactor = runtime, redactor
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        if error is None and self._runtime.closed:
+            error = WireFailure(
+                RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
+            )
         if isinstance(error, WireFailure):
-            raise error.to_error(self._adapter, self._redactor) from None
+            raise error.to_error(self._runtime.descriptor(), self._redactor) from None

@@ -14,12 +14,10 @@ from templiqx_core import AdapterDescriptor, ExecutionRequest, RuntimeAdapter
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
-from ._deadline import deadline_at
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces, collect_usage
-from ._transport import HttpResponse, Post, aopen_bounded, open_bounded
+from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
-from ._wire import failure_for_status, parse_completion
 
 __all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
 
@@ -83,29 +81,26 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def produce_output(self, call: RuntimeCall) -> Produced:
         """One bounded POST, traced. The port builds the receipt and maps the unexpected;
         the generation is finished by the port's outcome, whatever it is."""
-        post, at = self._begin(call)
         wiring = self._wiring
-        with wiring.mapped_failures(self._descriptor):
-            with open_bounded(wiring.http, wiring.url, **post) as stream:
-                response = stream.body()
-            return _produced(response, at)  # parsed once the connection is back
+        with wiring.settled(self):
+            with open_bounded(wiring.http, wiring.url, **self._begin(call)) as stream:
+                body = stream.body()
+            return _produced(stream, body)  # parsed once the connection is back
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop: the same round trip on the loop's client."""
-        post, at = self._begin(call)
         wiring = self._wiring
-        with wiring.mapped_failures(self._descriptor):
-            async with aopen_bounded(wiring.clients.for_loop(), wiring.url, **post) as stream:
-                response = await stream.abody()
-            return _produced(response, at)
+        with wiring.settled(self):
+            client = wiring.clients.for_loop()
+            async with aopen_bounded(client, wiring.url, **self._begin(call)) as stream:
+                body = await stream.abody()
+            return _produced(stream, body)
 
-    def _begin(self, call: RuntimeCall) -> tuple[Post, float]:
-        """The request, and the instant the call (validation included) must end by."""
-        at = deadline_at(self.model.timeout_s)
-        body, record = self._wiring.begin(call)
-        call.on_finish(record.finish)
-        headers, timeout_s = self._wiring.headers, self.model.timeout_s
-        return Post(content=body.content, headers=headers, timeout_s=timeout_s), at
+    def _begin(self, call: RuntimeCall) -> Post:
+        body = self._wiring.begin(call)
+        return Post(
+            content=body.content, headers=self._wiring.headers, timeout_s=self.model.timeout_s
+        )
 
     def release(self) -> None:
         """Release pooled connections and flush the adapter-owned export (bounded)."""
@@ -115,10 +110,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
-def _produced(response: HttpResponse, at: float) -> Produced:
+def _produced(stream: BoundedStream, body: bytes) -> Produced:
     """The output of a whole response, or the failure its status names."""
-    failure = failure_for_status(response.status, response.headers, response.body)
-    if failure is not None:
-        raise failure
-    completion = parse_completion(response.body)
-    return Produced(completion.output, completion, deadline_at=at)
+    completion = stream.settle(body)
+    return Produced(completion.output, completion, deadline_at=stream.trip.at)

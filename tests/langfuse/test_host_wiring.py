@@ -39,7 +39,6 @@ from templiqx_langfuse._redaction import _SHARED
 from templiqx_langfuse._tracing import Tracing
 from templiqx_langfuse.building_blocks import (
     HostWiring,
-    WireFailure,
     WiringOptions,
     failure_for_status,
     open_bounded,
@@ -77,10 +76,9 @@ class TinyHost(RuntimeAdapter):
         return self._descriptor
 
     def produce_output(self, call: RuntimeCall) -> Produced:
-        body, record = self.wiring.begin(call)
-        call.on_finish(record.finish)
+        body = self.wiring.begin(call)
         wiring = self.wiring
-        try:
+        with wiring.settled(self):
             with open_bounded(
                 wiring.http,
                 wiring.url,
@@ -93,8 +91,6 @@ class TinyHost(RuntimeAdapter):
             if failure is not None:
                 raise failure
             completion = parse_completion(content)
-        except WireFailure as wire:
-            raise wire.to_error(self._descriptor, wiring.redactor) from None
         return Produced(completion.output, completion)
 
     def release(self) -> None:

@@ -1,11 +1,12 @@
 """Child process of the decompression-bomb test: one model call under a memory limit.
 
-Usage: ``python bomb_client.py BASE_URL CONTRACT HEADROOM_MIB [--unbounded]``. Prints one
+Usage: ``python bomb_client.py BASE_URL CONTRACT HEADROOM_MIB [--unbounded | --async]``. Prints one
 JSON line: the outcome code, wall time of the call and how much the resident set grew
 (peak, from the kernel's high-water mark reset just before the call). The address space
 is capped at what the process already maps plus ``HEADROOM_MIB``, so a decoder that
 inflates the bomb dies with ``MemoryError`` instead of taking the machine with it.
-``--unbounded`` decodes the same response with plain httpx, proving the bomb is real.
+``--unbounded`` decodes the same response with plain httpx, proving the bomb is real;
+``--async`` makes the call through ``aexecute``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def main() -> None:
     try:
         if unbounded:
             plain.post(f"{base_url}/chat/completions", content=b"{}").read()
+        elif "--async" in sys.argv:
+            import asyncio
+
+            asyncio.run(runtime.aexecute(request))
         else:
             runtime.execute(request)
     except PortError as error:

@@ -195,7 +195,10 @@ def test_cancelling_the_task_stops_the_call_and_the_runtime_stays_usable(
     spans = exporter.get_finished_spans()
     assert len(spans) == 2
     cancelled = next(s for s in spans if s.status.status_code.name == "ERROR")
-    assert cancelled.status.description == codes.RUNTIME_INTERRUPTED
+    assert (
+        cancelled.status.description
+        == f"{codes.RUNTIME_INTERRUPTED}: execution interrupted (CancelledError)"
+    )
 
 
 def test_beyond_max_connections_calls_wait_for_a_connection_within_their_deadline(

@@ -86,6 +86,17 @@ def test_stray_bytes_never_become_the_next_response(
         assert len(server.requests) == 4
 
 
+def test_a_response_whose_end_the_byte_count_confirms_keeps_its_connection(
+    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
+) -> None:
+    """Closing every connection would be safe and slow: an honest one is reused."""
+    with raw_server(lambda request: [HONEST]) as server:
+        runtime = make_runtime(base_url=server.base_url, tracing=False)
+        for _ in range(3):
+            assert outcome(runtime, greeting_request) == "ok"
+        assert [r.index_on_connection for r in server.requests] == [0, 1, 2]
+
+
 def test_204_with_a_body_is_invalid(
     make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
 ) -> None:

@@ -139,22 +139,21 @@ def test_adapter_reads_every_framing(
     assert [e.text for e in run.deltas] == PARTS  # one Delta per provider delta, in order
 
 
-def test_a_gzip_encoded_stream_decodes_as_it_arrives(
+def test_a_gzip_encoded_stream_is_refused_before_any_delta(
     stream_server: LoopbackModelServer, make_host: HostFactory, plain_request: ExecutionRequest
 ) -> None:
-    """Each event flushed into the gzip stream as a provider would: deltas come out live,
-    through the same bounded decoder as a non-streamed body."""
+    """The request asks for ``identity``: a compressed stream is an invalid response, never
+    inflated (see tests/reliability/test_hostile_decoding.py)."""
     compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
-    pieces: list[bytes | float] = []
-    for event in EVENTS:
-        pieces += [compressor.compress(f"data: {event}\n\n".encode())]
-        pieces += [compressor.flush(zlib.Z_SYNC_FLUSH), 0.01]
-    pieces.append(compressor.flush())
+    body = compressor.compress(b"".join(f"data: {e}\n\n".encode() for e in EVENTS))
     reply = Reply(
-        200, {"content-type": "text/event-stream", "content-encoding": "gzip"}, pieces=tuple(pieces)
+        200,
+        {"content-type": "text/event-stream", "content-encoding": "gzip"},
+        pieces=(body + compressor.flush(),),
     )
     stream_server.set_responder(lambda request: reply)
     run = run_stream(make_host(), plain_request)
-    assert [e.text for e in run.deltas] == PARTS
-    assert run.receipt is not None
-    assert run.receipt.output == json.loads(TEXT)
+    assert run.deltas == []
+    assert run.error is not None
+    assert run.error.code == "TQX_RUNTIME_INVALID_RESPONSE", run.error
+    assert stream_server.requests[0].headers["accept-encoding"] == "identity"

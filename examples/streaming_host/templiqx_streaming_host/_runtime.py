@@ -42,7 +42,7 @@ _DONE = "[DONE]"
 
 class StreamingHostRuntime(RuntimeAdapter):
     """Streams one chat completion per call; thread-safe. ``max_response_bytes`` bounds
-    the decoded stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
+    the stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
     sink (a cancel) closes the connection and propagates unchanged."""
 
     def __init__(
@@ -72,9 +72,8 @@ class StreamingHostRuntime(RuntimeAdapter):
         """The response reader (it notes the first token, the generation's
         ``completion_start_time``) and the streaming request."""
         wiring = self._wiring
-        body, record = wiring.begin(call)
         reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
-        call.on_finish(lambda outcome: record.finish(outcome, first_token_at=reader.first_token))
+        body = wiring.begin(call, lambda: reader.first_token)
         payload = orjson.loads(body.content)
         payload |= {"stream": True, "stream_options": {"include_usage": True}}
         return reader, {
@@ -89,11 +88,11 @@ class StreamingHostRuntime(RuntimeAdapter):
         """One streamed round trip; deltas go out through ``call.emit`` as they arrive."""
         reader, request = self._begin(call)
         with (
-            self._wiring.mapped_failures(self._descriptor),
+            self._wiring.settled(self),
             open_bounded(self._wiring.http, **request) as stream,
         ):
             if _read_whole(stream.status, stream.headers):
-                return reader.whole_body(stream.status, stream.headers, stream.body().body)
+                return reader.whole_body(stream.status, stream.headers, stream.body())
             for chunk in stream.iter_bytes():
                 if reader.feed(chunk):
                     break
@@ -102,10 +101,10 @@ class StreamingHostRuntime(RuntimeAdapter):
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
         """``produce_output`` on the event loop; cancelling the task closes the stream."""
         reader, request = self._begin(call)
-        with self._wiring.mapped_failures(self._descriptor):
+        with self._wiring.settled(self):
             async with aopen_bounded(self._wiring.clients.for_loop(), **request) as stream:
                 if _read_whole(stream.status, stream.headers):
-                    body = (await stream.abody()).body
+                    body = await stream.abody()
                     return reader.whole_body(stream.status, stream.headers, body)
                 async for chunk in stream.aiter_bytes():
                     if reader.feed(chunk):
