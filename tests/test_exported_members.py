@@ -19,6 +19,9 @@ import pytest
 import templiqx_core
 import templiqx_langfuse
 
+#: Checks of the source: run once, in the lint step of .ci/run.
+pytestmark = pytest.mark.lint
+
 # Modules that only re-export: every public name in them must be exported.
 FACADES = {
     "templiqx_core",
