@@ -251,12 +251,6 @@ PINNED: dict[str, list[str]] = {
         "record_mode_of",
         "use_cassette",
     ],
-    "templiqx_langfuse.testing.otlp": [
-        "LoopbackOtlpReceiver",
-        "ReceiverMode",
-        "attributes_of",
-        "otlp_receiver",
-    ],
     "templiqx_langfuse.testing.plugin": [
         "langfuse_span_exporter",
         "pytest_collection_modifyitems",
@@ -273,14 +267,6 @@ PINNED: dict[str, list[str]] = {
         "recorded_endpoint",
         "replaying_runtime",
         "runtime_on",
-    ],
-    "templiqx_langfuse.testing.server": [
-        "LoopbackModelServer",
-        "Reply",
-        "ServerRequest",
-        "chat_completion",
-        "json_reply",
-        "serve",
     ],
 }
 

@@ -25,8 +25,8 @@ from templiqx_core import (
 from templiqx_core._compiler import read_contract
 from templiqx_langfuse.testing.cassettes import UnplayedInteractions, use_cassette
 from templiqx_langfuse.testing.replay import ReplayingRuntime, recorded_endpoint, replaying_runtime
-from templiqx_langfuse.testing.server import LoopbackModelServer, chat_completion, json_reply
 from tests.conftest import BOTH_IO, REFERENCE, REPO_ROOT, RuntimeFactory
+from tests.loopback import LoopbackModelServer, chat_completion, json_reply
 
 CASSETTES = REPO_ROOT / "cassettes"
 CONTRACTS = {

@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import Redactor, trace_attributes
-from templiqx_langfuse.testing.otlp import attributes_of, otlp_receiver
 from tests.conftest import MODEL_KEY, RuntimeFactory
+from tests.otlp_receiver import attributes_of, otlp_receiver
 
 
 def test_a_secret_in_trace_tags_is_redacted_on_a_host_exporter(

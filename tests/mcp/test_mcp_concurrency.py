@@ -16,8 +16,8 @@ import pytest
 
 from templiqx_core import codes
 from templiqx_core._mcp import MAX_TOOL_CALLS
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest
 from tests.conftest import REPO_ROOT
+from tests.loopback import LoopbackModelServer, Reply, ServerRequest
 from tests.mcp.test_mcp_server import CONTEXT, CONTRACT, INPUTS, TEMPLIQX, clean_env, session
 
 CONCURRENT = 40

@@ -22,9 +22,9 @@ from langfuse import LangfuseOtelSpanAttributes as A
 from templiqx_core import ExecutionRequest, InvalidData, codes
 from templiqx_langfuse import LangfuseConfig, trace_attributes
 from templiqx_langfuse._export import ExportPipeline
-from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
-from templiqx_langfuse.testing.server import Reply, ServerRequest
 from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
+from tests.loopback import Reply, ServerRequest
+from tests.otlp_receiver import LoopbackOtlpReceiver, attributes_of
 
 TRACES = "/api/public/otel/v1/traces"
 Before = Callable[[ServerRequest], Reply | None]

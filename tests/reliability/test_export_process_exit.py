@@ -24,9 +24,9 @@ import pytest
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import LangfuseTracedRuntime
 from templiqx_langfuse import _sigterm as sigterm
-from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, otlp_receiver
-from templiqx_langfuse.testing.server import Reply
 from tests.conftest import REPO_ROOT, RuntimeFactory
+from tests.loopback import Reply
+from tests.otlp_receiver import LoopbackOtlpReceiver, otlp_receiver
 from tests.reliability import test_export_losses as losses
 
 _RUNTIME: LangfuseTracedRuntime | None = None  # what forked children inherit
@@ -78,7 +78,7 @@ SCRIPT = textwrap.dedent(
     import os, signal, socket, sys, threading, time
     from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
     from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-    from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
+    from tests.loopback import chat_completion, json_reply, serve
 
     langfuse_url, mode, contract = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "host-handler":
@@ -331,7 +331,7 @@ POOL_SCRIPT = textwrap.dedent(
     import faulthandler, json, multiprocessing, os, sys, threading
     from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
     from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-    from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
+    from tests.loopback import chat_completion, json_reply, serve
 
     RUNTIME = REQUEST = None
 

@@ -21,8 +21,8 @@ import pytest
 
 from templiqx_core import ExecutionRequest, PortError
 from templiqx_core.conformance import assemble_tool_calls, receipts_equal, run_stream
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import CORPUS, IO_MODES
+from tests.loopback import LoopbackModelServer
 from tests.streaming.conftest import HostFactory, split_at_random, streamed
 
 STREAMS = CORPUS / "provider-streams"

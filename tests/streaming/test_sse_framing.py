@@ -15,9 +15,9 @@ import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_core.conformance import run_stream
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import ServerSentEvent, SSEParser
 from tests.conftest import BOTH_IO
+from tests.loopback import LoopbackModelServer, Reply
 from tests.streaming.conftest import HostFactory, chunk, streamed
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 
 from templiqx_core import parse_stream_event
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import BOTH_IO, REPO_ROOT
+from tests.loopback import LoopbackModelServer
 from tests.mcp.test_mcp_server import CONTEXT, CONTRACT, INPUTS, clean_env, session, structured
 from tests.streaming.conftest import streamed, text_stream
 

@@ -24,8 +24,8 @@ from templiqx_langfuse.testing.cassettes import (
     open_cassette,
 )
 from templiqx_langfuse.testing.replay import replaying_runtime
-from templiqx_langfuse.testing.server import Reply, serve
 from tests.conftest import REPO_ROOT
+from tests.loopback import Reply, serve
 
 GREETING = REPO_ROOT / "cassettes" / "greeting-success.yaml"
 _ORIGINAL_CONNECT = socket.socket.connect

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from templiqx_langfuse.testing.otlp import otlp_receiver
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import REPO_ROOT
+from tests.loopback import LoopbackModelServer
+from tests.otlp_receiver import otlp_receiver
 from tests.testing.conftest import file_blocks, python_blocks, readme_block
 
 RUNNER = """
