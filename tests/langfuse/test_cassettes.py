@@ -264,7 +264,9 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
             assert "authorization" in templiqx_vcr_config["filter_headers"]
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "ignore")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "ignore"
+    )
     # test_unplayed passes its body, then errors at teardown: the cassette was not used up.
     result.assert_outcomes(passed=4, errors=1)
     result.stdout.fnmatch_lines(["*UnplayedInteractions*1 recorded interaction(s) unplayed*"])

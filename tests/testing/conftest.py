@@ -134,7 +134,9 @@ def test_marked():
 
 def run(host: pytest.Pytester, provider: Provider, *args: str) -> tuple[pytest.RunResult, int]:
     before = provider.calls
-    result = host.runpytest_subprocess("tests", "-p", "no:cacheprovider", *args)
+    result = host.runpytest_inprocess(
+        "tests", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args
+    )
     return result, provider.calls - before
 
 
