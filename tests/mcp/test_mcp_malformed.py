@@ -145,18 +145,3 @@ def test_a_well_formed_deep_call_still_reaches_the_tool(client: Client) -> None:
     result = client.answer(3)["result"]
     assert result["isError"] is False
     assert result["structuredContent"]["diagnostics"][0]["code"] == "TQX_VALUE_SCHEMA"
-
-
-def test_a_contract_path_too_long_for_the_file_system_is_a_path_error(client: Client) -> None:
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "compile_contract", "arguments": {"contract": "x" * 100_000}},
-    }
-    client.send(json.dumps(call).encode())
-    result = client.answer(3)["result"]
-    assert result["isError"] is True
-    assert result["structuredContent"]["error"]["code"] == "TQX_PATH_INVALID"
-    assert len(result["content"][0]["text"]) < 1000  # the path is not echoed back
-    assert_serving(client, 4)
