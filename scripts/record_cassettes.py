@@ -29,15 +29,11 @@ from templiqx_core import (
 from templiqx_core._compiler import read_contract
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.testing.cassettes import use_cassette
-from templiqx_langfuse.testing.server import (
-    Reply,
-    ServerRequest,
-    chat_completion,
-    json_reply,
-    serve,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the loopback server is the test suite's
+from tests.loopback import Reply, ServerRequest, chat_completion, json_reply, serve  # noqa: E402
+
 CASSETTES = ROOT / "cassettes"
 REFERENCE = ROOT / "reference"
 CONTRACTS = {

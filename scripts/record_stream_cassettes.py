@@ -11,15 +11,18 @@ arrives. The CLI then replays it: ``templiqx execute … --runtime openai-stream
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from templiqx_core import ExecutionRequest, PortError, RenderRequest, compile_contract
 from templiqx_langfuse import ModelConfig
 from templiqx_langfuse.testing.cassettes import use_cassette
-from templiqx_langfuse.testing.server import Reply, serve
 from templiqx_streaming_host import StreamingHostRuntime
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the loopback server is the test suite's
+from tests.loopback import Reply, serve  # noqa: E402
+
 LITELLM = ROOT / "reference" / "corpus" / "gateway-litellm" / "stream"
 KEY = "loopback-recording-key"
 # cassette -> (recorded stream, the model name it was recorded for)

@@ -39,7 +39,6 @@ from . import codes
 from ._application import compile_envelope, execute_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidData, InvalidPath, NotFound, PortError
-from ._mcp_stdio import error_result, guarded_stdio_server
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
@@ -93,6 +92,15 @@ def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
     )
 
 
+def error_result(code: str, message: str) -> CallToolResult:
+    """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"error": {"code": code, "message": message}},
+        is_error=True,
+    )
+
+
 def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
     while error is not None and not isinstance(error, kind):
         error = error.__cause__
@@ -139,15 +147,6 @@ class _Server(MCPServer):
             return error_result(codes.PORT, f"{name} failed")
         finally:
             self._in_flight -= 1
-
-    async def run_stdio_async(self) -> None:
-        """The SDK's stdio loop on ``guarded_stdio_server``: ``MCPServer.run_stdio_async``
-        takes no streams, and its low-level server is not public (the SDK's in-memory client
-        reads ``_lowlevel_server`` too)."""
-        async with guarded_stdio_server() as (read_stream, write_stream):
-            await self._lowlevel_server.run(
-                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
-            )
 
 
 class _Roots:

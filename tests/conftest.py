@@ -26,7 +26,7 @@ from templiqx_core import (
     compile_contract,
 )
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse.testing.server import (
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from templiqx_langfuse.testing.server import chat_completion
+from tests.loopback import chat_completion
 
 
 @dataclass

@@ -10,7 +10,12 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT
+
+#: Checks of the source: run once, in the lint step of .ci/run.
+pytestmark = pytest.mark.lint
 
 PACKAGES = ("templiqx_core", "templiqx_langfuse")
 

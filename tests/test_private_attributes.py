@@ -12,7 +12,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT
+
+#: Checks of the source: run once, in the lint step of .ci/run.
+pytestmark = pytest.mark.lint
 
 PRODUCT = [
     REPO_ROOT / "templiqx_core",
@@ -24,14 +29,6 @@ PRODUCT = [
 _LANGUAGE_DUNDERS = frozenset(
     {"__setattr__", "__new__", "__name__", "__class__", "__version__", "__dict__", "__doc__"}
 )
-#: Reads the other library has no public API for (the MCP SDK's ``MCPServer`` keeps the
-#: low-level server it runs on stdio private; its own in-memory client reads it too).
-#: This list may only shrink: an entry that no longer occurs fails the test too.
-KNOWN: set[tuple[str, str]] = {
-    ("templiqx_core/_mcp.py", "_lowlevel_server"),
-}
-
-
 OURS = {"templiqx_core", "templiqx_langfuse", "templiqx_streaming_host", "examples"}
 
 
@@ -105,11 +102,7 @@ def private_reads() -> set[tuple[str, str]]:
 
 
 def test_product_code_reads_no_other_librarys_private_attributes() -> None:
-    assert private_reads() - KNOWN == set()
-
-
-def test_the_known_list_only_names_reads_that_still_exist() -> None:
-    assert KNOWN - private_reads() == set()
+    assert private_reads() == set()
 
 
 def test_the_scan_catches_an_import_of_a_private_module() -> None:

@@ -1,1 +1,1 @@
-"""Testing support for hosts: cassettes, a loopback model server, in-memory traces."""
+"""Testing support for hosts: cassettes, replaying runtimes, the pytest plugin."""

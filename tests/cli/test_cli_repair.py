@@ -8,16 +8,16 @@ import json
 
 import pytest
 
-from templiqx_langfuse.testing.server import (
+from tests.cli.conftest import Run
+from tests.cli.test_cli import GREETING
+from tests.conftest import MODEL_KEY
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.cli.conftest import Run
-from tests.cli.test_cli import GREETING
-from tests.conftest import MODEL_KEY
 
 
 def answering(server: LoopbackModelServer, *contents: object) -> dict[str, str]:

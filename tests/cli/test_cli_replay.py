@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from templiqx_langfuse import REDACTED
-from templiqx_langfuse.testing.otlp import otlp_receiver
 from tests.cli.conftest import Run
 from tests.cli.test_cli import GREETING
 from tests.langfuse.test_secret_encodings import KEYS, assert_no_secret
+from tests.otlp_receiver import otlp_receiver
 
 CASSETTE = "cassettes/greeting-success.yaml"
 SECRET = "sk-lf-replay-SECRET-31337"

@@ -19,9 +19,9 @@ import sys
 
 import pytest
 
-from templiqx_langfuse.testing.otlp import otlp_receiver
-from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
 from tests.conftest import REPO_ROOT
+from tests.loopback import chat_completion, json_reply, serve
+from tests.otlp_receiver import otlp_receiver
 
 MAIN_JOB = [
     "execute",

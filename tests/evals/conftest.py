@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from templiqx_core._cli import main
-from templiqx_langfuse.testing.server import (
+from tests.conftest import REPO_ROOT
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.conftest import REPO_ROOT
 
 GREETING = REPO_ROOT / "examples" / "greeting.yaml"
 _NAME = re.compile(r"Hello (\w+) for")

@@ -37,8 +37,8 @@ from pydantic import (
     model_validator,
 )
 
-from templiqx_langfuse.testing.otlp import attributes_of
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest, json_reply
+from tests.loopback import LoopbackModelServer, Reply, ServerRequest, json_reply
+from tests.otlp_receiver import attributes_of
 
 TRACES_PATH = "/api/public/otel/v1/traces"
 PUBLIC_KEY, SECRET_KEY = "pk-lf-eval-0123", "sk-lf-eval-0123"

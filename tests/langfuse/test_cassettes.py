@@ -25,8 +25,8 @@ from templiqx_core import (
 from templiqx_core._compiler import read_contract
 from templiqx_langfuse.testing.cassettes import UnplayedInteractions, use_cassette
 from templiqx_langfuse.testing.replay import ReplayingRuntime, recorded_endpoint, replaying_runtime
-from templiqx_langfuse.testing.server import LoopbackModelServer, chat_completion, json_reply
 from tests.conftest import BOTH_IO, REFERENCE, REPO_ROOT, RuntimeFactory
+from tests.loopback import LoopbackModelServer, chat_completion, json_reply
 
 CASSETTES = REPO_ROOT / "cassettes"
 CONTRACTS = {
@@ -264,7 +264,9 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
             assert "authorization" in templiqx_vcr_config["filter_headers"]
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "ignore")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W", "ignore"
+    )
     # test_unplayed passes its body, then errors at teardown: the cassette was not used up.
     result.assert_outcomes(passed=4, errors=1)
     result.stdout.fnmatch_lines(["*UnplayedInteractions*1 recorded interaction(s) unplayed*"])

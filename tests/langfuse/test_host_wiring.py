@@ -44,14 +44,14 @@ from templiqx_langfuse.building_blocks import (
     open_bounded,
     parse_completion,
 )
-from templiqx_langfuse.testing.server import (
+from tests.conftest import GREETING, MODEL_KEY, PUBLIC_KEY, SECRET_KEY
+from tests.langfuse.test_tracing import metadata
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     chat_completion,
     json_reply,
 )
-from tests.conftest import GREETING, MODEL_KEY, PUBLIC_KEY, SECRET_KEY
-from tests.langfuse.test_tracing import metadata
 
 ACCEPT = "application/vnd.tiny+json"
 

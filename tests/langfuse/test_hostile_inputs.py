@@ -21,8 +21,8 @@ from templiqx_core import (
     StreamEvent,
 )
 from templiqx_langfuse._wire import RESERVED_FIELDS, build_request_body
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import GREETING, MODEL_KEY, RuntimeFactory
+from tests.loopback import LoopbackModelServer
 
 
 def with_(interaction: CompiledInteraction, **update: Any) -> ExecutionRequest:

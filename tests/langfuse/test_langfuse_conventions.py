@@ -15,8 +15,8 @@ import templiqx_langfuse
 from templiqx_core import ExecutionRequest, InvalidData
 from templiqx_langfuse import LangfuseConfig
 from templiqx_langfuse import _config as config_module
-from templiqx_langfuse.testing.otlp import attributes_of, otlp_receiver
 from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory
+from tests.otlp_receiver import attributes_of, otlp_receiver
 
 KEYS = {"LANGFUSE_PUBLIC_KEY": PUBLIC_KEY, "LANGFUSE_SECRET_KEY": SECRET_KEY}
 

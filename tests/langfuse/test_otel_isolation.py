@@ -13,8 +13,8 @@ import pytest
 from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import ExecutionRequest
-from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of, otlp_receiver
 from tests.conftest import REPO_ROOT, RuntimeFactory, closed_port
+from tests.otlp_receiver import LoopbackOtlpReceiver, attributes_of, otlp_receiver
 from tests.reliability.test_export_process_exit import SCRIPT
 
 TRACES = "/api/public/otel/v1/traces"

@@ -18,15 +18,15 @@ from templiqx_core import (
 )
 from templiqx_langfuse import RetryingRuntime
 from templiqx_langfuse._redaction import _SHARED
-from templiqx_langfuse.testing.server import (
+from tests.conftest import GREETING, RuntimeFactory, assert_closed, start_call
+from tests.langfuse.test_tracing import attr, metadata, only_span
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.conftest import GREETING, RuntimeFactory, assert_closed, start_call
-from tests.langfuse.test_tracing import attr, metadata, only_span
 
 DEEP_REPLY = "[" * 1000 + "]" * 1000  # 2 KB that parses, but has no canonical form
 

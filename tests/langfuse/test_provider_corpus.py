@@ -21,8 +21,8 @@ from templiqx_core import (
     ExecutionRequest,
     RuntimeFailureError,
 )
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import CORPUS, RuntimeFactory
+from tests.loopback import LoopbackModelServer, Reply
 
 PROVIDER_RESPONSES = CORPUS / "provider-responses"
 OUTCOME_BY_CODE = {

@@ -12,8 +12,8 @@ from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import ExecutionRequest, RenderRequest, RuntimeFailureError, execute_contract
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import BOTH_IO, CORPUS, MODEL_KEY, REFERENCE, RuntimeFactory
+from tests.loopback import LoopbackModelServer, Reply
 
 pytestmark = BOTH_IO
 

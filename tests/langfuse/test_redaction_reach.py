@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import Redactor, trace_attributes
-from templiqx_langfuse.testing.otlp import attributes_of, otlp_receiver
-from templiqx_langfuse.testing.server import ServerRequest
 from tests.conftest import MODEL_KEY, RuntimeFactory
+from tests.loopback import ServerRequest
+from tests.otlp_receiver import attributes_of, otlp_receiver
 
 
 def wire_body(request: ServerRequest) -> bytes:

@@ -34,14 +34,14 @@ from templiqx_langfuse._tracing import (
     META_REQUEST_FINGERPRINT,
     experiment_attributes,
 )
-from templiqx_langfuse.testing.server import (
+from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory
 
 pytestmark = BOTH_IO
 

@@ -12,13 +12,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError, to_diagnostic
 from templiqx_langfuse import LangfuseTracedRuntime
-from templiqx_langfuse.testing.server import (
+from tests.conftest import BOTH_IO, MODEL_KEY, SECRET_KEY, RuntimeFactory
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
 )
-from tests.conftest import BOTH_IO, MODEL_KEY, SECRET_KEY, RuntimeFactory
 
 #: Every test here runs as a sync host and as an async host would call.
 pytestmark = BOTH_IO

@@ -13,8 +13,8 @@ from templiqx_core import (
 )
 from templiqx_core.conformance import check_adapter
 from templiqx_langfuse import LangfuseTracedRuntime
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import RuntimeFactory
+from tests.loopback import LoopbackModelServer, Reply
 
 
 def test_does_not_override_execute_streaming() -> None:

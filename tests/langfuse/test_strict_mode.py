@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from templiqx_core import CompiledInteraction, ExecutionRequest, OutputSchemaStrictError, codes
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse._tracing import META_STRICT
-from templiqx_langfuse.testing.server import LoopbackModelServer, chat_completion, json_reply
 from tests.conftest import BOTH_IO, MODEL_KEY, PUBLIC_KEY, SECRET_KEY, async_driven
+from tests.loopback import LoopbackModelServer, chat_completion, json_reply
 
 pytestmark = BOTH_IO
 

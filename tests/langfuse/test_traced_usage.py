@@ -9,8 +9,8 @@ import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import Usage
-from templiqx_langfuse.testing.server import LoopbackModelServer, chat_completion, json_reply
 from tests.conftest import BOTH_IO, GREETING, RuntimeFactory
+from tests.loopback import LoopbackModelServer, chat_completion, json_reply
 
 pytestmark = BOTH_IO
 

@@ -60,15 +60,15 @@ from templiqx_langfuse._tracing import (
     META_RESPONSE_ID,
     META_STRICT,
 )
-from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of, otlp_receiver
-from templiqx_langfuse.testing.server import (
+from tests.conftest import BOTH_IO, MODEL_KEY, REPO_ROOT, RuntimeFactory, closed_port
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     chat_completion,
     json_reply,
     serve,
 )
-from tests.conftest import BOTH_IO, MODEL_KEY, REPO_ROOT, RuntimeFactory, closed_port
+from tests.otlp_receiver import LoopbackOtlpReceiver, attributes_of, otlp_receiver
 
 #: Every test here runs as a sync host and as an async host would call.
 pytestmark = BOTH_IO

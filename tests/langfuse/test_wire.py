@@ -19,8 +19,8 @@ from templiqx_langfuse._wire import (
     parse_retry_after_ms,
     usage_details,
 )
-from templiqx_langfuse.testing.server import chat_completion
 from tests.conftest import REPO_ROOT
+from tests.loopback import chat_completion
 
 INVALID = RuntimeFailureCode.INVALID_RESPONSE
 

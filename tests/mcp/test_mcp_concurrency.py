@@ -16,9 +16,9 @@ import pytest
 
 from templiqx_core import codes
 from templiqx_core._mcp import MAX_TOOL_CALLS
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, ServerRequest
 from tests.conftest import REPO_ROOT
-from tests.mcp.test_mcp_server import CONTEXT, CONTRACT, INPUTS, TEMPLIQX, clean_env, session
+from tests.loopback import LoopbackModelServer, Reply, ServerRequest
+from tests.mcp.test_mcp_server import CONTEXT, CONTRACT, INPUTS, TEMPLIQX, clean_env, stdio_session
 
 CONCURRENT = 40
 
@@ -60,7 +60,7 @@ def test_forty_concurrent_streaming_calls_are_all_answered(
     async def scenario() -> list[Any]:
         results: list[Any] = []
         env = endpoint_env(streaming_model.base_url)
-        async with session("--runtime", "openai-stream", env=env) as client:
+        async with stdio_session("--runtime", "openai-stream", env=env) as client:
             args = {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT, "stream": True}
 
             async def one() -> None:
@@ -179,7 +179,7 @@ def test_calls_beyond_the_bound_are_refused_at_once_with_a_typed_error(
 
     async def scenario() -> list[Any]:
         results: list[Any] = []
-        async with session("--runtime", "langfuse", env=model_env(held_model)) as client:
+        async with stdio_session("--runtime", "langfuse", env=model_env(held_model)) as client:
             args = {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT}
 
             async def one() -> None:

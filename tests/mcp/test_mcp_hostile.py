@@ -88,13 +88,16 @@ def test_a_cassette_outside_the_roots_fails_at_start(layout: Path) -> None:
 def test_every_tool_error_starts_with_its_code(layout: Path) -> None:
     calls = [
         ("compile_contract", {"contract": "missing.yaml"}),
+        ("compile_contract", {"contract": "x" * 100_000}),  # too long for the file system
         ("compile_contract", {"contract": "greeting.yaml", "inputs": "not an object"}),
         ("execute_contract", {"contract": 42}),
         ("no_such_tool", {}),
         ("compile_contract", {"contract": "greeting.yaml", **ARGS}),
     ]
-    missing, bad_inputs, bad_contract, unknown, good = call_all(layout / "work", calls)
+    missing, too_long, bad_inputs, bad_contract, unknown, good = call_all(layout / "work", calls)
     assert error_of(missing)[0] == "TQX_NOT_FOUND"
+    assert error_of(too_long)[0] == "TQX_PATH_INVALID"
+    assert len(error_of(too_long)[1]) < 1000  # the path is not echoed back
     assert error_of(bad_inputs)[0] == "TQX_DATA_INVALID"
     assert error_of(bad_contract)[0] == "TQX_DATA_INVALID"
     assert "42" not in error_of(bad_contract)[1]  # field names, never the caller's values

@@ -1,4 +1,4 @@
-"""Requests the MCP SDK cannot parse still get an answer, through a real stdio server.
+"""Lines the MCP SDK cannot parse get whatever the SDK answers, and the server stays up.
 
 The SDK's client cannot send these (it refuses a lone surrogate), so the test speaks
 JSON-RPC lines to ``templiqx mcp`` itself; every wait is bounded.
@@ -116,121 +116,32 @@ def assert_serving(client: Client, request_id: int) -> None:
     assert {t["name"] for t in tools} == {"compile_contract", "execute_contract"}
 
 
-@pytest.mark.parametrize(
-    "inputs",
-    [
-        pytest.param(b'"\\ud800"', id="lone-surrogate"),
-        pytest.param(b'"ok \\udfff then"', id="lone-low-surrogate"),
-        pytest.param(b"[" * 250 + b"]" * 250, id="250-deep"),
-        pytest.param(b"[" * 100_000 + b"]" * 100_000, id="100000-deep"),
-    ],
-)
-def test_unparsable_tool_call_gets_a_tool_error_and_the_server_goes_on(
-    client: Client, inputs: bytes
-) -> None:
-    client.send(tools_call(7, inputs))
-    result = client.answer(7)["result"]
-    assert result["isError"] is True
-    text = result["content"][0]["text"]
-    assert text.startswith("TQX_DATA_INVALID: ")
-    assert result["structuredContent"]["error"]["code"] == "TQX_DATA_INVALID"
-    assert_serving(client, 8)
+#: Lines no JSON-RPC request can be read from, each followed by a ping that must be answered.
+MALFORMED = [
+    b"not json at all",
+    b'{"jsonrpc":"2.0","id":14,"method":"ping"',  # truncated
+    b'{"jsonrpc":"2.0","id":"s\\ud800","method":"ping"}',  # an id that cannot be echoed
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"\\ud800"}}',
+    tools_call(7, b"[" * 100_000 + b"]" * 100_000),  # nesting no parser follows
+    b'[{"jsonrpc":"2.0","id":12,"method":"ping"}]',  # a batch (not part of MCP)
+    b'{"jsonrpc":"2.0","id":true,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":9,"method":5}',
+    b"5",
+    b"",
+]
+
+
+def test_malformed_lines_leave_the_server_serving(client: Client) -> None:
+    for number, line in enumerate(MALFORMED, start=100):
+        client.send(line)
+        client.send(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % number)
+        assert client.answer(number)["result"] == {}, line[:80]
+    assert_serving(client, 1)
 
 
 def test_a_well_formed_deep_call_still_reaches_the_tool(client: Client) -> None:
-    """Depth the SDK accepts goes to the tool as before (a schema diagnostic, not a refusal)."""
+    """Depth the SDK accepts goes to the tool (a schema diagnostic, not a refusal)."""
     client.send(tools_call(3, b"[" * 150 + b"]" * 150))
     result = client.answer(3)["result"]
     assert result["isError"] is False
     assert result["structuredContent"]["diagnostics"][0]["code"] == "TQX_VALUE_SCHEMA"
-
-
-def test_other_methods_get_a_json_rpc_error_with_the_code(client: Client) -> None:
-    client.send(b'{"jsonrpc":"2.0","id":"s-1","method":"tools/list","params":{"cursor":"\\ud800"}}')
-    error = client.answer("s-1")["error"]
-    assert error["code"] == -32700  # parse error
-    assert error["message"].startswith("TQX_DATA_INVALID: ")
-    client.send(b'{"jsonrpc":"1.0","id":5,"method":"tools/list"}')
-    error = client.answer(5)["error"]
-    assert error["code"] == -32600  # invalid request
-    assert error["message"].startswith("TQX_DATA_INVALID: ")
-    assert_serving(client, 6)
-
-
-def test_lines_without_an_id_are_skipped_and_the_server_goes_on(client: Client) -> None:
-    client.send(b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\\ud800"}}')
-    client.send(b"")
-    assert_serving(client, 9)
-
-
-def test_an_id_that_cannot_be_echoed_is_answered_as_null(client: Client) -> None:
-    """A string id with a lone surrogate cannot be written back as UTF-8 JSON."""
-    client.send(b'{"jsonrpc":"2.0","id":"s\\ud800","method":"ping"}')
-    error = client.answer(None)["error"]
-    assert error["code"] == -32700
-    assert error["message"].startswith("TQX_DATA_INVALID: ")
-    client.send(b'{"jsonrpc":"2.0","id":"t\\udfff","method":"tools/call","params":{}}')
-    assert client.answer(None)["error"]["code"] == -32700
-    client.send(b'{"jsonrpc":"2.0","id":4,"method":"p\\ud800"}')
-    assert client.answer(4)["error"]["code"] == -32700
-    assert_serving(client, 5)
-
-
-# JSON-RPC 2.0 §5.1: not JSON is a parse error, anything else not a request an invalid
-# request; the id is null when it could not be determined (or is not a valid id).
-BAD_LINES = [
-    (
-        "bad escape before the id",
-        b'{"jsonrpc":"2.0","method":"ping","params":{"x":"\\q"},"id":41}',
-        None,
-        -32700,
-    ),
-    (
-        "control char before the id",
-        b'{"jsonrpc":"2.0","method":"ping","params":{"x":"a\x01b"},"id":7}',
-        None,
-        -32700,
-    ),
-    ("not json at all", b"not json at all", None, -32700),
-    ("truncated", b'{"jsonrpc":"2.0","id":14,"method":"ping"', None, -32700),
-    ("method not a string", b'{"jsonrpc":"2.0","id":9,"method":5}', 9, -32600),
-    ("no method", b'{"jsonrpc":"2.0","id":10}', 10, -32600),
-    (
-        "batch",
-        b'[{"jsonrpc":"2.0","id":12,"method":"ping"},{"jsonrpc":"2.0","id":13,"method":"ping"}]',
-        None,
-        -32600,
-    ),
-    ("empty batch", b"[]", None, -32600),
-    ("not an object", b"5", None, -32600),
-    ("id true", b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None, -32600),
-    ("id fraction", b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600),
-    ("id null", b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None, -32600),
-    ("id object", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, -32600),
-]
-
-
-def test_every_bad_line_gets_the_json_rpc_error_and_the_server_goes_on(client: Client) -> None:
-    for number, (name, line, request_id, code) in enumerate(BAD_LINES, start=100):
-        client.send(line)
-        error = client.answer(request_id)["error"]
-        assert error["code"] == code, name
-        assert error["message"].startswith("TQX_DATA_INVALID: "), name
-        client.send(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % number)
-        assert client.answer(number)["result"] == {}, name
-    assert_serving(client, 1)
-
-
-def test_a_contract_path_too_long_for_the_file_system_is_a_path_error(client: Client) -> None:
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "compile_contract", "arguments": {"contract": "x" * 100_000}},
-    }
-    client.send(json.dumps(call).encode())
-    result = client.answer(3)["result"]
-    assert result["isError"] is True
-    assert result["structuredContent"]["error"]["code"] == "TQX_PATH_INVALID"
-    assert len(result["content"][0]["text"]) < 1000  # the path is not echoed back
-    assert_serving(client, 4)

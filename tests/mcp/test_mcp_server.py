@@ -1,4 +1,6 @@
-"""The MCP server as an agent host meets it: a subprocess on stdio, the SDK's own client."""
+"""The MCP server as an agent host meets it, through the SDK's own client: in process on the
+SDK's memory transport (the server ``templiqx mcp ARGS`` builds, in its working directory
+and environment), and as a subprocess on stdio where the transport is what is tested."""
 
 from __future__ import annotations
 
@@ -10,13 +12,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import anyio
 import pytest
 from mcp import ClientSession
+from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from templiqx_core import parse_stream_event
+from templiqx_core._cli import build_parser
+from templiqx_core._mcp import build_server
+from templiqx_core._runtimes import RuntimeOptions
 from tests.conftest import REPO_ROOT
 
 TEMPLIQX = str(Path(sys.executable).with_name("templiqx"))
@@ -37,7 +44,31 @@ def clean_env() -> dict[str, str]:
 @asynccontextmanager
 async def session(
     *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """A client of the server ``templiqx mcp ARGS`` builds in ``cwd`` with ``env``, in process."""
+    parsed = build_parser().parse_args(["mcp", *args])
+    environ = {**clean_env(), **(env or {})}
+    before = Path.cwd()
+    with mock.patch.dict(os.environ, environ, clear=True):
+        os.chdir(cwd)
+        try:
+            options = RuntimeOptions(replay=parsed.replay, scenario=parsed.scenario, env=environ)
+            server, shared = build_server(parsed.runtime, options)
+            try:
+                async with Client(server) as client:
+                    yield client
+            finally:
+                if shared is not None:
+                    shared.close()
+        finally:
+            os.chdir(before)
+
+
+@asynccontextmanager
+async def stdio_session(
+    *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
 ) -> AsyncIterator[ClientSession]:
+    """A client of ``templiqx mcp ARGS`` run as an agent host runs it: a subprocess on stdio."""
     params = StdioServerParameters(
         command=TEMPLIQX, args=["mcp", *args], cwd=str(cwd), env={**clean_env(), **(env or {})}
     )
@@ -59,9 +90,9 @@ def run(coro: Any) -> Any:
     return anyio.run(coro)
 
 
-def test_lists_both_tools() -> None:
+def test_lists_both_tools_on_stdio() -> None:
     async def scenario() -> list[str]:
-        async with session(*REPLAY) as client:
+        async with stdio_session(*REPLAY) as client:
             return sorted(tool.name for tool in (await client.list_tools()).tools)
 
     assert run(scenario) == ["compile_contract", "execute_contract"]

@@ -22,6 +22,8 @@ from tests.conftest import REPO_ROOT
 PACKAGES = ("templiqx_core", "templiqx_langfuse")
 STREAMING = REPO_ROOT / "examples" / "streaming_host"
 PIP_INSTALL = (sys.executable, "-m", "pip")
+#: One xdist worker takes the module, so the wheels are built once (a module fixture).
+pytestmark = pytest.mark.xdist_group("wheels")
 
 
 def build_wheel(source: Path, out: Path) -> Path:

@@ -41,8 +41,8 @@ from templiqx_langfuse import (
     RetryingRuntime,
     trace_attributes,
 )
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import MODEL_KEY, PUBLIC_KEY, SECRET_KEY, assert_closed, closed_port
+from tests.loopback import LoopbackModelServer, Reply
 from tests.reliability.test_hostile_fork import run_in_child
 from tests.slow_upstream import Upstream, slow_upstream
 

@@ -7,14 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import CompiledMessage, ExecutionRequest, fingerprint
-from templiqx_langfuse.testing.server import (
+from tests.conftest import RuntimeFactory
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.conftest import RuntimeFactory
 
 THREADS, PER_THREAD = 8, 200
 

@@ -23,15 +23,15 @@ from templiqx_core import ExecutionRequest, InvalidData, codes
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig, trace_attributes
 from templiqx_langfuse._export import MAX_BATCH_BYTES, SCORE_ATTRIBUTE, ExportPipeline
 from templiqx_langfuse._recording import MAX_JSON_BYTES, bounded
-from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, attributes_of
-from templiqx_langfuse.testing.server import (
+from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
+from tests.otlp_receiver import LoopbackOtlpReceiver, attributes_of
 
 TRACES = "/api/public/otel/v1/traces"
 Before = Callable[[ServerRequest], Reply | None]

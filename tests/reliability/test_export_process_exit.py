@@ -19,9 +19,9 @@ import pytest
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import LangfuseTracedRuntime
-from templiqx_langfuse.testing.otlp import LoopbackOtlpReceiver, otlp_receiver
-from templiqx_langfuse.testing.server import Reply
 from tests.conftest import REPO_ROOT, RuntimeFactory
+from tests.loopback import Reply
+from tests.otlp_receiver import LoopbackOtlpReceiver, otlp_receiver
 from tests.reliability import test_export_losses as losses
 
 _RUNTIME: LangfuseTracedRuntime | None = None  # what forked children inherit
@@ -73,7 +73,7 @@ SCRIPT = textwrap.dedent(
     import os, signal, sys, time
     from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
     from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-    from templiqx_langfuse.testing.server import chat_completion, json_reply, serve
+    from tests.loopback import chat_completion, json_reply, serve
 
     langfuse_url, mode, contract = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "host-handler":

@@ -13,13 +13,13 @@ import pytest
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
 from templiqx_langfuse._wire import MAX_RESPONSE_BYTES
-from templiqx_langfuse.testing.server import (
+from tests.conftest import BOTH_IO, MODEL_KEY, RuntimeFactory, closed_port
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     chat_completion,
     json_reply,
 )
-from tests.conftest import BOTH_IO, MODEL_KEY, RuntimeFactory, closed_port
 
 #: Every test here runs as a sync host and as an async host would call.
 pytestmark = BOTH_IO

@@ -9,8 +9,8 @@ import pytest
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
 from templiqx_langfuse import DeadlineTransport, RetryingRuntime
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory, closed_port
+from tests.loopback import LoopbackModelServer, Reply
 
 #: Every test here runs as a sync host and as an async host would call.
 pytestmark = BOTH_IO

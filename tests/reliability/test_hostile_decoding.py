@@ -19,8 +19,8 @@ import pytest
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
 from templiqx_langfuse._wire import MAX_RESPONSE_BYTES
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply, serve
 from tests.conftest import BOTH_IO, GREETING, REFERENCE, REPO_ROOT, RuntimeFactory
+from tests.loopback import LoopbackModelServer, Reply, serve
 from tests.reliability.test_hostile_framing import BODY as COMPLETION
 
 #: Every test here runs as a sync host and as an async host would call.

@@ -17,8 +17,8 @@ import pytest
 
 from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
 from templiqx_langfuse import DeadlineTransport
-from templiqx_langfuse.testing.server import chat_completion
 from tests.conftest import REFERENCE, RuntimeFactory
+from tests.loopback import chat_completion
 from tests.raw_http import RawRequest, http_response, raw_server
 
 

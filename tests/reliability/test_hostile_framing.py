@@ -14,8 +14,8 @@ import pytest
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError
 from templiqx_langfuse import LangfuseTracedRuntime
-from templiqx_langfuse.testing.server import chat_completion
 from tests.conftest import BOTH_IO, GREETING, RuntimeFactory
+from tests.loopback import chat_completion
 from tests.raw_http import RawRequest, Respond, Step, http_response, raw_server
 
 #: Every test here runs as a sync host and as an async host would call.

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from templiqx_core import ExecutionRequest
-from templiqx_langfuse.testing.otlp import otlp_receiver
 from tests.conftest import SECRET_KEY, RuntimeFactory, closed_port
+from tests.otlp_receiver import otlp_receiver
 
 CALLS = 50
 

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from templiqx_core import CompiledMessage, ExecutionRequest, fingerprint
-from templiqx_langfuse.testing.otlp import otlp_receiver
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import RuntimeFactory, closed_port
+from tests.loopback import LoopbackModelServer
+from tests.otlp_receiver import otlp_receiver
 from tests.reliability.test_concurrency import per_request
 
 THREADS, PER_THREAD, SOAK = 8, 500, 2000

@@ -16,8 +16,8 @@ import pytest
 from langfuse import Langfuse
 
 from templiqx_core import ExecutionRequest
-from templiqx_langfuse.testing.otlp import otlp_receiver
 from tests.conftest import RuntimeFactory
+from tests.otlp_receiver import otlp_receiver
 
 
 def open_fds() -> int:

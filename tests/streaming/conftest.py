@@ -12,9 +12,9 @@ import pytest
 
 from templiqx_core import CompiledInteraction, ExecutionRequest
 from templiqx_langfuse import ModelConfig
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import StreamingHostRuntime
 from tests.conftest import async_driven
+from tests.loopback import LoopbackModelServer, Reply
 
 MODEL_KEY = "sk-stream-SECRET-0123456789"
 SSE = {"content-type": "text/event-stream"}

@@ -26,7 +26,7 @@ from templiqx_core.conformance import (
     check_async_concurrent_use,
     check_async_parity,
 )
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
+from tests.loopback import LoopbackModelServer, Reply
 from tests.streaming.conftest import HostFactory, text_stream
 from tests.streaming.test_host_conformance import (
     PARTS,

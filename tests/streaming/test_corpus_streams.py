@@ -1,12 +1,13 @@
-"""Every real recorded stream passes the streaming conformance checks, whole and split.
+"""Every real recorded stream passes the streaming conformance checks.
 
 Each ``reference/corpus/provider-streams`` file (50 streams from 16 providers and
-gateways) and each LiteLLM proxy stream is served byte for byte by a loopback server,
-once in one piece and once cut at random byte boundaries (fixed seed; the cuts fall
-inside SSE lines and UTF-8 sequences). The adapter must reproduce the provider's text
-and tool calls exactly, end with one terminal event, and reach the outcome listed here:
-a receipt where the assembled content is JSON (as ``execute`` would), otherwise the
-documented ``TQX_*`` code (README "Streaming host adapters").
+gateways) and each LiteLLM proxy stream is served byte for byte by a loopback server, cut
+at random byte boundaries (fixed seed; the cuts fall inside SSE lines and UTF-8
+sequences), once per stream: the sync and async socket layers take turns, and framing in
+one piece or byte by byte is ``test_sse_framing``'s. The adapter must reproduce the
+provider's text and tool calls exactly, end with one terminal event, and reach the
+outcome listed here: a receipt where the assembled content is JSON (the one ``execute``
+returns), otherwise the documented ``TQX_*`` code (README "Streaming host adapters").
 """
 
 from __future__ import annotations
@@ -19,19 +20,10 @@ import orjson
 import pytest
 
 from templiqx_core import ExecutionRequest, PortError
-from templiqx_core.conformance import (
-    check_delta_order,
-    check_single_terminal,
-    check_streaming_parity,
-    check_tool_call_assembly,
-    run_stream,
-)
-from templiqx_langfuse.testing.server import LoopbackModelServer
-from tests.conftest import BOTH_IO, CORPUS
+from templiqx_core.conformance import assemble_tool_calls, receipts_equal, run_stream
+from tests.conftest import CORPUS, IO_MODES
+from tests.loopback import LoopbackModelServer
 from tests.streaming.conftest import HostFactory, split_at_random, streamed
-
-#: Every test here runs as a sync host and as an async host would call.
-pytestmark = BOTH_IO
 
 STREAMS = CORPUS / "provider-streams"
 LITELLM = CORPUS / "gateway-litellm" / "stream"
@@ -83,10 +75,10 @@ CASES = [_corpus_case(p) for p in sorted(STREAMS.glob("[0-9]*.json"))] + [
     _litellm_case("mock-429.json", "", "TQX_RUNTIME_RATE_LIMITED"),
     _litellm_case("mock-midstream-error.json", "", "TQX_RUNTIME_UNAVAILABLE"),
 ]
+#: One run per stream; the streams alternate between a sync and an async host.
 PARAMS = [
-    pytest.param(case, mode, id=f"{mode}-{case['id']}")
-    for case in CASES
-    for mode in ("whole", "split")
+    pytest.param(case, IO_MODES[n % 2], id=f"{IO_MODES[n % 2]}-{case['id']}")
+    for n, case in enumerate(CASES)
 ]
 
 
@@ -96,28 +88,26 @@ def test_the_corpus_is_all_here() -> None:
     assert index["counts"]["streams"] == 50
 
 
-@pytest.mark.parametrize(("case", "mode"), PARAMS)
+@pytest.mark.parametrize(("case", "io"), PARAMS, indirect=["io"])
 def test_real_stream(
     case: dict[str, Any],
-    mode: str,
     stream_server: LoopbackModelServer,
     make_host: HostFactory,
     plain_request: ExecutionRequest,
 ) -> None:
     body = case["body"]
-    pieces = (body,) if mode == "whole" else split_at_random(body, seed=len(body))
+    pieces = split_at_random(body, seed=len(body))
     reply = streamed(body, pieces=pieces, headers=case["headers"], status=case["status"])
     stream_server.set_responder(lambda request: reply)
     host = make_host()
 
-    check_delta_order(host, plain_request, expected_text=case["text"])
-    check_tool_call_assembly(host, plain_request, expected=case["tool_calls"])
-    check_single_terminal(host, plain_request)
-    run = run_stream(host, plain_request)
+    run = run_stream(host, plain_request)  # one terminal event, last, agreeing with the outcome
+    assert run.text == case["text"]  # the deltas, in order, are what the provider sent
+    assert [(c.name, c.arguments) for c in assemble_tool_calls(run.events)] == case["tool_calls"]
     if case["outcome"] == "receipt":
         assert run.receipt is not None, run.error
         assert run.receipt.output == orjson.loads(case["text"])
-        check_streaming_parity(host, plain_request)
+        assert receipts_equal(host.execute(plain_request), run.receipt)  # execute agrees
     else:
         assert run.error is not None
         assert run.error.code == case["outcome"]

@@ -40,8 +40,8 @@ from templiqx_core.conformance import (
     check_streaming_parity,
     check_tool_call_assembly,
 )
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from templiqx_streaming_host import StreamingHostRuntime
+from tests.loopback import LoopbackModelServer, Reply
 from tests.streaming.conftest import (
     INTERLEAVED,
     INTERLEAVED_CALLS,

@@ -13,9 +13,9 @@ from templiqx_core.conformance import (
     check_tool_call_assembly,
     run_stream,
 )
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from templiqx_streaming_host import _runtime
 from templiqx_streaming_host._chunks import ChunkFolder, Emitted
+from tests.loopback import LoopbackModelServer
 from tests.streaming.conftest import (
     INTERLEAVED,
     INTERLEAVED_CALLS,

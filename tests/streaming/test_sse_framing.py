@@ -1,8 +1,8 @@
 """SSE framing the recordings do not cover (recorders normalised it), per WHATWG HTML.
 
 First the parser on the spec's own examples and edge cases, fed whole and one byte at a
-time; then the adapter end to end over a real socket, with the same stream re-framed
-each way and cut into one-byte HTTP chunks.
+time; then the adapter end to end over a real socket (sync and async), with the same
+stream re-framed each way and cut into one-byte HTTP chunks.
 """
 
 from __future__ import annotations
@@ -14,14 +14,11 @@ from collections.abc import Callable
 import pytest
 
 from templiqx_core import ExecutionRequest
-from templiqx_core.conformance import check_delta_order, run_stream
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
+from templiqx_core.conformance import run_stream
 from templiqx_streaming_host import ServerSentEvent, SSEParser
 from tests.conftest import BOTH_IO
+from tests.loopback import LoopbackModelServer, Reply
 from tests.streaming.conftest import HostFactory, chunk, streamed
-
-#: Every test here runs as a sync host and as an async host would call.
-pytestmark = BOTH_IO
 
 
 def parse(body: bytes, *, bytewise: bool = False) -> list[ServerSentEvent]:
@@ -118,27 +115,24 @@ FRAMINGS: dict[str, Callable[[list[str]], bytes]] = {
 }
 
 
-@pytest.mark.parametrize("pieces", ["whole", "bytes"])
+@BOTH_IO
 @pytest.mark.parametrize("framing", sorted(FRAMINGS))
 def test_adapter_reads_every_framing(
     framing: str,
-    pieces: str,
     stream_server: LoopbackModelServer,
     make_host: HostFactory,
     plain_request: ExecutionRequest,
 ) -> None:
     body = FRAMINGS[framing](EVENTS)
-    split = (body,) if pieces == "whole" else tuple(body[i : i + 1] for i in range(len(body)))
-    reply = streamed(body, pieces=split)
+    reply = streamed(body, pieces=tuple(body[i : i + 1] for i in range(len(body))))
     stream_server.set_responder(lambda request: reply)
-    host = make_host()
-    check_delta_order(host, plain_request, expected_text=TEXT)
-    run = run_stream(host, plain_request)
+    run = run_stream(make_host(), plain_request)
     assert run.receipt is not None
     assert run.receipt.output == json.loads(TEXT)
     assert [e.text for e in run.deltas] == PARTS  # one Delta per provider delta, in order
 
 
+@BOTH_IO
 def test_a_gzip_encoded_stream_is_refused_before_any_delta(
     stream_server: LoopbackModelServer, make_host: HostFactory, plain_request: ExecutionRequest
 ) -> None:

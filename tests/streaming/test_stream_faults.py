@@ -16,8 +16,8 @@ from templiqx_core.conformance import (
     check_size_bound,
     run_stream,
 )
-from templiqx_langfuse.testing.server import LoopbackModelServer, Reply
 from tests.conftest import BOTH_IO
+from tests.loopback import LoopbackModelServer, Reply
 from tests.streaming.conftest import MODEL_KEY, HostFactory, chunk, sse, streamed, text_stream
 
 #: Every test here runs as a sync host and as an async host would call.

@@ -17,13 +17,18 @@ from typing import Any
 import anyio
 
 from templiqx_core import parse_stream_event
-from templiqx_langfuse.testing.server import LoopbackModelServer
-from tests.conftest import BOTH_IO, REPO_ROOT
-from tests.mcp.test_mcp_server import CONTEXT, CONTRACT, INPUTS, clean_env, session, structured
+from tests.conftest import REPO_ROOT
+from tests.loopback import LoopbackModelServer
+from tests.mcp.test_mcp_server import (
+    CONTEXT,
+    CONTRACT,
+    INPUTS,
+    clean_env,
+    session,
+    stdio_session,
+    structured,
+)
 from tests.streaming.conftest import streamed, text_stream
-
-#: Every test here runs as a sync host and as an async host would call.
-pytestmark = BOTH_IO
 
 TEMPLIQX = str(Path(sys.executable).with_name("templiqx"))
 REPLAY = ["--runtime", "openai-stream", "--replay", "cassettes/greeting-stream-litellm.yaml"]
@@ -128,7 +133,7 @@ def test_mcp_stream_is_live(stream_server: LoopbackModelServer) -> None:
             arrivals.append((time.monotonic(), message))
 
     async def scenario() -> tuple[Any, float]:
-        async with session("--runtime", "openai-stream", env=env) as client:
+        async with stdio_session("--runtime", "openai-stream", env=env) as client:
             args = {"contract": CONTRACT, "inputs": INPUTS, "context": CONTEXT, "stream": True}
             result = await client.call_tool("execute_contract", args, progress_callback=on_progress)
             return result, time.monotonic()

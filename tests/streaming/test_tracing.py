@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import ExecutionRequest, RuntimeFailureError, StreamEvent
 from templiqx_langfuse import LangfuseConfig
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import BOTH_IO, PUBLIC_KEY, SECRET_KEY
+from tests.loopback import LoopbackModelServer
 from tests.streaming.conftest import MODEL_KEY, HostFactory, chunk, sse, streamed
 
 #: Every test here runs as a sync host and as an async host would call.

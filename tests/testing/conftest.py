@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from templiqx_langfuse.testing.server import (
+from tests.conftest import REPO_ROOT
+from tests.loopback import (
     LoopbackModelServer,
     Reply,
     ServerRequest,
     chat_completion,
     json_reply,
 )
-from tests.conftest import REPO_ROOT
 
 #: A model key the provider echoes everywhere: body, a response header, the reason phrase.
 HOST_KEY = "sk-host-SECRET-9f8e7d6c5b4a"
@@ -145,7 +145,9 @@ def test_marked():
 
 def run(host: pytest.Pytester, provider: Provider, *args: str) -> tuple[pytest.RunResult, int]:
     before = provider.calls
-    result = host.runpytest_subprocess("tests", "-p", "no:cacheprovider", *args)
+    result = host.runpytest_inprocess(
+        "tests", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args
+    )
     return result, provider.calls - before
 
 

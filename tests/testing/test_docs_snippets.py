@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from templiqx_langfuse.testing.otlp import otlp_receiver
-from templiqx_langfuse.testing.server import LoopbackModelServer
 from tests.conftest import REPO_ROOT
+from tests.loopback import LoopbackModelServer
+from tests.otlp_receiver import otlp_receiver
 from tests.testing.conftest import DOC_PAGES, file_blocks, python_blocks, readme_block
 
 RUNNER = """
@@ -83,6 +83,8 @@ def test_page_blocks_run(page: Path, tmp_path: Path, model_server: LoopbackModel
     with otlp_receiver() as receiver:
         env = {
             **os.environ,
+            # as in the reader's activated virtualenv: its console scripts are on PATH
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
             "TEMPLIQX_MODEL_BASE_URL": model_server.base_url,
             "TEMPLIQX_MODEL_API_KEY": "sk-readme-0123456789",
             "TEMPLIQX_MODEL": "readme-model",

@@ -24,8 +24,8 @@ from templiqx_langfuse.testing.cassettes import (
     open_cassette,
 )
 from templiqx_langfuse.testing.replay import replaying_runtime
-from templiqx_langfuse.testing.server import Reply, serve
 from tests.conftest import REPO_ROOT
+from tests.loopback import Reply, serve
 
 GREETING = REPO_ROOT / "cassettes" / "greeting-success.yaml"
 _ORIGINAL_CONNECT = socket.socket.connect
@@ -88,7 +88,9 @@ def test_one_failure_per_cause(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     shutil.copy(GREETING, pytester.path / "greeting-success.yaml")
     shutil.copy(REPO_ROOT / "examples" / "greeting.yaml", pytester.path / "greeting.yaml")
     pytester.makepyfile(test_host=HOST_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rA"
+    )
     # two changed requests fail their call once each; no teardown error joins them
     result.assert_outcomes(passed=3, failed=2, errors=2)  # 2 of the passes error at teardown
     outcomes = {

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse.testing.otlp import otlp_receiver
-from templiqx_langfuse.testing.server import Reply, serve
 from tests.conftest import MODEL_KEY, PUBLIC_KEY, REPO_ROOT, SECRET_KEY, closed_port
+from tests.loopback import Reply, serve
+from tests.otlp_receiver import otlp_receiver
 from tests.slow_upstream import slow_upstream
 
 pytest.importorskip("fastapi")

@@ -136,7 +136,9 @@ def test_host_vcr_config_scrubs_environment_keys(
             assert response.status_code == 200
         """
     )
-    pytester.runpytest_subprocess("--record-mode=once").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess("-p", "no:hypothesispytest", "--record-mode=once").assert_outcomes(
+        passed=1
+    )
     (path,) = (pytester.path / "cassettes").rglob("*.yaml")
     response = assert_clean(path)
     assert response["status"]["message"] == "OK [REDACTED]"  # type: ignore[index]

@@ -1,15 +1,12 @@
-"""A loopback OpenAI-compatible server (127.0.0.1) for tests, recordings and benchmarks.
+"""A loopback OpenAI-compatible server (127.0.0.1) for tests and the recording scripts.
 
 A ``responder`` maps each request to a ``Reply``, which can misbehave on purpose (trickle,
-hang, reset mid-body, lie about length) over real sockets. ``python -m
-templiqx_langfuse.testing.server --content JSON`` is a keyless provider to record against.
+hang, reset mid-body, lie about length) over real sockets.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import signal
 import socket
 import sys
 import threading
@@ -233,34 +230,3 @@ def serve(responder: Responder, port: int = 0) -> Iterator[LoopbackModelServer]:
         yield server
     finally:
         server.stop()
-
-
-def _main(argv: list[str] | None = None) -> int:
-    """Serve until SIGINT/SIGTERM; the first line on stdout is the base URL to use."""
-    parser = argparse.ArgumentParser(
-        prog="python -m templiqx_langfuse.testing.server",
-        description="A loopback OpenAI-compatible provider (127.0.0.1) for recording cassettes.",
-    )
-    parser.add_argument(
-        "--content",
-        required=True,
-        help='JSON every completion carries, e.g. \'{"greeting": "Hi"}\'',
-    )
-    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
-    args = parser.parse_args(argv)
-    try:
-        reply = json_reply(chat_completion(json.loads(args.content)))
-    except ValueError:
-        parser.error("--content must be JSON")
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    with serve(lambda _request: reply, args.port) as server:
-        print(f"TEMPLIQX_MODEL_BASE_URL={server.base_url}", flush=True)
-        stop.wait()
-        print(f"served {len(server.requests)} request(s)", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

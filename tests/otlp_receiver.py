@@ -14,7 +14,7 @@ from typing import Any, Literal
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from .server import LoopbackModelServer, Reply, ServerRequest
+from tests.loopback import LoopbackModelServer, Reply, ServerRequest
 
 __all__ = ["LoopbackOtlpReceiver", "ReceiverMode", "attributes_of", "otlp_receiver"]
 
