@@ -122,6 +122,7 @@ def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
         help="the JSON results, written as cases finish (JUnit XML with --format junit)",
     )
     add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
+    add("--promote", metavar="LABEL", help="langfuse:NAME@L: move LABEL to the version run")
     add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
     add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")

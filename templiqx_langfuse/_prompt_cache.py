@@ -302,6 +302,17 @@ async def _arefresh(
             _refreshing.discard(key)
 
 
+def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
+    """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to
+    now, fetched afresh and cached under its number (a run that must not follow a label
+    moving under it, an eval gating a promotion)."""
+    name, label, version = _target(reference, None, None)
+    fetched = _fetch(name, label, version, None, None)
+    pinned = f"langfuse:{name}#{fetched.version}"
+    _store(_key(name, "", fetched.version, None, None), fetched.contract, cache_ttl_s)
+    return pinned, name, fetched.version
+
+
 def clear_cache() -> None:
     """Forget every cached contract (tests; a host switching projects)."""
     with _lock:

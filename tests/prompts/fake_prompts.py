@@ -80,6 +80,7 @@ class FakePromptApi:
         self.refused: list[str] = []
         self.down = False
         self.delay_s = 0.0
+        self.lose_label_updates = False
         self.lock = threading.Lock()
         fake = self
 
@@ -167,7 +168,7 @@ class FakePromptApi:
 
     def _label(self, name: str, version: int, labels: list[str]) -> dict[str, Any] | None:
         target = next((v for v in self.versions.get(name, []) if v["version"] == version), None)
-        if target is None:
+        if target is None or self.lose_label_updates:
             return None
         for other in self.versions[name]:
             if other is not target:

@@ -385,3 +385,106 @@ def test_the_cli_takes_a_langfuse_reference_where_it_takes_a_contract_path(
     missing = execute(f"langfuse:{NAME}@nope")
     assert missing.returncode != 0
     assert "TQX_NOT_FOUND" in missing.stdout + missing.stderr
+
+
+# -- gate a label ------------------------------------------------------------------------
+
+
+def failing(tmp_path: Path) -> Path:
+    """A revision whose eval fixture fails its own assertion (the gate fails)."""
+    text = edited(tmp_path, "2.0.0").read_text("utf-8")
+    target = tmp_path / "failing.yaml"
+    target.write_text(text.replace("equals: billing}", "equals: tech}"), "utf-8")
+    return target
+
+
+@pytest.mark.parametrize("gate", ["passing", "failing"])
+def test_eval_promotes_the_version_it_ran_only_when_the_gate_passes(
+    gate: str,
+    fake: FakePromptApi,
+    config: LangfuseConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from templiqx_core._cli import main
+
+    for name, value in (
+        ("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY),
+        ("LANGFUSE_SECRET_KEY", SECRET_KEY),
+        ("LANGFUSE_BASE_URL", fake.base_url),
+        ("LANGFUSE_TRACING_ENABLED", "false"),
+    ):
+        monkeypatch.setenv(name, value)
+    publish_contract(CONTRACT, labels=["production"], config=config)
+    candidate = edited(tmp_path, "1.1.0") if gate == "passing" else failing(tmp_path)
+    staged = publish_contract(candidate, labels=["staging"], config=config).version
+    argv = ["eval", f"langfuse:{NAME}@staging", "--runtime", "scripted", "--no-progress"]
+    code = main([*argv, "--min-pass-rate", "1", "--promote", "production"])
+    if gate == "passing":
+        assert code == 0, capsys.readouterr()
+        assert fake.labelled(NAME, "production") == staged
+    else:
+        assert code == 2
+        assert fake.labelled(NAME, "production") == 1  # nothing moved
+
+
+def test_promote_is_refused_with_a_shard_and_a_failed_promotion_exits_1(
+    fake: FakePromptApi, config: LangfuseConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from templiqx_core._cli import main
+
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    monkeypatch.setenv("LANGFUSE_BASE_URL", fake.base_url)
+    monkeypatch.setenv("LANGFUSE_TRACING_ENABLED", "false")
+    publish_contract(CONTRACT, labels=["staging"], config=config)
+    argv = ["eval", f"langfuse:{NAME}@staging", "--runtime", "scripted", "--no-progress"]
+    assert main([*argv, "--promote", "production", "--shard", "1/2"]) == 1
+    assert main([*argv, "--promote", "latest"]) == 1  # Langfuse moves 'latest' itself
+    assert fake.requests["PATCH /api/public/v2/prompts/support-triage/versions/1"] == 0
+    fake.lose_label_updates = True  # the version vanished meanwhile: the server says 404
+    assert main([*argv, "--promote", "production"]) == 1
+    assert fake.labelled(NAME, "production") is None
+
+
+def test_a_generation_from_a_fetched_contract_links_to_its_prompt_version(
+    fake: FakePromptApi,
+    config: LangfuseConfig,
+    make_runtime: Any,
+    exporter: Any,
+) -> None:
+    publish_contract(CONTRACT, labels=["production"], config=config)
+    contract = load_contract(f"langfuse:{NAME}", config=config)
+    runtime = make_runtime()
+    assert execute_contract(contract, REQUEST, runtime=runtime).result is not None
+    runtime.tracing.close()  # flush the adapter-owned processor
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    # What the server's OTel ingestion reads to link a GENERATION to a prompt version.
+    assert attributes["langfuse.observation.type"] == "generation"
+    assert attributes["langfuse.observation.prompt.name"] == NAME
+    assert attributes["langfuse.observation.prompt.version"] == 1
+
+
+def test_merged_shards_promote_the_version_they_name(
+    fake: FakePromptApi, config: LangfuseConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from templiqx_core._cli import main
+
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    monkeypatch.setenv("LANGFUSE_BASE_URL", fake.base_url)
+    monkeypatch.setenv("LANGFUSE_TRACING_ENABLED", "false")
+    publish_contract(CONTRACT, labels=["staging"], config=config)
+    pinned = f"langfuse:{NAME}#1"
+    shards = []
+    for shard in ("1/2", "2/2"):
+        output = tmp_path / f"shard-{shard[0]}.json"
+        argv = ["eval", pinned, "--runtime", "scripted", "--shard", shard, "--no-progress"]
+        assert main([*argv, "--format", "json", "--output", str(output)]) == 0
+        shards += ["--merge", str(output)]
+    staged = f"langfuse:{NAME}@staging"
+    assert main(["eval", staged, *shards, "--promote", "production"]) == 1  # which version?
+    assert main(["eval", pinned, *shards, "--min-pass-rate", "1", "--promote", "production"]) == 0
+    assert fake.labelled(NAME, "production") == 1
