@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -24,6 +25,8 @@ from ._errors import PortError
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from ._compiler import EvalCase
     from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
     from ._runtimes import RuntimeOptions
@@ -33,6 +36,9 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_OK = 0, 1, 2
 EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
+#: Commands other packages add: ``NAME = "module:function"``, ``function(argv) -> int``.
+COMMANDS_GROUP = "templiqx.commands"
+_CORE_COMMANDS = ("compile", "execute", "check", "eval", "fingerprint", "runtimes", "mcp")
 
 
 class UsageError(Exception):
@@ -85,58 +91,7 @@ def _add_capability_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_eval_run_args(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--runtime", help="runtime entry point to run the cases on (scripted, langfuse, ...)")
-    add(
-        "--replay",
-        type=Path,
-        metavar="CASSETTE|DIR",
-        help="answer model calls from a cassette, or a directory of them (one per case)",
-    )
-    add(
-        "--cases",
-        type=Path,
-        metavar="FILE",
-        help="cases from JSONL or YAML, or langfuse:DATASET (default: the contract's evals)",
-    )
-    add("--evaluator", action="append", metavar="MODULE:FUNCTION", help="custom evaluator")
-    add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
-    add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
-    add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
-    add(
-        "--attempts",
-        type=int,
-        default=4,
-        metavar="N",
-        help="tries per call, retries on 429/5xx (4)",
-    )
-    add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
-    add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
-    add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
-    add("--format", choices=("table", "json", "junit"), default="table")
-    add(
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help="the JSON results, written as cases finish (JUnit XML with --format junit)",
-    )
-    add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
-    add("--promote", metavar="LABEL", help="langfuse:NAME@L: move LABEL to the version run")
-    add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
-    add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
-    add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
-    add("--no-progress", action="store_true", help="no progress bar on stderr")
-    add(
-        "--merge",
-        action="append",
-        type=Path,
-        metavar="FILE",
-        help="merge the results files of a run's shards (repeatable; no runtime needed)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="templiqx",
         description="Compile and execute prompt contracts; stdout is the OperationEnvelope JSON.",
@@ -185,19 +140,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     evals = command(
         "eval",
-        "run a contract's eval cases against a model (--runtime NAME), or, without a "
-        "runtime, self-check its fixtures on the scripted runtime",
+        "self-check a contract's eval fixtures on the scripted runtime; --runtime NAME "
+        "runs its cases against a model (the eval runner's flags: eval --runtime NAME --help)",
     )
-    evals.add_argument(
-        "contract", type=Path, nargs="+", help="contract YAML (several with --runtime)"
-    )
+    evals.add_argument("contract", type=Path, nargs="+", help="contract YAML")
     _add_capability_flag(evals)
-    _add_eval_run_args(evals)
 
     fp = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
     fp.add_argument("file", type=Path)
 
     command("runtimes", "list the installed runtimes")
+    for name, entry in (plugins or {}).items():
+        if name not in commands.choices:
+            commands.add_parser(name, help=f"{entry.value} (a {COMMANDS_GROUP} entry point)")
 
     _add_runtime_args(
         command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)"),
@@ -322,17 +277,7 @@ def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact
 # -- commands ------------------------------------------------------------------------
 
 
-_EVAL_RUN_ONLY = (
-    "replay", "cases", "evaluator", "judge", "shard", "dataset", "run_name", "output",
-    "min_pass_rate", "baseline", "resume",
-)  # fmt: skip
-
-
 def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
-    given = [name for name in _EVAL_RUN_ONLY if getattr(args, name) is not None]
-    if given or args.retry_errors or args.format != "table":
-        flag = "--" + (given[0] if given else "format").replace("_", "-")
-        raise UsageError(f"eval: {flag} runs cases against a model: add --runtime NAME")
     err.write(
         "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
         "--runtime NAME runs the cases against a model\n"
@@ -342,19 +287,6 @@ def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
     from ._application import eval_envelope
 
     return eval_envelope(args.contract[0], capabilities=args.capability)
-
-
-def _eval_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:  # the runner lives with the traced runtime; the core never imports it eagerly
-        from templiqx_langfuse.evals._cli import merge_command, run_command
-    except ImportError as error:
-        raise CommandError(f"eval --runtime needs templiqx-langfuse ({error})") from None
-    if args.merge is not None:
-        if args.runtime is not None:
-            raise UsageError("eval: --merge combines results files; it runs no --runtime")
-        return merge_command(args, out, err)
-    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
-    return run_command(args, out, err)
 
 
 def _runtime_name(args: argparse.Namespace) -> str:
@@ -440,8 +372,6 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from ._compiler.parse import reading_each_file_once
 
         with reading_each_file_once():  # a contract is read and parsed once per run
-            if args.command == "eval" and (args.runtime is not None or args.merge is not None):
-                return _eval_run(args, out, err)
             if args.command == "compile":
                 from ._application import compile_envelope
 
@@ -458,10 +388,67 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _emit(envelope, out, err, compact=args.json or getattr(args, "stream", False))
 
 
+def _plugins() -> dict[str, EntryPoint]:
+    from importlib.metadata import entry_points
+
+    return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
+
+
+def _plugin_command(argv: list[str]) -> tuple[EntryPoint, list[str]] | None:
+    """The entry point that runs this command line, and its arguments (after the name).
+
+    A name no core command has is the entry point's; an entry point named after a core
+    command extends it: it gets the command lines the core command cannot parse (``eval
+    --runtime NAME ...``) and their ``--help``. Only these command lines read the entry
+    points' metadata, so the core commands start no slower.
+    """
+    at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
+    if at is None:
+        return None
+    name, rest = argv[at], argv[at + 1 :]
+    core = name in _CORE_COMMANDS
+    if core and not any(arg.startswith("-") for arg in rest):
+        return None  # positionals only: the core command's own
+    entry = _plugins().get(name)
+    if entry is None:
+        return None
+    if core and not {"-h", "--help"} & set(rest):
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                _, unknown = build_parser().parse_known_args(argv)
+        except UsageError:
+            return None  # a usage error the core command reports itself
+        if not unknown:
+            return None
+    return entry, rest
+
+
+def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
+    """Call a command entry point (``fn(argv) -> int``) under the core's conventions: its
+    warnings as plain lines, each contract file read once, its exit code returned."""
+    from ._compiler.parse import reading_each_file_once
+
+    try:
+        command = entry.load()
+    except ImportError as error:
+        raise CommandError(f"{entry.name}: cannot load {entry.value} ({error})") from None
+    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
+    try:
+        with reading_each_file_once():
+            return int(command(argv))
+    except SystemExit as exit:  # its argparse: --help (0) or a usage error (2)
+        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        plugin = _plugin_command(argv)
+        if plugin is not None:
+            return _run_plugin(*plugin, err)
+        help_asked = not argv or argv[0] in ("-h", "--help")
+        args = build_parser(_plugins() if help_asked else None).parse_args(argv)
         if args.command in ("execute", "mcp"):
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
             logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)

@@ -1,8 +1,9 @@
 """``templiqx eval CONTRACT --runtime NAME``: the command's run, its output and exit code.
 
-The core CLI parses the arguments and reaches this module only when a runtime is named
-(the scripted self-check needs none of it). Exit codes: 0 the gate passed, 2 it did not,
-1 the command itself failed (raised as a typed error the CLI prints on one line).
+The core CLI reaches this module through its ``templiqx.commands`` entry point ``eval``
+for the command lines its own scripted self-check cannot parse. Exit codes: 0 the gate
+passed, 2 it did not or a usage error, 1 the command itself failed (raised as a typed
+error the CLI prints on one line).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,11 +39,95 @@ from ._report import (
 )
 from ._runner import arun_eval, experiment_for, judge_evaluator, parse_shard
 
-__all__ = ["merge_command", "run_command"]
+__all__ = ["main", "merge_command", "run_command"]
 
 EXIT_OK, EXIT_GATE = 0, 2
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
 LANGFUSE_CASES = "langfuse:"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="templiqx eval",
+        description="Run a contract's eval cases against a model (--runtime NAME) and gate "
+        "on them, or merge shards' results (--merge); without either, `templiqx eval "
+        "CONTRACT` self-checks its fixtures on the scripted runtime.",
+        epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
+        "1 the command itself failed",
+    )
+    add = parser.add_argument
+    add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
+    add("--capability", action="append", metavar="NAME", help="target capability (repeatable)")
+    add("--runtime", help="runtime entry point to run the cases on (scripted, langfuse, ...)")
+    add(
+        "--replay",
+        type=Path,
+        metavar="CASSETTE|DIR",
+        help="answer model calls from a cassette, or a directory of them (one per case)",
+    )
+    add(
+        "--cases",
+        type=Path,
+        metavar="FILE",
+        help="cases from JSONL or YAML, or langfuse:DATASET (default: the contract's evals)",
+    )
+    add(
+        "--evaluator",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="custom evaluator (imported from the working directory first)",
+    )
+    add("--judge", action="append", type=Path, metavar="CONTRACT", help="a judge contract")
+    add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
+    add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
+    add(
+        "--attempts",
+        type=int,
+        default=4,
+        metavar="N",
+        help="tries per call, retries on 429/5xx (4)",
+    )
+    add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
+    add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
+    add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
+    add("--format", choices=("table", "json", "junit"), default="table")
+    add(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="the JSON results, written as cases finish (JUnit XML with --format junit)",
+    )
+    add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
+    add("--promote", metavar="LABEL", help="langfuse:NAME@L: move LABEL to the version run")
+    add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
+    add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
+    add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
+    add("--no-progress", action="store_true", help="no progress bar on stderr")
+    add("--json", action="store_true", help=argparse.SUPPRESS)  # the core eval's flag
+    add(
+        "--merge",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="merge the results files of a run's shards (repeatable; no runtime needed)",
+    )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """The ``eval`` command entry point: ``--merge`` or a run on ``--runtime``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    if args.merge is not None:
+        if args.runtime is not None:
+            parser.error("--merge combines results files; it runs no --runtime")
+        return merge_command(args, out, err)
+    if args.runtime is None:
+        flags = (a.split("=")[0] for a in argv if a.startswith("--"))
+        given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
+        parser.error(f"{given} runs cases against a model: add --runtime NAME")
+    return run_command(args, out, err)
 
 
 def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
