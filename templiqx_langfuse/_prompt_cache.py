@@ -17,11 +17,12 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from templiqx_core import Contract, Diagnostic, InvalidData, PortError
+from templiqx_core import Contract, Diagnostic, InvalidData, PortError, check_output_model
 
 from ._config import LangfuseConfig
 from ._prompts import (
@@ -37,6 +38,7 @@ from ._prompts import (
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
+    from pydantic import BaseModel
 
 __all__ = ["aload_contract", "contract_source", "load_contract"]
 
@@ -53,11 +55,104 @@ class _Entry:
     expires: float  # time.monotonic() after which a load refreshes in the background
 
 
-_Key = tuple[Any, ...]
-_entries: dict[_Key, _Entry] = {}
-_refreshing: set[_Key] = set()
+@dataclass(frozen=True)
+class _Source:
+    """One prompt version or label, and how to fetch and check it."""
+
+    name: str
+    label: str  # "" when a version is named
+    version: int | None
+    ttl: float
+    config: LangfuseConfig | None
+    client: Any
+    model: type[BaseModel] | None  # a typed contract's output model, checked on each fetch
+    key: tuple[Any, ...]
+
+    @property
+    def where(self) -> str:
+        if self.version is not None:
+            return f"langfuse:{self.name}#{self.version}"
+        return f"langfuse:{self.name}@{self.label}"
+
+    def checked(self, prompt: Any) -> Fetched:
+        fetched = checked_version(prompt, self.where)
+        if self.model is not None:
+            check_output_model(fetched.contract, self.model)  # OutputTypeError: refused
+        return fetched
+
+    def fetch(self) -> Fetched:
+        try:
+            prompt = sync_api(self.config, self.client).prompts.get(
+                path_name(self.name), **self._query(), request_options=_ONCE
+            )
+        except Exception as error:
+            raise api_failure(self.where, error) from None
+        return self.checked(prompt)
+
+    async def afetch(self) -> Fetched:
+        try:
+            prompt = await async_api(self.config, self.client).prompts.get(
+                path_name(self.name), **self._query(), request_options=_ONCE
+            )
+        except Exception as error:
+            raise api_failure(self.where, error) from None
+        return self.checked(prompt)
+
+    def _query(self) -> dict[str, Any]:
+        return {"label": self.label or None, "version": self.version}
+
+    def store(self, contract: Contract) -> Contract:
+        _entries[self.key] = _Entry(contract, time.monotonic() + self.ttl)
+        return contract
+
+    def fall_back(self, error: PortError, fallback: str | Path | None) -> Contract:
+        """The fallback file for a failed cold start, cached for the TTL like a fetched
+        copy (so the next try is a background one); without one, the typed error."""
+        if fallback is None:
+            raise error
+        from templiqx_core._compiler import read_contract
+
+        contract, diagnostics = read_contract(fallback)
+        if contract is None:
+            first = diagnostics[0]
+            raise InvalidData(f"{self.where}: {error}; fallback {fallback}: {first.message}")
+        if self.model is not None:
+            check_output_model(contract, self.model)
+        note = "%s: %s; serving the fallback %s (retried in the background)"
+        _log.warning(note, self.where, error, fallback)
+        return self.store(contract)
+
+    def keep_last(self, error: Exception) -> None:
+        """A failed refresh: the last good copy serves one more TTL; logged why."""
+        entry = _entries.get(self.key)
+        if entry is not None:
+            self.store(entry.contract)
+        _log.warning("%s: refresh failed, keeping the last good copy: %s", self.where, error)
+
+    def refresh(self) -> None:
+        try:
+            self.store(self.fetch().contract)
+        except Exception as error:
+            self.keep_last(error)
+        finally:
+            with _lock:
+                _refreshing.discard(self.key)
+
+    async def arefresh(self) -> None:
+        try:
+            self.store((await self.afetch()).contract)
+        except Exception as error:
+            self.keep_last(error)
+        finally:
+            with _lock:
+                _refreshing.discard(self.key)
+
+
+_entries: dict[tuple[Any, ...], _Entry] = {}
+_refreshing: set[tuple[Any, ...]] = set()
 _lock = threading.Lock()
-_cold_locks: dict[_Key, threading.Lock] = {}
+_cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
+_pending: dict[tuple[Any, ...], asyncio.Future[Contract]] = {}
 _tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
 
 
@@ -78,17 +173,34 @@ def _target(reference: str, label: str | None, version: int | None) -> tuple[str
     return found["name"], chosen if version is None else "", version
 
 
-def _key(
-    name: str, label: str, version: int | None, config: LangfuseConfig | None, client: Any
-) -> _Key:
+def _lookup(
+    reference: str,
+    label: str | None,
+    version: int | None,
+    ttl: float,
+    config: LangfuseConfig | None,
+    client: Any,
+    model: type[BaseModel] | None,
+) -> tuple[_Entry | None, Callable[[], _Source]]:
+    """The cached entry (the hot path: a few dictionary lookups), and how to build the
+    source when it must be fetched."""
+    name, label, version = _target(reference, label, version)
     if client is not None:
-        return ("client", id(client), name, label, version)
-    config = config or env_config()
-    return (config.base_url, config.public_key, name, label, version)
+        where: tuple[Any, ...] = ("client", id(client))
+    else:
+        chosen = config or env_config()
+        where = (chosen.base_url, chosen.public_key)
+    key = (*where, name, label, version, model)
+    return _entries.get(key), lambda: _Source(name, label, version, ttl, config, client, model, key)
 
 
-def _where(name: str, label: str, version: int | None) -> str:
-    return f"langfuse:{name}#{version}" if version is not None else f"langfuse:{name}@{label}"
+def _claim(key: tuple[Any, ...]) -> bool:
+    """True for the one caller that starts a refresh of ``key``."""
+    with _lock:
+        if key in _refreshing:
+            return False
+        _refreshing.add(key)
+        return True
 
 
 def load_contract(
@@ -98,36 +210,30 @@ def load_contract(
     version: int | None = None,
     cache_ttl_s: float = 60.0,
     fallback: str | Path | None = None,
+    output_model: type[BaseModel] | None = None,
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Contract:
     """The contract of prompt ``langfuse:NAME`` at ``label`` (default ``production``) or
-    ``version``, from the cache when fresh (see the module's note)."""
-    name, label, version = _target(reference, label, version)
-    key = _key(name, label, version, config, client)
-    entry = _entries.get(key)
+    ``version``, from the cache when fresh (see the module's note). ``output_model``: a
+    typed contract's model; a version whose ``output_schema`` it rejects is refused."""
+    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
     if entry is not None:
-        if time.monotonic() >= entry.expires and _claim(key):
-            thread = threading.Thread(
-                target=_refresh,
-                args=(key, name, label, version, cache_ttl_s, config, client),
-                name="templiqx-langfuse-prompt-refresh",
-                daemon=True,
-            )
-            thread.start()
+        if time.monotonic() >= entry.expires and _claim((source := make()).key):
+            name = "templiqx-langfuse-prompt-refresh"
+            threading.Thread(target=source.refresh, name=name, daemon=True).start()
         return entry.contract
+    source = make()
     with _lock:
-        cold = _cold_locks.setdefault(key, threading.Lock())
+        cold = _cold_locks.setdefault(source.key, threading.Lock())
     with cold:  # concurrent cold loads of one key make one request
-        entry = _entries.get(key)
+        entry = _entries.get(source.key)
         if entry is not None:
             return entry.contract
         try:
-            fetched = _fetch(name, label, version, config, client)
+            return source.store(source.fetch().contract)
         except PortError as error:
-            return _fall_back(key, error, fallback, cache_ttl_s, _where(name, label, version))
-        _store(key, fetched.contract, cache_ttl_s)
-        return fetched.contract
+            return source.fall_back(error, fallback)
 
 
 async def aload_contract(
@@ -137,51 +243,32 @@ async def aload_contract(
     version: int | None = None,
     cache_ttl_s: float = 60.0,
     fallback: str | Path | None = None,
+    output_model: type[BaseModel] | None = None,
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Contract:
     """``load_contract`` on an event loop: requests through the async API client, the
-    background refresh as a task."""
-    name, label, version = _target(reference, label, version)
-    key = _key(name, label, version, config, client)
-    entry = _entries.get(key)
+    background refresh a task; concurrent cold loads on one loop share one request."""
+    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
     if entry is not None:
-        if time.monotonic() >= entry.expires and _claim(key):
-            task = asyncio.get_running_loop().create_task(
-                _arefresh(key, name, label, version, cache_ttl_s, config, client)
-            )
+        if time.monotonic() >= entry.expires and _claim((source := make()).key):
+            task = asyncio.get_running_loop().create_task(source.arefresh())
             _tasks.add(task)
             task.add_done_callback(_tasks.discard)
         return entry.contract
-    return await _acold(key, name, label, version, cache_ttl_s, fallback, config, client)
-
-
-_pending: dict[tuple[_Key, asyncio.AbstractEventLoop], asyncio.Future[Contract]] = {}
-
-
-async def _acold(
-    key: _Key,
-    name: str,
-    label: str,
-    version: int | None,
-    ttl: float,
-    fallback: str | Path | None,
-    config: LangfuseConfig | None,
-    client: Any,
-) -> Contract:
+    source = make()
     loop = asyncio.get_running_loop()
-    pending = _pending.get((key, loop))
-    if pending is not None:  # concurrent cold loads on this loop share one request
+    pending_key = (*source.key, loop)
+    pending = _pending.get(pending_key)
+    if pending is not None:
         return await asyncio.shield(pending)
     future: asyncio.Future[Contract] = loop.create_future()
-    _pending[key, loop] = future
+    _pending[pending_key] = future
     try:
         try:
-            fetched = await _afetch(name, label, version, config, client)
+            contract = source.store((await source.afetch()).contract)
         except PortError as error:
-            contract = _fall_back(key, error, fallback, ttl, _where(name, label, version))
-        else:
-            contract = _store(key, fetched.contract, ttl)
+            contract = source.fall_back(error, fallback)
         future.set_result(contract)
         return contract
     except BaseException as error:
@@ -189,128 +276,17 @@ async def _acold(
         future.exception()  # retrieved: no "never retrieved" warning when none waited
         raise
     finally:
-        del _pending[key, loop]
-
-
-def _claim(key: _Key) -> bool:
-    """True for the one caller that starts a refresh of ``key``."""
-    with _lock:
-        if key in _refreshing:
-            return False
-        _refreshing.add(key)
-        return True
-
-
-def _store(key: _Key, contract: Contract, ttl: float) -> Contract:
-    _entries[key] = _Entry(contract, time.monotonic() + ttl)
-    return contract
-
-
-def _fall_back(
-    key: _Key, error: PortError, fallback: str | Path | None, ttl: float, where: str
-) -> Contract:
-    """The fallback file for a failed cold start, cached for the TTL like a fetched copy;
-    without one, the typed error."""
-    if fallback is None:
-        raise error
-    from templiqx_core._compiler import read_contract
-
-    contract, diagnostics = read_contract(fallback)
-    if contract is None:
-        first = diagnostics[0]
-        raise InvalidData(f"{where}: {error}; fallback {fallback}: {first.message}") from None
-    _log.warning(
-        "%s: %s; serving the fallback %s, retried in the background", where, error, fallback
-    )
-    return _store(key, contract, ttl)
-
-
-def _keep_last(key: _Key, error: Exception, ttl: float, where: str) -> None:
-    """A failed refresh: the last good copy serves one more TTL; logged why."""
-    entry = _entries.get(key)
-    if entry is not None:
-        _entries[key] = _Entry(entry.contract, time.monotonic() + ttl)
-    _log.warning("%s: refresh failed, keeping the last good copy: %s", where, error)
-
-
-def _fetch(
-    name: str, label: str, version: int | None, config: LangfuseConfig | None, client: Any
-) -> Fetched:
-    where = _where(name, label, version)
-    try:
-        prompt = sync_api(config, client).prompts.get(
-            path_name(name),
-            label=None if version else label,
-            version=version,
-            request_options=_ONCE,
-        )
-    except Exception as error:
-        raise api_failure(where, error) from None
-    return checked_version(prompt, where)
-
-
-async def _afetch(
-    name: str, label: str, version: int | None, config: LangfuseConfig | None, client: Any
-) -> Fetched:
-    where = _where(name, label, version)
-    try:
-        prompt = await async_api(config, client).prompts.get(
-            path_name(name),
-            label=None if version else label,
-            version=version,
-            request_options=_ONCE,
-        )
-    except Exception as error:
-        raise api_failure(where, error) from None
-    return checked_version(prompt, where)
-
-
-def _refresh(
-    key: _Key,
-    name: str,
-    label: str,
-    version: int | None,
-    ttl: float,
-    config: LangfuseConfig | None,
-    client: Any,
-) -> None:
-    try:
-        _store(key, _fetch(name, label, version, config, client).contract, ttl)
-    except Exception as error:
-        _keep_last(key, error, ttl, _where(name, label, version))
-    finally:
-        with _lock:
-            _refreshing.discard(key)
-
-
-async def _arefresh(
-    key: _Key,
-    name: str,
-    label: str,
-    version: int | None,
-    ttl: float,
-    config: LangfuseConfig | None,
-    client: Any,
-) -> None:
-    try:
-        fetched = await _afetch(name, label, version, config, client)
-        _store(key, fetched.contract, ttl)
-    except Exception as error:
-        _keep_last(key, error, ttl, _where(name, label, version))
-    finally:
-        with _lock:
-            _refreshing.discard(key)
+        del _pending[pending_key]
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
     """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to
     now, fetched afresh and cached under its number (a run that must not follow a label
     moving under it, an eval gating a promotion)."""
-    name, label, version = _target(reference, None, None)
-    fetched = _fetch(name, label, version, None, None)
-    pinned = f"langfuse:{name}#{fetched.version}"
-    _store(_key(name, "", fetched.version, None, None), fetched.contract, cache_ttl_s)
-    return pinned, name, fetched.version
+    fetched = _lookup(reference, None, None, cache_ttl_s, None, None, None)[1]().fetch()
+    pinned = f"langfuse:{fetched.name}#{fetched.version}"
+    _lookup(pinned, None, None, cache_ttl_s, None, None, None)[1]().store(fetched.contract)
+    return pinned, fetched.name, fetched.version
 
 
 def clear_cache() -> None:

@@ -300,6 +300,13 @@ def publish_contract(
         if missing:
             promote_label(name, latest.version, missing, config=config, client=client)
         return Published(name, latest.version, False, digest)
+    earlier = held.get("contract") if isinstance(held, dict) else None
+    if isinstance(earlier, dict) and earlier.get("version") == contract.version:
+        raise InvalidData(
+            f"{where}#{latest.version} holds another contract with version "
+            f"{contract.version!r}: bump the contract's version (generations are linked "
+            "to a prompt version by contract id and version)"
+        )
     request = CreateChatPromptRequest(
         name=name,
         type=CreateChatPromptType("chat"),

@@ -193,11 +193,14 @@ class FakePromptApi:
             with self.lock:
                 status, answer = self._route(method, parts.path, parse_qs(parts.query), body)
         data = json.dumps(answer).encode()
-        request.send_response(status)
-        request.send_header("content-type", "application/json")
-        request.send_header("content-length", str(len(data)))
-        request.end_headers()
-        request.wfile.write(data)
+        try:
+            request.send_response(status)
+            request.send_header("content-type", "application/json")
+            request.send_header("content-length", str(len(data)))
+            request.end_headers()
+            request.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client timed out first (a slow Langfuse)
 
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], body: bytes

@@ -12,9 +12,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from templiqx_core import (
     InvalidData,
@@ -106,6 +107,26 @@ def test_publishing_the_same_contract_twice_makes_no_version(
     assert fake.labelled(NAME, "production") == 1  # the asked label still lands
     newer = publish_contract(edited(tmp_path, "1.1.0"), config=config)
     assert (newer.version, newer.created) == (2, True)
+    same_version = edited(tmp_path, "1.1.0")
+    same_version.write_text(same_version.read_text("utf-8") + "description: other\n", "utf-8")
+    with pytest.raises(InvalidData, match="bump the contract's version"):
+        publish_contract(same_version, config=config)
+    assert len(fake.versions[NAME]) == 2
+
+
+def test_templiqx_publish_is_a_command(fake: FakePromptApi) -> None:
+    env = {
+        "LANGFUSE_PUBLIC_KEY": PUBLIC_KEY,
+        "LANGFUSE_SECRET_KEY": SECRET_KEY,
+        "LANGFUSE_BASE_URL": fake.base_url,
+    }
+    argv = [sys.executable, "-m", "templiqx_core._cli", "publish", str(CONTRACT)]
+    done = subprocess.run(
+        [*argv, "--label", "staging"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"published langfuse:{NAME}#1 ")
+    assert fake.labelled(NAME, "staging") == 1
 
 
 def test_the_publish_command_says_what_it_did(
@@ -488,3 +509,66 @@ def test_merged_shards_promote_the_version_they_name(
     assert main(["eval", staged, *shards, "--promote", "production"]) == 1  # which version?
     assert main(["eval", pinned, *shards, "--min-pass-rate", "1", "--promote", "production"]) == 0
     assert fake.labelled(NAME, "production") == 1
+
+
+class Triage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    queue: Literal["billing", "tech"]
+
+
+def test_a_typed_contract_keeps_the_last_copy_its_model_accepts(
+    fake: FakePromptApi, config: LangfuseConfig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    publish_contract(CONTRACT, labels=["production"], config=config)
+    ref = f"langfuse:{NAME}"
+    good = load_contract(ref, config=config, cache_ttl_s=0.01, output_model=Triage)
+    widened = edited(tmp_path, "1.1.0")
+    widened.write_text(widened.read_text("utf-8").replace("[billing, tech]", "[billing]"))
+    publish_contract(widened, labels=["production"], config=config)
+    time.sleep(0.02)
+    with caplog.at_level(logging.WARNING, "templiqx_langfuse"):
+        assert load_contract(ref, config=config, output_model=Triage) is good
+        wait_for(lambda: any("does not match Triage" in r.getMessage() for r in caplog.records))
+    assert load_contract(ref, config=config, output_model=Triage) is good
+    assert load_contract(ref, config=config).version == "1.1.0"  # untyped: the new one
+
+
+def test_a_host_langfuse_client_is_used_and_left_open(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    from langfuse import Langfuse
+
+    # One client per test process: the SDK keeps one per public key, first settings win.
+    publish_contract(CONTRACT, labels=["production", "staging"], config=config)
+    host = Langfuse(
+        public_key=PUBLIC_KEY,
+        secret_key=SECRET_KEY,
+        base_url=fake.base_url,
+        tracing_enabled=False,
+    )
+    try:
+        assert load_contract(f"langfuse:{NAME}", client=host).id == NAME
+        loaded = asyncio.run(aload_contract(f"langfuse:{NAME}@staging", client=host))
+        assert loaded.id == NAME
+        assert host.api.prompts.get(NAME).version == 1  # still open, still usable
+    finally:
+        host.shutdown()
+
+
+def test_an_async_cold_start_with_langfuse_down_serves_the_fallback_once(
+    fake: FakePromptApi, config: LangfuseConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.delay_s = 3.0
+
+    async def main() -> set[str]:
+        loads = (
+            aload_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT) for _ in range(20)
+        )
+        return {c.id for c in await asyncio.gather(*loads)}
+
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, "templiqx_langfuse"):
+        assert asyncio.run(main()) == {NAME}
+    assert time.monotonic() - started < config.timeout_s + 0.5
+    assert fake.gets() == 1
+    assert len([r for r in caplog.records if "fallback" in r.getMessage()]) == 1
