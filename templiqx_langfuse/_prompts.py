@@ -177,16 +177,19 @@ def _env_config(values: tuple[str | None, ...]) -> LangfuseConfig:
 
 def api_failure(what: str, error: Exception) -> PortError:
     """A typed error for a failed Langfuse request (never its body: it may echo a key)."""
+    import httpx
     from langfuse.api.core.api_error import ApiError
 
     if isinstance(error, PortError):
         return error
-    if isinstance(error, ApiError):
-        status = error.status_code
-        if status == 404:
-            return NotFound(f"{what}: Langfuse has no such prompt version")
+    if isinstance(error, httpx.HTTPError):
+        return IoFailure(f"{what}: Langfuse could not be reached ({type(error).__name__})")
+    status = error.status_code if isinstance(error, ApiError) else None
+    if status == 404:
+        return NotFound(f"{what}: Langfuse has no such prompt version")
+    if status is not None and not 200 <= status < 300:
         return IoFailure(f"{what}: Langfuse answered HTTP {status}")
-    return IoFailure(f"{what}: Langfuse could not be reached ({type(error).__name__})")
+    return InvalidData(f"{what}: Langfuse's answer could not be read ({type(error).__name__})")
 
 
 def invalid(where: str, diagnostics: Sequence[Diagnostic]) -> InvalidData:

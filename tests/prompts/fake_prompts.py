@@ -81,6 +81,7 @@ class FakePromptApi:
         self.down = False
         self.delay_s = 0.0
         self.lose_label_updates = False
+        self.garbage = False  # a 200 whose body is no prompt (a proxy's page, say)
         self.lock = threading.Lock()
         fake = self
 
@@ -187,6 +188,8 @@ class FakePromptApi:
         token = base64.b64encode(f"{PUBLIC_KEY}:{SECRET_KEY}".encode()).decode()
         if self.down:
             status, answer = 503, {"message": "unavailable"}
+        elif self.garbage:
+            status, answer = 200, {"html": "<h1>sign in</h1>"}
         elif request.headers.get("authorization") != f"Basic {token}":
             status, answer = 401, {"message": "unauthorized"}
         else:

@@ -572,3 +572,12 @@ def test_an_async_cold_start_with_langfuse_down_serves_the_fallback_once(
     assert time.monotonic() - started < config.timeout_s + 0.5
     assert fake.gets() == 1
     assert len([r for r in caplog.records if "fallback" in r.getMessage()]) == 1
+
+
+def test_an_answer_that_is_no_prompt_is_invalid_data(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    fake.garbage = True
+    with pytest.raises(InvalidData, match="could not be read"):
+        load_contract(f"langfuse:{NAME}", config=config)
+    assert load_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT).id == NAME
