@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from templiqx_core import Contract, Diagnostic, InvalidData, PortError, check_output_model
 
 from ._config import LangfuseConfig
+from ._prompt_links import link_prompt
 from ._prompts import (
     Fetched,
     api_failure,
@@ -78,6 +79,7 @@ class _Source:
         fetched = checked_version(prompt, self.where)
         if self.model is not None:
             check_output_model(fetched.contract, self.model)  # OutputTypeError: refused
+        link_prompt(fetched.contract.id, fetched.contract.version, fetched.name, fetched.version)
         return fetched
 
     def fetch(self) -> Fetched:
@@ -185,6 +187,8 @@ def _lookup(
     """The cached entry (the hot path: a few dictionary lookups), and how to build the
     source when it must be fetched."""
     name, label, version = _target(reference, label, version)
+    if not 0.0 <= ttl <= 1e9:  # NaN too
+        raise InvalidData("cache_ttl_s: a number of seconds from 0")
     if client is not None:
         where: tuple[Any, ...] = ("client", id(client))
     else:

@@ -33,7 +33,6 @@ from templiqx_core import (
 from templiqx_core._canonical import fingerprint
 
 from ._config import LangfuseConfig
-from ._prompt_links import link_prompt
 from ._tracing import PROMPT_EXTENSION
 
 if TYPE_CHECKING:
@@ -213,7 +212,7 @@ class Fetched:
 
 def checked_version(prompt: Any, where: str) -> Fetched:
     """The contract a fetched version holds, checked as a file is, its digest and messages
-    matching; ``InvalidData`` says why not. Registers the version's prompt link."""
+    matching; ``InvalidData`` says why not."""
     from langfuse.api import Prompt_Chat
 
     from templiqx_core._compiler import parse_contract
@@ -239,7 +238,6 @@ def checked_version(prompt: Any, where: str) -> Fetched:
             f"{where}: its messages differ from its contract's (edited in Langfuse?); "
             "edit the contract and publish it"
         )
-    link_prompt(contract.id, contract.version, prompt.name, prompt.version)
     return Fetched(contract, prompt.name, prompt.version, digest)
 
 
