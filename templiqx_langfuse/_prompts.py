@@ -12,9 +12,11 @@ tracer), or the host's own ``Langfuse`` client's, never shut down here.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,15 +132,25 @@ def _own_api(base_url: str, public_key: str, secret_key: str, timeout_s: float) 
     )
 
 
-@functools.cache
+# An async client's pooled connections belong to the loop that opened them: one client per
+# loop (a host may run asyncio.run more than once), dropped with its loop.
+_async_apis: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], AsyncLangfuseAPI]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _own_async_api(
     base_url: str, public_key: str, secret_key: str, timeout_s: float
 ) -> AsyncLangfuseAPI:
     from langfuse.api import AsyncLangfuseAPI
 
-    return AsyncLangfuseAPI(
-        base_url=base_url, username=public_key, password=secret_key, timeout=timeout_s
-    )
+    mine = _async_apis.setdefault(asyncio.get_running_loop(), {})
+    key = (base_url, public_key, secret_key, timeout_s)
+    if key not in mine:
+        mine[key] = AsyncLangfuseAPI(
+            base_url=base_url, username=public_key, password=secret_key, timeout=timeout_s
+        )
+    return mine[key]
 
 
 def _keys(config: LangfuseConfig) -> tuple[str, str, str, float]:

@@ -86,6 +86,8 @@ class FakePromptApi:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Langfuse: clients pool connections
+
             def log_message(self, *args: Any) -> None:
                 pass
 

@@ -196,13 +196,17 @@ def test_a_label_moved_while_cached_is_served_stale_then_refreshed_once(
     fake: FakePromptApi, config: LangfuseConfig, tmp_path: Path
 ) -> None:
     publish_contract(CONTRACT, labels=["production"], config=config)
-    assert load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=0.05).version == "1.0.0"
+    ttl = 1.0
+    loaded = time.monotonic()
+    assert load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=ttl).version == "1.0.0"
     publish_contract(edited(tmp_path, "1.1.0"), labels=["production"], config=config)
-    assert load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=0.05).version == "1.0.0"
-    time.sleep(0.06)
+    requests = fake.gets()
+    assert load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=ttl).version == "1.0.0"
+    assert fake.gets() == requests  # within the TTL: no request, the moved label unseen
+    time.sleep(max(0.0, loaded + ttl + 0.05 - time.monotonic()))
     fake.delay_s = 0.8  # a slow Langfuse: the refresh takes 0.8 s
     started = time.monotonic()
-    stale = load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=0.05)
+    stale = load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=ttl)
     assert time.monotonic() - started < 0.4  # at once, not after the refresh
     assert stale.version == "1.0.0"
     wait_for(lambda: load_contract(f"langfuse:{NAME}", config=config).version == "1.1.0")
@@ -590,3 +594,12 @@ def test_an_answer_that_is_no_prompt_is_invalid_data(
     with pytest.raises(InvalidData, match="could not be read"):
         load_contract(f"langfuse:{NAME}", config=config)
     assert load_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT).id == NAME
+
+
+def test_async_loads_work_from_one_event_loop_after_another(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    publish_contract(CONTRACT, labels=["production", "staging"], config=config)
+    for label in ("production", "staging"):  # two loads, each on its own asyncio.run loop
+        contract = asyncio.run(aload_contract(f"langfuse:{NAME}@{label}", config=config))
+        assert contract.id == NAME
