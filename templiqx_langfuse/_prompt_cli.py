@@ -13,7 +13,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def publish_command(argv: list[str]) -> int:
     """Publish a contract as a version of the Langfuse chat prompt named after its id
     (``LANGFUSE_*`` variables); one line on stdout saying what happened."""
-    parser = argparse.ArgumentParser(prog="templiqx publish", description=publish_command.__doc__)
+    about = "publish a contract as a version of the Langfuse chat prompt named after its id"
+    parser = argparse.ArgumentParser(prog="templiqx publish", description=about)
     parser.add_argument("contract", help="contract YAML (templiqx/v1alpha1)")
     parser.add_argument("--label", action="append", default=[], help="label the version gets")
     parser.add_argument("--message", help="the version's commit message")
