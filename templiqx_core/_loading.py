@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -204,3 +206,29 @@ def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
             for item in error.errors(include_url=False, include_input=False)
         ]
         raise InvalidData(f"{name}: {'; '.join(problems)}") from None
+
+
+#: Entry-point group of contract sources: ``SCHEME = "module:function"``, where
+#: ``function(reference) -> (Contract | None, diagnostics)`` answers ``SCHEME:...``
+#: wherever a contract path is taken (``langfuse:NAME@LABEL``), so the core never imports
+#: the package that serves it.
+CONTRACT_SOURCES = "templiqx.contract_sources"
+# Two characters at least: a drive letter (``C:``) stays a path; ``s3://`` is no source.
+_SCHEME = re.compile(r"([a-z][a-z0-9+.-]+):(?!//)")
+
+
+def contract_source(reference: str) -> Callable[[str], Any] | None:
+    """The installed source answering ``reference`` (``SCHEME:...``), or None: a file."""
+    found = _SCHEME.match(reference)
+    return None if found is None else _source(found.group(1))
+
+
+@functools.cache
+def _source(scheme: str) -> Callable[[str], Any] | None:
+    # Looked up once per scheme: scanning the installed distributions costs milliseconds.
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=CONTRACT_SOURCES, name=scheme):
+        loaded: Callable[[str], Any] = entry.load()
+        return loaded
+    return None

@@ -15,6 +15,8 @@ from templiqx_core._lazy import lazy_names as _lazy_names
 if _typing.TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
     from ._deadline import AsyncDeadlineTransport, DeadlineTransport
+    from ._prompt_cache import aload_contract, load_contract
+    from ._prompts import Published, promote_label, publish_contract
     from ._redaction import REDACTED, Redactor
     from ._retry import RetryingRuntime
     from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
@@ -39,13 +41,18 @@ __all__ = [
     "LangfuseConfig",
     "LangfuseTracedRuntime",
     "ModelConfig",
+    "Published",
     "Redactor",
     "RetryingRuntime",
     "TraceRef",
     "TracedReceipt",
     "Usage",
     "__version__",
+    "aload_contract",
     "collect_traces",
+    "load_contract",
+    "promote_label",
+    "publish_contract",
     "trace_attributes",
 ]
 
@@ -55,6 +62,8 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
         {
             "._config": ("LangfuseConfig", "ModelConfig"),
             "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
+            "._prompt_cache": ("aload_contract", "load_contract"),
+            "._prompts": ("Published", "promote_label", "publish_contract"),
             "._redaction": ("REDACTED", "Redactor"),
             "._retry": ("RetryingRuntime",),
             "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),

@@ -30,6 +30,7 @@ from ._context import (
     scoped,
     trace_attributes,
 )
+from ._prompt_links import linked_prompt
 from ._redaction import Redactor
 from ._wire import Completion, Usage
 
@@ -399,7 +400,8 @@ class Tracing:
             ref=ref,
             input=self._input_json(interaction),
             model_parameters=dict(model_parameters),
-            prompt=prompt_link(interaction.extensions),
+            prompt=prompt_link(interaction.extensions)
+            or linked_prompt(interaction.contract_id, interaction.contract_version),
             repair=repair,
         )
 

@@ -16,7 +16,7 @@ from .. import codes
 from .._canonical import json_pointer
 from .._contracts import Diagnostic, SourceSpan
 from .._errors import IoFailure, NotFound
-from .._loading import compose_and_load
+from .._loading import compose_and_load, contract_source
 from .model import Contract
 
 _Read = tuple[Contract | None, list[Diagnostic]]
@@ -117,7 +117,12 @@ def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     memo = _READS.get()
     key = os.fspath(path)
     found = memo.get(key) if memo is not None else None
-    if found is None:
+    source = contract_source(key) if found is None else None
+    if source is not None:  # ``langfuse:NAME@LABEL``: a contract source's, checked there
+        found = source(key)
+        if memo is not None:
+            memo[key] = found
+    elif found is None:
         file = str(Path(path))
         try:
             text = Path(path).read_text(encoding="utf-8")

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--format", choices=("table", "json", "junit"), default="table")
     add("--output", type=Path, metavar="FILE", help="the results as cases finish (or JUnit)")
     add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
+    add("--promote", metavar="LABEL", help="langfuse:NAME@L: move LABEL to the version run")
     add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
     add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
@@ -205,6 +206,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise InvalidData("--concurrency and --repeat must be at least 1")
     gate = _gate_value(args.min_pass_rate)
     shard = None if args.shard is None else parse_shard(args.shard)
+    promotions = _pin_for_promotion(args)
     progress = None if args.no_progress or not err.isatty() else err
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
@@ -259,7 +261,40 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for files, summary in zip(plan, summaries, strict=True):
             _print_report(args, files, summary, out, err)
     gates = [EvalReport(summary, []).gate(gate) for summary in summaries]
-    return EXIT_OK if all(gates) else EXIT_GATE
+    if not all(gates):
+        return EXIT_GATE
+    _promote(args, promotions, err)
+    return EXIT_OK
+
+
+def _promote(args: argparse.Namespace, promotions: list[tuple[str, int]], err: TextIO) -> None:
+    """The gate passed: move ``--promote``'s label (a failure: exit 1, said on one line)."""
+    from .._prompts import promote_label
+
+    for name, version in promotions:
+        promote_label(name, version, args.promote)
+        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
+
+
+def _pin_for_promotion(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """With ``--promote``: each ``langfuse:`` contract pinned to the version its label
+    names now, so the run evaluates, and the gate promotes, that version."""
+    if getattr(args, "promote", None) is None:
+        return []
+    from .._prompt_cache import SCHEME, pin
+    from .._prompts import check_label
+
+    check_label(args.promote)
+    if getattr(args, "shard", None) is not None:
+        raise InvalidData("--promote gates on the whole run: promote from --merge of all shards")
+    pinned = []
+    for index, path in enumerate(args.contract):
+        if not str(path).startswith(SCHEME):
+            raise InvalidData(f"--promote: {path} is not a langfuse:NAME@LABEL contract")
+        reference, name, version = pin(str(path))
+        args.contract[index] = Path(reference)
+        pinned.append((name, version))
+    return pinned
 
 
 def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -267,6 +302,9 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     once (a later file's record of a case wins), the summary recomputed, the gate."""
     if len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
+    if getattr(args, "promote", None) is not None and "#" not in str(args.contract[0]):
+        raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
+    promotions = _pin_for_promotion(args)
     (path,) = args.contract
     contract, diagnostics = read_contract(path)
     if contract is None:
@@ -297,8 +335,10 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             writer.close(summary)
         files = _Files(path, results, args.output, None, args.baseline)
         _print_report(args, files, summary, out, err)
-    report = EvalReport(summary, [])
-    return EXIT_OK if report.gate(gate) else EXIT_GATE
+    if not EvalReport(summary, []).gate(gate):
+        return EXIT_GATE
+    _promote(args, promotions, err)
+    return EXIT_OK
 
 
 @contextlib.contextmanager

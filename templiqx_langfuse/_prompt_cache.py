@@ -1,0 +1,310 @@
+"""Contracts loaded from Langfuse by label or version: cached, refreshed in the background,
+with a fallback file when Langfuse is down.
+
+Within ``cache_ttl_s`` a load is a dictionary lookup (no request, no re-validation). After
+it, the stale copy answers at once while one refresh runs in the background (a flag under a
+lock: never two at once, from threads and tasks alike). A cold start that cannot fetch a
+valid version serves the fallback file (one warning) and retries only in the background
+after the TTL; a failed refresh keeps the last good copy and logs why. Hand-written: the
+SDK's own cache lives in its ``Langfuse()`` singleton, which this package does not build.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from templiqx_core import Contract, Diagnostic, InvalidData, PortError, check_output_model
+
+from ._config import LangfuseConfig
+from ._prompt_links import link_prompt
+from ._prompts import (
+    Fetched,
+    api_failure,
+    async_api,
+    check_label,
+    checked_version,
+    env_config,
+    path_name,
+    sync_api,
+)
+
+if TYPE_CHECKING:
+    from langfuse import Langfuse
+    from pydantic import BaseModel
+
+__all__ = ["aload_contract", "contract_source", "load_contract"]
+
+_log = logging.getLogger("templiqx_langfuse.prompts")
+SCHEME = "langfuse:"
+DEFAULT_LABEL = "production"  # Langfuse's default label
+_REFERENCE = re.compile(r"langfuse:(?P<name>[^@#]+)(?:@(?P<label>[^@#]+)|#(?P<version>[0-9]+))?")
+_ONCE: Any = {"max_retries": 0}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    contract: Contract
+    expires: float  # time.monotonic() after which a load refreshes in the background
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One prompt version or label, and how to fetch and check it."""
+
+    name: str
+    label: str  # "" when a version is named
+    version: int | None
+    ttl: float
+    config: LangfuseConfig | None
+    client: Any
+    model: type[BaseModel] | None  # a typed contract's output model, checked on each fetch
+    key: tuple[Any, ...]
+
+    @property
+    def where(self) -> str:
+        if self.version is not None:
+            return f"langfuse:{self.name}#{self.version}"
+        return f"langfuse:{self.name}@{self.label}"
+
+    def checked(self, prompt: Any) -> Fetched:
+        fetched = checked_version(prompt, self.where)
+        if self.model is not None:
+            check_output_model(fetched.contract, self.model)  # OutputTypeError: refused
+        link_prompt(fetched.contract.id, fetched.contract.version, fetched.name, fetched.version)
+        return fetched
+
+    def fetch(self) -> Fetched:
+        try:
+            prompt = sync_api(self.config, self.client).prompts.get(
+                path_name(self.name), **self._query(), request_options=_ONCE
+            )
+        except Exception as error:
+            raise api_failure(self.where, error) from None
+        return self.checked(prompt)
+
+    async def afetch(self) -> Fetched:
+        try:
+            prompt = await async_api(self.config, self.client).prompts.get(
+                path_name(self.name), **self._query(), request_options=_ONCE
+            )
+        except Exception as error:
+            raise api_failure(self.where, error) from None
+        return self.checked(prompt)
+
+    def _query(self) -> dict[str, Any]:
+        return {"label": self.label or None, "version": self.version}
+
+    def store(self, contract: Contract) -> Contract:
+        _entries[self.key] = _Entry(contract, time.monotonic() + self.ttl)
+        return contract
+
+    def fall_back(self, error: PortError, fallback: str | Path | None) -> Contract:
+        """The fallback file for a failed cold start, cached for the TTL like a fetched
+        copy (so the next try is a background one); without one, the typed error."""
+        if fallback is None:
+            raise error
+        from templiqx_core._compiler import read_contract
+
+        contract, diagnostics = read_contract(fallback)
+        if contract is None:
+            first = diagnostics[0]
+            raise InvalidData(f"{self.where}: {error}; fallback {fallback}: {first.message}")
+        if self.model is not None:
+            check_output_model(contract, self.model)
+        note = "%s: %s; serving the fallback %s (retried in the background)"
+        _log.warning(note, self.where, error, fallback)
+        return self.store(contract)
+
+    def keep_last(self, error: Exception) -> None:
+        """A failed refresh: the last good copy serves one more TTL; logged why."""
+        entry = _entries.get(self.key)
+        if entry is not None:
+            self.store(entry.contract)
+        _log.warning("%s: refresh failed, keeping the last good copy: %s", self.where, error)
+
+    def refresh(self) -> None:
+        try:
+            self.store(self.fetch().contract)
+        except Exception as error:
+            self.keep_last(error)
+        finally:
+            with _lock:
+                _refreshing.discard(self.key)
+
+    async def arefresh(self) -> None:
+        try:
+            self.store((await self.afetch()).contract)
+        except Exception as error:
+            self.keep_last(error)
+        finally:
+            with _lock:
+                _refreshing.discard(self.key)
+
+
+_entries: dict[tuple[Any, ...], _Entry] = {}
+_refreshing: set[tuple[Any, ...]] = set()
+_lock = threading.Lock()
+_cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
+_pending: dict[tuple[Any, ...], asyncio.Future[Contract]] = {}
+_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(reference: str, label: str | None, version: int | None) -> tuple[str, str, int | None]:
+    """``(name, label, version)`` of a ``langfuse:NAME[@LABEL|#VERSION]`` reference."""
+    found = _REFERENCE.fullmatch(reference)
+    if found is None or not found["name"].strip():
+        raise InvalidData(f"{reference!r}: not langfuse:NAME, langfuse:NAME@LABEL or #VERSION")
+    named_label, named_version = found["label"], found["version"]
+    if sum(x is not None for x in (label, version, named_label, named_version)) > 1:
+        raise InvalidData(f"{reference}: one label or one version, not both")
+    if named_version is not None:
+        version = int(named_version)
+    if isinstance(version, bool) or (version is not None and not 1 <= version < 2**31):
+        raise InvalidData(f"{reference}: a version is a whole number from 1")
+    chosen = check_label(named_label or label or DEFAULT_LABEL)
+    return found["name"], chosen if version is None else "", version
+
+
+def _lookup(
+    reference: str,
+    label: str | None,
+    version: int | None,
+    ttl: float,
+    config: LangfuseConfig | None,
+    client: Any,
+    model: type[BaseModel] | None,
+) -> tuple[_Entry | None, Callable[[], _Source]]:
+    """The cached entry (the hot path: a few dictionary lookups), and how to build the
+    source when it must be fetched."""
+    name, label, version = _target(reference, label, version)
+    if not 0.0 <= ttl <= 1e9:  # NaN too
+        raise InvalidData("cache_ttl_s: a number of seconds from 0")
+    if client is not None:
+        where: tuple[Any, ...] = ("client", id(client))
+    else:
+        chosen = config or env_config()
+        where = (chosen.base_url, chosen.keys()[0])
+    key = (*where, name, label, version, model)
+    return _entries.get(key), lambda: _Source(name, label, version, ttl, config, client, model, key)
+
+
+def _claim(key: tuple[Any, ...]) -> bool:
+    """True for the one caller that starts a refresh of ``key``."""
+    with _lock:
+        if key in _refreshing:
+            return False
+        _refreshing.add(key)
+        return True
+
+
+def load_contract(
+    reference: str,
+    *,
+    label: str | None = None,
+    version: int | None = None,
+    cache_ttl_s: float = 60.0,
+    fallback: str | Path | None = None,
+    output_model: type[BaseModel] | None = None,
+    config: LangfuseConfig | None = None,
+    client: Langfuse | None = None,
+) -> Contract:
+    """The contract of prompt ``langfuse:NAME`` at ``label`` (default ``production``) or
+    ``version``, from the cache when fresh (see the module's note). ``output_model``: a
+    typed contract's model; a version whose ``output_schema`` it rejects is refused."""
+    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
+    if entry is not None:
+        if time.monotonic() >= entry.expires and _claim((source := make()).key):
+            name = "templiqx-langfuse-prompt-refresh"
+            threading.Thread(target=source.refresh, name=name, daemon=True).start()
+        return entry.contract
+    source = make()
+    with _lock:
+        cold = _cold_locks.setdefault(source.key, threading.Lock())
+    with cold:  # concurrent cold loads of one key make one request
+        entry = _entries.get(source.key)
+        if entry is not None:
+            return entry.contract
+        try:
+            return source.store(source.fetch().contract)
+        except PortError as error:
+            return source.fall_back(error, fallback)
+
+
+async def aload_contract(
+    reference: str,
+    *,
+    label: str | None = None,
+    version: int | None = None,
+    cache_ttl_s: float = 60.0,
+    fallback: str | Path | None = None,
+    output_model: type[BaseModel] | None = None,
+    config: LangfuseConfig | None = None,
+    client: Langfuse | None = None,
+) -> Contract:
+    """``load_contract`` on an event loop: requests through the async API client, the
+    background refresh a task; concurrent cold loads on one loop share one request."""
+    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
+    if entry is not None:
+        if time.monotonic() >= entry.expires and _claim((source := make()).key):
+            task = asyncio.get_running_loop().create_task(source.arefresh())
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+        return entry.contract
+    source = make()
+    loop = asyncio.get_running_loop()
+    pending_key = (*source.key, loop)
+    pending = _pending.get(pending_key)
+    if pending is not None:
+        return await asyncio.shield(pending)
+    future: asyncio.Future[Contract] = loop.create_future()
+    _pending[pending_key] = future
+    try:
+        try:
+            contract = source.store((await source.afetch()).contract)
+        except PortError as error:
+            contract = source.fall_back(error, fallback)
+        future.set_result(contract)
+        return contract
+    except BaseException as error:
+        future.set_exception(error)
+        future.exception()  # retrieved: no "never retrieved" warning when none waited
+        raise
+    finally:
+        del _pending[pending_key]
+
+
+def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
+    """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to
+    now, fetched afresh and cached under its number (a run that must not follow a label
+    moving under it, an eval gating a promotion)."""
+    fetched = _lookup(reference, None, None, cache_ttl_s, None, None, None)[1]().fetch()
+    pinned = f"langfuse:{fetched.name}#{fetched.version}"
+    _lookup(pinned, None, None, cache_ttl_s, None, None, None)[1]().store(fetched.contract)
+    return pinned, fetched.name, fetched.version
+
+
+def clear_cache() -> None:
+    """Forget every cached contract (tests; a host switching projects)."""
+    with _lock:
+        _entries.clear()
+        _cold_locks.clear()
+
+
+def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
+    """Entry point ``langfuse`` of ``templiqx.contract_sources``: ``langfuse:NAME@LABEL``
+    or ``langfuse:NAME#VERSION`` wherever a contract path is taken (the environment's
+    Langfuse, the default TTL, no fallback); a failure is a diagnostic, as a file's."""
+    try:
+        return load_contract(reference), []
+    except PortError as error:
+        return None, [Diagnostic(code=error.code, severity="error", message=str(error))]

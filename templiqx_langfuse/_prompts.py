@@ -1,0 +1,355 @@
+"""Contracts as Langfuse chat prompts: the message rule, the digest, publish and promote.
+
+A published version holds the whole contract in its ``config`` (``{"templiqx": {"digest",
+"contract"}}``) and, as its messages, the contract's messages in Langfuse's own syntax so the
+playground can run them. The contract stays authoritative: a version is used only when its
+messages are still the ones its contract renders (an edit in the Langfuse UI makes a new
+version whose messages no longer match, and that version is refused).
+
+Requests go through the SDK's generated API client (``langfuse.api``: no singleton, no
+tracer), or the host's own ``Langfuse`` client's, never shut down here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from templiqx_core import (
+    Contract,
+    Diagnostic,
+    InvalidData,
+    IoFailure,
+    NotFound,
+    PortError,
+    Unsupported,
+)
+from templiqx_core._canonical import fingerprint
+
+from ._config import LangfuseConfig
+from ._tracing import PROMPT_EXTENSION
+
+if TYPE_CHECKING:
+    from langfuse import Langfuse
+    from langfuse.api import AsyncLangfuseAPI, LangfuseAPI
+
+CONFIG_KEY = "templiqx"
+#: One attempt per request: the caller's timeout is the whole cost of a Langfuse outage.
+_ONCE: Any = {"max_retries": 0}
+# Langfuse's rules (packages/shared/src/features/prompts and utils/stringChecks.ts).
+_VARIABLE = re.compile(r"[^\W\d_]\w*")
+_LABEL = re.compile(r"[a-z0-9_\-.]{1,36}")
+_RESERVED_NAMES = frozenset({"new", "metrics", "prompt-detail"})
+
+
+def contract_document(contract: Contract) -> dict[str, Any]:
+    """The contract as the JSON document a file would hold (keys by alias)."""
+    document: dict[str, Any] = contract.model_dump(mode="json", by_alias=True)
+    return document
+
+
+def contract_digest(contract: Contract) -> str:
+    """The canonical-JSON fingerprint of the contract document."""
+    return fingerprint(contract_document(contract))
+
+
+def _node_text(node: dict[str, Any]) -> str:
+    """One content node in Langfuse's syntax: text as is, ``inputs.NAME`` / ``context.NAME``
+    without filters as ``{{NAME}}``; any other node said to be the contract's to render."""
+    kind = node["kind"]
+    if kind == "text":
+        return str(node["value"])
+    expression = node.get("expression") or {}
+    if kind == "interpolate" and not node.get("filters") and expression.get("kind") == "ref":
+        head, _, name = str(expression["path"]).partition(".")
+        if head in ("inputs", "context") and _VARIABLE.fullmatch(name):
+            return "{{" + name + "}}"
+    return f"[templiqx: {kind} node, rendered by the contract in this prompt's config]"
+
+
+def chat_messages(contract: Contract) -> list[dict[str, str]]:
+    """The contract's messages as Langfuse chat messages (the documented rule above)."""
+    document = contract_document(contract)
+    return [
+        {"role": message["role"], "content": "".join(map(_node_text, message["content"]))}
+        for message in document["messages"]
+    ]
+
+
+def check_publishable(contract: Contract) -> None:
+    """Refuse what Langfuse cannot hold or would read otherwise than the contract means."""
+    name = contract.id
+    if (
+        name != name.strip()
+        or name in _RESERVED_NAMES
+        or "|" in name
+        or name.startswith("/")
+        or name.endswith("/")
+        or "//" in name
+        or re.search(r"<[^<>]*>", name)
+        or len(name) > 255
+    ):
+        raise InvalidData(f"contract id {name!r} is not a valid Langfuse prompt name")
+    if PROMPT_EXTENSION in contract.extensions:
+        raise Unsupported(
+            f"{name}: the {PROMPT_EXTENSION} extension links a file to a prompt by hand; "
+            "a published contract is linked to its own version (remove the extension)"
+        )
+    clash = sorted(set(contract.inputs) & set(contract.context))
+    if clash:
+        raise InvalidData(
+            f"{name}: {', '.join(clash)} named both an input and a context value: "
+            "both would be the same Langfuse variable"
+        )
+
+
+def check_label(label: str) -> str:
+    if not _LABEL.fullmatch(label) or label == "latest":
+        raise InvalidData(
+            f"label {label!r}: lowercase letters, digits, '_', '-' or '.', at most 36 "
+            "characters, and not 'latest' (Langfuse moves it itself)"
+        )
+    return label
+
+
+# -- the client ------------------------------------------------------------------------
+
+
+@functools.cache
+def _own_api(base_url: str, public_key: str, secret_key: str, timeout_s: float) -> LangfuseAPI:
+    from langfuse.api import LangfuseAPI
+
+    return LangfuseAPI(
+        base_url=base_url, username=public_key, password=secret_key, timeout=timeout_s
+    )
+
+
+# An async client's pooled connections belong to the loop that opened them: one client per
+# loop (a host may run asyncio.run more than once), dropped with its loop.
+_async_apis: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], AsyncLangfuseAPI]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _own_async_api(
+    base_url: str, public_key: str, secret_key: str, timeout_s: float
+) -> AsyncLangfuseAPI:
+    from langfuse.api import AsyncLangfuseAPI
+
+    mine = _async_apis.setdefault(asyncio.get_running_loop(), {})
+    key = (base_url, public_key, secret_key, timeout_s)
+    if key not in mine:
+        mine[key] = AsyncLangfuseAPI(
+            base_url=base_url, username=public_key, password=secret_key, timeout=timeout_s
+        )
+    return mine[key]
+
+
+def _keys(config: LangfuseConfig) -> tuple[str, str, str, float]:
+    if config.public_key is None or config.secret_key is None:
+        raise InvalidData("Langfuse prompts need LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
+    public, secret = config.keys()
+    return config.base_url, public, secret, config.timeout_s
+
+
+def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
+    """The host's client's API when given, else one of ours per configuration."""
+    if client is not None:
+        return client.api
+    return _own_api(*_keys(config or env_config()))
+
+
+def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLangfuseAPI:
+    if client is not None:
+        return client.async_api
+    return _own_async_api(*_keys(config or env_config()))
+
+
+def env_config() -> LangfuseConfig:
+    import os
+
+    return _env_config(tuple(os.environ.get(name) for name in _ENV_READ))
+
+
+_ENV_READ = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_BASE_URL", "LANGFUSE_HOST")
+
+
+@functools.lru_cache(maxsize=8)
+def _env_config(values: tuple[str | None, ...]) -> LangfuseConfig:
+    return LangfuseConfig.from_env({k: v for k, v in zip(_ENV_READ, values, strict=True) if v})
+
+
+def api_failure(what: str, error: Exception) -> PortError:
+    """A typed error for a failed Langfuse request (never its body: it may echo a key)."""
+    import httpx
+    from langfuse.api.core.api_error import ApiError
+
+    if isinstance(error, PortError):
+        return error
+    if isinstance(error, httpx.HTTPError):
+        return IoFailure(f"{what}: Langfuse could not be reached ({type(error).__name__})")
+    status = error.status_code if isinstance(error, ApiError) else None
+    if status == 404:
+        return NotFound(f"{what}: Langfuse has no such prompt version")
+    if status is not None and not 200 <= status < 300:
+        return IoFailure(f"{what}: Langfuse answered HTTP {status}")
+    return InvalidData(f"{what}: Langfuse's answer could not be read ({type(error).__name__})")
+
+
+def invalid(where: str, diagnostics: Sequence[Diagnostic]) -> InvalidData:
+    """The first diagnostic of a contract that does not load, as one typed error."""
+    first = diagnostics[0]
+    return InvalidData(f"{where}: {first.code} {first.json_pointer or ''}: {first.message}")
+
+
+# -- a fetched version -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A checked version: its contract, and the prompt it links generations to."""
+
+    contract: Contract
+    name: str
+    version: int
+    digest: str
+
+
+def checked_version(prompt: Any, where: str) -> Fetched:
+    """The contract a fetched version holds, checked as a file is, its digest and messages
+    matching; ``InvalidData`` says why not."""
+    from langfuse.api import Prompt_Chat
+
+    from templiqx_core._compiler import parse_contract
+
+    if not isinstance(prompt, Prompt_Chat):
+        raise InvalidData(f"{where}: not a chat prompt")
+    config = prompt.config
+    held = config.get(CONFIG_KEY) if isinstance(config, dict) else None
+    if not isinstance(held, dict) or not isinstance(held.get("contract"), dict):
+        raise InvalidData(f"{where}: its config holds no templiqx contract")
+    contract, diagnostics = parse_contract(json.dumps(held["contract"]), file=where)
+    if contract is None:
+        raise invalid(where, diagnostics)
+    digest = contract_digest(contract)
+    if held.get("digest") != digest:
+        raise InvalidData(f"{where}: the contract in its config does not match its digest")
+    messages = [
+        {"role": getattr(m, "role", None), "content": getattr(m, "content", None)}
+        for m in prompt.prompt
+    ]
+    if messages != chat_messages(contract):
+        raise InvalidData(
+            f"{where}: its messages differ from its contract's (edited in Langfuse?); "
+            "edit the contract and publish it"
+        )
+    return Fetched(contract, prompt.name, prompt.version, digest)
+
+
+def path_name(name: str) -> str:
+    """A prompt name as the API's path segment (folders' slashes encoded, as it asks)."""
+    return quote(name, safe="")
+
+
+# -- publish and promote ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Published:
+    """What ``publish_contract`` did: ``created`` False when the latest version already
+    held the same contract (no version made)."""
+
+    name: str
+    version: int
+    created: bool
+    digest: str
+
+
+def publish_contract(
+    contract: Contract | str | Path,
+    *,
+    labels: Sequence[str] = (),
+    message: str | None = None,
+    config: LangfuseConfig | None = None,
+    client: Langfuse | None = None,
+) -> Published:
+    """Create a version of the chat prompt named after the contract's id, unless the latest
+    version holds the same contract (its labels are then added to that version)."""
+    from langfuse.api import CreateChatPromptRequest, CreateChatPromptType
+
+    from templiqx_core._compiler import read_contract
+
+    if not isinstance(contract, Contract):
+        parsed, diagnostics = read_contract(contract)
+        if parsed is None:
+            first = diagnostics[0]
+            raise InvalidData(
+                f"{contract}: {first.code} {first.json_pointer or ''}: {first.message}"
+            )
+        contract = parsed
+    check_publishable(contract)
+    wanted = [check_label(label) for label in dict.fromkeys(labels)]
+    if message is not None and len(message) > 500:
+        raise InvalidData("--message: at most 500 characters (Langfuse's limit)")
+    api, name, digest = sync_api(config, client), contract.id, contract_digest(contract)
+    where = f"langfuse:{name}"
+    try:
+        latest: Any = api.prompts.get(path_name(name), label="latest", request_options=_ONCE)
+    except Exception as error:
+        failure = api_failure(where, error)
+        if not isinstance(failure, NotFound):
+            raise failure from None
+        latest = None
+    held = latest.config.get(CONFIG_KEY) if latest and isinstance(latest.config, dict) else None
+    if isinstance(held, dict) and held.get("digest") == digest:
+        missing = [label for label in wanted if label not in latest.labels]
+        if missing:
+            promote_label(name, latest.version, missing, config=config, client=client)
+        return Published(name, latest.version, False, digest)
+    earlier = held.get("contract") if isinstance(held, dict) else None
+    if isinstance(earlier, dict) and earlier.get("version") == contract.version:
+        raise InvalidData(
+            f"{where}#{latest.version} holds another contract with version "
+            f"{contract.version!r}: bump the contract's version (generations are linked "
+            "to a prompt version by contract id and version)"
+        )
+    request = CreateChatPromptRequest(
+        name=name,
+        type=CreateChatPromptType("chat"),
+        prompt=chat_messages(contract),
+        config={CONFIG_KEY: {"digest": digest, "contract": contract_document(contract)}},
+        labels=wanted,
+        commit_message=message,
+    )
+    try:
+        created: Any = api.prompts.create(request=request, request_options=_ONCE)
+    except Exception as error:
+        raise api_failure(where, error) from None
+    return Published(name, created.version, True, digest)
+
+
+def promote_label(
+    name: str,
+    version: int,
+    labels: str | Sequence[str],
+    *,
+    config: LangfuseConfig | None = None,
+    client: Langfuse | None = None,
+) -> None:
+    """Move ``labels`` to version ``version`` of prompt ``name`` (Langfuse takes each label
+    off the version that had it)."""
+    wanted = [check_label(label) for label in ([labels] if isinstance(labels, str) else labels)]
+    try:
+        sync_api(config, client).prompt_version.update(
+            path_name(name), version, new_labels=wanted, request_options=_ONCE
+        )
+    except Exception as error:
+        raise api_failure(f"langfuse:{name}#{version}", error) from None
