@@ -23,7 +23,6 @@ import templiqx_langfuse
 FACADES = {
     "templiqx_core",
     "templiqx_core.adapters",
-    "templiqx_core.conformance",
     "templiqx_langfuse",
     "templiqx_langfuse.building_blocks",
 }
