@@ -14,6 +14,7 @@ surrogate, a non-string object key, any other type, nesting deeper than ``MAX_DE
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -58,7 +59,10 @@ def canonical_json(value: Any) -> bytes:
         # path either encodes it exactly like the reference or names what is wrong.
         return _encode(value).encode("utf-8")
     if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out
-        _check_finite(value)
+        try:  # the standard library refuses them, at C speed
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            _encode(value)  # finds the first one and names it
     return data
 
 
@@ -158,17 +162,3 @@ def _encode(value: Any) -> str:
             out += (_encode_str(entry[0], path), ":")
         put(entry[1])
     return "".join(out)
-
-
-def _check_finite(value: Any) -> None:
-    """Find a NaN/Infinity orjson accepted (it wrote ``null``); iterative, like ``_encode``."""
-    pending: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
-    while pending:
-        item, path = pending.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise NotJson(f"a non-finite number ({item})", _pointer(path))
-        elif isinstance(item, Mapping):
-            pending.extend((v, (*path, k)) for k, v in item.items())
-        elif isinstance(item, (list, tuple)):
-            pending.extend((v, (*path, str(i))) for i, v in enumerate(item))

@@ -58,11 +58,11 @@ def available_runtimes() -> list[str]:
 
 def load_runtime(name: str, options: RuntimeOptions) -> RuntimeAdapter:
     """Build the runtime registered as ``name``; ``Unsupported`` lists the known names."""
-    matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    matches = entry_points(group=ENTRY_POINT_GROUP, name=name)
     if not matches:
         known = ", ".join(available_runtimes()) or "none installed"
         hint = _PROVIDED_BY.get(name)
         where = f"; {name!r} comes with {hint}" if hint else ""
         raise Unsupported(f"unknown runtime {name!r} (available: {known}{where})")
-    factory: RuntimeFactory = matches[0].load()
+    factory: RuntimeFactory = matches[name].load()
     return factory(options)

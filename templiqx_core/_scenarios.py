@@ -143,11 +143,7 @@ def _check_manifest(manifest: ScenarioManifest) -> None:
     ids: set[str] = set()
     saw_request = saw_terminal = False
     for index, step in enumerate(manifest.steps):
-        if not step.id.strip():
-            raise ValueError("step id must be non-empty")
-        if step.id in ids:
-            raise ValueError(f"duplicate event id '{step.id}'")
-        ids.add(step.id)
+        _new_id(step.id, ids, "step")
         if saw_terminal:
             raise ValueError(f"step '{step.id}' appears after terminal runtime step")
         if step.kind == "request_received":
@@ -169,36 +165,39 @@ def _check_manifest(manifest: ScenarioManifest) -> None:
         raise ValueError("scenario must end in runtime_success or runtime_failure")
 
 
+def _new_id(item_id: str, ids: set[str], what: str) -> None:
+    if not item_id.strip():
+        raise ValueError(f"{what} id must be non-empty")
+    if item_id in ids:
+        raise ValueError(f"duplicate event id '{item_id}'")
+    ids.add(item_id)
+
+
+_TEXT_RULE: Final = "delta/reasoning requires a started, non-empty stream before end"
+#: A stream goes through phases 0 (not started), 1 (started), 2 (ended), 3 (finished).
+#: Per kind: the phase it may come in, the phase after it, the reference's message otherwise.
+_EVENT_PHASES: Final = {
+    "start": (0, 1, "stream start must be first and unique"),
+    "delta": (1, 1, _TEXT_RULE),
+    "reasoning": (1, 1, _TEXT_RULE),
+    "usage": (1, 1, "usage requires an active stream"),
+    "end": (1, 2, "end requires an active stream"),
+    "finish": (2, 3, "finish requires start followed by end"),
+}
+
+
 def _check_events(events: list[Any]) -> None:
     if not events:
         raise ValueError("stream event sequence cannot be empty")
     ids: set[str] = set()
-    started = ended = finished = False
+    phase = 0
     for event in events:
-        if not event.id.strip():
-            raise ValueError("stream event id must be non-empty")
-        if event.id in ids:
-            raise ValueError(f"duplicate event id '{event.id}'")
-        ids.add(event.id)
-        if event.kind == "start":
-            if started or ended:
-                raise ValueError("stream start must be first and unique")
-            started = True
-        elif isinstance(event, TextFixture):
-            if not started or ended or not event.text:
-                raise ValueError("delta/reasoning requires a started, non-empty stream before end")
-        elif isinstance(event, UsageFixture):
-            if not started or ended or finished:
-                raise ValueError("usage requires an active stream")
-        elif event.kind == "end":
-            if not started or ended or finished:
-                raise ValueError("end requires an active stream")
-            ended = True
-        else:
-            if not started or not ended or finished:
-                raise ValueError("finish requires start followed by end")
-            finished = True
-    if not (started and ended and finished):
+        _new_id(event.id, ids, "stream event")
+        allowed, phase_after, rule = _EVENT_PHASES[event.kind]
+        if phase != allowed or (isinstance(event, TextFixture) and not event.text):
+            raise ValueError(rule)
+        phase = phase_after
+    if phase != 3:
         raise ValueError("stream must contain start, end and finish")
 
 

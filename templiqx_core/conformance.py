@@ -9,41 +9,39 @@ failure) naming the invariant that broke. ``check_adapter`` runs the port's chec
     @pytest.mark.parametrize("check", sorted(CONFORMANCE_CHECKS))
     def test_my_adapter(check):
         run_check(check, MyAdapter(), request, failing_request=bad_request)
+
+Checks needing the provider's side (the text it sent, whether the connection closed) take
+it as arguments. ``ToolCallDelta`` events carry no call index: one with a ``name`` opens
+the next call, a nameless one continues the last, so an adapter forwarding interleaved
+parallel calls as they arrive passes only sequential streams: give the kit both. Async
+checks run on a helper thread's loop with a bounded wait (a task ignoring cancellation
+fails instead of hanging) and import ``asyncio`` lazily, off a sync host's start-up.
 """
 
 from __future__ import annotations
 
-from ._conformance import (
-    ASYNC_CHECKS,
-    CONFORMANCE_CHECKS,
-    STREAMING_CHECKS,
-    AssembledToolCall,
-    ConformanceError,
-    ConformanceReport,
-    StreamRun,
-    assemble_tool_calls,
-    check_adapter,
-    check_async_adapter,
-    check_async_cancellation,
-    check_async_concurrent_use,
-    check_async_failure_projection,
-    check_async_parity,
-    check_cancellation,
-    check_concurrent_use,
-    check_delta_order,
-    check_failure_projection,
-    check_midstream_failure,
-    check_single_terminal,
-    check_sink_exception_propagates,
-    check_size_bound,
-    check_streaming_adapter,
-    check_streaming_parity,
-    check_tool_call_assembly,
-    receipts_equal,
-    run_check,
-    run_stream,
-    validate_event_order,
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+
+from . import codes
+from ._canonical import fingerprint
+from ._contracts import (
+    CompleteEvent,
+    DeltaEvent,
+    ExecutionReceipt,
+    ExecutionRequest,
+    FailedEvent,
+    StreamEvent,
+    ToolCallDeltaEvent,
 )
+from ._errors import PortError
+from ._ports import RuntimeAdapter
 
 __all__ = [
     "ASYNC_CHECKS",
@@ -76,3 +74,675 @@ __all__ = [
     "run_stream",
     "validate_event_order",
 ]
+
+_T = TypeVar("_T")
+_DELTAS = (DeltaEvent, ToolCallDeltaEvent)
+_INVALID_RESPONSE = codes.RUNTIME_INVALID_RESPONSE
+
+
+class ConformanceError(AssertionError):
+    """An adapter broke one of the port's invariants."""
+
+
+class _Cancelled(Exception):
+    """Raised by the kit's sink (a host cancelling); it must reach the caller unchanged."""
+
+
+@dataclass
+class ConformanceReport:
+    adapter_id: str
+    passed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AssembledToolCall:
+    name: str
+    arguments: str
+
+
+@dataclass
+class StreamRun:
+    """One ``execute_streaming`` call as the kit saw it."""
+
+    events: list[StreamEvent] = field(default_factory=list)
+    receipt: ExecutionReceipt | None = None
+    error: PortError | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, DeltaEvent))
+
+    @property
+    def deltas(self) -> list[DeltaEvent | ToolCallDeltaEvent]:
+        return [e for e in self.events if isinstance(e, _DELTAS)]
+
+
+def validate_event_order(events: Sequence[StreamEvent]) -> StreamEvent:
+    """Exactly one terminal event, last, preceded only by deltas. Returns the terminal."""
+    if not events:
+        raise ConformanceError("stream emitted no events; exactly one terminal event is required")
+    terminals = [i for i, e in enumerate(events) if isinstance(e, (CompleteEvent, FailedEvent))]
+    if len(terminals) != 1:
+        raise ConformanceError(f"stream emitted {len(terminals)} terminal events, expected 1")
+    if terminals[0] != len(events) - 1:
+        raise ConformanceError(
+            f"terminal event at position {terminals[0]} is not last of {len(events)}"
+        )
+    for event in events[:-1]:
+        if not isinstance(event, _DELTAS):
+            raise ConformanceError(f"unexpected {type(event).__name__} before the terminal event")
+    return events[-1]
+
+
+def receipts_equal(left: ExecutionReceipt, right: ExecutionReceipt) -> bool:
+    """Receipts agree on every field the port promises to keep stable."""
+    return left.to_json() == right.to_json()
+
+
+def run_stream(adapter: RuntimeAdapter, request: ExecutionRequest) -> StreamRun:
+    """Stream ``request``; a ``PortError`` is recorded, checked against the events, kept."""
+    run = StreamRun()
+    try:
+        run.receipt = adapter.execute_streaming(request, run.events.append)
+    except PortError as error:
+        run.error = error
+    return _checked(run)
+
+
+def _checked(run: StreamRun) -> StreamRun:
+    """``run`` if its events end as its outcome says: ``Failed`` with the raised ``TQX_*``
+    code, or ``Complete`` with the returned receipt."""
+    terminal = validate_event_order(run.events)
+    if run.error is not None:
+        if not isinstance(terminal, FailedEvent):
+            raise ConformanceError(f"failed stream ended with {type(terminal).__name__}")
+        if terminal.code != run.error.code:
+            raise ConformanceError(
+                f"Failed event code {terminal.code} differs from raised {run.error.code}"
+            )
+        if not terminal.code.startswith("TQX_"):
+            raise ConformanceError(f"Failed event code {terminal.code} is not a TQX_* code")
+    elif not isinstance(terminal, CompleteEvent):
+        raise ConformanceError(f"stream returned normally but ended with {type(terminal).__name__}")
+    elif run.receipt is None or not receipts_equal(terminal.receipt, run.receipt):
+        raise ConformanceError("Complete event's receipt differs from the returned receipt")
+    return run
+
+
+def _failed_run(adapter: RuntimeAdapter, request: ExecutionRequest) -> tuple[StreamRun, PortError]:
+    run = run_stream(adapter, request)
+    if run.error is None:
+        raise ConformanceError(
+            "execute_streaming() on the failing request did not raise a PortError"
+        )
+    return run, run.error
+
+
+def _check_complete(
+    events: Sequence[StreamEvent], streamed: ExecutionReceipt, direct: ExecutionReceipt, call: str
+) -> None:
+    """A successful ``call`` ends its stream with ``Complete``; both it and the returned
+    receipt are the one ``execute`` gives."""
+    terminal = validate_event_order(events)
+    if not isinstance(terminal, CompleteEvent):
+        raise ConformanceError(f"successful {call}() stream ended with {type(terminal).__name__}")
+    if not receipts_equal(terminal.receipt, direct):
+        raise ConformanceError(f"{call}()'s Complete event's receipt differs from execute()'s")
+    if not receipts_equal(streamed, direct):
+        raise ConformanceError(f"{call}() returned a receipt that differs from execute()'s")
+
+
+def check_streaming_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """``Complete`` carries the receipt ``execute`` returns, and so does the return value."""
+    direct = adapter.execute(request)
+    events: list[StreamEvent] = []
+    _check_complete(
+        events, adapter.execute_streaming(request, events.append), direct, "execute_streaming"
+    )
+
+
+def check_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """A failing request emits one ``Failed{code}`` (a ``TQX_*`` code) last, then raises
+    that ``PortError``."""
+    _failed_run(adapter, request)
+
+
+def check_sink_exception_propagates(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """An exception raised by the sink reaches the caller unchanged (host cancellation)."""
+    sentinel = _Cancelled("cancelled by the conformance kit")
+
+    def sink(event: StreamEvent) -> None:
+        raise sentinel
+
+    try:
+        adapter.execute_streaming(request, sink)
+    except BaseException as raised:
+        if raised is sentinel:
+            return
+        replaced = type(raised).__name__
+        raise ConformanceError(f"sink exception was swallowed or replaced by {replaced}") from None
+    raise ConformanceError("sink raised, but execute_streaming() returned normally")
+
+
+def check_concurrent_use(
+    adapter: RuntimeAdapter, request: ExecutionRequest, *, threads: int = 8, calls: int = 10
+) -> None:
+    """One instance serves ``threads`` concurrent callers, each getting the same receipt."""
+    expected = adapter.execute(request)
+    barrier = threading.Barrier(threads)
+
+    def worker(_: int) -> list[ExecutionReceipt]:
+        barrier.wait(timeout=30)
+        return [adapter.execute(request) for _ in range(calls)]
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        results = [receipt for batch in pool.map(worker, range(threads)) for receipt in batch]
+    mismatched = sum(not receipts_equal(receipt, expected) for receipt in results)
+    if mismatched:
+        raise ConformanceError(f"{mismatched} of {len(results)} concurrent receipts differed")
+
+
+def assemble_tool_calls(events: Sequence[StreamEvent]) -> list[AssembledToolCall]:
+    """Put ``ToolCallDelta`` fragments back together (rule in the module docstring)."""
+    calls: list[tuple[str, list[str]]] = []
+    for event in events:
+        if not isinstance(event, ToolCallDeltaEvent):
+            continue
+        if event.name:
+            calls.append((event.name, [event.arguments_fragment]))
+        elif not calls:
+            raise ConformanceError("a nameless ToolCallDelta came before any call was opened")
+        else:
+            calls[-1][1].append(event.arguments_fragment)
+    return [AssembledToolCall(name, "".join(parts)) for name, parts in calls]
+
+
+def check_delta_order(
+    adapter: RuntimeAdapter, request: ExecutionRequest, *, expected_text: str | None = None
+) -> None:
+    """Deltas arrive in order: their text is what the provider sent (``expected_text``)
+    and, when the stream completes, it is the JSON text of the receipt's output."""
+    run = run_stream(adapter, request)
+    text = run.text
+    if expected_text is not None and text != expected_text:
+        raise ConformanceError(
+            f"Delta texts concatenate to {_preview(text)}, the provider sent "
+            f"{_preview(expected_text)}"
+        )
+    if run.receipt is not None:
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise ConformanceError(
+                f"Delta texts concatenate to {_preview(text)}: not the output's JSON text"
+            ) from None
+        if fingerprint(parsed) != run.receipt.output_fingerprint:
+            raise ConformanceError("Delta texts concatenate to JSON that is not the output")
+
+
+def check_tool_call_assembly(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    expected: Sequence[tuple[str, str]],
+) -> None:
+    """``ToolCallDelta`` fragments reassemble into exactly the provider's calls:
+    ``expected`` lists ``(name, arguments)`` per call, in the provider's index order."""
+    got = [(c.name, c.arguments) for c in assemble_tool_calls(run_stream(adapter, request).events)]
+    if len(got) != len(expected):
+        raise ConformanceError(
+            f"ToolCallDelta events assemble into {len(got)} calls, not {len(expected)}"
+        )
+    for position, (have, need) in enumerate(zip(got, expected, strict=True)):
+        if have != tuple(need):
+            raise ConformanceError(
+                f"tool call {position} assembles to {have[0]}({_preview(have[1])}), "
+                f"the provider sent {need[0]}({_preview(need[1])})"
+            )
+
+
+def check_single_terminal(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """Success or failure, the stream ends with exactly one terminal event, last, and it
+    agrees with the outcome (``Complete`` and a return, or ``Failed`` and the raise)."""
+    run_stream(adapter, request)
+
+
+def check_midstream_failure(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    expected_text: str | None = None,
+    expected_code: str | None = None,
+    min_deltas: int = 1,
+) -> None:
+    """A stream that breaks after some deltas emits those deltas (``expected_text`` when
+    given), then one ``Failed`` with a ``TQX_*`` code, then raises the same error."""
+    run, error = _failed_run(adapter, request)
+    if expected_code is not None and error.code != expected_code:
+        raise ConformanceError(f"mid-stream failure raised {error.code}, expected {expected_code}")
+    if len(run.deltas) < min_deltas:
+        raise ConformanceError(
+            f"{len(run.deltas)} deltas before Failed: the deltas received before the failure "
+            "were not emitted"
+        )
+    if expected_text is not None and run.text != expected_text:
+        raise ConformanceError(
+            f"deltas before Failed were {_preview(run.text)}, the provider sent "
+            f"{_preview(expected_text)}"
+        )
+
+
+def check_cancellation(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    connection_released: Callable[[], bool],
+    cancel: Callable[[], None] | None = None,
+    within_s: float = 2.0,
+) -> None:
+    """Cancelling stops reading within ``within_s`` and ``connection_released()`` (the
+    host's probe) turns true; ``request`` must stream for longer. The sink raises at the
+    first delta, and that must propagate unchanged; or, given ``cancel``, it is called
+    from another thread then (a signal raising ``KeyboardInterrupt``) and the call must raise.
+    """
+    first_delta, finished = threading.Event(), threading.Event()
+    sentinel = _Cancelled("cancelled by the conformance kit")
+    events: list[StreamEvent] = []
+    cancelled_at: list[float] = []
+
+    def sink(event: StreamEvent) -> None:
+        events.append(event)
+        if isinstance(event, _DELTAS) and not first_delta.is_set():
+            first_delta.set()
+            if cancel is None:
+                cancelled_at.append(time.monotonic())
+                raise sentinel
+
+    def signal_cancel() -> None:
+        if first_delta.wait(timeout=30) and cancel is not None and not finished.is_set():
+            cancelled_at.append(time.monotonic())
+            cancel()
+
+    helper = threading.Thread(target=signal_cancel, daemon=True) if cancel else None
+    if helper is not None:
+        helper.start()
+    raised: BaseException | None = None
+    try:
+        adapter.execute_streaming(request, sink)
+    except BaseException as error:
+        raised = error
+    ended = time.monotonic()
+    finished.set()
+    first_delta.set()
+    if helper is not None:
+        helper.join(timeout=5)
+    if not cancelled_at:
+        raise ConformanceError("the stream to cancel ended before its first delta")
+    if raised is None:
+        raise ConformanceError("cancelled, but execute_streaming() returned normally")
+    if cancel is None and raised is not sentinel:
+        raise ConformanceError(f"the sink's exception was replaced by {type(raised).__name__}")
+    if any(isinstance(e, CompleteEvent) for e in events):
+        raise ConformanceError("a cancelled stream emitted Complete")
+    _stopped("reading", cancelled_at[0], ended, within_s, connection_released)
+
+
+def check_size_bound(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    max_bytes: int,
+    bytes_sent: Callable[[], int] | None = None,
+) -> None:
+    """A stream longer than the adapter's ``max_bytes`` fails ``TQX_RUNTIME_INVALID_RESPONSE``
+    (``Failed``, then the raise) without reading it all: no more delta text than the bound,
+    and, with the host's ``bytes_sent`` probe, not the whole stream."""
+    run = run_stream(adapter, request)
+    if run.error is None or run.error.code != _INVALID_RESPONSE:
+        got = "a receipt" if run.error is None else run.error.code
+        raise ConformanceError(f"an oversized stream gave {got}, not {_INVALID_RESPONSE}")
+    emitted = sum(
+        len((e.text if isinstance(e, DeltaEvent) else e.arguments_fragment).encode())
+        for e in run.deltas
+    )
+    if emitted > max_bytes:
+        raise ConformanceError(f"{emitted} bytes of deltas emitted past a {max_bytes}-byte bound")
+    if bytes_sent is not None and (sent := bytes_sent()) > 4 * max_bytes + 1024 * 1024:
+        raise ConformanceError(f"the adapter kept reading: {sent} bytes sent for {max_bytes}")
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, _T]], *, limit_s: float, what: str) -> _T:
+    """``asyncio.run(main())`` on a daemon thread, waited for at most ``limit_s``."""
+    import asyncio
+
+    outcome: Future[_T] = Future()
+
+    def target() -> None:
+        try:
+            outcome.set_result(asyncio.run(main()))
+        except BaseException as error:  # handed to the caller's thread
+            outcome.set_exception(error)
+
+    threading.Thread(target=target, name="templiqx-async-check", daemon=True).start()
+    if not wait([outcome], timeout=limit_s).done:
+        raise ConformanceError(
+            f"{what} did not end within {limit_s:g} s (a task that ignores cancellation, "
+            "or a call that never returns)"
+        )
+    return outcome.result()
+
+
+def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
+    """``request`` with its last message marked ``#index``: each task asks its own thing,
+    so an adapter answering one task with another's request is seen."""
+    interaction = request.interaction
+    if not interaction.messages:
+        return request
+    *head, last = interaction.messages
+    marked = last.model_copy(update={"content": f"{last.content} #{index}"})
+    return request.model_copy(
+        update={"interaction": interaction.model_copy(update={"messages": [*head, marked]})}
+    )
+
+
+def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives; the
+    stream ends with exactly one terminal event, ``Complete``, carrying it."""
+    direct = adapter.execute(request)
+
+    async def run() -> None:
+        if not receipts_equal(await adapter.aexecute(request), direct):
+            raise ConformanceError("aexecute() returned a receipt that differs from execute()")
+        events: list[StreamEvent] = []
+        streamed = await adapter.aexecute_streaming(request, events.append)
+        _check_complete(events, streamed, direct, "aexecute_streaming")
+
+    _run(run, limit_s=120, what="async parity")
+
+
+def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """A failing request awaited: one ``Failed{code}`` last, then the same ``PortError``."""
+
+    async def run() -> tuple[PortError, PortError]:
+        streamed = StreamRun()
+        try:
+            streamed.receipt = await adapter.aexecute_streaming(request, streamed.events.append)
+        except PortError as error:
+            streamed.error = error
+        if streamed.error is None:
+            raise ConformanceError("aexecute_streaming() on the failing request did not raise")
+        _checked(streamed)
+        try:
+            await adapter.aexecute(request)
+        except PortError as again:
+            return streamed.error, again
+        raise ConformanceError("aexecute() on the failing request returned")
+
+    error, again = _run(run, limit_s=120, what="async failure projection")
+    if again.code != error.code:
+        raise ConformanceError(f"aexecute() raised {again.code}, aexecute_streaming() {error.code}")
+
+
+def check_async_concurrent_use(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    tasks: int = 50,
+    max_stall_s: float = 0.25,
+) -> None:
+    """``tasks`` concurrent tasks on one loop, each asking its own thing, each get the
+    receipt ``execute`` gives for it; and no call holds the loop ``max_stall_s`` or longer
+    (a blocking call inside ``aproduce_output``)."""
+    import asyncio
+
+    requests = [_distinct(request, i) for i in range(tasks)]
+    expected = [adapter.execute(r) for r in requests]
+
+    async def run() -> tuple[list[Any], float]:
+        stalls: list[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            while not done.is_set():
+                started = time.monotonic()
+                await asyncio.sleep(0.005)
+                stalls.append(time.monotonic() - started - 0.005)
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        receipts = await asyncio.gather(*(adapter.aexecute(r) for r in requests))
+        done.set()
+        await tick
+        return receipts, max(stalls, default=0.0)
+
+    receipts, stall = _run(run, limit_s=120, what="async concurrent use")
+    mismatched = sum(not receipts_equal(r, e) for r, e in zip(receipts, expected, strict=True))
+    if mismatched:
+        raise ConformanceError(
+            f"{mismatched} of {tasks} concurrent async receipts differ from execute()'s "
+            "for the same request (cross-talk between tasks?)"
+        )
+    if stall >= max_stall_s:
+        raise ConformanceError(
+            f"the event loop was held for {stall:.2f} s during concurrent calls "
+            f"(allowed {max_stall_s:g} s): a blocking call on the loop?"
+        )
+
+
+def check_async_cancellation(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    connection_released: Callable[[], bool],
+    cancel_after_s: float | None = None,
+    within_s: float = 2.0,
+) -> None:
+    """Cancelling the awaiting task (at its first delta, or ``cancel_after_s`` in) makes it
+    raise ``CancelledError`` within ``within_s``, with no event after it, and
+    ``connection_released()`` (the host's probe) turns true; ``request`` must take longer.
+    """
+    import asyncio
+
+    async def run() -> tuple[float, float, list[StreamEvent], int]:
+        events: list[StreamEvent] = []
+        first_delta = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def sink(event: StreamEvent) -> None:
+            events.append(event)
+            if isinstance(event, _DELTAS):
+                # Thread-safe: a thread-backed adapter calls the sink from its worker.
+                loop.call_soon_threadsafe(first_delta.set)
+
+        task = asyncio.create_task(adapter.aexecute_streaming(request, sink))
+        try:
+            if cancel_after_s is None:
+                await asyncio.wait_for(first_delta.wait(), timeout=30)
+            else:
+                await asyncio.sleep(cancel_after_s)
+        except TimeoutError:
+            task.cancel()
+            raise ConformanceError("the stream to cancel sent no delta within 30 s") from None
+        if task.done():
+            raise ConformanceError("the call to cancel ended before it was cancelled")
+        seen = len(events)
+        cancelled_at = time.monotonic()
+        task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=within_s + 2)
+        except asyncio.CancelledError:
+            pass
+        except TimeoutError:
+            raise ConformanceError(
+                f"the cancelled call did not end within {within_s:g} s"
+            ) from None
+        except BaseException as other:
+            raise ConformanceError(
+                f"a cancelled call raised {type(other).__name__}, not CancelledError"
+            ) from None
+        else:
+            raise ConformanceError("cancelled, but aexecute_streaming() returned normally")
+        return cancelled_at, time.monotonic(), events, seen
+
+    cancelled_at, ended, events, seen = _run(
+        run, limit_s=2 * within_s + 5, what="the cancelled call"
+    )
+    if len(events) > seen:
+        late = type(events[seen]).__name__
+        raise ConformanceError(f"a cancelled stream emitted {late} after the cancel")
+    _stopped("the call", cancelled_at, ended, within_s, connection_released)
+
+
+CONFORMANCE_CHECKS: dict[str, Callable[..., None]] = {
+    "streaming_parity": check_streaming_parity,
+    "sink_exception_propagates": check_sink_exception_propagates,
+    "concurrent_use": check_concurrent_use,
+    "failure_projection": check_failure_projection,
+}
+STREAMING_CHECKS: dict[str, Callable[..., None]] = {
+    "delta_order": check_delta_order,
+    "tool_call_assembly": check_tool_call_assembly,
+    "single_terminal": check_single_terminal,
+    "midstream_failure": check_midstream_failure,
+    "cancellation": check_cancellation,
+    "size_bound": check_size_bound,
+    "streaming_parity": check_streaming_parity,
+}
+ASYNC_CHECKS: dict[str, Callable[..., None]] = {
+    "async_parity": check_async_parity,
+    "async_failure_projection": check_async_failure_projection,
+    "async_concurrent_use": check_async_concurrent_use,
+    "async_cancellation": check_async_cancellation,
+}
+
+
+def run_check(
+    name: str,
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    failing_request: ExecutionRequest | None = None,
+    failing_adapter: RuntimeAdapter | None = None,
+    **options: Any,
+) -> None:
+    """Run one named check; ``failure_projection`` uses the failing adapter/request."""
+    if name not in CONFORMANCE_CHECKS:
+        raise KeyError(f"unknown conformance check {name!r}")
+    if name != "failure_projection":
+        CONFORMANCE_CHECKS[name](adapter, request, **options)
+    elif failing_request is None:
+        raise ConformanceError("failure_projection needs a failing_request")
+    else:
+        check_failure_projection(failing_adapter or adapter, failing_request)
+
+
+def check_adapter(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    failing_request: ExecutionRequest | None = None,
+    failing_adapter: RuntimeAdapter | None = None,
+    threads: int = 8,
+    calls: int = 10,
+) -> ConformanceReport:
+    """Run every check; failure projection only when a failing request is given."""
+    report, run = _runner(adapter)
+    run("streaming_parity", check_streaming_parity, request)
+    run("sink_exception_propagates", check_sink_exception_propagates, request)
+    run("concurrent_use", check_concurrent_use, request, threads=threads, calls=calls)
+    if failing_request is not None:
+        check_failure_projection(failing_adapter or adapter, failing_request)
+        report.passed.append("failure_projection")
+    return report
+
+
+def _runner(adapter: RuntimeAdapter) -> tuple[ConformanceReport, Callable[..., None]]:
+    """A report, and ``run(name, check, request, **options)`` recording each check passed."""
+    report = ConformanceReport(adapter_id=adapter.descriptor().id)
+
+    def run(name: str, check: Callable[..., None], request: Any, **options: Any) -> None:
+        check(adapter, request, **options)
+        report.passed.append(name)
+
+    return report, run
+
+
+def check_streaming_adapter(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    expected_text: str | None = None,
+    expected_tool_calls: Sequence[tuple[str, str]] | None = None,
+    midstream_failure: ExecutionRequest | None = None,
+    cancel_request: ExecutionRequest | None = None,
+    connection_released: Callable[[], bool] | None = None,
+    oversized_request: ExecutionRequest | None = None,
+    max_bytes: int | None = None,
+    interleaved_tool_calls: tuple[ExecutionRequest, Sequence[tuple[str, str]]] | None = None,
+) -> ConformanceReport:
+    """Run every streaming check for which the host supplied what it needs
+    (``interleaved_tool_calls``: a request interleaving parallel calls, and those calls)."""
+    report, run = _runner(adapter)
+    run("delta_order", check_delta_order, request, expected_text=expected_text)
+    run("single_terminal", check_single_terminal, request)
+    run("streaming_parity", check_streaming_parity, request)
+    if expected_tool_calls is not None:
+        run("tool_call_assembly", check_tool_call_assembly, request, expected=expected_tool_calls)
+    if interleaved_tool_calls is not None:
+        interleaved, calls = interleaved_tool_calls
+        run("tool_call_interleaving", check_tool_call_assembly, interleaved, expected=calls)
+    if midstream_failure is not None:
+        run("midstream_failure", check_midstream_failure, midstream_failure)
+    if cancel_request is not None and connection_released is not None:
+        released = connection_released
+        run("cancellation", check_cancellation, cancel_request, connection_released=released)
+    if oversized_request is not None and max_bytes is not None:
+        run("size_bound", check_size_bound, oversized_request, max_bytes=max_bytes)
+    return report
+
+
+def check_async_adapter(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    failing_request: ExecutionRequest | None = None,
+    cancel_request: ExecutionRequest | None = None,
+    connection_released: Callable[[], bool] | None = None,
+    cancel_after_s: float | None = None,
+    tasks: int = 50,
+) -> ConformanceReport:
+    """Run every async check for which the host supplied what it needs."""
+    report, run = _runner(adapter)
+    run("async_parity", check_async_parity, request)
+    run("async_concurrent_use", check_async_concurrent_use, request, tasks=tasks)
+    if failing_request is not None:
+        run("async_failure_projection", check_async_failure_projection, failing_request)
+    if cancel_request is not None and connection_released is not None:
+        run(
+            "async_cancellation",
+            check_async_cancellation,
+            cancel_request,
+            connection_released=connection_released,
+            cancel_after_s=cancel_after_s,
+        )
+    return report
+
+
+def _stopped(
+    what: str, cancelled_at: float, ended: float, within_s: float, released: Callable[[], bool]
+) -> None:
+    """The cancelled call ended within ``within_s``, and its connection is released then."""
+    if ended - cancelled_at > within_s:
+        raise ConformanceError(
+            f"{what} went on for {ended - cancelled_at:.2f} s after the cancel "
+            f"(allowed {within_s:g} s)"
+        )
+    while not released():
+        if time.monotonic() - ended > within_s:
+            raise ConformanceError(f"the connection was not released within {within_s:g} s")
+        time.sleep(0.01)
+
+
+def _preview(text: Any, limit: int = 60) -> str:
+    value = repr(text)
+    return value if len(value) <= limit else value[: limit - 3] + "..."

@@ -26,7 +26,6 @@ pytestmark = pytest.mark.lint
 FACADES = {
     "templiqx_core",
     "templiqx_core.adapters",
-    "templiqx_core.conformance",
     "templiqx_core.evals",
     "templiqx_langfuse",
     "templiqx_langfuse.building_blocks",
