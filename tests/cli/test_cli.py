@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from templiqx_core import parse_stream_event
 from tests.cli.conftest import Run
@@ -231,17 +232,9 @@ def test_bad_yaml_contract(run_cli: Run, tmp_path: Path) -> None:
 
 def test_runtime_lacking_a_capability_is_refused(run_cli: Run, tmp_path: Path) -> None:
     contract = tmp_path / "vision.yaml"
-    text = (
-        Path("examples/greeting.yaml").read_text()
-        if Path("examples/greeting.yaml").exists()
-        else ""
-    )
-    contract.write_text(
-        text.replace(
-            "capabilities:\n  - structured_output",
-            "capabilities:\n  - structured_output\n  - vision",
-        )
-    )
+    document = yaml.safe_load((REPO_ROOT / "examples" / "greeting.yaml").read_text())
+    document["capabilities"] = ["structured_output", "vision"]
+    contract.write_text(yaml.safe_dump(document))
     result = run_cli(
         "execute",
         str(contract),

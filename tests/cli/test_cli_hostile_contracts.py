@@ -21,7 +21,7 @@ from templiqx_core._compiler import Contract
 from tests.cli.conftest import Run
 from tests.conftest import REPO_ROOT
 
-GREETING = REPO_ROOT / "examples" / "greeting.yaml"
+GREETING = REPO_ROOT / "reference" / "demo" / "greeting.yaml"  # with a component
 DIGITS = sys.get_int_max_str_digits() + 1
 INPUTS = {"name": "Ryan"}
 CONTEXT = {"organization": "Blinqx"}

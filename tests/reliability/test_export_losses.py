@@ -311,8 +311,8 @@ def test_a_burst_of_5000_generations_within_one_export_interval_all_arrive() -> 
 def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
     answer: Reply,
 ) -> None:
-    """Scores go through the generated API client, which reads an answer whole: its
-    transport reads at most 64 KiB; a refused score is dropped alone, after its retries."""
+    """An answer's body is never needed: at most 64 KiB of it is read; a refused score is
+    dropped alone, after its retries."""
     scores_path = "/api/public/scores"
     with receiver(lambda r: answer if r.path == scores_path else None) as server:
         export = pipeline(server.base_url, flush_timeout_s=10.0)
@@ -327,4 +327,5 @@ def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
         assert any(r.path == scores_path for r in server.requests)
     assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
     assert export.delivery.dropped == 0
-    assert export.delivery.scores_dropped == 20  # an answer cut short is not a success
+    # A 2xx status accepted the scores, whatever its body; a 500 refused them.
+    assert export.delivery.scores_dropped == (0 if answer.status == 200 else 20)

@@ -156,7 +156,8 @@ def test_file_blocks_are_the_files_they_show() -> None:
 def test_schematic_blocks_compile_and_their_imports_resolve() -> None:
     """A template cannot run (its names are the reader's), but it parses and imports."""
     schematic = [b for p in DOC_PAGES for b in python_blocks(p, schematic=True)]
-    assert len(schematic) <= 1  # the conformance-kit template; keep it the exception
+    # the conformance-kit template and the load of a contract a Langfuse project holds
+    assert len(schematic) <= 2
     for block in schematic:
         tree = ast.parse(block)
         imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
