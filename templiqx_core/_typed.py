@@ -334,7 +334,7 @@ class TypedContract(Generic[Out]):
     def _on(self, runtime: RuntimeAdapter, repair: int) -> RuntimeAdapter:
         """``runtime`` itself for one try; else repairing what the schema or the output
         model refuses (a wrapper per call: closing it would close ``runtime``)."""
-        if repair == 1 and not isinstance(repair, bool):
+        if type(repair) is int and repair == 1:
             return runtime
         return RepairingRuntime(runtime, attempts=repair, validate=self.output_problems)
 

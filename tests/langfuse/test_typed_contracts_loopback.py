@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Iterator
 from typing import Literal
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, field_validator
 from templiqx_core import RuntimeFailureError, TypedContract
 from templiqx_core._errors import OutputSchemaError, OutputTypeError
 from templiqx_core._receipts import request_fingerprint
+from templiqx_langfuse import collect_traces
 from tests.conftest import (
     BOTH_IO,
     LoopbackModelServer,
@@ -108,12 +110,15 @@ def test_repair_sends_the_model_s_refusal_back_and_returns_the_repaired_answer(
 ) -> None:
     replies = answers("Priority one!", {"priority": 1, "summary": "the site is down"}, ANSWER)
     model_server.set_responder(lambda _: next(replies))
-    runtime = make_runtime(tracing=False)
-    if io == "async":
-        answer, receipt = event_loop_runner.run(BRIEF.arun_receipt(runtime, TICKET, repair=3))
-    else:
-        answer, receipt = BRIEF.run_receipt(runtime, TICKET, repair=3)
+    runtime = make_runtime()
+    with collect_traces() as traces:
+        if io == "async":
+            call = BRIEF.arun_receipt(runtime, TICKET, repair=3)  # in this context (the traces)
+            answer, receipt = event_loop_runner.run(call, context=contextvars.copy_context())
+        else:
+            answer, receipt = BRIEF.run_receipt(runtime, TICKET, repair=3)
     assert answer == Brief(**ANSWER)
+    assert [ref.trace_id for ref in traces] == [traces[0].trace_id] * 3  # one trace, 3 tries
     assert receipt.request_fingerprint == request_fingerprint(BRIEF.compile(TICKET))
     first, second, third = (sent.json()["messages"] for sent in model_server.requests)
     assert second[:-2] == first  # one round trip per try, the conversation growing
