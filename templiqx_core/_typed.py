@@ -33,6 +33,7 @@ from ._errors import InvalidData, OutputSchemaError, OutputTypeError
 from ._frozen import thaw
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
+from ._repair import RepairingRuntime
 from ._schema_errors import MAX_FAILURES, declared_names
 from ._strict import model_output_schema
 
@@ -330,32 +331,63 @@ class TypedContract(Generic[Out]):
             return _problems(error, self.output.model_json_schema())
         return []
 
+    def _on(self, runtime: RuntimeAdapter, repair: int) -> RuntimeAdapter:
+        """``runtime`` itself for one try; else repairing what the schema or the output
+        model refuses (a wrapper per call: closing it would close ``runtime``)."""
+        if type(repair) is int and repair == 1:
+            return runtime
+        return RepairingRuntime(runtime, attempts=repair, validate=self.output_problems)
+
     def run_receipt(
-        self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
+        self,
+        runtime: RuntimeAdapter,
+        inputs: Values = None,
+        *,
+        context: Values = None,
+        repair: int = 1,
     ) -> tuple[Out, ExecutionReceipt]:
         """``run``, and the receipt (fingerprints, the output as JSON)."""
         request = ExecutionRequest(interaction=self.compile(inputs, context=context))
-        receipt = runtime.execute(request)
+        receipt = self._on(runtime, repair).execute(request)
         return self.output_of(receipt), receipt
 
     async def arun_receipt(
-        self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
+        self,
+        runtime: RuntimeAdapter,
+        inputs: Values = None,
+        *,
+        context: Values = None,
+        repair: int = 1,
     ) -> tuple[Out, ExecutionReceipt]:
         """``arun``, and the receipt."""
         request = ExecutionRequest(interaction=self.compile(inputs, context=context))
-        receipt = await runtime.aexecute(request)
+        receipt = await self._on(runtime, repair).aexecute(request)
         return self.output_of(receipt), receipt
 
-    def run(self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None) -> Out:
+    def run(
+        self,
+        runtime: RuntimeAdapter,
+        inputs: Values = None,
+        *,
+        context: Values = None,
+        repair: int = 1,
+    ) -> Out:
         """Compile, execute on ``runtime`` and return the output model instance; the
-        runtime's failures raise its typed errors."""
-        return self.run_receipt(runtime, inputs, context=context)[0]
+        runtime's failures raise its typed errors. ``repair=N``: up to N tries in all, an
+        answer that is not JSON, fails the schema or that the output model refuses sent
+        back with every failed rule (``RepairingRuntime``); 1 is the plain call."""
+        return self.run_receipt(runtime, inputs, context=context, repair=repair)[0]
 
     async def arun(
-        self, runtime: RuntimeAdapter, inputs: Values = None, *, context: Values = None
+        self,
+        runtime: RuntimeAdapter,
+        inputs: Values = None,
+        *,
+        context: Values = None,
+        repair: int = 1,
     ) -> Out:
         """``run`` on the event loop (the runtime's ``aexecute``)."""
-        return (await self.arun_receipt(runtime, inputs, context=context))[0]
+        return (await self.arun_receipt(runtime, inputs, context=context, repair=repair))[0]
 
     def to_yaml(self) -> str:
         """The equivalent contract as YAML (templates in their string forms where they

@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
     add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
     add("--attempts", type=int, default=4, metavar="N", help="tries per call on 429/5xx (4)")
+    add("--repair", type=int, metavar="N", help="up to N tries of an invalid answer, repaired")
     add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
     add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
     add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
@@ -204,6 +205,8 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
     if args.concurrency < 1 or args.repeat < 1:
         raise InvalidData("--concurrency and --repeat must be at least 1")
+    if args.repair is not None and args.repair < 1:
+        raise InvalidData("--repair N counts every try: at least 1")
     gate = _gate_value(args.min_pass_rate)
     shard = None if args.shard is None else parse_shard(args.shard)
     promotions = _pin_for_promotion(args)
@@ -253,6 +256,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                         progress=progress,
                         dataset=dataset,
                         keep="failures",
+                        repair=args.repair,
                     )
                 summaries.append(report.summary)
             return summaries

@@ -53,12 +53,15 @@ class CaseResult:
     latency_ms: float | None = None
     usage: dict[str, int] = field(default_factory=dict)
     output_fingerprint: str | None = None
+    #: Tries the call made when the run repairs (``--repair``); absent otherwise.
+    attempts: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
         return self.id, self.repeat
 
     def to_json(self) -> dict[str, Any]:
+        tries = {} if self.attempts is None else {"attempts": self.attempts}
         return {
             "id": self.id,
             "repeat": self.repeat,
@@ -73,6 +76,7 @@ class CaseResult:
             "latency_ms": self.latency_ms,
             "usage": self.usage,
             "output_fingerprint": self.output_fingerprint,
+            **tries,
         }
 
     @classmethod
@@ -91,6 +95,7 @@ class CaseResult:
             latency_ms=data.get("latency_ms"),
             usage=dict(data.get("usage") or {}),
             output_fingerprint=data.get("output_fingerprint"),
+            attempts=data.get("attempts"),
         )
 
     @property
@@ -277,9 +282,9 @@ def _score_text(scores: Iterable[Mapping[str, Any]]) -> str:
 
 
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
-    """The results table: case, ✔/✗ per assertion, scores, latency, tokens; then the
-    averages and the run URL. Failed cases first; at most ``limit`` rows (read from an
-    iterable, so the cases of a large run need not be held)."""
+    """The results table: case, ✔/✗ per assertion, scores, latency, tokens (and the tries
+    of a repairing run); then the averages and the run URL. Failed cases first; at most
+    ``limit`` rows (read from an iterable, so the cases of a large run need not be held)."""
     failed: list[CaseResult] = []
     passed: list[CaseResult] = []
     hidden = 0
@@ -295,7 +300,8 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
             hidden += 1
     shown = sorted(failed, key=lambda c: c.key) + sorted(passed, key=lambda c: c.key)
     repeats = any(case.repeat for case in shown)
-    rows = [("case", "assertions", "scores", "latency", "tokens")]
+    tries = any(case.attempts is not None for case in shown)
+    rows = [("case", "assertions", "scores", "latency", "tokens", *(("tries",) if tries else ()))]
     for case in shown:
         name = f"{case.id}#{case.repeat}" if repeats else case.id
         if case.errored and case.error is not None:
@@ -305,10 +311,9 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
             names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
             checks = f"{marks} {names}".strip()
         tokens = case.total_tokens
-        rows.append(
-            (name, checks, _score_text(case.scores), _ms(case.latency_ms), str(tokens or "-"))
-        )
-    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(5)]
+        row = (name, checks, _score_text(case.scores), _ms(case.latency_ms), str(tokens or "-"))
+        rows.append((*row, str(case.attempts or "-")) if tries else row)
+    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(len(rows[0]))]
     lines = [
         "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
     ]

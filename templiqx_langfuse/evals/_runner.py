@@ -30,8 +30,10 @@ from templiqx_core import (
     InvalidData,
     PortError,
     RenderRequest,
+    RepairingRuntime,
     RuntimeAdapter,
     Unsupported,
+    collect_attempts,
     compile_contract,
 )
 from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases, read_contract
@@ -220,6 +222,7 @@ class _Run:
     capabilities: list[str]
     evaluators: Sequence[Evaluator]
     experiment: LangfuseExperiment | None
+    repair: int | None = None
 
     async def one(self, case: EvalCaseSpec, repeat: int) -> CaseResult:
         compiled = compile_contract(
@@ -230,13 +233,19 @@ class _Run:
         if compiled.interaction is None:
             first = compiled.diagnostics[0]
             error = {"code": first.code, "detail": f"{first.json_pointer or ''} {first.message}"}
-            return CaseResult(case.id, repeat, passed=False, errored=True, error=error)
+            tried = None if self.repair is None else 0  # no call made
+            return CaseResult(case.id, repeat, False, True, error=error, attempts=tried)
         request = ExecutionRequest(
             interaction=compiled.interaction, fixture_output=case.fake_output
         )
         attributes = self.experiment.attributes(case) if self.experiment else None
         started = time.perf_counter()
-        with experiment_attributes(attributes), collect_traces() as refs, collect_usage() as used:
+        with (
+            experiment_attributes(attributes),
+            collect_traces() as refs,
+            collect_usage() as used,
+            collect_attempts() as counted,
+        ):
             try:
                 receipt = await self.runtime.aexecute(request)
             except PortError as failure:
@@ -251,6 +260,7 @@ class _Run:
                     trace_id=None if ref is None else ref.trace_id,
                     observation_id=None if ref is None else ref.observation_id,
                     latency_ms=round(latency, 3),
+                    attempts=self._tries(counted),
                 )
         latency = (time.perf_counter() - started) * 1000
         usage = used[-1] if used else {}
@@ -273,7 +283,12 @@ class _Run:
             latency_ms=round(latency, 3),
             usage=usage,
             output_fingerprint=receipt.output_fingerprint,
+            attempts=self._tries(counted),
         )
+
+    def _tries(self, counted: list[int]) -> int | None:
+        # One try (``repair=1``) is the runtime as it is, which reports nothing.
+        return None if self.repair is None else counted[-1] if counted else 1
 
 
 class _Progress:
@@ -357,6 +372,7 @@ async def arun_eval(
     dataset: str | None = None,
     langfuse: Any = None,
     keep: Keep = "all",
+    repair: int | None = None,
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
@@ -371,6 +387,10 @@ async def arun_eval(
     ``dataset`` (default: the contract id) through ``langfuse`` (a host's own
     ``Langfuse`` client, never shut down here) or the SDK's API client;
     ``experiment=False`` opts out. The runtime is not closed here.
+
+    ``repair=N`` runs each case through ``RepairingRuntime(runtime, attempts=N)`` (an
+    answer that is not JSON or fails the schema is sent back, up to N tries in all);
+    each result then says its ``attempts``.
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
@@ -384,6 +404,7 @@ async def arun_eval(
     kept: list[CaseResult] = []
     writer = ResultsWriter(output) if output is not None else None
     redact = _redacting(runtime)
+    repairing = runtime if repair is None else RepairingRuntime(runtime, attempts=repair)
 
     def accept(result: CaseResult) -> CaseResult:
         result = redact(result)
@@ -409,7 +430,7 @@ async def arun_eval(
     if experiment is True:
         experiment = experiment_for(runtime, dataset=dataset or parsed.id, langfuse=langfuse)
     lane = experiment(name, parsed.id) if experiment else None
-    run = _Run(parsed, runtime, targets, loaded, lane)
+    run = _Run(parsed, repairing, targets, loaded, lane, repair)
     bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
     jobs = jobs_of()
     try:

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -223,11 +223,14 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, with the scrubber its recordings and miss reports go through."""
+    """A cassette in use, with the scrubber its recordings and miss reports go through,
+    and the misses its replaying runtime met (the code under test may have swallowed them:
+    the pytest plugin still fails the test with each)."""
 
     path: Path
     cassette: Cassette
     scrubber: Scrubber
+    misses: list[CassetteMiss] = field(default_factory=list)
 
     @property
     def replaying(self) -> bool:
@@ -287,10 +290,15 @@ def no_match_error(
     scrub = (scrubber or Scrubber()).text
     request = cassette.filter_request(error.failed_request) or error.failed_request
     mode = getattr(cassette.record_mode, "value", cassette.record_mode)
-    head = (
-        f"cassette {cassette.path} (record mode {mode}) has no unplayed "
-        f"recorded response for {request.method} {scrub(request.uri)}"
-    )
+    asked = f"{request.method} {scrub(request.uri)}"
+    if not Path(cassette.path).is_file():
+        return CassetteMiss(
+            f"cassette {cassette.path} does not exist (record mode {mode}), so nothing answers "
+            f"{asked}: recording writes a cassette only when the test calls the model. "
+            "Record it: pytest --record-mode=once"
+        )
+    head = f"cassette {cassette.path} (record mode {mode}) has no unplayed recorded response"
+    head += f" for {asked}"
     if not len(cassette):
         return CassetteMiss(f"{head}; the cassette is empty. Record it: pytest --record-mode=once")
     similar = cassette.find_requests_with_most_matches(error.failed_request)

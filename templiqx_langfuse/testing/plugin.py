@@ -74,20 +74,39 @@ def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
     item.stash[_VCR] = (vcr, scrubber)
 
 
+def _chain(error: BaseException | None) -> list[BaseException]:
+    """``error`` and its causes and contexts (each once)."""
+    found: list[BaseException] = []
+    while error is not None and all(error is not seen for seen in found):
+        found.append(error)
+        error = error.__cause__ or error.__context__
+    return found
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A cassette miss the test did not see (an app's error handler made it a 500) fails
+    that test, with the miss and its diff: beside the test's own failure, or as it."""
     report = yield
+    opened = item.stash.get(_ACTIVE, [])
+    if report.when == "call" and opened:
+        from .cassettes import CassetteMiss, cassette_miss, no_match_error
+
+        chain = _chain(call.excinfo.value if call.excinfo is not None else None)
+        unseen = [m for a in opened for m in a.misses if all(m is not e for e in chain)]
+        miss = None if report.passed else cassette_miss(chain[0]) if chain else None
+        if miss is not None and not any(isinstance(e, CassetteMiss) for e in chain):
+            unseen.append(no_match_error(miss, scrubber=opened[0].scrubber))  # host's runtime
+        text = "\n\n".join(dict.fromkeys(str(m) for m in unseen))
+        if text and report.passed:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"the test passed, but the code under test met a cassette miss:\n{text}"
+            )
+        elif text:
+            report.sections.append(("templiqx cassette: unmatched request", text))
     if report.when == "call":
         item.stash[_CALL_FAILED] = report.failed
-        opened = item.stash.get(_ACTIVE, [])
-        if report.failed and opened and call.excinfo is not None:
-            from .cassettes import cassette_miss, no_match_error
-
-            miss = cassette_miss(call.excinfo.value)
-            if miss is not None:  # the code under test mapped it into its own failure
-                text = str(no_match_error(miss, scrubber=opened[0].scrubber))
-                if text not in str(report.longrepr):
-                    report.sections.append(("templiqx cassette: unmatched request", text))
     return report
 
 
@@ -138,12 +157,12 @@ def _open(
         path = Path(path).absolute()  # the working directory's, not the cassette directory's
         if kwargs.pop("record_mode", request.getfixturevalue("record_mode")) == "rewrite":
             path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
-        check_cassette(path, write_protected=vcr.record_mode == "none")
+        check_cassette(path, write_protected=False)
         cassette = stack.enter_context(
             vcr.use_cassette(str(path), **{**kwargs, "path_transformer": None})
         )
-    else:
-        check_cassette(Path(cassette.path), write_protected=cassette.write_protected)
+    else:  # a missing one replays as empty: a call says so, a test without one passes
+        check_cassette(Path(cassette.path), write_protected=False)
     active = ActiveCassette(Path(cassette.path), cassette, scrubber)
     blocked = request.config.getoption("--block-network", False) or request.node.get_closest_marker(
         "block_network"

@@ -35,7 +35,14 @@ from templiqx_core.adapters import WrappingRuntime
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import TracedReceipt, collect_traces, collect_usage
-from .cassettes import ActiveCassette, CassetteMiss, cassette_miss, no_match_error, open_cassette
+from .cassettes import (
+    LOOPBACK_REPLAY_HOST,
+    ActiveCassette,
+    CassetteMiss,
+    cassette_miss,
+    no_match_error,
+    open_cassette,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -105,8 +112,9 @@ class ReplayingRuntime(WrappingRuntime):
         except Exception as error:
             if self.active is None or (miss := cassette_miss(error)) is None:
                 raise
-            scrubber = self.active.scrubber
-            raise no_match_error(miss, brief=self.brief_misses, scrubber=scrubber) from None
+            found = no_match_error(miss, brief=self.brief_misses, scrubber=self.active.scrubber)
+            self.active.misses.append(found)
+            raise found from None
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         with self._misses_named():
@@ -236,7 +244,13 @@ def runtime_on(
     langfuse = langfuse or LangfuseConfig.from_env(environ)
     active.scrubber.add(langfuse.secrets())
     if active.replaying:
-        base_url, model_name = recorded_endpoint(active.path)
+        # No cassette yet (a test that never called the model records none): any call is
+        # a miss saying so, and a test that makes none passes.
+        base_url, model_name = (
+            recorded_endpoint(active.path)
+            if active.path.is_file()
+            else (f"{LOOPBACK_REPLAY_HOST}/v1", "unrecorded")
+        )
         model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
         # Nothing connects while replaying: skip loading the CA store (~20 ms of a
         # ``--replay`` run); trusting no certificate, a connection would fail closed.

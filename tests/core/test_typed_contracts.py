@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, Field, field_validator
 
 from templiqx_core import (
+    InvalidData,
     OutputSchemaStrictError,
     RenderRequest,
     ScriptedRuntime,
@@ -20,11 +21,13 @@ from templiqx_core import (
     TypedContractError,
     check_output_model,
     codes,
+    collect_attempts,
     compile_contract,
     model_output_schema,
 )
 from templiqx_core._errors import OutputSchemaError, OutputTypeError
 from templiqx_core._receipts import request_fingerprint
+from templiqx_core.adapters import RuntimeCall
 
 
 class Customer(BaseModel):
@@ -269,3 +272,74 @@ def test_check_output_model_lists_every_difference(tmp_path: Path) -> None:
     check_output_model(path, Triage)
     with pytest.raises(TypedContractError, match=codes.NOT_FOUND):
         check_output_model(tmp_path / "missing.yaml", Triage)
+
+
+class Brief(BaseModel):
+    """A model stricter than its schema: the summary must be short."""
+
+    tier: Literal["p1", "p2", "p3"]
+    summary: str
+
+    @field_validator("summary")
+    @classmethod
+    def _short(cls, value: str) -> str:
+        if len(value) > 8:
+            raise ValueError("at most 8 characters")
+        return value
+
+
+class Recording(ScriptedRuntime):
+    """The scripted runtime, remembering the messages of each request it was sent."""
+
+    def __init__(self, *answers: ScriptedSuccess) -> None:
+        super().__init__(list(answers))
+        self.sent: list[list[str]] = []
+
+    def produce_output(self, call: RuntimeCall) -> Any:
+        self.sent.append([m.content for m in call.request.interaction.messages])
+        return super().produce_output(call)
+
+
+BRIEF = TypedContract.define(id="brief", version="1", output=Brief, messages=[("user", "x")])
+
+
+def run_brief(runtime: ScriptedRuntime, io: str, repair: int) -> tuple[Brief, Any]:
+    if io == "async":
+        return asyncio.run(BRIEF.arun_receipt(runtime, repair=repair))
+    return BRIEF.run_receipt(runtime, repair=repair)
+
+
+@pytest.mark.parametrize("io", ["sync", "async"])
+def test_repair_sends_back_what_the_schema_or_the_model_refuses(io: str) -> None:
+    model = Recording(
+        ScriptedSuccess(text="p1, it is down"),  # not JSON
+        ScriptedSuccess(output={"tier": "p9", "summary": "down"}),  # fails the schema
+        ScriptedSuccess(output={"tier": "p1", "summary": "the site is down"}),  # the model
+        ScriptedSuccess(output={"tier": "p1", "summary": "down"}),
+    )
+    with collect_attempts() as tries:
+        answer, receipt = run_brief(model, io, repair=4)
+    assert answer == Brief(tier="p1", summary="down")
+    assert tries == [4]
+    assert receipt.request_fingerprint == request_fingerprint(BRIEF.compile())
+    feedback = [sent[-1] for sent in model.sent[1:]]
+    assert "- message content is not JSON" in feedback[0]
+    assert "- /tier: not one of the enum" in feedback[1]
+    assert "- /summary: Value error, at most 8 characters (value_error)" in feedback[2]
+    assert model.sent[3][:-1] == [*model.sent[2], '{"summary":"the site is down","tier":"p1"}']
+
+
+@pytest.mark.parametrize("io", ["sync", "async"])
+def test_repair_one_is_the_plain_call_and_the_last_refusal_is_raised(io: str) -> None:
+    long = ScriptedSuccess(output={"tier": "p1", "summary": "the site is down"})
+    model = Recording(long, ScriptedSuccess(output={"tier": "p2", "summary": "fine"}))
+    with collect_attempts() as tries, pytest.raises(OutputTypeError, match="/summary"):
+        run_brief(model, io, repair=1)
+    assert (tries, len(model.sent)) == ([], 1)  # one try, no repair machinery
+    model = Recording(long)
+    with collect_attempts() as tries, pytest.raises(OutputTypeError, match="/summary"):
+        run_brief(model, io, repair=2)
+    assert (tries, len(model.sent)) == ([2], 2)
+    for wrong in (0, -1, True):
+        with pytest.raises(InvalidData, match="attempts"):
+            run_brief(Recording(long), io, repair=wrong)

@@ -31,10 +31,12 @@ _NAME = re.compile(r"Hello (\w+) for")
 @dataclass
 class GreetingModel:
     """Answers ``{"greeting": "Hello <name>"}``; names in ``fail`` get that status (a
-    429 with a retry-after once per name in ``limit_once``)."""
+    429 with a retry-after once per name in ``limit_once``, prose that is not JSON once per
+    name in ``prose_once``)."""
 
     fail: dict[str, int] = field(default_factory=dict)
     limit_once: set[str] = field(default_factory=set)
+    prose_once: set[str] = field(default_factory=set)
     seen: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -46,12 +48,16 @@ class GreetingModel:
                 self.seen.append("judge")
             verdict = {"score": "Hello Ryan" in said, "comment": "judged the greeting"}
             return json_reply(chat_completion(verdict))
-        found = _NAME.search(body["messages"][-1]["content"])
+        # The prompt names whom to greet (a repair's feedback follows it).
+        found = _NAME.search(" ".join(m["content"] for m in body["messages"]))
         name = found.group(1) if found else "nobody"
         with self.lock:
             self.seen.append(name)
-            limited = name in self.limit_once
+            limited, prose = name in self.limit_once, name in self.prose_once
             self.limit_once.discard(name)
+            self.prose_once.discard(name)
+        if prose:
+            return json_reply(chat_completion(f"Sure! Hello {name}."))
         if limited:
             error = {"error": {"message": "slow down", "type": "rate_limit"}}
             return json_reply(error, status=429, headers={"retry-after-ms": "50"})

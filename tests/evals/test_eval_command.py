@@ -431,3 +431,36 @@ def test_several_contracts_run_in_turn_each_with_its_own_results_file(
     assert failed.out.count("0/1 passed") == 2
     assert cli("eval", GREETING, other, "--runtime", "langfuse", "--format", "json").code == 1
     assert cli("eval", GREETING, other).code == 2  # the self-check takes one contract
+
+
+def test_repair_sends_an_answer_that_is_not_json_back_and_says_the_tries(
+    cli: Cli, greeting_model: GreetingModel, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ["Ryan", "Ada"])
+    greeting_model.prose_once = {"Ryan"}
+    plain = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--format", "json")
+    assert plain.code == 2
+    errored = {c["id"]: c for c in json.loads(plain.out)["cases"]}
+    assert errored["ryan"]["error"]["code"] == "TQX_RUNTIME_INVALID_RESPONSE"
+    assert "attempts" not in errored["ada"]  # a run without repair says nothing of tries
+
+    greeting_model.prose_once = {"Ryan"}
+    greeting_model.seen.clear()
+    args = ("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--repair", "3")
+    ran = cli(*args, "--format", "json")
+    assert ran.code == 0, ran.err
+    tries = {c["id"]: c["attempts"] for c in json.loads(ran.out)["cases"]}
+    assert tries == {"ryan": 2, "ada": 1}
+    assert sorted(greeting_model.seen) == ["Ada", "Ryan", "Ryan"]  # one more round trip
+
+    greeting_model.prose_once = {"Ada"}
+    table = cli(*args).out.splitlines()
+    assert table[0].split() == ["case", "assertions", "scores", "latency", "tokens", "tries"]
+    assert [row.split()[-1] for row in table[2:4]] == ["2", "1"]  # ada, then ryan
+
+
+def test_repair_takes_a_count_of_at_least_one(cli: Cli, greeting_model: GreetingModel) -> None:
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--repair", "0")
+    assert ran.code == 1
+    assert "--repair" in ran.err
+    assert greeting_model.seen == []

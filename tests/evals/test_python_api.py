@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from templiqx_core import ScriptedRuntime, ScriptedSuccess
 from templiqx_core._eval_cases import EvalCaseSpec
 from templiqx_langfuse.evals import arun_eval, assert_eval_passes, run_eval
 from templiqx_langfuse.testing.replay import replaying_runtime
@@ -133,3 +134,21 @@ def test_a_cancelled_run_leaves_a_resumable_file_with_a_partial_summary(tmp_path
             asyncio.run(run(runtime, resumed))
         assert upstream.calls - calls == 20 - finished
     assert json.loads(results.read_text())["summary"]["total"] == 20
+
+
+@pytest.mark.parametrize("io", ["sync", "async"])
+def test_repair_runs_each_case_through_the_repairing_runtime(io: str) -> None:
+    model = ScriptedRuntime(
+        [ScriptedSuccess(text="Hello Ryan!"), ScriptedSuccess(output={"greeting": "Hello Ryan"})]
+    )
+    if io == "async":
+        report = asyncio.run(arun_eval(GREETING, runtime=model, repair=2))
+    else:
+        report = run_eval(GREETING, runtime=model, repair=2)
+    (case,) = report.cases
+    assert (case.passed, case.attempts, case.output) == (True, 2, {"greeting": "Hello Ryan"})
+    assert case.to_json()["attempts"] == 2
+    again = ScriptedRuntime([ScriptedSuccess(text="Hello Ryan!")])
+    (failed,) = run_eval(GREETING, runtime=again, repair=1).cases
+    assert (failed.errored, failed.attempts) == (True, 1)
+    assert run_eval(GREETING, runtime=again).cases[0].attempts is None
