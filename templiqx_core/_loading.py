@@ -180,6 +180,8 @@ def parse_document(text: str, *, name: str) -> Any:
 
 
 def load_document(path: str | Path) -> Any:
+    """A JSON or YAML file's data, parsed as ``parse_document`` does; a missing file is
+    ``NotFound``, an unreadable one ``InvalidData`` naming it."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
