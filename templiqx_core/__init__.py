@@ -39,7 +39,14 @@ if _typing.TYPE_CHECKING:
         run_evals,
     )
     from ._canonical import canonical_json, fingerprint, fingerprint_bytes
-    from ._compiler import CONTRACT_SCHEMA_PATH, CompileResult, Contract, compile_contract
+    from ._compiler import (
+        CONTRACT_SCHEMA_PATH,
+        CompileResult,
+        Contract,
+        compile_contract,
+        parse_contract,
+        read_contract,
+    )
     from ._contracts import (
         API_VERSION,
         AdapterDescriptor,
@@ -143,7 +150,9 @@ __all__ = [
     "load_inventory",
     "load_scenario",
     "model_output_schema",
+    "parse_contract",
     "parse_stream_event",
+    "read_contract",
     "require_strict_schema",
     "run_evals",
     "strict_findings",
@@ -164,7 +173,14 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
                 "run_evals",
             ),
             "._canonical": ("canonical_json", "fingerprint", "fingerprint_bytes"),
-            "._compiler": ("CONTRACT_SCHEMA_PATH", "CompileResult", "Contract", "compile_contract"),
+            "._compiler": (
+                "CONTRACT_SCHEMA_PATH",
+                "CompileResult",
+                "Contract",
+                "compile_contract",
+                "parse_contract",
+                "read_contract",
+            ),
             "._contracts": (
                 "API_VERSION",
                 "AdapterDescriptor",

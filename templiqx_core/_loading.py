@@ -17,6 +17,8 @@ from ._canonical import MAX_DEPTH  # one nesting bound for every document and va
 from ._errors import InvalidData, NotFound
 
 if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI start-up)
+    from importlib.metadata import EntryPoint
+
     from pydantic import BaseModel
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -180,6 +182,8 @@ def parse_document(text: str, *, name: str) -> Any:
 
 
 def load_document(path: str | Path) -> Any:
+    """A JSON or YAML file's data, parsed as ``parse_document`` does; a missing file is
+    ``NotFound``, an unreadable one ``InvalidData`` naming it."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -220,15 +224,17 @@ _SCHEME = re.compile(r"([a-z][a-z0-9+.-]+):(?!//)")
 def contract_source(reference: str) -> Callable[[str], Any] | None:
     """The installed source answering ``reference`` (``SCHEME:...``), or None: a file."""
     found = _SCHEME.match(reference)
-    return None if found is None else _source(found.group(1))
+    entry = None if found is None else _sources().get(found.group(1))
+    if entry is None:
+        return None
+    loaded: Callable[[str], Any] = entry.load()
+    return loaded
 
 
 @functools.cache
-def _source(scheme: str) -> Callable[[str], Any] | None:
-    # Looked up once per scheme: scanning the installed distributions costs milliseconds.
+def _sources() -> dict[str, EntryPoint]:
+    # Scanned once: it costs milliseconds. Keyed by the installed schemes only, so references
+    # an agent makes up (over MCP) never grow it.
     from importlib.metadata import entry_points
 
-    for entry in entry_points(group=CONTRACT_SOURCES, name=scheme):
-        loaded: Callable[[str], Any] = entry.load()
-        return loaded
-    return None
+    return {entry.name: entry for entry in entry_points(group=CONTRACT_SOURCES)}

@@ -3,7 +3,9 @@ answering with the CLI's ``OperationEnvelope`` JSON and, with ``stream=true``, e
 ``StreamEvent`` as a progress notification.
 
 The caller is an agent, not the operator: every path must resolve inside the working
-directory or ``TEMPLIQX_MCP_ROOTS`` (else ``TQX_PATH_INVALID``), and every tool error is a
+directory or ``TEMPLIQX_MCP_ROOTS`` (else ``TQX_PATH_INVALID``); a contract reference an
+installed contract source answers (``langfuse:NAME@LABEL``) is no path, and goes to that
+source as it is. Every tool error is a
 result starting with its ``TQX_*`` code. Tool work runs on the server's own bounded threads,
 never on anyio's limiter that the stdio reader and writer need, and streamed events go
 through a per-call buffer, so no tool thread waits on stdout.
@@ -39,6 +41,7 @@ from . import codes
 from ._application import compile_envelope, execute_contract
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidData, InvalidPath, NotFound, PortError
+from ._loading import contract_source
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
 from ._serde import sort_keys, wire_json
@@ -171,24 +174,31 @@ class _Roots:
 
     def call(
         self, contract: str, inputs: dict[str, Any] | None, context: dict[str, Any] | None
-    ) -> tuple[Path, RenderRequest]:
-        """A tool call's contract file (confined, existing) and render request."""
-        path = self.confine(contract, "contract")
+    ) -> tuple[str | Path, RenderRequest]:
+        """A tool call's contract (a confined, existing file, or a contract source's
+        reference as given) and render request."""
+        where: str | Path = contract
+        if contract_source(contract) is None:  # a path, whatever scheme it seems to have
+            where = self.confine(contract, "contract")
+            try:
+                found = where.is_file()
+            except OSError as error:  # e.g. a name too long for the file system
+                raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
+            if not found:
+                raise NotFound(f"{contract}: no such contract file")
         try:
-            found = path.is_file()
-        except OSError as error:  # e.g. a name too long for the file system
-            raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
-        if not found:
-            raise NotFound(f"{contract}: no such contract file")
-        try:
-            return path, RenderRequest(inputs=inputs or {}, context=context or {})
+            return where, RenderRequest(inputs=inputs or {}, context=context or {})
         except ValueError as error:
             raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
 
 
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
-    str, Field(description="Contract YAML path, relative to the working directory, in the roots.")
+    str,
+    Field(
+        description="Contract YAML path, relative to the working directory, in the roots; "
+        "or a contract source's reference, such as langfuse:NAME@LABEL or langfuse:NAME#VERSION."
+    ),
 ]
 Inputs = Annotated[
     dict[str, Any] | None, Field(description="The contract's inputs, a JSON object.")

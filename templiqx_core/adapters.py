@@ -4,12 +4,14 @@ Implement ``RuntimeAdapter.descriptor`` and ``RuntimeAdapter.produce_output`` (p
 ``release`` if the adapter owns resources); the port builds the receipt, maps unexpected
 errors, ends every stream with one terminal event and owns the lifecycle. Wrappers
 (retrying, replaying, ...) derive from ``WrappingRuntime``. Check the result with
-``templiqx_core.conformance``.
+``templiqx_core.conformance``. An adapter's own files (cassettes, fixtures) load with
+``load_document``, bounded as contracts are.
 """
 
 from __future__ import annotations
 
 from ._canonical import MAX_DEPTH, NotJson
+from ._loading import load_document
 from ._ports import (
     CallOutcome,
     Produced,
@@ -39,6 +41,7 @@ __all__ = [
     "compile_schema",
     "current_repair",
     "failed_event",
+    "load_document",
     "project_terminal",
     "request_fingerprint",
 ]

@@ -7,10 +7,9 @@ unless a test builds a runtime.
 
 from __future__ import annotations
 
+import importlib as _importlib
 import logging
 import typing as _typing
-
-from templiqx_core._lazy import lazy_names as _lazy_names
 
 if _typing.TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
@@ -56,10 +55,12 @@ __all__ = [
     "trace_attributes",
 ]
 
-if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
-    __getattr__, __dir__ = _lazy_names(
-        __name__,
-        {
+# PEP 562 by hand: the core's helper is private to the core, and its adapter API would load
+# pydantic here. Type checkers see the imports above: a typo stays an error.
+if not _typing.TYPE_CHECKING:
+    _WHERE = {
+        name: module
+        for module, names in {
             "._config": ("LangfuseConfig", "ModelConfig"),
             "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
             "._prompt_cache": ("aload_contract", "load_contract"),
@@ -77,7 +78,19 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
             ),
             "._version": ("__version__",),
             "._wire": ("Usage",),
-        },
-    )
+        }.items()
+        for name in names
+    }
+
+    def __getattr__(name: str) -> object:
+        """A public name, imported from its module on first use (then a plain attribute)."""
+        if name not in _WHERE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = globals()[name] = getattr(_importlib.import_module(_WHERE[name], __name__), name)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_WHERE})
+
 
 logging.getLogger("templiqx_langfuse").addHandler(logging.NullHandler())

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from templiqx_core import Contract, Diagnostic, InvalidData, PortError, check_output_model
+from templiqx_core import (
+    Contract,
+    Diagnostic,
+    InvalidData,
+    PortError,
+    check_output_model,
+    read_contract,
+)
 
 from ._config import LangfuseConfig
 from ._prompt_links import link_prompt
@@ -112,8 +119,6 @@ class _Source:
         copy (so the next try is a background one); without one, the typed error."""
         if fallback is None:
             raise error
-        from templiqx_core._compiler import read_contract
-
         contract, diagnostics = read_contract(fallback)
         if contract is None:
             first = diagnostics[0]

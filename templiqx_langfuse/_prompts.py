@@ -31,8 +31,10 @@ from templiqx_core import (
     NotFound,
     PortError,
     Unsupported,
+    fingerprint,
+    parse_contract,
+    read_contract,
 )
-from templiqx_core._canonical import fingerprint
 
 from ._config import LangfuseConfig
 from ._tracing import PROMPT_EXTENSION
@@ -228,8 +230,6 @@ def checked_version(prompt: Any, where: str) -> Fetched:
     matching; ``InvalidData`` says why not."""
     from langfuse.api import Prompt_Chat
 
-    from templiqx_core._compiler import parse_contract
-
     if not isinstance(prompt, Prompt_Chat):
         raise InvalidData(f"{where}: not a chat prompt")
     config = prompt.config
@@ -284,8 +284,6 @@ def publish_contract(
     """Create a version of the chat prompt named after the contract's id, unless the latest
     version holds the same contract (its labels are then added to that version)."""
     from langfuse.api import CreateChatPromptRequest, CreateChatPromptType
-
-    from templiqx_core._compiler import read_contract
 
     if not isinstance(contract, Contract):
         parsed, diagnostics = read_contract(contract)

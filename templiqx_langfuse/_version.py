@@ -1,4 +1,4 @@
-from templiqx_core._version import __version__
+from templiqx_core import __version__
 
 __all__ = ["DISTRIBUTION", "__version__"]
 

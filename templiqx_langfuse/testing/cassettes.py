@@ -25,7 +25,7 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
-from templiqx_core._loading import YamlDocumentError, compose_and_load
+from templiqx_core.adapters import load_document
 
 from .._config import (
     ENV_LANGFUSE_PUBLIC_KEY,
@@ -346,14 +346,7 @@ def check_cassette(path: Path, *, write_protected: bool) -> None:
                 "or fix the path"
             )
         return
-    try:
-        data = compose_and_load(path.read_text(encoding="utf-8"))[1]
-    except (OSError, UnicodeDecodeError) as error:
-        raise InvalidData(f"{path}: cassette cannot be read ({type(error).__name__})") from None
-    except RecursionError:
-        raise InvalidData(f"{path}: cassette nested too deeply to parse") from None
-    except yaml.YAMLError as error:  # aliases past the byte budget included, located
-        raise YamlDocumentError.of(str(path), error, "cassette is not valid YAML") from None
+    data = load_document(path)  # aliases past the byte budget included, located
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
         raise InvalidData(f"{path}: not a cassette (no interactions list)")

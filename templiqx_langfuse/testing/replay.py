@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
-import yaml
 from vcr.record_mode import RecordMode
 
 from templiqx_core import (
@@ -29,8 +28,7 @@ from templiqx_core import (
     RuntimeAdapter,
     StreamEvent,
 )
-from templiqx_core._loading import compose_and_load
-from templiqx_core.adapters import WrappingRuntime
+from templiqx_core.adapters import WrappingRuntime, load_document
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
@@ -71,12 +69,12 @@ def offline_langfuse(config: LangfuseConfig, cassette: Path) -> LangfuseConfig:
 
 def recorded_endpoint(path: Path) -> tuple[str, str]:
     """The base URL and model of a cassette's first chat-completions interaction."""
+    data = load_document(path)  # aliases bounded; a file that does not load names why
     try:
-        data = compose_and_load(path.read_text(encoding="utf-8"))[1]  # aliases bounded
         request = data["interactions"][0]["request"]
         uri, body = request["uri"], request["body"]
         model = orjson.loads(body.encode() if isinstance(body, str) else body)["model"]
-    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError, LookupError, TypeError):
+    except (LookupError, TypeError, ValueError):
         raise InvalidData(f"{path} is not a cassette of chat-completions calls") from None
     parts = urlsplit(uri)
     if not parts.path.endswith("/chat/completions"):
