@@ -317,6 +317,11 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         found = read_summary(path) or {}
         if found.get("contract_id", contract.id) != contract.id:
             raise InvalidData(f"--merge: {path} holds results of {found['contract_id']!r}")
+        if found.get("contract_version", contract.version) != contract.version:
+            raise InvalidData(
+                f"--merge: {path} holds results of version {found['contract_version']!r}, "
+                f"not {contract.version!r}: one gate is for one version"
+            )
         run_name = run_name or found.get("run_name")
         run_url = run_url or found.get("run_url")
     summary = Summary(contract.id, contract.version, run_name or "merged")
