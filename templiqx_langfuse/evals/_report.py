@@ -214,10 +214,16 @@ class ResultsWriter:
     finished case (a leading comma aside), which is what ``read_results`` relies on.
     """
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], contract: tuple[str, str] | None = None) -> None:
         self._stream = stream
         self._count = 0
-        stream.write(f'{{"format": "{FORMAT}", "cases": [\n')
+        # The contract in the first line too: a file cut short still says whose it is.
+        named = (
+            ""
+            if contract is None
+            else f", {_dumps(dict(zip(_ORIGIN, contract, strict=True)))[1:-1]}"
+        )
+        stream.write(f'{{"format": "{FORMAT}"{named}, "cases": [\n')
         stream.flush()
 
     def write(self, result: CaseResult) -> None:
@@ -251,6 +257,28 @@ def read_results(path: Path) -> Iterator[CaseResult]:
                     yield CaseResult.from_json(orjson.loads(text))
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
+
+
+_ORIGIN = ("contract_id", "contract_version")
+
+
+def check_origin(path: Path, contract_id: str, version: str, flag: str) -> None:
+    """Refuse a results file of another contract or version (its first line or summary
+    says; a file that says neither passes)."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            first = lines.readline(65_536).rstrip()
+        found: Any = orjson.loads(first + "]}") if first.endswith("[") else {}
+    except (OSError, UnicodeDecodeError, orjson.JSONDecodeError):
+        found = {}
+    if not isinstance(found, dict) or not found.keys() & set(_ORIGIN):
+        found = read_summary(path) or {}
+    for key, wanted in zip(_ORIGIN, (contract_id, version), strict=True):
+        if found.get(key, wanted) != wanted:
+            what = "version " if key == "contract_version" else ""
+            raise InvalidData(
+                f"{flag}: {path} holds results of {what}{found[key]!r}, not {wanted!r}"
+            )
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:

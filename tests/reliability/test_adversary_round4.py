@@ -319,6 +319,14 @@ def test_merging_another_version_or_a_summary_that_is_no_object_is_refused(
     code, out, err = cli("eval", GREETING, "--merge", ran, "--merge", tmp_path / "five.json")
     assert code == 0, err  # read as a cut-short file: its cases count once
     assert "2/2 passed" in out
+    # A shard cut short (no summary) of another contract: its first line says whose it is.
+    other = tmp_path / "other-cut.json"
+    other.write_text(text.split("\n", 2)[0].replace('"greeting"', '"triage"') + "\n")
+    for flag in ("--merge", "--resume"):
+        more = ("--merge", ran) if flag == "--merge" else ("--runtime", "langfuse")
+        code, _, err = cli("eval", GREETING, *more, flag, other)
+        assert code == 1
+        assert f"{flag}: {other} holds results of 'triage', not 'greeting'" in err
 
 
 @pytest.mark.usefixtures("model")
