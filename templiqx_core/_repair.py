@@ -21,7 +21,7 @@ from typing import Any, Final
 from ._canonical import canonical_json
 from ._contracts import CompiledMessage, ExecutionReceipt, ExecutionRequest
 from ._errors import InvalidData
-from ._failures import RuntimeFailureError
+from ._failures import MAX_ANSWER_CHARS, RuntimeFailureError
 from ._ports import EventSink, RuntimeAdapter, WrappingRuntime
 from ._receipts import OUTPUT_SCHEMA_SUMMARY, output_schema_messages, request_fingerprint
 
@@ -176,7 +176,8 @@ class RepairSession:
         if isinstance(outcome, RuntimeFailureError):
             answer = outcome.failure.answer or ""
         elif isinstance(outcome, ExecutionReceipt):
-            answer = canonical_json(outcome.output).decode()
+            # Clipped as a non-JSON answer is: each try adds one answer to the conversation.
+            answer = canonical_json(outcome.output).decode()[:MAX_ANSWER_CHARS]
         feedback = "\n".join([REPAIR_INTRO, *(f"- {rule}" for rule in rules), REPAIR_OUTRO])
         interaction = attempt.request.interaction
         messages = [
@@ -219,8 +220,9 @@ class RepairingRuntime(WrappingRuntime):
     ) -> None:
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise InvalidData("attempts must be an integer of at least 1")
-        if deadline_s is not None and not deadline_s > 0:
-            raise InvalidData("deadline_s must be positive")
+        number = isinstance(deadline_s, int | float) and not isinstance(deadline_s, bool)
+        if deadline_s is not None and not (number and deadline_s > 0):
+            raise InvalidData("deadline_s must be a positive number of seconds")
         super().__init__(inner)
         self.attempts, self.deadline_s = attempts, deadline_s
         self.validate, self._clock = validate, clock

@@ -211,6 +211,10 @@ class TypedContract(Generic[Out]):
         """Build the contract: each top-level field of ``inputs``/``context`` one declared
         value, ``output_schema`` from ``output`` (``model_output_schema``). ``strict=True``:
         an output model with no strict form is ``TQX_OUTPUT_SCHEMA_STRICT`` here."""
+        try:
+            schema = model_output_schema(output, strict=strict is True)
+        except RecursionError:  # pydantic's schema generation, on models nested hundreds deep
+            raise TypedContractError(f"contract {id}", ["output: nested too deeply"]) from None
         document: dict[str, Any] = {
             "api_version": API_VERSION,
             "id": id,
@@ -218,7 +222,7 @@ class TypedContract(Generic[Out]):
             "inputs": _declared(inputs, "inputs"),
             "context": _declared(context, "context"),
             "messages": [{"role": role, "content": content} for role, content in messages],
-            "output_schema": model_output_schema(output, strict=strict is True),
+            "output_schema": schema,
             "runtime_policy": dict(runtime_policy or {}),
             "evals": [dict(case) for case in evals],
         }
@@ -283,7 +287,11 @@ class TypedContract(Generic[Out]):
                 schema = model.model_json_schema()
                 raise TypedContractError(f"{section}", _problems(error, schema)) from None
         if isinstance(given, BaseModel):
-            return given.model_dump(mode="json", by_alias=True)
+            try:
+                return given.model_dump(mode="json", by_alias=True)
+            except ValueError as error:  # pydantic's serializer: bytes that are not UTF-8
+                problem = f"a value JSON cannot hold ({type(error).__name__})"
+                raise TypedContractError(section, [problem]) from None
         if not isinstance(given, Mapping):
             raise TypedContractError(section, [f"a mapping or a model, not {type(given).__name__}"])
         return dict(given)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 
-from templiqx_core import InvalidData, RuntimeAdapter, RuntimeFailureCode
+from templiqx_core import InvalidData, RuntimeAdapter, RuntimeFailureCode, Unsupported
 from templiqx_core.adapters import CallOutcome, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
@@ -88,7 +88,13 @@ class Clients:
         """The running event loop's client (built on first use there)."""
         import asyncio
 
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio, curio: httpx's asyncio pool cannot serve them
+            raise Unsupported(
+                "aexecute runs on an asyncio event loop (uvloop included); from trio, "
+                "call execute in a worker thread (trio.to_thread.run_sync)"
+            ) from None
         entry = self._async.get(loop)
         if entry is None:
             with self._lock:
@@ -315,6 +321,10 @@ class HostWiring:
         end meanwhile."""
         import asyncio
 
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio & co: no asyncio pool can be open; close as sync code
+            return self.close()
         try:
             await self.clients.aclose()
             await asyncio.to_thread(self.calls.wait_idle)

@@ -232,6 +232,8 @@ def checked_version(prompt: Any, where: str) -> Fetched:
 
     if not isinstance(prompt, Prompt_Chat):
         raise InvalidData(f"{where}: not a chat prompt")
+    if not 1 <= prompt.version < 2**31:  # the server's column is a 32-bit integer
+        raise InvalidData(f"{where}: version {prompt.version} is no prompt version")
     config = prompt.config
     held = config.get(CONFIG_KEY) if isinstance(config, dict) else None
     if not isinstance(held, dict) or not isinstance(held.get("contract"), dict):

@@ -37,6 +37,7 @@ from ._report import (
     ResultsWriter,
     Summary,
     baseline_diff,
+    check_origin,
     read_results,
     read_summary,
     table,
@@ -189,7 +190,10 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
             results = output
         else:
             results = scratch / f"results-{index}.json"
-        found.append(_Files(path, results, output, at(args.resume), at(args.baseline)))
+        resume = at(args.resume)
+        if resume is not None:
+            check_origin(resume, parsed.id, parsed.version, "--resume")
+        found.append(_Files(path, results, output, resume, at(args.baseline)))
     return found
 
 
@@ -317,10 +321,9 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     merged: dict[tuple[str, int], CaseResult] = {}
     run_name, run_url = None, None
     for path in args.merge:
+        check_origin(path, contract.id, contract.version, "--merge")
         merged.update((case.key, case) for case in read_results(path))
         found = read_summary(path) or {}
-        if found.get("contract_id", contract.id) != contract.id:
-            raise InvalidData(f"--merge: {path} holds results of {found['contract_id']!r}")
         run_name = run_name or found.get("run_name")
         run_url = run_url or found.get("run_url")
     summary = Summary(contract.id, contract.version, run_name or "merged")
@@ -332,7 +335,7 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
             results = Path(scratch) / "results.json"
         with _open(results) as stream:
-            writer = ResultsWriter(stream)
+            writer = ResultsWriter(stream, (contract.id, contract.version))
             for key in sorted(merged):
                 summary.add(merged[key])
                 writer.write(merged[key])

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from langfuse import LangfuseOtelSpanAttributes as A
 
-from templiqx_core import InvalidData
+from templiqx_core import InvalidData, IoFailure
 from templiqx_core.evals import EvalCaseSpec
 
 from .._config import LangfuseConfig
@@ -125,9 +125,9 @@ def fetch_dataset_cases(
             except Exception as error:  # the client's ApiError, httpx's, a bad body
                 status = getattr(error, "status_code", None)
                 why = f"HTTP {status}" if status else type(error).__name__
-                raise InvalidData(
-                    f"Langfuse dataset {dataset!r}: cannot read items ({why})"
-                ) from None
+                # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
+                kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData
+                raise kind(f"Langfuse dataset {dataset!r}: cannot read items ({why})") from None
             cases += [_case_of(item) for item in found.data if item.status == "ACTIVE"]
             pages, page = min(int(found.meta.total_pages), 10_000), page + 1
     if not cases:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax import saxutils
 
 import orjson
 
@@ -218,10 +219,16 @@ class ResultsWriter:
     finished case (a leading comma aside), which is what ``read_results`` relies on.
     """
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], contract: tuple[str, str] | None = None) -> None:
         self._stream = stream
         self._count = 0
-        stream.write(f'{{"format": "{FORMAT}", "cases": [\n')
+        # The contract in the first line too: a file cut short still says whose it is.
+        named = (
+            ""
+            if contract is None
+            else f", {_dumps(dict(zip(_ORIGIN, contract, strict=True)))[1:-1]}"
+        )
+        stream.write(f'{{"format": "{FORMAT}"{named}, "cases": [\n')
         stream.flush()
 
     def write(self, result: CaseResult) -> None:
@@ -257,12 +264,35 @@ def read_results(path: Path) -> Iterator[CaseResult]:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 
 
+_ORIGIN = ("contract_id", "contract_version")
+
+
+def check_origin(path: Path, contract_id: str, version: str, flag: str) -> None:
+    """Refuse a results file of another contract or version (its first line or summary
+    says; a file that says neither passes)."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            first = lines.readline(65_536).rstrip()
+        found: Any = orjson.loads(first + "]}") if first.endswith("[") else {}
+    except (OSError, UnicodeDecodeError, orjson.JSONDecodeError):
+        found = {}
+    if not isinstance(found, dict) or not found.keys() & set(_ORIGIN):
+        found = read_summary(path) or {}
+    for key, wanted in zip(_ORIGIN, (contract_id, version), strict=True):
+        if found.get(key, wanted) != wanted:
+            what = "version " if key == "contract_version" else ""
+            raise InvalidData(
+                f"{flag}: {path} holds results of {what}{found[key]!r}, not {wanted!r}"
+            )
+
+
 def read_summary(path: Path) -> dict[str, Any] | None:
     """The summary of a complete results file (None if the run was cut short)."""
     try:
-        return orjson.loads(path.read_bytes()).get("summary")  # type: ignore[no-any-return]
+        summary = orjson.loads(path.read_bytes()).get("summary")
     except (OSError, orjson.JSONDecodeError, AttributeError):
         return None
+    return summary if isinstance(summary, dict) else None
 
 
 # -- for a person ---------------------------------------------------------------------
@@ -344,17 +374,30 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
     return "\n".join(lines)
 
 
+# Characters XML 1.0 cannot hold even escaped (a case id or a model's answer may carry
+# them): each becomes U+FFFD, so the report stays a document CI can parse.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _quoteattr(text: str) -> str:
+    return saxutils.quoteattr(_NOT_XML.sub("\ufffd", text))
+
+
+def _escape(text: str) -> str:
+    return saxutils.escape(_NOT_XML.sub("\ufffd", text))
+
+
 def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) -> None:
     """One ``testcase`` per case and repetition, a ``failure`` (or ``error``) per failed
     one, as CI systems show them; written as the cases are read."""
-    suite = quoteattr(summary.contract_id)
+    suite = _quoteattr(summary.contract_id)
     counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
     seconds = summary.latency_sum / 1000
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(f"<testsuites name={suite} {counts}>\n")
     stream.write(f'  <testsuite name={suite} {counts} time="{seconds:.3f}">\n')
     for case in cases:
-        name = quoteattr(case.id if case.repeat == 0 else f"{case.id}#{case.repeat}")
+        name = _quoteattr(case.id if case.repeat == 0 else f"{case.id}#{case.repeat}")
         time_s = (case.latency_ms or 0.0) / 1000
         head = f'    <testcase classname={suite} name={name} time="{time_s:.3f}"'
         if case.passed:
@@ -362,12 +405,12 @@ def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) 
             continue
         stream.write(head + ">\n")
         if case.errored and case.error is not None:
-            message = quoteattr(f"{case.error['code']}: {case.error['detail']}")
+            message = _quoteattr(f"{case.error['code']}: {case.error['detail']}")
             stream.write(f"      <error message={message}/>\n")
         else:
             failed = [a for a in case.assertions if not a["passed"]]
-            message = quoteattr("; ".join(str(a["name"]) for a in failed))
-            body = escape("\n".join(f"{a['name']}: {a['detail']}" for a in failed))
+            message = _quoteattr("; ".join(str(a["name"]) for a in failed))
+            body = _escape("\n".join(f"{a['name']}: {a['detail']}" for a in failed))
             stream.write(f"      <failure message={message}>{body}</failure>\n")
         stream.write("    </testcase>\n")
     stream.write("  </testsuite>\n</testsuites>\n")

@@ -42,7 +42,7 @@ from .._redaction import Redactor
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
-from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_results
+from ._report import CaseResult, EvalReport, ResultsWriter, Summary, check_origin, read_results
 
 __all__ = [
     "Evaluator",
@@ -402,7 +402,7 @@ async def arun_eval(
     targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
-    writer = ResultsWriter(output) if output is not None else None
+    writer = ResultsWriter(output, (parsed.id, parsed.version)) if output is not None else None
     redact = _redacting(runtime)
     repairing = runtime if repair is None else RepairingRuntime(runtime, attempts=repair)
 
@@ -416,6 +416,8 @@ async def arun_eval(
         return result
 
     finished: set[tuple[str, int]] = set()
+    if isinstance(resume, Path):
+        check_origin(resume, parsed.id, parsed.version, "resume")
     for result in read_results(resume) if isinstance(resume, Path) else resume or ():
         if not (retry_errors and result.errored) and result.key not in finished:
             finished.add(result.key)
