@@ -176,7 +176,9 @@ def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.Ar
     command("runtimes", "list the installed runtimes")
     for name, entry in (plugins or {}).items():
         if name not in commands.choices:
-            commands.add_parser(name, help=f"{entry.value} (a {COMMANDS_GROUP} entry point)")
+            # Its own help is its own (loading it here would slow every --help).
+            by = f" from {entry.dist.name}" if entry.dist is not None else ""
+            commands.add_parser(name, help=f"see templiqx {name} --help ({COMMANDS_GROUP}{by})")
 
     _add_runtime_args(
         command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)"),
@@ -278,8 +280,9 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
     where = diagnostic.file or ""
     if diagnostic.span is not None:
         where += f":{diagnostic.span.line}:{diagnostic.span.column}"
-    if diagnostic.json_pointer:
-        where += f" {diagnostic.json_pointer}"
+    pointer = diagnostic.json_pointer
+    if pointer and not diagnostic.message.startswith(f"{pointer}: "):  # said once, not twice
+        where += f" {pointer}"
     return f"{diagnostic.code} {where.strip()}: {diagnostic.message}".replace(" :", ":")
 
 

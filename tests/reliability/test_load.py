@@ -15,7 +15,7 @@ from tests.loopback import LoopbackModelServer
 from tests.otlp_receiver import otlp_receiver
 from tests.reliability.test_concurrency import per_request
 
-THREADS, PER_THREAD, SOAK = 8, 500, 2000
+THREADS, PER_THREAD, SOAK = 8, 200, 2000
 
 
 def current_rss_mb() -> float:
@@ -24,7 +24,7 @@ def current_rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def test_eight_threads_by_500_every_generation_exported_once(
+def test_eight_threads_by_200_every_generation_exported_once(
     model_server: LoopbackModelServer,
     make_runtime: RuntimeFactory,
     greeting_request: ExecutionRequest,
@@ -62,7 +62,7 @@ def test_eight_threads_by_500_every_generation_exported_once(
 
 
 @pytest.mark.parametrize("outage", ["down", "hanging"])
-def test_eight_threads_by_500_with_langfuse_out(
+def test_eight_threads_by_200_with_langfuse_out(
     outage: str, make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
 ) -> None:
     with otlp_receiver("hang", hang_s=30) as receiver:

@@ -65,16 +65,15 @@ def test_two_runtimes_with_one_public_key_lose_no_span(
 def test_create_execute_close_cycles_leave_nothing_behind(
     make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
 ) -> None:
-    """Issue 12 item 9: 200 traced create/execute/close cycles leave no thread, socket or
-    exit hook behind (the SDK's prompt-cache consumer used to stay: 200 cycles, 200
-    threads)."""
+    """Issue 12 item 9: traced create/execute/close cycles leave no thread, socket or
+    exit hook behind (the SDK's prompt-cache consumer used to stay: a thread a cycle)."""
     with otlp_receiver("ok") as receiver:
         warm = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
         warm.execute(greeting_request)
         warm.close()
         threads, fds = threading.active_count(), open_fds()
         pipelines = []
-        for _ in range(200):
+        for _ in range(60):
             runtime = make_runtime(langfuse_base_url=receiver.base_url, span_exporter=None)
             pipelines.append(weakref.ref(runtime.tracing.pipeline))
             runtime.execute(greeting_request)
@@ -88,7 +87,7 @@ def test_create_execute_close_cycles_leave_nothing_behind(
         # Loopback server threads may still be closing their side; nothing of ours stays.
         settle(lambda: open_fds() <= fds + 2)
         assert open_fds() <= fds + 2
-        assert len(receiver.spans) == 201
+        assert len(receiver.spans) == 61
 
 
 def test_a_runtime_that_never_traced_starts_no_thread(

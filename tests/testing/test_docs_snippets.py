@@ -163,3 +163,10 @@ def test_schematic_blocks_compile_and_their_imports_resolve() -> None:
         imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
         assert imports
         exec(compile(ast.Module(body=imports, type_ignores=[]), "<imports>", "exec"), {})
+
+
+def test_the_readme_shows_the_example_contract_as_it_is() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("<!-- snippet: file examples/greeting.yaml -->\n```yaml\n")[1]
+    contract = (REPO_ROOT / "examples" / "greeting.yaml").read_text(encoding="utf-8")
+    assert shown.split("```")[0] == contract
