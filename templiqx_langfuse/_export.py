@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Tracer
 
 from . import _sigterm as sigterm
+from ._bounded_http import BoundedTransport
 from ._config import LangfuseConfig
 from ._redaction import SecretHeaders
 from ._version import DISTRIBUTION, __version__
@@ -106,26 +107,6 @@ class _PinnedSession(requests.Session):
             response.raw.release_conn()
         response.raw = io.BytesIO(body[:MAX_RESPONSE_BYTES])
         return response
-
-
-class _BoundedTransport(httpx.HTTPTransport):
-    """Reads at most ``MAX_RESPONSE_BYTES`` of an answer: the generated client reads it
-    whole, and a broken proxy may stream without end."""
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
-        body = b""
-        try:
-            for piece in response.stream:  # type: ignore[union-attr]
-                body += piece
-                if len(body) > MAX_RESPONSE_BYTES:
-                    break
-        finally:
-            response.close()
-        headers = [(k, v) for k, v in response.headers.raw if k.lower() != b"content-length"]
-        return httpx.Response(
-            response.status_code, headers=headers, content=body[:MAX_RESPONSE_BYTES]
-        )
 
 
 def _span_bytes(span: ReadableSpan) -> int:
@@ -284,7 +265,7 @@ class ExportPipeline:
                 session=self._session,
             )
             self._http = httpx.Client(
-                transport=_BoundedTransport(),
+                transport=BoundedTransport(MAX_RESPONSE_BYTES),
                 trust_env=False,
                 timeout=config.timeout_s,
                 headers={"accept-encoding": "identity"},

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import httpx
+
 from templiqx_core import (
     Contract,
     Diagnostic,
@@ -36,6 +38,7 @@ from templiqx_core import (
     read_contract,
 )
 
+from ._bounded_http import AsyncBoundedTransport, BoundedTransport
 from ._config import LangfuseConfig
 from ._tracing import PROMPT_EXTENSION
 
@@ -48,6 +51,9 @@ CONFIG_KEY = "templiqx"
 _ONCE: Any = {"max_retries": 0}
 # Langfuse's rules (packages/shared/src/features/prompts and utils/stringChecks.ts).
 _VARIABLE = re.compile(r"[^\W\d_]\w*")
+#: What is read of one answer of the prompt API: a prompt holds one contract (kilobytes);
+#: a larger answer is cut there and refused as a prompt that does not parse.
+MAX_PROMPT_BYTES = 4 * 2**20
 _LABEL = re.compile(r"[a-z0-9_\-.]{1,36}")
 _RESERVED_NAMES = frozenset({"new", "metrics", "prompt-detail"})
 
@@ -129,8 +135,13 @@ def check_label(label: str) -> str:
 def _own_api(base_url: str, public_key: str, secret_key: str, timeout_s: float) -> LangfuseAPI:
     from langfuse.api import LangfuseAPI
 
+    http = httpx.Client(transport=BoundedTransport(MAX_PROMPT_BYTES), timeout=timeout_s)
     return LangfuseAPI(
-        base_url=base_url, username=public_key, password=secret_key, timeout=timeout_s
+        base_url=base_url,
+        username=public_key,
+        password=secret_key,
+        timeout=timeout_s,
+        httpx_client=http,
     )
 
 
@@ -149,8 +160,13 @@ def _own_async_api(
     mine = _async_apis.setdefault(asyncio.get_running_loop(), {})
     key = (base_url, public_key, secret_key, timeout_s)
     if key not in mine:
+        transport = AsyncBoundedTransport(MAX_PROMPT_BYTES)
         mine[key] = AsyncLangfuseAPI(
-            base_url=base_url, username=public_key, password=secret_key, timeout=timeout_s
+            base_url=base_url,
+            username=public_key,
+            password=secret_key,
+            timeout=timeout_s,
+            httpx_client=httpx.AsyncClient(transport=transport, timeout=timeout_s),
         )
     return mine[key]
 

@@ -535,8 +535,12 @@ def test_hostile_prompt_answers_are_invalid_data_and_the_fallback_serves(
         "labels null": (_set("labels", None), "could not be read"),
         "config a list": (_set("config", [1, 2]), "holds no templiqx contract"),
         "a text prompt": (_set("type", "text"), "could not be read"),
-        "huge config": (
+        "huge config": (  # read up to MAX_PROMPT_BYTES (4 MiB), not 20 MB into memory
             lambda a: a["config"].__setitem__("pad", "x" * 20_000_000),
+            "could not be read",
+        ),
+        "config within the bound": (
+            lambda a: a["config"].__setitem__("pad", "x" * 2_000_000),
             None,  # the contract is still the published one: loads
         ),
     }
