@@ -145,22 +145,35 @@ class _Scores:
     def __init__(self, http: httpx.Client, url: str, headers: Mapping[str, str]) -> None:
         self._http, self._url, self._headers = http, url, headers
 
-    def post(self, scores: list[dict[str, Any]], budget_s: float) -> None:
-        """One request, retried as the generated client retries; raises when it failed."""
+    def post(self, scores: list[dict[str, Any]], budget_s: float) -> int:
+        """One request, retried as the generated client retries: how many scores the API
+        rejected (a 207 names them; it is not retried); raises when the request failed."""
         body, until = orjson.dumps(scores), time.monotonic() + budget_s
         for attempt in range(SCORE_TRIES):
             try:
-                status = self._http.post(self._url, content=body, headers=self._headers)
-                if status.status_code < 300:
-                    return
-                retry = status.status_code >= 500 or status.status_code in (408, 409, 429)
-                why = f"HTTP {status.status_code}"
+                answer = self._http.post(self._url, content=body, headers=self._headers)
+                if answer.status_code == 207:
+                    return _rejected(answer.content, len(scores))
+                if answer.status_code < 300:
+                    return 0
+                retry = answer.status_code >= 500 or answer.status_code in (408, 409, 429)
+                why = f"HTTP {answer.status_code}"
             except httpx.TransportError as error:
                 retry, why = True, type(error).__name__
             pause = 2.0**attempt
             if not retry or attempt + 1 == SCORE_TRIES or time.monotonic() + pause > until:
                 raise RuntimeError(why)
             time.sleep(pause)
+        raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _rejected(body: bytes, sent: int) -> int:
+    """The ``rejected`` count of a 207 answer; all of them when it cannot be read."""
+    try:
+        count = orjson.loads(body).get("rejected")
+    except (orjson.JSONDecodeError, AttributeError):
+        return sent
+    return min(count, sent) if isinstance(count, int) and count >= 0 else sent
 
 
 class _Delivery(SpanExporter):
@@ -212,10 +225,12 @@ class _Delivery(SpanExporter):
         for start in range(0, len(scores), per_request):
             chunk = scores[start : start + per_request]
             try:
-                self._scores.post(chunk, self._config.timeout_s)
+                rejected, why = self._scores.post(chunk, self._config.timeout_s), "rejected"
             except Exception as error:  # what it says is a status or an error's type
-                self.scores_dropped += len(chunk)
-                self._warn_once("scores", f"dropped {len(chunk)} scores ({error})")
+                rejected, why = len(chunk), str(error)
+            if rejected:
+                self.scores_dropped += rejected
+                self._warn_once("scores", f"dropped {rejected} scores ({why})")
 
     def _warn_once(self, key: str, what: str) -> None:
         if key not in self._warned:

@@ -159,7 +159,7 @@ _entries: dict[tuple[Any, ...], _Entry] = {}
 _refreshing: set[tuple[Any, ...]] = set()
 _lock = threading.Lock()
 _cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
-_pending: dict[tuple[Any, ...], asyncio.Future[Contract]] = {}
+_pending: dict[tuple[Any, ...], asyncio.Task[Contract]] = {}
 _tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
 
 
@@ -268,24 +268,27 @@ async def aload_contract(
     source = make()
     loop = asyncio.get_running_loop()
     pending_key = (*source.key, loop)
-    pending = _pending.get(pending_key)
-    if pending is not None:
-        return await asyncio.shield(pending)
-    future: asyncio.Future[Contract] = loop.create_future()
-    _pending[pending_key] = future
+    fetching = _pending.get(pending_key)
+    if fetching is None:  # concurrent cold loads on this loop share the request only
+        fetching = loop.create_task(_fetch_and_store(source))
+        _pending[pending_key] = fetching
+        fetching.add_done_callback(lambda task: _forget(pending_key, task))
     try:
-        try:
-            contract = source.store((await source.afetch()).contract)
-        except PortError as error:
-            contract = source.fall_back(error, fallback)
-        future.set_result(contract)
-        return contract
-    except BaseException as error:
-        future.set_exception(error)
-        future.exception()  # retrieved: no "never retrieved" warning when none waited
-        raise
-    finally:
-        del _pending[pending_key]
+        # Shielded: one caller's cancellation is its own, never the request's or the others'.
+        return await asyncio.shield(fetching)
+    except PortError as error:
+        entry = _entries.get(source.key)  # another caller's fallback, served already
+        return entry.contract if entry is not None else source.fall_back(error, fallback)
+
+
+def _forget(key: tuple[Any, ...], task: asyncio.Task[Contract]) -> None:
+    _pending.pop(key, None)
+    if not task.cancelled():
+        task.exception()  # retrieved: no "never retrieved" report when every caller left
+
+
+async def _fetch_and_store(source: _Source) -> Contract:
+    return source.store((await source.afetch()).contract)
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:

@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from templiqx_core import (
+    Contract,
     InvalidData,
     IoFailure,
     RenderRequest,
@@ -585,6 +586,35 @@ def test_an_async_cold_start_with_langfuse_down_serves_the_fallback_once(
     assert time.monotonic() - started < config.timeout_s + 0.5
     assert fake.gets() == 1
     assert len([r for r in caplog.records if "fallback" in r.getMessage()]) == 1
+
+
+def test_concurrent_cold_loads_share_the_request_but_not_a_cancel_or_a_fallback(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    """One caller's cancellation (a ``wait_for`` timeout) is its own, and each caller's
+    fallback is its own: only the request is shared (was: one future for all)."""
+    fake.down, fake.delay_s = True, 0.5
+
+    async def main() -> tuple[BaseException | None, str, BaseException | None]:
+        load = aload_contract(f"langfuse:{NAME}", config=config)
+        impatient = asyncio.ensure_future(asyncio.wait_for(load, 0.1))
+        for _ in range(3):  # the impatient caller starts the request: the others join it
+            await asyncio.sleep(0)
+        patient = aload_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT)
+        bare = aload_contract(f"langfuse:{NAME}", config=config)
+        first, second, third = await asyncio.gather(
+            impatient, patient, bare, return_exceptions=True
+        )
+        assert isinstance(second, Contract), second
+        return first, second.id, third
+
+    first, served, third = asyncio.run(main())
+    assert isinstance(first, TimeoutError)  # the impatient caller's own deadline
+    assert served == NAME  # the patient caller's own fallback
+    # No fallback of its own: the fallback another caller stored serves it too (the
+    # sync path's rule), never the impatient caller's cancellation.
+    assert not isinstance(third, asyncio.CancelledError)
+    assert fake.gets() == 1
 
 
 def test_an_answer_that_is_no_prompt_is_invalid_data(

@@ -305,8 +305,12 @@ def test_a_burst_of_5000_generations_within_one_export_interval_all_arrive() -> 
 
 @pytest.mark.parametrize(
     "answer",
-    [Reply(status=200, pieces=(b"x" * 65536,) * ENDLESS), Reply(status=500)],
-    ids=["endless-body", "500"],
+    [
+        Reply(status=200, pieces=(b"x" * 65536,) * ENDLESS),
+        Reply(status=500),
+        Reply(status=207, body=b'{"accepted": 15, "rejected": 5, "errors": ["invalid"]}'),
+    ],
+    ids=["endless-body", "500", "207-some-rejected"],
 )
 def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
     answer: Reply,
@@ -327,5 +331,6 @@ def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
         assert any(r.path == scores_path for r in server.requests)
     assert peak < 8 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
     assert export.delivery.dropped == 0
-    # A 2xx status accepted the scores, whatever its body; a 500 refused them.
-    assert export.delivery.scores_dropped == (0 if answer.status == 200 else 20)
+    # A 200 accepted the scores, whatever its body; a 500 refused them all (after its
+    # retries); a 207 names how many it rejected (not retried: the rest were taken).
+    assert export.delivery.scores_dropped == {200: 0, 500: 20, 207: 5}[answer.status]
