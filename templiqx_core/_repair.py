@@ -37,6 +37,9 @@ __all__ = [
 #: ``/pointer: rule`` line per failure, none when the output passes.
 Validate = Callable[[ExecutionReceipt], Sequence[str]]
 
+#: Every try resends the conversation with each earlier answer and its failures: a model
+#: that never complies would otherwise cost ever longer requests without end.
+MAX_ATTEMPTS: Final = 10
 REPAIR_INTRO: Final = "Your answer does not satisfy the required output:"
 REPAIR_OUTRO: Final = "Answer again with only the corrected JSON value."
 
@@ -218,8 +221,10 @@ class RepairingRuntime(WrappingRuntime):
         validate: Validate | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise InvalidData("attempts must be an integer of at least 1")
+        if isinstance(attempts, bool) or not isinstance(attempts, int):
+            raise InvalidData(f"attempts must be an integer from 1 to {MAX_ATTEMPTS}")
+        if not 1 <= attempts <= MAX_ATTEMPTS:
+            raise InvalidData(f"attempts must be an integer from 1 to {MAX_ATTEMPTS}")
         number = isinstance(deadline_s, int | float) and not isinstance(deadline_s, bool)
         if deadline_s is not None and not (number and deadline_s > 0):
             raise InvalidData("deadline_s must be a positive number of seconds")

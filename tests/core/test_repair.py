@@ -296,7 +296,7 @@ def test_the_wrapper_passes_the_port_conformance_checks(request_: ExecutionReque
     assert "failure_projection" in report.passed
 
 
-@pytest.mark.parametrize("attempts", [0, -1, True, 1.5])
+@pytest.mark.parametrize("attempts", [0, -1, True, 1.5, 11, 10**20])
 def test_attempts_and_deadline_are_checked(attempts: Any) -> None:
     with pytest.raises(InvalidData):
         RepairingRuntime(ScriptedRuntime([ScriptedSuccess()]), attempts=attempts)
