@@ -1,13 +1,12 @@
-"""What an eval runner needs from the core besides ``templiqx_core``: contracts read from
-files, eval cases and their checks, documents and runtimes by name. The adapter's runner
-(``templiqx_langfuse.evals``) is built on these names alone, as any other runner can be.
+"""What an eval runner needs from the core besides ``templiqx_core`` (``read_contract``)
+and ``templiqx_core.adapters`` (``load_document``): eval cases and their checks, and
+runtimes by name. The adapter's runner (``templiqx_langfuse.evals``) is built on these
+public names alone, as any other runner can be.
 """
 
 from __future__ import annotations
 
-from ._compiler import read_contract
 from ._eval_cases import CheckResult, EvalCaseSpec, Observed, check_case, iter_cases, load_cases
-from ._loading import load_document
 from ._runtimes import RuntimeOptions, available_runtimes, load_runtime
 
 __all__ = [
@@ -19,7 +18,5 @@ __all__ = [
     "check_case",
     "iter_cases",
     "load_cases",
-    "load_document",
     "load_runtime",
-    "read_contract",
 ]

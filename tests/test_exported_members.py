@@ -156,9 +156,7 @@ PINNED: dict[str, list[str]] = {
         "check_case",
         "iter_cases",
         "load_cases",
-        "load_document",
         "load_runtime",
-        "read_contract",
     ],
     "templiqx_core.codes": [
         "ALL_CODES",

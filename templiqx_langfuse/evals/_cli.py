@@ -19,13 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TextIO
 
-from templiqx_core import InvalidData, RuntimeAdapter
+from templiqx_core import InvalidData, RuntimeAdapter, read_contract
+from templiqx_core.adapters import load_document
 from templiqx_core.evals import (
     EvalCaseSpec,
     RuntimeOptions,
-    load_document,
     load_runtime,
-    read_contract,
 )
 
 from .._config import LangfuseConfig

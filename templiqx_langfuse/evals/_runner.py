@@ -35,8 +35,9 @@ from templiqx_core import (
     Unsupported,
     collect_attempts,
     compile_contract,
+    read_contract,
 )
-from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases, read_contract
+from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases
 
 from .._redaction import Redactor
 from .._runtime import LangfuseTracedRuntime
