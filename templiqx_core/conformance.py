@@ -1,21 +1,13 @@
 """A conformance kit hosts run against their own ``RuntimeAdapter``.
 
 Each check raises ``ConformanceError`` (an ``AssertionError``, so pytest reports a test
-failure) naming the invariant that broke. ``check_adapter`` runs the port's checks,
-``check_streaming_adapter`` the streaming ones, ``check_async_adapter`` those of
-``aexecute``/``aexecute_streaming``; each check is also callable on its own, and
-``CONFORMANCE_CHECKS`` names them for parametrized tests::
+failure) naming the invariant that broke. ``check_adapter``, ``check_streaming_adapter``
+and ``check_async_adapter`` run the port's, the streaming and the async checks; each check
+is also callable on its own, and ``run_check`` runs one of ``CONFORMANCE_CHECKS`` by name.
 
-    @pytest.mark.parametrize("check", sorted(CONFORMANCE_CHECKS))
-    def test_my_adapter(check):
-        run_check(check, MyAdapter(), request, failing_request=bad_request)
-
-Checks needing the provider's side (the text it sent, whether the connection closed) take
-it as arguments. ``ToolCallDelta`` events carry no call index: one with a ``name`` opens
-the next call, a nameless one continues the last, so an adapter forwarding interleaved
-parallel calls as they arrive passes only sequential streams: give the kit both. Async
-checks run on a helper thread's loop with a bounded wait (a task ignoring cancellation
-fails instead of hanging) and import ``asyncio`` lazily, off a sync host's start-up.
+``ToolCallDelta`` events carry no call index: one with a ``name`` opens the next call, a
+nameless one continues the last. Async checks run on a helper thread's loop with a bounded
+wait (a task ignoring cancellation fails instead of hanging).
 """
 
 from __future__ import annotations
@@ -25,6 +17,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -41,7 +34,7 @@ from ._contracts import (
     ToolCallDeltaEvent,
 )
 from ._errors import PortError
-from ._ports import RuntimeAdapter
+from ._ports import EventSink, RuntimeAdapter
 
 __all__ = [
     "ASYNC_CHECKS",
@@ -78,6 +71,8 @@ __all__ = [
 _T = TypeVar("_T")
 _DELTAS = (DeltaEvent, ToolCallDeltaEvent)
 _INVALID_RESPONSE = codes.RUNTIME_INVALID_RESPONSE
+_Execute = Callable[[ExecutionRequest], ExecutionReceipt]
+_Stream = Callable[[ExecutionRequest, EventSink], ExecutionReceipt]
 
 
 class ConformanceError(AssertionError):
@@ -139,19 +134,27 @@ def receipts_equal(left: ExecutionReceipt, right: ExecutionReceipt) -> bool:
     return left.to_json() == right.to_json()
 
 
-def run_stream(adapter: RuntimeAdapter, request: ExecutionRequest) -> StreamRun:
-    """Stream ``request``; a ``PortError`` is recorded, checked against the events, kept."""
+def _lane(adapter: RuntimeAdapter, asynchronous: bool) -> tuple[_Execute, _Stream]:
+    """The adapter's ``execute`` and ``execute_streaming``, or their async twins awaited on
+    a helper thread's loop: a check written once serves both."""
+    if not asynchronous:
+        return adapter.execute, adapter.execute_streaming
+    return partial(_run, adapter.aexecute, what="aexecute()"), partial(
+        _run, adapter.aexecute_streaming, what="aexecute_streaming()"
+    )
+
+
+def run_stream(
+    adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
+) -> StreamRun:
+    """Stream ``request``; a ``PortError`` is recorded, checked against the events, kept.
+    The events must end as the outcome says: ``Failed`` with the raised ``TQX_*`` code, or
+    ``Complete`` with the returned receipt."""
     run = StreamRun()
     try:
-        run.receipt = adapter.execute_streaming(request, run.events.append)
+        run.receipt = _lane(adapter, asynchronous)[1](request, run.events.append)
     except PortError as error:
         run.error = error
-    return _checked(run)
-
-
-def _checked(run: StreamRun) -> StreamRun:
-    """``run`` if its events end as its outcome says: ``Failed`` with the raised ``TQX_*``
-    code, or ``Complete`` with the returned receipt."""
     terminal = validate_event_order(run.events)
     if run.error is not None:
         if not isinstance(terminal, FailedEvent):
@@ -169,20 +172,14 @@ def _checked(run: StreamRun) -> StreamRun:
     return run
 
 
-def _failed_run(adapter: RuntimeAdapter, request: ExecutionRequest) -> tuple[StreamRun, PortError]:
-    run = run_stream(adapter, request)
-    if run.error is None:
-        raise ConformanceError(
-            "execute_streaming() on the failing request did not raise a PortError"
-        )
-    return run, run.error
-
-
-def _check_complete(
-    events: Sequence[StreamEvent], streamed: ExecutionReceipt, direct: ExecutionReceipt, call: str
-) -> None:
-    """A successful ``call`` ends its stream with ``Complete``; both it and the returned
-    receipt are the one ``execute`` gives."""
+def _parity(adapter: RuntimeAdapter, request: ExecutionRequest, asynchronous: bool) -> None:
+    execute, stream = _lane(adapter, asynchronous)
+    call = "aexecute_streaming" if asynchronous else "execute_streaming"
+    direct = adapter.execute(request)
+    if asynchronous and not receipts_equal(execute(request), direct):
+        raise ConformanceError("aexecute() returned a receipt that differs from execute()")
+    events: list[StreamEvent] = []
+    streamed = stream(request, events.append)
     terminal = validate_event_order(events)
     if not isinstance(terminal, CompleteEvent):
         raise ConformanceError(f"successful {call}() stream ended with {type(terminal).__name__}")
@@ -194,17 +191,44 @@ def _check_complete(
 
 def check_streaming_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
     """``Complete`` carries the receipt ``execute`` returns, and so does the return value."""
-    direct = adapter.execute(request)
-    events: list[StreamEvent] = []
-    _check_complete(
-        events, adapter.execute_streaming(request, events.append), direct, "execute_streaming"
-    )
+    _parity(adapter, request, asynchronous=False)
+
+
+def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives; the
+    stream ends with exactly one terminal event, ``Complete``, carrying it."""
+    _parity(adapter, request, asynchronous=True)
+
+
+def _failed_run(
+    adapter: RuntimeAdapter, request: ExecutionRequest, asynchronous: bool = False
+) -> tuple[StreamRun, PortError]:
+    run = run_stream(adapter, request, asynchronous=asynchronous)
+    if run.error is None:
+        call = "aexecute_streaming" if asynchronous else "execute_streaming"
+        raise ConformanceError(f"{call}() on the failing request did not raise a PortError")
+    return run, run.error
 
 
 def check_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
     """A failing request emits one ``Failed{code}`` (a ``TQX_*`` code) last, then raises
     that ``PortError``."""
     _failed_run(adapter, request)
+
+
+def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+    """A failing request awaited: one ``Failed{code}`` last, then the same ``PortError``,
+    and ``aexecute`` raises it too."""
+    _, error = _failed_run(adapter, request, asynchronous=True)
+    try:
+        _lane(adapter, True)[0](request)
+    except PortError as again:
+        if again.code != error.code:
+            raise ConformanceError(
+                f"aexecute() raised {again.code}, aexecute_streaming() {error.code}"
+            ) from None
+        return
+    raise ConformanceError("aexecute() on the failing request returned")
 
 
 def check_sink_exception_propagates(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
@@ -224,6 +248,15 @@ def check_sink_exception_propagates(adapter: RuntimeAdapter, request: ExecutionR
     raise ConformanceError("sink raised, but execute_streaming() returned normally")
 
 
+def _same_receipts(got: Sequence[ExecutionReceipt], expected: Sequence[ExecutionReceipt]) -> None:
+    mismatched = sum(not receipts_equal(g, e) for g, e in zip(got, expected, strict=True))
+    if mismatched:
+        raise ConformanceError(
+            f"{mismatched} of {len(got)} concurrent receipts differed from execute()'s for "
+            "the same request (cross-talk between calls?)"
+        )
+
+
 def check_concurrent_use(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, threads: int = 8, calls: int = 10
 ) -> None:
@@ -237,9 +270,61 @@ def check_concurrent_use(
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         results = [receipt for batch in pool.map(worker, range(threads)) for receipt in batch]
-    mismatched = sum(not receipts_equal(receipt, expected) for receipt in results)
-    if mismatched:
-        raise ConformanceError(f"{mismatched} of {len(results)} concurrent receipts differed")
+    _same_receipts(results, [expected] * len(results))
+
+
+def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
+    """``request`` with its last message marked ``#index``: each task asks its own thing,
+    so an adapter answering one task with another's request is seen."""
+    interaction = request.interaction
+    if not interaction.messages:
+        return request
+    *head, last = interaction.messages
+    marked = last.model_copy(update={"content": f"{last.content} #{index}"})
+    return request.model_copy(
+        update={"interaction": interaction.model_copy(update={"messages": [*head, marked]})}
+    )
+
+
+def check_async_concurrent_use(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    tasks: int = 50,
+    max_stall_s: float = 0.25,
+) -> None:
+    """``tasks`` concurrent tasks on one loop, each asking its own thing, each get the
+    receipt ``execute`` gives for it; and no call holds the loop ``max_stall_s`` or longer
+    (a blocking call inside ``aproduce_output``)."""
+    import asyncio
+
+    requests = [_distinct(request, i) for i in range(tasks)]
+    expected = [adapter.execute(r) for r in requests]
+
+    async def run() -> tuple[list[ExecutionReceipt], float]:
+        stall, done = 0.0, asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal stall
+            while not done.is_set():
+                started = time.monotonic()
+                await asyncio.sleep(0.005)
+                stall = max(stall, time.monotonic() - started - 0.005)
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        receipts = await asyncio.gather(*(adapter.aexecute(r) for r in requests))
+        done.set()
+        await tick
+        return receipts, stall
+
+    receipts, stall = _run(run, what="async concurrent use")
+    _same_receipts(receipts, expected)
+    if stall >= max_stall_s:
+        raise ConformanceError(
+            f"the event loop was held for {stall:.2f} s during concurrent calls "
+            f"(allowed {max_stall_s:g} s): a blocking call on the loop?"
+        )
 
 
 def assemble_tool_calls(events: Sequence[StreamEvent]) -> list[AssembledToolCall]:
@@ -387,6 +472,80 @@ def check_cancellation(
     _stopped("reading", cancelled_at[0], ended, within_s, connection_released)
 
 
+def check_async_cancellation(
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    connection_released: Callable[[], bool],
+    cancel_after_s: float | None = None,
+    within_s: float = 2.0,
+) -> None:
+    """Cancelling the awaiting task (at its first delta, or ``cancel_after_s`` in) makes it
+    raise ``CancelledError`` within ``within_s``, with no event after it, and
+    ``connection_released()`` (the host's probe) turns true; ``request`` must take longer.
+    """
+    import asyncio
+
+    events: list[StreamEvent] = []
+
+    async def run() -> tuple[float, float, int]:
+        first_delta = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def sink(event: StreamEvent) -> None:
+            events.append(event)
+            if isinstance(event, _DELTAS):  # a thread-backed adapter calls from its worker
+                loop.call_soon_threadsafe(first_delta.set)
+
+        task = asyncio.create_task(adapter.aexecute_streaming(request, sink))
+        try:
+            if cancel_after_s is None:
+                await asyncio.wait_for(first_delta.wait(), timeout=30)
+            else:
+                await asyncio.sleep(cancel_after_s)
+        except TimeoutError:
+            task.cancel()
+            raise ConformanceError("the stream to cancel sent no delta within 30 s") from None
+        if task.done():
+            raise ConformanceError("the call to cancel ended before it was cancelled")
+        seen, cancelled_at = len(events), time.monotonic()
+        task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=within_s + 2)
+        except asyncio.CancelledError:
+            return cancelled_at, time.monotonic(), seen
+        except TimeoutError:
+            raise ConformanceError(
+                f"the cancelled call did not end within {within_s:g} s"
+            ) from None
+        except BaseException as other:
+            raise ConformanceError(
+                f"a cancelled call raised {type(other).__name__}, not CancelledError"
+            ) from None
+        raise ConformanceError("cancelled, but aexecute_streaming() returned normally")
+
+    cancelled_at, ended, seen = _run(run, limit_s=2 * within_s + 5, what="the cancelled call")
+    if len(events) > seen:
+        late = type(events[seen]).__name__
+        raise ConformanceError(f"a cancelled stream emitted {late} after the cancel")
+    _stopped("the call", cancelled_at, ended, within_s, connection_released)
+
+
+def _stopped(
+    what: str, cancelled_at: float, ended: float, within_s: float, released: Callable[[], bool]
+) -> None:
+    """The cancelled call ended within ``within_s``, and its connection is released then."""
+    if ended - cancelled_at > within_s:
+        raise ConformanceError(
+            f"{what} went on for {ended - cancelled_at:.2f} s after the cancel "
+            f"(allowed {within_s:g} s)"
+        )
+    while not released():
+        if time.monotonic() - ended > within_s:
+            raise ConformanceError(f"the connection was not released within {within_s:g} s")
+        time.sleep(0.01)
+
+
 def check_size_bound(
     adapter: RuntimeAdapter,
     request: ExecutionRequest,
@@ -411,15 +570,17 @@ def check_size_bound(
         raise ConformanceError(f"the adapter kept reading: {sent} bytes sent for {max_bytes}")
 
 
-def _run(main: Callable[[], Coroutine[Any, Any, _T]], *, limit_s: float, what: str) -> _T:
-    """``asyncio.run(main())`` on a daemon thread, waited for at most ``limit_s``."""
+def _run(
+    main: Callable[..., Coroutine[Any, Any, _T]], *args: Any, limit_s: float = 120, what: str
+) -> _T:
+    """``asyncio.run(main(*args))`` on a daemon thread, waited for at most ``limit_s``."""
     import asyncio
 
     outcome: Future[_T] = Future()
 
     def target() -> None:
         try:
-            outcome.set_result(asyncio.run(main()))
+            outcome.set_result(asyncio.run(main(*args)))
         except BaseException as error:  # handed to the caller's thread
             outcome.set_exception(error)
 
@@ -430,167 +591,6 @@ def _run(main: Callable[[], Coroutine[Any, Any, _T]], *, limit_s: float, what: s
             "or a call that never returns)"
         )
     return outcome.result()
-
-
-def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
-    """``request`` with its last message marked ``#index``: each task asks its own thing,
-    so an adapter answering one task with another's request is seen."""
-    interaction = request.interaction
-    if not interaction.messages:
-        return request
-    *head, last = interaction.messages
-    marked = last.model_copy(update={"content": f"{last.content} #{index}"})
-    return request.model_copy(
-        update={"interaction": interaction.model_copy(update={"messages": [*head, marked]})}
-    )
-
-
-def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives; the
-    stream ends with exactly one terminal event, ``Complete``, carrying it."""
-    direct = adapter.execute(request)
-
-    async def run() -> None:
-        if not receipts_equal(await adapter.aexecute(request), direct):
-            raise ConformanceError("aexecute() returned a receipt that differs from execute()")
-        events: list[StreamEvent] = []
-        streamed = await adapter.aexecute_streaming(request, events.append)
-        _check_complete(events, streamed, direct, "aexecute_streaming")
-
-    _run(run, limit_s=120, what="async parity")
-
-
-def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """A failing request awaited: one ``Failed{code}`` last, then the same ``PortError``."""
-
-    async def run() -> tuple[PortError, PortError]:
-        streamed = StreamRun()
-        try:
-            streamed.receipt = await adapter.aexecute_streaming(request, streamed.events.append)
-        except PortError as error:
-            streamed.error = error
-        if streamed.error is None:
-            raise ConformanceError("aexecute_streaming() on the failing request did not raise")
-        _checked(streamed)
-        try:
-            await adapter.aexecute(request)
-        except PortError as again:
-            return streamed.error, again
-        raise ConformanceError("aexecute() on the failing request returned")
-
-    error, again = _run(run, limit_s=120, what="async failure projection")
-    if again.code != error.code:
-        raise ConformanceError(f"aexecute() raised {again.code}, aexecute_streaming() {error.code}")
-
-
-def check_async_concurrent_use(
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
-    tasks: int = 50,
-    max_stall_s: float = 0.25,
-) -> None:
-    """``tasks`` concurrent tasks on one loop, each asking its own thing, each get the
-    receipt ``execute`` gives for it; and no call holds the loop ``max_stall_s`` or longer
-    (a blocking call inside ``aproduce_output``)."""
-    import asyncio
-
-    requests = [_distinct(request, i) for i in range(tasks)]
-    expected = [adapter.execute(r) for r in requests]
-
-    async def run() -> tuple[list[Any], float]:
-        stalls: list[float] = []
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            while not done.is_set():
-                started = time.monotonic()
-                await asyncio.sleep(0.005)
-                stalls.append(time.monotonic() - started - 0.005)
-
-        tick = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        receipts = await asyncio.gather(*(adapter.aexecute(r) for r in requests))
-        done.set()
-        await tick
-        return receipts, max(stalls, default=0.0)
-
-    receipts, stall = _run(run, limit_s=120, what="async concurrent use")
-    mismatched = sum(not receipts_equal(r, e) for r, e in zip(receipts, expected, strict=True))
-    if mismatched:
-        raise ConformanceError(
-            f"{mismatched} of {tasks} concurrent async receipts differ from execute()'s "
-            "for the same request (cross-talk between tasks?)"
-        )
-    if stall >= max_stall_s:
-        raise ConformanceError(
-            f"the event loop was held for {stall:.2f} s during concurrent calls "
-            f"(allowed {max_stall_s:g} s): a blocking call on the loop?"
-        )
-
-
-def check_async_cancellation(
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
-    connection_released: Callable[[], bool],
-    cancel_after_s: float | None = None,
-    within_s: float = 2.0,
-) -> None:
-    """Cancelling the awaiting task (at its first delta, or ``cancel_after_s`` in) makes it
-    raise ``CancelledError`` within ``within_s``, with no event after it, and
-    ``connection_released()`` (the host's probe) turns true; ``request`` must take longer.
-    """
-    import asyncio
-
-    async def run() -> tuple[float, float, list[StreamEvent], int]:
-        events: list[StreamEvent] = []
-        first_delta = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def sink(event: StreamEvent) -> None:
-            events.append(event)
-            if isinstance(event, _DELTAS):
-                # Thread-safe: a thread-backed adapter calls the sink from its worker.
-                loop.call_soon_threadsafe(first_delta.set)
-
-        task = asyncio.create_task(adapter.aexecute_streaming(request, sink))
-        try:
-            if cancel_after_s is None:
-                await asyncio.wait_for(first_delta.wait(), timeout=30)
-            else:
-                await asyncio.sleep(cancel_after_s)
-        except TimeoutError:
-            task.cancel()
-            raise ConformanceError("the stream to cancel sent no delta within 30 s") from None
-        if task.done():
-            raise ConformanceError("the call to cancel ended before it was cancelled")
-        seen = len(events)
-        cancelled_at = time.monotonic()
-        task.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=within_s + 2)
-        except asyncio.CancelledError:
-            pass
-        except TimeoutError:
-            raise ConformanceError(
-                f"the cancelled call did not end within {within_s:g} s"
-            ) from None
-        except BaseException as other:
-            raise ConformanceError(
-                f"a cancelled call raised {type(other).__name__}, not CancelledError"
-            ) from None
-        else:
-            raise ConformanceError("cancelled, but aexecute_streaming() returned normally")
-        return cancelled_at, time.monotonic(), events, seen
-
-    cancelled_at, ended, events, seen = _run(
-        run, limit_s=2 * within_s + 5, what="the cancelled call"
-    )
-    if len(events) > seen:
-        late = type(events[seen]).__name__
-        raise ConformanceError(f"a cancelled stream emitted {late} after the cancel")
-    _stopped("the call", cancelled_at, ended, within_s, connection_released)
 
 
 CONFORMANCE_CHECKS: dict[str, Callable[..., None]] = {
@@ -614,6 +614,19 @@ ASYNC_CHECKS: dict[str, Callable[..., None]] = {
     "async_concurrent_use": check_async_concurrent_use,
     "async_cancellation": check_async_cancellation,
 }
+
+
+def _suite(
+    adapter: RuntimeAdapter,
+    rows: Sequence[tuple[str, Callable[..., None], ExecutionRequest | None, dict[str, Any]]],
+) -> ConformanceReport:
+    """Run each row's check, in order, where the host supplied its request (not ``None``)."""
+    report = ConformanceReport(adapter_id=adapter.descriptor().id)
+    for name, check, request, options in rows:
+        if request is not None:
+            check(adapter, request, **options)
+            report.passed.append(name)
+    return report
 
 
 def run_check(
@@ -646,25 +659,18 @@ def check_adapter(
     calls: int = 10,
 ) -> ConformanceReport:
     """Run every check; failure projection only when a failing request is given."""
-    report, run = _runner(adapter)
-    run("streaming_parity", check_streaming_parity, request)
-    run("sink_exception_propagates", check_sink_exception_propagates, request)
-    run("concurrent_use", check_concurrent_use, request, threads=threads, calls=calls)
+    report = _suite(
+        adapter,
+        [
+            ("streaming_parity", check_streaming_parity, request, {}),
+            ("sink_exception_propagates", check_sink_exception_propagates, request, {}),
+            ("concurrent_use", check_concurrent_use, request, {"threads": threads, "calls": calls}),
+        ],
+    )
     if failing_request is not None:
         check_failure_projection(failing_adapter or adapter, failing_request)
         report.passed.append("failure_projection")
     return report
-
-
-def _runner(adapter: RuntimeAdapter) -> tuple[ConformanceReport, Callable[..., None]]:
-    """A report, and ``run(name, check, request, **options)`` recording each check passed."""
-    report = ConformanceReport(adapter_id=adapter.descriptor().id)
-
-    def run(name: str, check: Callable[..., None], request: Any, **options: Any) -> None:
-        check(adapter, request, **options)
-        report.passed.append(name)
-
-    return report, run
 
 
 def check_streaming_adapter(
@@ -682,23 +688,33 @@ def check_streaming_adapter(
 ) -> ConformanceReport:
     """Run every streaming check for which the host supplied what it needs
     (``interleaved_tool_calls``: a request interleaving parallel calls, and those calls)."""
-    report, run = _runner(adapter)
-    run("delta_order", check_delta_order, request, expected_text=expected_text)
-    run("single_terminal", check_single_terminal, request)
-    run("streaming_parity", check_streaming_parity, request)
-    if expected_tool_calls is not None:
-        run("tool_call_assembly", check_tool_call_assembly, request, expected=expected_tool_calls)
-    if interleaved_tool_calls is not None:
-        interleaved, calls = interleaved_tool_calls
-        run("tool_call_interleaving", check_tool_call_assembly, interleaved, expected=calls)
-    if midstream_failure is not None:
-        run("midstream_failure", check_midstream_failure, midstream_failure)
-    if cancel_request is not None and connection_released is not None:
-        released = connection_released
-        run("cancellation", check_cancellation, cancel_request, connection_released=released)
-    if oversized_request is not None and max_bytes is not None:
-        run("size_bound", check_size_bound, oversized_request, max_bytes=max_bytes)
-    return report
+    interleaved, calls = interleaved_tool_calls or (None, ())
+    tools = None if expected_tool_calls is None else request
+    cancel = None if connection_released is None else cancel_request
+    oversized = None if max_bytes is None else oversized_request
+    return _suite(
+        adapter,
+        [
+            ("delta_order", check_delta_order, request, {"expected_text": expected_text}),
+            ("single_terminal", check_single_terminal, request, {}),
+            ("streaming_parity", check_streaming_parity, request, {}),
+            (
+                "tool_call_assembly",
+                check_tool_call_assembly,
+                tools,
+                {"expected": expected_tool_calls},
+            ),
+            ("tool_call_interleaving", check_tool_call_assembly, interleaved, {"expected": calls}),
+            ("midstream_failure", check_midstream_failure, midstream_failure, {}),
+            (
+                "cancellation",
+                check_cancellation,
+                cancel,
+                {"connection_released": connection_released},
+            ),
+            ("size_bound", check_size_bound, oversized, {"max_bytes": max_bytes}),
+        ],
+    )
 
 
 def check_async_adapter(
@@ -712,35 +728,17 @@ def check_async_adapter(
     tasks: int = 50,
 ) -> ConformanceReport:
     """Run every async check for which the host supplied what it needs."""
-    report, run = _runner(adapter)
-    run("async_parity", check_async_parity, request)
-    run("async_concurrent_use", check_async_concurrent_use, request, tasks=tasks)
-    if failing_request is not None:
-        run("async_failure_projection", check_async_failure_projection, failing_request)
-    if cancel_request is not None and connection_released is not None:
-        run(
-            "async_cancellation",
-            check_async_cancellation,
-            cancel_request,
-            connection_released=connection_released,
-            cancel_after_s=cancel_after_s,
-        )
-    return report
-
-
-def _stopped(
-    what: str, cancelled_at: float, ended: float, within_s: float, released: Callable[[], bool]
-) -> None:
-    """The cancelled call ended within ``within_s``, and its connection is released then."""
-    if ended - cancelled_at > within_s:
-        raise ConformanceError(
-            f"{what} went on for {ended - cancelled_at:.2f} s after the cancel "
-            f"(allowed {within_s:g} s)"
-        )
-    while not released():
-        if time.monotonic() - ended > within_s:
-            raise ConformanceError(f"the connection was not released within {within_s:g} s")
-        time.sleep(0.01)
+    cancel = None if connection_released is None else cancel_request
+    released = {"connection_released": connection_released, "cancel_after_s": cancel_after_s}
+    return _suite(
+        adapter,
+        [
+            ("async_parity", check_async_parity, request, {}),
+            ("async_concurrent_use", check_async_concurrent_use, request, {"tasks": tasks}),
+            ("async_failure_projection", check_async_failure_projection, failing_request, {}),
+            ("async_cancellation", check_async_cancellation, cancel, released),
+        ],
+    )
 
 
 def _preview(text: Any, limit: int = 60) -> str:
