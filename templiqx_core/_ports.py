@@ -1,11 +1,8 @@
 """The ``RuntimeAdapter`` port: a template method around one adapter hook.
 
-The port, not each adapter, owns what must hold for every adapter: the receipt is built
-in one guarded place from what ``produce_output`` (or async ``aproduce_output``) returns;
-an unexpected error becomes a mapped ``PortError``; every stream ends with exactly one
-terminal event, even on a ``BaseException``; observers hear the outcome exactly once; a
-closed runtime raises ``RuntimeClosed``, also for a call in flight when it closed. An
-adapter that overrides ``execute`` itself still gets a stream with one terminal event.
+The port, not each adapter, owns what must hold for every adapter: one guarded place
+builds the receipt; unexpected errors become a ``PortError``; every stream ends with one
+terminal event; observers hear the outcome once; a closed runtime raises ``RuntimeClosed``.
 """
 
 from __future__ import annotations
@@ -15,8 +12,8 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn, TypeVar
 
 from . import codes
 from ._canonical import NotJson
@@ -43,19 +40,13 @@ _Self = TypeVar("_Self", bound="RuntimeAdapter")
 
 @dataclass(frozen=True)
 class Produced:
-    """What ``produce_output`` may return instead of a bare output value.
-
-    ``details`` is adapter-private (e.g. token usage for a trace); the port hands it to
-    the call's observers with the receipt and never puts it in the receipt.
-    """
+    """What ``produce_output`` may return instead of a bare output: ``details`` go to the
+    call's observers, never into the receipt; ``output_schema_valid`` overrides the schema's
+    verdict (scripted fakes); a receipt finished after ``deadline_at`` is a timeout."""
 
     output: Any
     details: Any = None
-    #: A validity the adapter declares instead of the schema's verdict: scripted fakes
-    #: report what their script says, as the reference mock does.
     output_schema_valid: bool | None = None
-    #: The monotonic instant the call had to end by. Validating the output is part of the
-    #: call: a receipt finished after it is refused as ``TQX_RUNTIME_TIMEOUT``.
     deadline_at: float | None = None
 
 
@@ -75,16 +66,14 @@ class CallOutcome:
         return self.receipt is not None
 
 
+@dataclass(slots=True)
 class _Stream:
     """The host's sink for one call: remembers an exception it raised (a host cancel), and
     sends nothing once the awaiting task was cancelled."""
 
-    __slots__ = ("cancelled", "error", "sink")
-
-    def __init__(self, sink: EventSink) -> None:
-        self.sink = sink
-        self.error: BaseException | None = None
-        self.cancelled = False
+    sink: EventSink
+    error: BaseException | None = None
+    cancelled: bool = False
 
     def send(self, event: StreamEvent) -> None:
         if self.cancelled:
@@ -114,32 +103,23 @@ def _own(adapter: RuntimeAdapter, name: str) -> bool:
     return getattr(type(adapter), name) is not getattr(RuntimeAdapter, name)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class RuntimeCall:
     """One execution in progress, as the port hands it to ``produce_output``."""
 
-    __slots__ = ("_observers", "_stream", "adapter", "request", "request_fingerprint")
-
-    def __init__(
-        self,
-        request: ExecutionRequest,
-        adapter: AdapterDescriptor,
-        request_fp: str,
-        stream: _Stream | None = None,
-    ) -> None:
-        self.request = request
-        self.adapter = adapter
-        self.request_fingerprint = request_fp
-        self._stream = stream
-        self._observers: list[Callable[[CallOutcome], None]] = []
+    request: ExecutionRequest
+    adapter: AdapterDescriptor
+    request_fingerprint: str
+    _stream: _Stream | None = None
+    _observers: list[Callable[[CallOutcome], None]] = field(default_factory=list)
 
     @property
     def streaming(self) -> bool:
-        """Whether a host listens for deltas (``execute_streaming``)."""
         return self._stream is not None
 
     def emit(self, event: DeltaEvent | ToolCallDeltaEvent) -> None:
-        """Send a delta to the host (a no-op outside ``execute_streaming``); the terminal
-        event is the port's. An exception the sink raises is how a host cancels: let it."""
+        """Send a delta to a streaming host; the terminal event is the port's. An exception
+        the sink raises is how a host cancels: let it propagate."""
         if not isinstance(event, (DeltaEvent, ToolCallDeltaEvent)):
             raise TypeError("adapters emit Delta/ToolCallDelta only; the port emits the terminal")
         if self._stream is not None:
@@ -169,12 +149,9 @@ def _interrupted(error: BaseException) -> str:
 
 
 def failed_event(error: BaseException) -> FailedEvent:
-    """The terminal ``Failed`` event of an outcome that raised ``error``.
-
-    A ``PortError`` keeps its code; any other ``Exception`` is ``TQX_RUNTIME_PERMANENT``;
-    a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
-    cancellation) is ``TQX_RUNTIME_INTERRUPTED``. Messages never carry exception text.
-    """
+    """The terminal ``Failed`` event for ``error``: a ``PortError``'s code, else
+    ``TQX_RUNTIME_PERMANENT`` (an ``Exception``) or ``TQX_RUNTIME_INTERRUPTED``; never
+    the exception's text."""
     if isinstance(error, PortError):
         return FailedEvent(code=error.code, message=str(error))
     if isinstance(error, Exception):
@@ -203,8 +180,7 @@ class RuntimeAdapter(ABC):
     """A way to run a compiled interaction and get back a fingerprinted receipt.
 
     Adapters implement ``descriptor`` and ``produce_output`` (and ``release`` if they own
-    resources); the port does the rest. Implementations must be thread-safe: one instance
-    serves concurrent calls.
+    resources); the port does the rest. One instance serves concurrent calls.
     """
 
     _port_closing: threading.Lock
@@ -226,12 +202,8 @@ class RuntimeAdapter(ABC):
         """Identity and capabilities of this adapter."""
 
     def produce_output(self, call: RuntimeCall) -> Any:
-        """Run ``call.request`` once and return the parsed output (or ``Produced``).
-
-        Raise a ``PortError`` subclass for a failure you can name (``RuntimeFailureError``
-        for runtime failures); anything else is mapped by the port. Non-terminal stream
-        events go through ``call.emit``; observers (tracing) through ``call.on_finish``.
-        """
+        """Run ``call.request`` once and return the parsed output (or ``Produced``); raise
+        a ``PortError`` for a failure you can name, the port maps anything else."""
         raise NotImplementedError(_NOT_IMPLEMENTED)
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
@@ -239,22 +211,16 @@ class RuntimeAdapter(ABC):
         return self._run(request, None)
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """Run the request, projecting its outcome onto ``sink`` as stream events.
-
-        Deltas (if the adapter streams) then exactly one terminal event: ``Complete`` with
-        the receipt ``execute`` would return, or ``Failed{code, message}`` followed by
-        re-raising the exception. An exception raised by ``sink`` propagates unchanged
-        and ends the stream: that is how a host cancels.
-        """
-        if _own(self, "execute"):
-            # An adapter with its own execute: project its outcome.
+        """Run the request, streaming deltas then one terminal event to ``sink``:
+        ``Complete`` with ``execute``'s receipt, or ``Failed`` and the raise. An exception
+        raised by ``sink`` propagates unchanged: that is how a host cancels."""
+        if _own(self, "execute"):  # a wrapper: its outcome, projected
             return project_terminal(lambda: self.execute(request), sink)
         return self._run(request, sink)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts: the same receipt, on the loop with a native
-        ``aproduce_output``, else in a worker thread. Cancelling the task cancels a native
-        call where it waits; the call's observers see it as interrupted."""
+        """``execute`` for async hosts: on the loop with a native ``aproduce_output``, else
+        in a worker thread; cancelling the task interrupts the call."""
         if _own(self, "execute") and not _own(self, "aproduce_output"):
             import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
 
@@ -264,15 +230,13 @@ class RuntimeAdapter(ABC):
     async def aexecute_streaming(
         self, request: ExecutionRequest, sink: EventSink
     ) -> ExecutionReceipt:
-        """``execute_streaming`` for async hosts (``sink`` is called from a worker-thread
-        adapter's thread). Cancelling the task ends the stream where it is: no event follows,
-        and a worker-thread adapter's next delta raises ``CancelledError`` in the worker."""
+        """``execute_streaming`` for async hosts (a worker-thread adapter calls ``sink`` from
+        its thread). Cancelling the task ends the stream where it is: no event follows."""
         if _own(self, "aproduce_output") or not _own(self, "execute"):
             return await self._arun(request, sink)
         import asyncio
 
-        # An adapter with its own execute (a wrapper): its outcome, projected.
-        try:
+        try:  # a wrapper: its outcome, projected
             receipt = await self.aexecute(request)
         except asyncio.CancelledError:
             raise
@@ -283,8 +247,8 @@ class RuntimeAdapter(ABC):
         return receipt
 
     async def aproduce_output(self, call: RuntimeCall) -> Any:
-        """The async hook; by default ``produce_output`` in a worker thread, so a blocking
-        adapter never stalls the loop. Adapters with native async I/O override it."""
+        """The async hook; by default ``produce_output`` in a worker thread (a blocking
+        adapter never stalls the loop)."""
         import asyncio
 
         try:
@@ -297,34 +261,32 @@ class RuntimeAdapter(ABC):
     def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         call, validator = self._port_open(request, sink)
         try:
-            try:
-                produced = self.produce_output(call)
-            except BaseException as error:
-                if (mapped := self._map_failure(call, error)) is error:
-                    raise
-                raise mapped from error
-            return self._port_receipt(call, validator, produced)
+            produced = self.produce_output(call)
         except BaseException as error:
-            _terminal_failure(call._stream, error)
-            raise
+            self._port_failed(call, error)
+        return self._port_receipt(call, validator, produced)
 
     async def _arun(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         import asyncio
 
         call, validator = self._port_open(request, sink)
         try:
-            try:
-                produced = await self.aproduce_output(call)
-            except BaseException as error:
-                if (mapped := self._map_failure(call, error)) is error:
-                    raise
-                raise mapped from error
-            return self._port_receipt(call, validator, produced)
-        except asyncio.CancelledError:
-            raise  # the host stopped listening: nothing more is sent to it
+            produced = await self.aproduce_output(call)
         except BaseException as error:
-            _terminal_failure(call._stream, error)
-            raise
+            # A cancelled task: the host stopped listening, nothing more is sent to it.
+            self._port_failed(call, error, quiet=isinstance(error, asyncio.CancelledError))
+        return self._port_receipt(call, validator, produced)
+
+    def _port_failed(
+        self, call: RuntimeCall, error: BaseException, quiet: bool = False
+    ) -> NoReturn:
+        """Raise what the hook's ``error`` maps to, after a ``Failed`` event unless ``quiet``."""
+        mapped = self._map_failure(call, error)
+        if not quiet:
+            _terminal_failure(call._stream, mapped)
+        if mapped is error:
+            raise error
+        raise mapped from error
 
     def _port_open(
         self, request: ExecutionRequest, sink: EventSink | None
@@ -346,8 +308,8 @@ class RuntimeAdapter(ABC):
     def _port_receipt(
         self, call: RuntimeCall, validator: SchemaValidator, produced: Any
     ) -> ExecutionReceipt:
-        """The receipt from what the hook returned, built in this one place, and the
-        stream's ``Complete`` event (a sink raising on it is seen as the host's cancel)."""
+        """The receipt from what the hook returned, built in this one place, then the
+        stream's ``Complete`` event."""
         if not isinstance(produced, Produced):
             produced = Produced(produced)
         try:
@@ -358,9 +320,7 @@ class RuntimeAdapter(ABC):
                 request_fp=call.request_fingerprint,
                 validator=validator,
             )
-        except Exception as error:
-            # The one place a model's output is fingerprinted and validated: whatever
-            # goes wrong here is a problem with that output.
+        except Exception as error:  # whatever goes wrong here is a problem with the output
             reason = error.reason if isinstance(error, NotJson) else type(error).__name__
             detail = f"model output cannot be fingerprinted or validated ({reason})"
             raise _refuse(call, RuntimeFailureCode.INVALID_RESPONSE, detail) from error
@@ -391,7 +351,7 @@ class RuntimeAdapter(ABC):
             mapped = error
         else:
             detail = f"unexpected {type(error).__name__} while producing the output"
-            return _refuse(call, RuntimeFailureCode.PERMANENT, detail)
+            return _refuse(call, RuntimeFailureCode.PERMANENT, detail, terminal=False)
         detail = mapped.failure.detail if isinstance(mapped, RuntimeFailureError) else str(mapped)
         call._finish(error=mapped, code=mapped.code, detail=detail)
         return mapped
@@ -413,20 +373,18 @@ class RuntimeAdapter(ABC):
         """Free what the adapter owns (pools, trace clients); called once by ``close``."""
 
     def close(self) -> None:
-        """Close the runtime (idempotent, thread-safe). Later calls raise ``RuntimeClosed``;
-        a call in flight that trips over released resources raises it too."""
+        """Close for good (idempotent, thread-safe): later calls raise ``RuntimeClosed``."""
         if self._port_closing.acquire(blocking=False):
             self.release()
 
     async def arelease(self) -> None:
-        """``release`` for ``aclose``; the default runs it in a worker thread, so a flush
-        or a join never blocks the event loop."""
+        """``release`` for ``aclose``, by default in a worker thread (off the loop)."""
         import asyncio
 
         await asyncio.to_thread(self.release)
 
     async def aclose(self) -> None:
-        """``close`` for async hosts (idempotent; shared with ``close``: either wins once)."""
+        """``close`` for async hosts; either of the two closes once."""
         if self._port_closing.acquire(blocking=False):
             await self.arelease()
 
@@ -445,19 +403,22 @@ class RuntimeAdapter(ABC):
         self.close()
 
 
-def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> RuntimeFailureError:
-    """The runtime failure ending ``call``, its observers told."""
+def _refuse(
+    call: RuntimeCall, code: RuntimeFailureCode, detail: str, *, terminal: bool = True
+) -> RuntimeFailureError:
+    """The runtime failure ending ``call``, its observers told and (``terminal``) its
+    stream's ``Failed`` event sent."""
     refused = RuntimeFailureError(RuntimeFailure.for_adapter(call.adapter, code, detail))
     call._finish(error=refused, code=refused.code, detail=refused.failure.detail)
+    if terminal:
+        _terminal_failure(call._stream, refused)
     return refused
 
 
 class WrappingRuntime(RuntimeAdapter):
-    """Base of runtimes that wrap another (retrying, replaying): same descriptor, so
-    receipts are indistinguishable from the inner's; closing the wrapper closes ``inner``.
-
-    Subclasses override ``execute`` and start it with ``self._ensure_open()``.
-    """
+    """Base of runtimes that wrap another (retrying, replaying): same descriptor, and
+    closing the wrapper closes ``inner``. Subclasses' ``execute`` start with
+    ``self._ensure_open()``."""
 
     def __init__(self, inner: RuntimeAdapter) -> None:
         self.inner = inner
