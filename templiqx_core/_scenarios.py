@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from . import codes
 from ._canonical import fingerprint
@@ -268,9 +268,19 @@ class ScenarioExpectation(WireModel):
     receipt_fingerprint: str
 
 
+def _package_relative(path: str) -> str:
+    relative = PurePosixPath(path)
+    if relative.is_absolute() or "\\" in path or ".." in relative.parts:
+        raise ValueError(f"inventory manifest path is not package-relative: {path}")
+    return path
+
+
+_NonEmpty = Annotated[str, Field(pattern=r"\S")]
+
+
 class InventoryEntry(WireModel):
-    id: str
-    manifest: str
+    id: _NonEmpty
+    manifest: Annotated[_NonEmpty, AfterValidator(_package_relative)]
     expectation: ScenarioExpectation
 
 
@@ -279,17 +289,15 @@ class Inventory(WireModel):
     package: str
     scenarios: list[InventoryEntry]
 
-
-def _expectation_conflicts(entry: InventoryEntry, manifest: ScenarioManifest) -> list[str]:
-    expect = entry.expectation
-    pairs: list[tuple[str, Any, Any]] = [
-        ("id", entry.id, manifest.id),
-        ("status", expect.status, manifest.expected_status),
-        ("diagnostic_code", expect.diagnostic_code, manifest.expected_failure),
-        ("output_schema_valid", expect.output_schema_valid, manifest.declared_schema_valid),
-        ("output_fingerprint", expect.output_fingerprint, manifest.expected_output_fingerprint),
-    ]
-    return [f"{name}: inventory says {a!r}, manifest says {b!r}" for name, a, b in pairs if a != b]
+    @model_validator(mode="after")
+    def _check(self) -> Inventory:
+        if self.api_version != MOCK_API_VERSION:
+            raise ValueError(f"unsupported inventory api_version '{self.api_version}'")
+        for key in ("id", "manifest"):
+            values = [getattr(entry, key) for entry in self.scenarios]
+            if duplicate := next((v for v in values if values.count(v) > 1), None):
+                raise ValueError(f"duplicate inventory {key} '{duplicate}'")
+        return self
 
 
 def load_inventory(
@@ -300,36 +308,27 @@ def load_inventory(
     ``<package>/scenarios/inventory.json``."""
     source = Path(path)
     inventory = validate_model(Inventory, load_document(source), name=str(source))
-    if inventory.api_version != MOCK_API_VERSION:
-        raise InvalidData(f"{source}: unsupported inventory api_version '{inventory.api_version}'")
     if package is not None and inventory.package != package:
         raise InvalidData(
             f"{source}: inventory package '{inventory.package}' does not match '{package}'"
         )
     base = Path(root) if root is not None else source.parent.parent.parent
-    ids: set[str] = set()
-    manifests: set[str] = set()
     scenarios = []
     for entry in inventory.scenarios:
-        if not entry.id.strip() or not entry.manifest.strip():
-            raise InvalidData(f"{source}: inventory entries require non-empty id and manifest")
-        if entry.manifest in manifests:
-            raise InvalidData(f"{source}: duplicate inventory manifest '{entry.manifest}'")
-        relative = PurePosixPath(entry.manifest)
-        if relative.is_absolute() or "\\" in entry.manifest or ".." in relative.parts:
-            raise InvalidData(
-                f"{source}: inventory manifest path is not package-relative: {entry.manifest}"
-            )
-        if entry.id in ids:
-            raise InvalidData(f"{source}: duplicate inventory id '{entry.id}'")
-        ids.add(entry.id)
-        manifests.add(entry.manifest)
-        manifest_path = base / entry.manifest
-        if not manifest_path.is_file():
+        if not (base / entry.manifest).is_file():
             raise InvalidData(f"{source}: inventory manifest is missing: {entry.manifest}")
-        scenario = load_scenario(manifest_path)
-        conflicts = _expectation_conflicts(entry, scenario.manifest)
-        if conflicts:
+        scenario = load_scenario(base / entry.manifest)
+        manifest, expect = scenario.manifest, entry.expectation
+        pairs: list[tuple[str, Any, Any]] = [
+            ("id", entry.id, manifest.id),
+            ("status", expect.status, manifest.expected_status),
+            ("diagnostic_code", expect.diagnostic_code, manifest.expected_failure),
+            ("output_schema_valid", expect.output_schema_valid, manifest.declared_schema_valid),
+            ("output_fingerprint", expect.output_fingerprint, manifest.expected_output_fingerprint),
+        ]
+        if conflicts := [
+            f"{k}: inventory says {a!r}, manifest says {b!r}" for k, a, b in pairs if a != b
+        ]:
             raise InvalidData(f"{source}: scenario {entry.id}: " + "; ".join(conflicts))
         scenarios.append(scenario)
     return scenarios
