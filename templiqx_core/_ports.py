@@ -52,8 +52,8 @@ class Produced:
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """How one call ended, as its observers see it (exactly once per call): ``receipt``, or
-    the ``code`` the caller sees and a ``detail`` free of request data."""
+    """How one call ended, as its observers see it once: ``receipt``, or the ``code`` the
+    caller sees and a ``detail`` free of request data."""
 
     receipt: ExecutionReceipt | None = None
     details: Any = None
@@ -277,17 +277,6 @@ class RuntimeAdapter(ABC):
             self._port_failed(call, error, quiet=isinstance(error, asyncio.CancelledError))
         return self._port_receipt(call, validator, produced)
 
-    def _port_failed(
-        self, call: RuntimeCall, error: BaseException, quiet: bool = False
-    ) -> NoReturn:
-        """Raise what the hook's ``error`` maps to, after a ``Failed`` event unless ``quiet``."""
-        mapped = self._map_failure(call, error)
-        if not quiet:
-            _terminal_failure(call._stream, mapped)
-        if mapped is error:
-            raise error
-        raise mapped from error
-
     def _port_open(
         self, request: ExecutionRequest, sink: EventSink | None
     ) -> tuple[RuntimeCall, SchemaValidator]:
@@ -335,13 +324,18 @@ class RuntimeAdapter(ABC):
             call._stream.send(CompleteEvent.from_receipt(receipt))
         return receipt
 
-    def _map_failure(self, call: RuntimeCall, error: BaseException) -> BaseException:
-        """Map what the hook raised, tell the call's observers, return what to raise."""
+    def _port_failed(
+        self, call: RuntimeCall, error: BaseException, quiet: bool = False
+    ) -> NoReturn:
+        """Map what the hook raised, tell the call's observers, end the stream (unless
+        ``quiet``: the awaiting task was cancelled, nobody listens) and raise."""
         stream = call._stream
         if (stream is not None and stream.raised(error)) or not isinstance(error, Exception):
             # A host cancel through its sink, or KeyboardInterrupt & co: re-raised as is.
             call._finish(error=error, code=codes.RUNTIME_INTERRUPTED, detail=_interrupted(error))
-            return error
+            if not quiet:
+                _terminal_failure(stream, error)
+            raise error
         if self.closed and (
             isinstance(error, RuntimeFailureError) or not isinstance(error, PortError)
         ):
@@ -351,10 +345,13 @@ class RuntimeAdapter(ABC):
             mapped = error
         else:
             detail = f"unexpected {type(error).__name__} while producing the output"
-            return _refuse(call, RuntimeFailureCode.PERMANENT, detail, terminal=False)
+            raise _refuse(call, RuntimeFailureCode.PERMANENT, detail) from error
         detail = mapped.failure.detail if isinstance(mapped, RuntimeFailureError) else str(mapped)
         call._finish(error=mapped, code=mapped.code, detail=detail)
-        return mapped
+        _terminal_failure(stream, mapped)
+        if mapped is error:
+            raise error
+        raise mapped from error
 
     @property
     def closed(self) -> bool:
@@ -403,15 +400,11 @@ class RuntimeAdapter(ABC):
         self.close()
 
 
-def _refuse(
-    call: RuntimeCall, code: RuntimeFailureCode, detail: str, *, terminal: bool = True
-) -> RuntimeFailureError:
-    """The runtime failure ending ``call``, its observers told and (``terminal``) its
-    stream's ``Failed`` event sent."""
+def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> RuntimeFailureError:
+    """The runtime failure ending ``call``, its observers told and its ``Failed`` sent."""
     refused = RuntimeFailureError(RuntimeFailure.for_adapter(call.adapter, code, detail))
     call._finish(error=refused, code=refused.code, detail=refused.failure.detail)
-    if terminal:
-        _terminal_failure(call._stream, refused)
+    _terminal_failure(call._stream, refused)
     return refused
 
 

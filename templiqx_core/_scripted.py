@@ -37,13 +37,9 @@ _NO_OUTPUT: Any = object()
 
 @dataclass(frozen=True)
 class ScriptedSuccess:
-    """Succeed with ``output`` (default: the request's ``fixture_output``).
-
-    ``expect_schema_valid`` declares the receipt's validity (the mock's way); left
-    ``None``, the output is validated against the interaction's ``output_schema``.
-    ``text`` answers as a model does, with text: its JSON is the output, and text that is
-    not JSON fails ``TQX_RUNTIME_INVALID_RESPONSE`` keeping it (what a repair sends back).
-    """
+    """Succeed with ``output`` (default: the request's ``fixture_output``), or with ``text``
+    as a model answers (not JSON: ``TQX_RUNTIME_INVALID_RESPONSE`` keeping it, for repair).
+    ``expect_schema_valid`` declares the receipt's validity, as the mock does."""
 
     output: Any = _NO_OUTPUT
     deltas: tuple[str, ...] = ()
@@ -138,7 +134,7 @@ class ScriptedRuntime(RuntimeAdapter):
     def _fail(
         self, step_id: str, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None
     ) -> RuntimeFailureError:
-        # The reference mock fingerprints a failure by its step, code and retry hint.
+        """A failure fingerprinted by its step, code and retry hint, as the mock does."""
         stamp = fingerprint({"id": step_id, "code": code.value, "retry_after_ms": retry_after_ms})
         return RuntimeFailureError(
             RuntimeFailure.for_adapter(

@@ -1,13 +1,9 @@
-"""A conformance kit hosts run against their own ``RuntimeAdapter``.
-
-Each check raises ``ConformanceError`` (an ``AssertionError``, so pytest reports a test
-failure) naming the invariant that broke. ``check_adapter``, ``check_streaming_adapter``
-and ``check_async_adapter`` run the port's, the streaming and the async checks; each check
-is also callable on its own, and ``run_check`` runs one of ``CONFORMANCE_CHECKS`` by name.
+"""A conformance kit hosts run against their own ``RuntimeAdapter``: each check raises
+``ConformanceError`` (an ``AssertionError``) naming the invariant that broke.
 
 ``ToolCallDelta`` events carry no call index: one with a ``name`` opens the next call, a
 nameless one continues the last. Async checks run on a helper thread's loop with a bounded
-wait (a task ignoring cancellation fails instead of hanging).
+wait, so a task ignoring cancellation fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -147,9 +143,8 @@ def _lane(adapter: RuntimeAdapter, asynchronous: bool) -> tuple[_Execute, _Strea
 def run_stream(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
 ) -> StreamRun:
-    """Stream ``request``; a ``PortError`` is recorded, checked against the events, kept.
-    The events must end as the outcome says: ``Failed`` with the raised ``TQX_*`` code, or
-    ``Complete`` with the returned receipt."""
+    """Stream ``request`` (a ``PortError`` is kept); the events must end as the outcome says:
+    ``Failed`` with the raised ``TQX_*`` code, or ``Complete`` with the returned receipt."""
     run = StreamRun()
     try:
         run.receipt = _lane(adapter, asynchronous)[1](request, run.events.append)
@@ -195,8 +190,8 @@ def check_streaming_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -
 
 
 def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives; the
-    stream ends with exactly one terminal event, ``Complete``, carrying it."""
+    """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives, and the
+    stream's one terminal event, ``Complete``, carries it."""
     _parity(adapter, request, asynchronous=True)
 
 
@@ -274,8 +269,7 @@ def check_concurrent_use(
 
 
 def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
-    """``request`` with its last message marked ``#index``: each task asks its own thing,
-    so an adapter answering one task with another's request is seen."""
+    """``request`` with its last message marked ``#index``, so cross-talk is seen."""
     interaction = request.interaction
     if not interaction.messages:
         return request
@@ -425,11 +419,9 @@ def check_cancellation(
     cancel: Callable[[], None] | None = None,
     within_s: float = 2.0,
 ) -> None:
-    """Cancelling stops reading within ``within_s`` and ``connection_released()`` (the
-    host's probe) turns true; ``request`` must stream for longer. The sink raises at the
-    first delta, and that must propagate unchanged; or, given ``cancel``, it is called
-    from another thread then (a signal raising ``KeyboardInterrupt``) and the call must raise.
-    """
+    """At the first delta of ``request`` (a stream longer than ``within_s``) the sink raises,
+    or another thread calls ``cancel`` (a signal): the exception propagates, reading stops
+    within ``within_s`` and ``connection_released()`` (the host's probe) turns true."""
     first_delta, finished = threading.Event(), threading.Event()
     sentinel = _Cancelled("cancelled by the conformance kit")
     events: list[StreamEvent] = []
@@ -448,9 +440,8 @@ def check_cancellation(
             cancelled_at.append(time.monotonic())
             cancel()
 
-    helper = threading.Thread(target=signal_cancel, daemon=True) if cancel else None
-    if helper is not None:
-        helper.start()
+    helper = threading.Thread(target=signal_cancel, daemon=True)
+    helper.start()
     raised: BaseException | None = None
     try:
         adapter.execute_streaming(request, sink)
@@ -459,8 +450,7 @@ def check_cancellation(
     ended = time.monotonic()
     finished.set()
     first_delta.set()
-    if helper is not None:
-        helper.join(timeout=5)
+    helper.join(timeout=5)
     if not cancelled_at:
         raise ConformanceError("the stream to cancel ended before its first delta")
     if raised is None:
@@ -482,8 +472,7 @@ def check_async_cancellation(
 ) -> None:
     """Cancelling the awaiting task (at its first delta, or ``cancel_after_s`` in) makes it
     raise ``CancelledError`` within ``within_s``, with no event after it, and
-    ``connection_released()`` (the host's probe) turns true; ``request`` must take longer.
-    """
+    ``connection_released()`` (the host's probe) turns true."""
     import asyncio
 
     events: list[StreamEvent] = []
