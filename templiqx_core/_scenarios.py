@@ -141,27 +141,24 @@ def _check_manifest(manifest: ScenarioManifest) -> None:
         _check_events(manifest.events)
         return
     ids: set[str] = set()
-    saw_request = saw_terminal = False
-    for index, step in enumerate(manifest.steps):
+    phase = 0  # 0: before request_received, 1: after it, 2: after the terminal step
+    for step in manifest.steps:
         _new_id(step.id, ids, "step")
-        if saw_terminal:
+        if phase == 2:
             raise ValueError(f"step '{step.id}' appears after terminal runtime step")
-        if step.kind == "request_received":
-            if index != 0:
-                raise ValueError("request_received must be the first step")
-            saw_request = True
-            continue
-        if not saw_request:
-            raise ValueError(f"{step.kind} cannot occur before request_received")
+        if (step.kind == "request_received") != (phase == 0):
+            first = "request_received must be the first step"
+            raise ValueError(
+                first if phase else f"{step.kind} cannot occur before request_received"
+            )
         if step.kind == "delay" and not step.delay_ms:
             raise ValueError(f"delay step '{step.id}' must set delay_ms > 0")
-        if step.kind in ("runtime_success", "runtime_failure"):
-            fails = step.kind == "runtime_failure"
-            if (step.failure is not None) != fails:
-                verb = "must include" if fails else "cannot include"
-                raise ValueError(f"{step.kind} step '{step.id}' {verb} failure")
-            saw_terminal = True
-    if not saw_terminal:
+        fails = step.kind == "runtime_failure"
+        if (fails or step.kind == "runtime_success") and (step.failure is not None) != fails:
+            verb = "must include" if fails else "cannot include"
+            raise ValueError(f"{step.kind} step '{step.id}' {verb} failure")
+        phase = 2 if step.kind.startswith("runtime_") else 1
+    if phase != 2:
         raise ValueError("scenario must end in runtime_success or runtime_failure")
 
 
