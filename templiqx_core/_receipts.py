@@ -26,19 +26,15 @@ OUTPUT_SCHEMA_SUMMARY = "runtime output does not satisfy the contract schema"
 
 
 def request_fingerprint(interaction: CompiledInteraction) -> str:
-    """Fingerprint of the compiled interaction (not of the whole request), for every adapter.
-
-    Computed once per interaction and kept on it: interactions are immutable all the way
-    down (``model_construct`` skips validation, so their containers are frozen here).
-    """
+    """Fingerprint of the compiled interaction (not of the whole request), computed once
+    and kept on it: its containers are frozen here, so it cannot change under the cache."""
     cached = interaction._fingerprint
     if cached is None:
         interaction._freeze()
         try:
             dumped = interaction.model_dump(mode="json")
         except (PydanticSerializationError, ValueError, RecursionError):
-            # pydantic refuses values nested past its own limit before canonical JSON
-            # sees them (a 10 000-deep runtime_policy): the same refusal, not a raw error.
+            # pydantic refuses nesting past its own limit before canonical JSON does.
             raise NotJson("nested too deeply to serialize", "") from None
         cached = fingerprint(dumped)
         interaction._fingerprint = cached
@@ -66,8 +62,7 @@ def build_receipt(
 
 
 def _output_failures(schema: Any, output: Any) -> list[tuple[str, str]]:
-    """(pointer in the output, message) for each failed rule, bounded; the message names
-    the value relative to the output (``/priority: not one of the enum [1, 2, 3]``)."""
+    """(pointer in the output, message) for each failed rule, bounded."""
     try:
         return schema_messages(compile_schema(schema), schema, output)
     except (InvalidData, ValueError):  # an invalid schema or a value that is not JSON
@@ -80,8 +75,8 @@ def output_schema_messages(schema: Any, output: Any) -> list[str]:
 
 
 def output_schema_diagnostics(schema: Any, output: Any) -> list[Diagnostic]:
-    """The ``TQX_OUTPUT_SCHEMA`` diagnostics of a schema-invalid output: the reference's
-    summary at ``/output``, then one per failed rule at the failing value's pointer."""
+    """``TQX_OUTPUT_SCHEMA`` diagnostics: the reference's summary at ``/output``, then one
+    per failed rule at the failing value's pointer."""
     failures = [("", OUTPUT_SCHEMA_SUMMARY), *_output_failures(schema, output)]
     return [
         Diagnostic(

@@ -34,14 +34,10 @@ _PROVIDED_BY = {
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """What a surface passes to a runtime factory.
-
-    ``replay``: a cassette to replay instead of calling the network (adapters that make
-    HTTP calls); ``scenario``: a scripted manifest (the scripted runtime); ``env``: the
-    environment to read configuration from; ``on_trace_url``: a runtime that traces calls
-    it with the URL of each execution's trace, as that execution starts (the CLI prints
-    it: a callback, not a "last trace" attribute, which concurrent calls would race for).
-    """
+    """What a surface passes to a runtime factory: a cassette to ``replay``, a scripted
+    ``scenario``, the ``env`` to configure from, and ``on_trace_url``, called with each
+    execution's trace URL as it starts (a callback: concurrent calls would race for an
+    attribute)."""
 
     replay: Path | None = None
     scenario: Path | None = None
