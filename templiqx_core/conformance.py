@@ -143,8 +143,9 @@ def _lane(adapter: RuntimeAdapter, asynchronous: bool) -> tuple[_Execute, _Strea
 def run_stream(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
 ) -> StreamRun:
-    """Stream ``request`` (a ``PortError`` is kept); the events must end as the outcome says:
-    ``Failed`` with the raised ``TQX_*`` code, or ``Complete`` with the returned receipt."""
+    """Stream ``request`` (through ``aexecute_streaming`` if ``asynchronous``), keeping a
+    ``PortError``; the events must end as the outcome says: ``Failed`` with the raised
+    ``TQX_*`` code, or ``Complete`` with the returned receipt."""
     run = StreamRun()
     try:
         run.receipt = _lane(adapter, asynchronous)[1](request, run.events.append)
@@ -216,7 +217,7 @@ def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRe
     and ``aexecute`` raises it too."""
     _, error = _failed_run(adapter, request, asynchronous=True)
     try:
-        _lane(adapter, True)[0](request)
+        _run(adapter.aexecute, request, what="aexecute()")
     except PortError as again:
         if again.code != error.code:
             raise ConformanceError(
