@@ -1,10 +1,8 @@
 """Folding ``chat.completion.chunk`` payloads into stream events and one final message.
 
-Text deltas of choice 0 become ``Delta`` events as they arrive. Tool-call fragments are
-assembled by the provider's ``index`` (without one, as Mistral sends them, an ``id`` or a
-name starts the next call). ``ToolCallDelta`` has no index, so one call streams live until
-its arguments close a JSON object or array; calls interleaved with it are held and emitted
-at the end, in index order.
+``ToolCallDelta`` has no index, so one tool call streams live until its arguments close a
+JSON object or array; calls interleaved with it are held and emitted at the end, in index
+order (docs/streaming.md has the rules).
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ class ToolCall:
         (re-parsing every fragment would be quadratic)."""
         for char in piece:
             if self.closed:
-                return
+                break
             if self._in_string:
                 if self._escaped:
                     self._escaped = False
@@ -92,9 +90,8 @@ def _invalid(detail: str) -> WireFailure:
 
 
 def stream_error(error: Any) -> WireFailure:
-    """Map an ``{"error": …}`` event like the HTTP status it names (``status_code``,
-    ``status`` or a numeric ``code``), never by its text; no status means the provider
-    broke off: unavailable."""
+    """An ``{"error": …}`` event mapped like the HTTP status it names, never by its text;
+    without one the provider broke off: unavailable."""
     status = None
     for key in ("status_code", "status", "code") if isinstance(error, dict) else ():
         value = error.get(key)
@@ -104,9 +101,10 @@ def stream_error(error: Any) -> WireFailure:
             status = value
             break
     detail = "model stream reported an error" + (f" (status {status})" if status else "")
-    mapped = failure_for_status(status, {}, b"") if status is not None else None
-    code = RuntimeFailureCode.UNAVAILABLE if status is None else RuntimeFailureCode.PERMANENT
-    return WireFailure(mapped.code if mapped else code, detail)
+    if status is None:
+        return WireFailure(RuntimeFailureCode.UNAVAILABLE, detail)
+    mapped = failure_for_status(status, {}, b"")
+    return WireFailure(mapped.code if mapped else RuntimeFailureCode.PERMANENT, detail)
 
 
 class ChunkFolder:
@@ -229,13 +227,6 @@ def _content_text(content: Any) -> list[str]:
     """String content, or the ``text`` parts of list-typed content (Mistral); never thinking."""
     if isinstance(content, str):
         return [content] if content else []
-    if isinstance(content, list):
-        return [
-            part["text"]
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-            and part["text"]
-        ]
-    return []
+    parts = content if isinstance(content, list) else []
+    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    return [text for text in texts if isinstance(text, str) and text]
