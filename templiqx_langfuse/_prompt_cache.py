@@ -11,7 +11,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +58,17 @@ class _Entry:
     expires: float  # time.monotonic() after which a load refreshes in the background
 
 
-@dataclass(frozen=True)
+_entries: dict[tuple[Any, ...], _Entry] = {}
+_refreshing: set[tuple[Any, ...]] = set()
+_lock = threading.Lock()
+_cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
+_pending: dict[tuple[Any, ...], asyncio.Task[Fetched]] = {}
+_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
+
+
+@dataclass(slots=True)
 class _Source:
-    """One prompt version or label, and how to fetch and check it."""
+    """One prompt version or label, and how to fetch, check and cache it."""
 
     name: str
     label: str  # "" when a version is named
@@ -76,6 +84,17 @@ class _Source:
         if self.version is not None:
             return f"langfuse:{self.name}#{self.version}"
         return f"langfuse:{self.name}@{self.label}"
+
+    def cached(self) -> tuple[Contract | None, bool]:
+        """The cached contract (the hot path: a few dictionary lookups), and True for the
+        one caller that is to refresh it in the background."""
+        entry = _entries.get(self.key)
+        if entry is None or time.monotonic() < entry.expires:
+            return (None if entry is None else entry.contract), False
+        with _lock:
+            claimed = self.key not in _refreshing
+            _refreshing.add(self.key)
+        return entry.contract, claimed
 
     def _get(self, api: Any) -> Any:
         query = {"label": self.label or None, "version": self.version}
@@ -142,14 +161,6 @@ class _Source:
             await self.afetch()
 
 
-_entries: dict[tuple[Any, ...], _Entry] = {}
-_refreshing: set[tuple[Any, ...]] = set()
-_lock = threading.Lock()
-_cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
-_pending: dict[tuple[Any, ...], asyncio.Task[Fetched]] = {}
-_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
-
-
 @functools.lru_cache(maxsize=1024)
 def _target(reference: str, label: str | None, version: int | None) -> tuple[str, str, int | None]:
     """``(name, label, version)`` of a ``langfuse:NAME[@LABEL|#VERSION]`` reference."""
@@ -167,16 +178,15 @@ def _target(reference: str, label: str | None, version: int | None) -> tuple[str
     return found["name"], chosen if version is None else "", version
 
 
-def _lookup(
+def _source(
     reference: str,
-    label: str | None,
-    version: int | None,
-    ttl: float,
-    config: LangfuseConfig | None,
-    client: Any,
-    model: type[BaseModel] | None,
-) -> tuple[_Entry | None, Callable[[], _Source]]:
-    """The cached entry (the hot path: a few dictionary lookups), and the source to fetch."""
+    label: str | None = None,
+    version: int | None = None,
+    ttl: float = 60.0,
+    config: LangfuseConfig | None = None,
+    client: Any = None,
+    model: type[BaseModel] | None = None,
+) -> _Source:
     name, label, version = _target(reference, label, version)
     if not 0.0 <= ttl <= 1e9:  # NaN too
         raise InvalidData("cache_ttl_s: a number of seconds from 0")
@@ -186,15 +196,7 @@ def _lookup(
         chosen = config or env_config()
         where = (chosen.base_url, chosen.keys()[0])
     key = (*where, name, label, version, model)
-    return _entries.get(key), lambda: _Source(name, label, version, ttl, config, client, model, key)
-
-
-def _claim(key: tuple[Any, ...]) -> bool:
-    with _lock:
-        if key in _refreshing:
-            return False
-        _refreshing.add(key)
-        return True
+    return _Source(name, label, version, ttl, config, client, model, key)
 
 
 def load_contract(
@@ -210,18 +212,17 @@ def load_contract(
 ) -> Contract:
     """The contract of prompt ``langfuse:NAME`` at ``label`` (default ``production``) or
     ``version``, cached; a version whose ``output_schema`` ``output_model`` rejects is refused."""
-    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
-    if entry is not None:
-        if time.monotonic() >= entry.expires and _claim((source := make()).key):
-            name = "templiqx-langfuse-prompt-refresh"
-            threading.Thread(target=source.refresh, name=name, daemon=True).start()
-        return entry.contract
-    source = make()
+    source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
+    contract, refresh = source.cached()
+    if refresh:
+        name = "templiqx-langfuse-prompt-refresh"
+        threading.Thread(target=source.refresh, name=name, daemon=True).start()
+    if contract is not None:
+        return contract
     with _lock:
         cold = _cold_locks.setdefault(source.key, threading.Lock())
     with cold:  # concurrent cold loads of one key make one request
-        entry = _entries.get(source.key)
-        if entry is not None:
+        if (entry := _entries.get(source.key)) is not None:
             return entry.contract
         try:
             return source.fetch().contract
@@ -242,20 +243,18 @@ async def aload_contract(
 ) -> Contract:
     """``load_contract`` on an event loop: requests through the async API client, the
     background refresh a task; concurrent cold loads on one loop share one request."""
-    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
-    if entry is not None:
-        if time.monotonic() >= entry.expires and _claim((source := make()).key):
-            task = asyncio.get_running_loop().create_task(source.arefresh())
-            _tasks.add(task)
-            task.add_done_callback(_tasks.discard)
-        return entry.contract
-    source = make()
+    source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
+    contract, refresh = source.cached()
     loop = asyncio.get_running_loop()
+    if refresh:
+        task = loop.create_task(source.arefresh())
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
+    if contract is not None:
+        return contract
     pending_key = (*source.key, loop)
-    fetching = _pending.get(pending_key)
-    if fetching is None:  # concurrent cold loads on this loop share the request only
-        fetching = loop.create_task(source.afetch())
-        _pending[pending_key] = fetching
+    if (fetching := _pending.get(pending_key)) is None:  # shared: the request only
+        fetching = _pending[pending_key] = loop.create_task(source.afetch())
         fetching.add_done_callback(lambda task: _forget(pending_key, task))
     try:
         # Shielded: one caller's cancellation is its own, never the request's or the others'.
@@ -275,9 +274,9 @@ def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
     """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to
     now, fetched afresh and cached under its number (a run that must not follow a label
     moving under it, an eval gating a promotion)."""
-    fetched = _lookup(reference, None, None, cache_ttl_s, None, None, None)[1]().fetch()
+    fetched = _source(reference, ttl=cache_ttl_s).fetch()
     pinned = f"langfuse:{fetched.name}#{fetched.version}"
-    _lookup(pinned, None, None, cache_ttl_s, None, None, None)[1]().store(fetched.contract)
+    _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
     return pinned, fetched.name, fetched.version
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -200,31 +200,24 @@ def api_errors(where: str) -> Iterator[None]:
     except PortError:
         raise
     except Exception as error:
+        kind = type(error).__name__
         status = error.status_code if isinstance(error, ApiError) else None
         if isinstance(error, httpx.HTTPError):
-            failure: PortError = IoFailure(
-                f"{where}: Langfuse could not be reached ({type(error).__name__})"
-            )
-        elif status == 404:
-            failure = NotFound(f"{where}: Langfuse has no such prompt version")
-        elif status is not None and not 200 <= status < 300:
-            failure = IoFailure(f"{where}: Langfuse answered HTTP {status}")
-        else:
-            failure = InvalidData(
-                f"{where}: Langfuse's answer could not be read ({type(error).__name__})"
-            )
-        raise failure from None
+            raise IoFailure(f"{where}: Langfuse could not be reached ({kind})") from None
+        if status == 404:
+            raise NotFound(f"{where}: Langfuse has no such prompt version") from None
+        if status is not None and not 200 <= status < 300:
+            raise IoFailure(f"{where}: Langfuse answered HTTP {status}") from None
+        raise InvalidData(f"{where}: Langfuse's answer could not be read ({kind})") from None
 
 
 # -- a fetched version -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Fetched:
+class Fetched(NamedTuple):
     contract: Contract
     name: str
     version: int
-    digest: str
 
 
 def checked_version(prompt: Any, where: str) -> Fetched:
@@ -243,8 +236,7 @@ def checked_version(prompt: Any, where: str) -> Fetched:
     contract, diagnostics = parse_contract(json.dumps(held["contract"]), file=where)
     if contract is None:
         raise invalid(where, diagnostics)
-    digest = contract_digest(contract)
-    if held.get("digest") != digest:
+    if held.get("digest") != contract_digest(contract):
         raise InvalidData(f"{where}: the contract in its config does not match its digest")
     messages = [
         {"role": getattr(m, "role", None), "content": getattr(m, "content", None)}
@@ -255,7 +247,7 @@ def checked_version(prompt: Any, where: str) -> Fetched:
             f"{where}: its messages differ from its contract's (edited in Langfuse?); "
             "edit the contract and publish it"
         )
-    return Fetched(contract, prompt.name, prompt.version, digest)
+    return Fetched(contract, prompt.name, prompt.version)
 
 
 # -- publish and promote ---------------------------------------------------------------
