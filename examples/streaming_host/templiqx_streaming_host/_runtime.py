@@ -35,9 +35,8 @@ _VERSION = "0.1.0"
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """Streams one chat completion per call; thread-safe. ``max_response_bytes`` bounds
-    the stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
-    sink (a cancel) closes the connection and propagates unchanged."""
+    """One streamed chat completion per call; thread-safe. ``max_response_bytes`` bounds the
+    stream, ``ModelConfig.timeout_s`` is its deadline; a sink's exception closes it."""
 
     def __init__(
         self,
