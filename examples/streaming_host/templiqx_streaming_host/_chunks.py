@@ -64,12 +64,10 @@ class ToolCall:
     def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
         """Fold one fragment in. A repeated id or name is the same call (some servers resend
         them); name fragments concatenate until the arguments begin (some split a name)."""
-        new_id = fragment.get("id")
-        if isinstance(new_id, str) and new_id:
-            if self.id is None:
-                self.id = new_id
-            elif new_id != self.id:
+        if isinstance(new_id := fragment.get("id"), str) and new_id:
+            if self.id not in (None, new_id):
                 raise _invalid(f"{self.label()} received a second, different id")
+            self.id = new_id
         if isinstance(fragment.get("type"), str):
             self.type = fragment["type"]
         if name and name != self.name:
@@ -126,7 +124,7 @@ class ChunkFolder:
         """One parsed ``data:`` payload; raises ``WireFailure`` for an error event."""
         if not isinstance(chunk, dict):
             raise _invalid("stream event is not a JSON object")
-        if "error" in chunk and chunk["error"] is not None:
+        if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
         if self.response_id is None and isinstance(chunk.get("id"), str):
             self.response_id = chunk["id"]
@@ -138,31 +136,21 @@ class ChunkFolder:
         if usage is not None:
             self.usage = usage
         choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            return []
         events: list[Emitted] = []
-        for choice in choices:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                events += self._choice(choice)
-        return events
-
-    def _choice(self, choice: dict[str, Any]) -> list[Emitted]:
-        finish = choice.get("finish_reason")
-        if isinstance(finish, str):
-            self.finish_reason = finish
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            return []
-        events: list[Emitted] = []
-        for piece in _content_text(delta.get("content")):
-            self.text.append(piece)
-            events.append(DeltaEvent(text=piece))
-        refusal = delta.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            self.refusal.append(refusal)
-        tool_calls = delta.get("tool_calls")
-        if isinstance(tool_calls, list):
-            for fragment in tool_calls:
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            if isinstance(finish := choice.get("finish_reason"), str):
+                self.finish_reason = finish
+            delta = choice.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
+            for piece in _content_text(delta.get("content")):
+                self.text.append(piece)
+                events.append(DeltaEvent(text=piece))
+            if isinstance(refusal := delta.get("refusal"), str) and refusal:
+                self.refusal.append(refusal)
+            tool_calls = delta.get("tool_calls")
+            for fragment in tool_calls if isinstance(tool_calls, list) else ():
                 if isinstance(fragment, dict):
                     events += self._tool_fragment(fragment)
         return events
@@ -192,12 +180,11 @@ class ChunkFolder:
     @staticmethod
     def _release(call: ToolCall) -> list[Emitted]:
         """The call's fragments not yet sent: named if they are its first event."""
-        pending = "".join(call.arguments[call.emitted :])
-        first = call.emitted == 0
+        pending, first = "".join(call.arguments[call.emitted :]), call.emitted == 0
         call.emitted = len(call.arguments)
-        if first:
-            return [ToolCallDeltaEvent(name=call.name, arguments_fragment=pending)]
-        return [ToolCallDeltaEvent(name="", arguments_fragment=pending)] if pending else []
+        if not (first or pending):
+            return []
+        return [ToolCallDeltaEvent(name=call.name if first else "", arguments_fragment=pending)]
 
     def finish(self) -> list[Emitted]:
         """At the end of the stream: what is still held, the live call first, then by index."""
