@@ -1,12 +1,6 @@
 """Contracts loaded from Langfuse by label or version: cached, refreshed in the background,
-with a fallback file when Langfuse is down.
-
-Within ``cache_ttl_s`` a load is a dictionary lookup (no request, no re-validation). After
-it, the stale copy answers at once while one refresh runs in the background (a flag under a
-lock: never two at once, from threads and tasks alike). A cold start that cannot fetch a
-valid version serves the fallback file (one warning) and retries only in the background
-after the TTL; a failed refresh keeps the last good copy and logs why. Hand-written: the
-SDK's own cache lives in its ``Langfuse()`` singleton, which this package does not build.
+with a fallback file when Langfuse is down (the rules are docs/langfuse-prompts.md's). Our
+own cache: the SDK's lives in its ``Langfuse()`` singleton, which this package never builds.
 """
 
 from __future__ import annotations
@@ -17,7 +11,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,8 +29,9 @@ from templiqx_core import (
 from ._config import LangfuseConfig
 from ._prompt_links import link_prompt
 from ._prompts import (
+    ONCE,
     Fetched,
-    api_failure,
+    api_errors,
     async_api,
     check_label,
     checked_version,
@@ -54,7 +50,6 @@ _log = logging.getLogger("templiqx_langfuse.prompts")
 SCHEME = "langfuse:"
 DEFAULT_LABEL = "production"  # Langfuse's default label
 _REFERENCE = re.compile(r"langfuse:(?P<name>[^@#]+)(?:@(?P<label>[^@#]+)|#(?P<version>[0-9]+))?")
-_ONCE: Any = {"max_retries": 0}
 
 
 @dataclass(frozen=True)
@@ -63,9 +58,17 @@ class _Entry:
     expires: float  # time.monotonic() after which a load refreshes in the background
 
 
-@dataclass(frozen=True)
+_entries: dict[tuple[Any, ...], _Entry] = {}
+_refreshing: set[tuple[Any, ...]] = set()
+_lock = threading.Lock()
+_cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
+_pending: dict[tuple[Any, ...], asyncio.Task[Fetched]] = {}
+_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
+
+
+@dataclass(slots=True)
 class _Source:
-    """One prompt version or label, and how to fetch and check it."""
+    """One prompt version or label, and how to fetch, check and cache it."""
 
     name: str
     label: str  # "" when a version is named
@@ -82,33 +85,40 @@ class _Source:
             return f"langfuse:{self.name}#{self.version}"
         return f"langfuse:{self.name}@{self.label}"
 
-    def checked(self, prompt: Any) -> Fetched:
-        fetched = checked_version(prompt, self.where)
-        if self.model is not None:
-            check_output_model(fetched.contract, self.model)  # OutputTypeError: refused
-        link_prompt(fetched.contract.id, fetched.contract.version, fetched.name, fetched.version)
-        return fetched
+    def cached(self) -> tuple[Contract | None, bool]:
+        """The cached contract (the hot path: a few dictionary lookups), and True for the
+        one caller that is to refresh it in the background."""
+        entry = _entries.get(self.key)
+        if entry is None or time.monotonic() < entry.expires:
+            return (None if entry is None else entry.contract), False
+        with _lock:
+            claimed = self.key not in _refreshing
+            _refreshing.add(self.key)
+        return entry.contract, claimed
+
+    def _get(self, api: Any) -> Any:
+        query = {"label": self.label or None, "version": self.version}
+        return api.prompts.get(path_name(self.name), **query, request_options=ONCE)
 
     def fetch(self) -> Fetched:
-        try:
-            prompt = sync_api(self.config, self.client).prompts.get(
-                path_name(self.name), **self._query(), request_options=_ONCE
-            )
-        except Exception as error:
-            raise api_failure(self.where, error) from None
+        with api_errors(self.where):
+            prompt = self._get(sync_api(self.config, self.client))
         return self.checked(prompt)
 
     async def afetch(self) -> Fetched:
-        try:
-            prompt = await async_api(self.config, self.client).prompts.get(
-                path_name(self.name), **self._query(), request_options=_ONCE
-            )
-        except Exception as error:
-            raise api_failure(self.where, error) from None
+        with api_errors(self.where):
+            prompt = await self._get(async_api(self.config, self.client))
         return self.checked(prompt)
 
-    def _query(self) -> dict[str, Any]:
-        return {"label": self.label or None, "version": self.version}
+    def checked(self, prompt: Any) -> Fetched:
+        """The version checked (an ``output_model`` refuses as ``OutputTypeError``), linked
+        to its prompt and cached."""
+        fetched = checked_version(prompt, self.where)
+        if self.model is not None:
+            check_output_model(fetched.contract, self.model)
+        link_prompt(fetched.contract.id, fetched.contract.version, fetched.name, fetched.version)
+        self.store(fetched.contract)
+        return fetched
 
     def store(self, contract: Contract) -> Contract:
         _entries[self.key] = _Entry(contract, time.monotonic() + self.ttl)
@@ -129,38 +139,26 @@ class _Source:
         _log.warning(note, self.where, error, fallback)
         return self.store(contract)
 
-    def keep_last(self, error: Exception) -> None:
-        """A failed refresh: the last good copy serves one more TTL; logged why."""
-        entry = _entries.get(self.key)
-        if entry is not None:
-            self.store(entry.contract)
-        _log.warning("%s: refresh failed, keeping the last good copy: %s", self.where, error)
+    @contextmanager
+    def refreshing(self) -> Iterator[None]:
+        """A background refresh: a failure keeps the last good copy one more TTL (logged)."""
+        try:
+            yield
+        except Exception as error:
+            if (entry := _entries.get(self.key)) is not None:
+                self.store(entry.contract)
+            _log.warning("%s: refresh failed, keeping the last good copy: %s", self.where, error)
+        finally:
+            with _lock:
+                _refreshing.discard(self.key)
 
     def refresh(self) -> None:
-        try:
-            self.store(self.fetch().contract)
-        except Exception as error:
-            self.keep_last(error)
-        finally:
-            with _lock:
-                _refreshing.discard(self.key)
+        with self.refreshing():
+            self.fetch()
 
     async def arefresh(self) -> None:
-        try:
-            self.store((await self.afetch()).contract)
-        except Exception as error:
-            self.keep_last(error)
-        finally:
-            with _lock:
-                _refreshing.discard(self.key)
-
-
-_entries: dict[tuple[Any, ...], _Entry] = {}
-_refreshing: set[tuple[Any, ...]] = set()
-_lock = threading.Lock()
-_cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
-_pending: dict[tuple[Any, ...], asyncio.Task[Contract]] = {}
-_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
+        with self.refreshing():
+            await self.afetch()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -180,17 +178,15 @@ def _target(reference: str, label: str | None, version: int | None) -> tuple[str
     return found["name"], chosen if version is None else "", version
 
 
-def _lookup(
+def _source(
     reference: str,
-    label: str | None,
-    version: int | None,
-    ttl: float,
-    config: LangfuseConfig | None,
-    client: Any,
-    model: type[BaseModel] | None,
-) -> tuple[_Entry | None, Callable[[], _Source]]:
-    """The cached entry (the hot path: a few dictionary lookups), and how to build the
-    source when it must be fetched."""
+    label: str | None = None,
+    version: int | None = None,
+    ttl: float = 60.0,
+    config: LangfuseConfig | None = None,
+    client: Any = None,
+    model: type[BaseModel] | None = None,
+) -> _Source:
     name, label, version = _target(reference, label, version)
     if not 0.0 <= ttl <= 1e9:  # NaN too
         raise InvalidData("cache_ttl_s: a number of seconds from 0")
@@ -200,16 +196,7 @@ def _lookup(
         chosen = config or env_config()
         where = (chosen.base_url, chosen.keys()[0])
     key = (*where, name, label, version, model)
-    return _entries.get(key), lambda: _Source(name, label, version, ttl, config, client, model, key)
-
-
-def _claim(key: tuple[Any, ...]) -> bool:
-    """True for the one caller that starts a refresh of ``key``."""
-    with _lock:
-        if key in _refreshing:
-            return False
-        _refreshing.add(key)
-        return True
+    return _Source(name, label, version, ttl, config, client, model, key)
 
 
 def load_contract(
@@ -224,23 +211,21 @@ def load_contract(
     client: Langfuse | None = None,
 ) -> Contract:
     """The contract of prompt ``langfuse:NAME`` at ``label`` (default ``production``) or
-    ``version``, from the cache when fresh (see the module's note). ``output_model``: a
-    typed contract's model; a version whose ``output_schema`` it rejects is refused."""
-    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
-    if entry is not None:
-        if time.monotonic() >= entry.expires and _claim((source := make()).key):
-            name = "templiqx-langfuse-prompt-refresh"
-            threading.Thread(target=source.refresh, name=name, daemon=True).start()
-        return entry.contract
-    source = make()
+    ``version``, cached; a version whose ``output_schema`` ``output_model`` rejects is refused."""
+    source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
+    contract, refresh = source.cached()
+    if refresh:
+        name = "templiqx-langfuse-prompt-refresh"
+        threading.Thread(target=source.refresh, name=name, daemon=True).start()
+    if contract is not None:
+        return contract
     with _lock:
         cold = _cold_locks.setdefault(source.key, threading.Lock())
     with cold:  # concurrent cold loads of one key make one request
-        entry = _entries.get(source.key)
-        if entry is not None:
+        if (entry := _entries.get(source.key)) is not None:
             return entry.contract
         try:
-            return source.store(source.fetch().contract)
+            return source.fetch().contract
         except PortError as error:
             return source.fall_back(error, fallback)
 
@@ -258,46 +243,40 @@ async def aload_contract(
 ) -> Contract:
     """``load_contract`` on an event loop: requests through the async API client, the
     background refresh a task; concurrent cold loads on one loop share one request."""
-    entry, make = _lookup(reference, label, version, cache_ttl_s, config, client, output_model)
-    if entry is not None:
-        if time.monotonic() >= entry.expires and _claim((source := make()).key):
-            task = asyncio.get_running_loop().create_task(source.arefresh())
-            _tasks.add(task)
-            task.add_done_callback(_tasks.discard)
-        return entry.contract
-    source = make()
+    source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
+    contract, refresh = source.cached()
     loop = asyncio.get_running_loop()
+    if refresh:
+        task = loop.create_task(source.arefresh())
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
+    if contract is not None:
+        return contract
     pending_key = (*source.key, loop)
-    fetching = _pending.get(pending_key)
-    if fetching is None:  # concurrent cold loads on this loop share the request only
-        fetching = loop.create_task(_fetch_and_store(source))
-        _pending[pending_key] = fetching
+    if (fetching := _pending.get(pending_key)) is None:  # shared: the request only
+        fetching = _pending[pending_key] = loop.create_task(source.afetch())
         fetching.add_done_callback(lambda task: _forget(pending_key, task))
     try:
         # Shielded: one caller's cancellation is its own, never the request's or the others'.
-        return await asyncio.shield(fetching)
+        return (await asyncio.shield(fetching)).contract
     except PortError as error:
         entry = _entries.get(source.key)  # another caller's fallback, served already
         return entry.contract if entry is not None else source.fall_back(error, fallback)
 
 
-def _forget(key: tuple[Any, ...], task: asyncio.Task[Contract]) -> None:
+def _forget(key: tuple[Any, ...], task: asyncio.Task[Fetched]) -> None:
     _pending.pop(key, None)
     if not task.cancelled():
         task.exception()  # retrieved: no "never retrieved" report when every caller left
-
-
-async def _fetch_and_store(source: _Source) -> Contract:
-    return source.store((await source.afetch()).contract)
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
     """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to
     now, fetched afresh and cached under its number (a run that must not follow a label
     moving under it, an eval gating a promotion)."""
-    fetched = _lookup(reference, None, None, cache_ttl_s, None, None, None)[1]().fetch()
+    fetched = _source(reference, ttl=cache_ttl_s).fetch()
     pinned = f"langfuse:{fetched.name}#{fetched.version}"
-    _lookup(pinned, None, None, cache_ttl_s, None, None, None)[1]().store(fetched.contract)
+    _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
     return pinned, fetched.name, fetched.version
 
 

@@ -7,12 +7,9 @@ import sys
 
 from templiqx_core import PortError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 
 def publish_command(argv: list[str]) -> int:
-    """Publish a contract as a version of the Langfuse chat prompt named after its id
-    (``LANGFUSE_*`` variables); one line on stdout saying what happened."""
+    """Exit 0 with one line on stdout saying what happened, 1 on failure, 2 on bad usage."""
     about = "publish a contract as a version of the Langfuse chat prompt named after its id"
     parser = argparse.ArgumentParser(prog="templiqx publish", description=about)
     parser.add_argument("contract", help="contract YAML (templiqx/v1alpha1)")
@@ -28,12 +25,10 @@ def publish_command(argv: list[str]) -> int:
         done = publish_contract(args.contract, labels=args.label, message=args.message)
     except PortError as error:
         sys.stderr.write(f"templiqx: publish: {error.code}: {error}\n")
-        return EXIT_FAILED
+        return 1
+    where, digest = f"langfuse:{done.name}#{done.version}", f"digest {done.digest[:12]}"
     if done.created:
-        print(f"published langfuse:{done.name}#{done.version} (digest {done.digest[:12]})")
+        print(f"published {where} ({digest})")
     else:
-        print(
-            f"unchanged: langfuse:{done.name}#{done.version} already holds this contract "
-            f"(digest {done.digest[:12]}); no version created"
-        )
-    return EXIT_OK
+        print(f"unchanged: {where} already holds this contract ({digest}); no version created")
+    return 0

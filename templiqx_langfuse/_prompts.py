@@ -1,13 +1,8 @@
 """Contracts as Langfuse chat prompts: the message rule, the digest, publish and promote.
 
-A published version holds the whole contract in its ``config`` (``{"templiqx": {"digest",
-"contract"}}``) and, as its messages, the contract's messages in Langfuse's own syntax so the
-playground can run them. The contract stays authoritative: a version is used only when its
-messages are still the ones its contract renders (an edit in the Langfuse UI makes a new
-version whose messages no longer match, and that version is refused).
-
-Requests go through the SDK's generated API client (``langfuse.api``: no singleton, no
-tracer), or the host's own ``Langfuse`` client's, never shut down here.
+A version holds the contract and its digest in its ``config`` and, as its messages, the
+contract's in Langfuse's syntax for the playground; it is used only while those messages are
+still the ones its contract renders (a version edited in the Langfuse UI is refused).
 """
 
 from __future__ import annotations
@@ -15,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -48,24 +45,27 @@ if TYPE_CHECKING:
 
 CONFIG_KEY = "templiqx"
 #: One attempt per request: the caller's timeout is the whole cost of a Langfuse outage.
-_ONCE: Any = {"max_retries": 0}
+ONCE: Any = {"max_retries": 0}
+#: What is read of one answer: a prompt holds one contract (kilobytes); a larger answer is
+#: cut there and refused as a prompt that does not parse.
+MAX_PROMPT_BYTES = 4 * 2**20
 # Langfuse's rules (packages/shared/src/features/prompts and utils/stringChecks.ts).
 _VARIABLE = re.compile(r"[^\W\d_]\w*")
-#: What is read of one answer of the prompt API: a prompt holds one contract (kilobytes);
-#: a larger answer is cut there and refused as a prompt that does not parse.
-MAX_PROMPT_BYTES = 4 * 2**20
 _LABEL = re.compile(r"[a-z0-9_\-.]{1,36}")
+_BAD_NAME = re.compile(r"\||^/|/\Z|//|<[^<>]*>")
 _RESERVED_NAMES = frozenset({"new", "metrics", "prompt-detail"})
+# Read per load (hot) when no configuration is given: one LangfuseConfig per distinct value.
+_ENV_READ = tuple(
+    "LANGFUSE_" + n for n in ("PUBLIC_KEY", "SECRET_KEY", "BASE_URL", "HOST", "TIMEOUT")
+)
 
 
 def contract_document(contract: Contract) -> dict[str, Any]:
     """The contract as the JSON document a file would hold (keys by alias)."""
-    document: dict[str, Any] = contract.model_dump(mode="json", by_alias=True)
-    return document
+    return contract.model_dump(mode="json", by_alias=True)
 
 
 def contract_digest(contract: Contract) -> str:
-    """The canonical-JSON fingerprint of the contract document."""
     return fingerprint(contract_document(contract))
 
 
@@ -84,35 +84,23 @@ def _node_text(node: dict[str, Any]) -> str:
 
 
 def chat_messages(contract: Contract) -> list[dict[str, str]]:
-    """The contract's messages as Langfuse chat messages (the documented rule above)."""
-    document = contract_document(contract)
     return [
         {"role": message["role"], "content": "".join(map(_node_text, message["content"]))}
-        for message in document["messages"]
+        for message in contract_document(contract)["messages"]
     ]
 
 
 def check_publishable(contract: Contract) -> None:
     """Refuse what Langfuse cannot hold or would read otherwise than the contract means."""
     name = contract.id
-    if (
-        name != name.strip()
-        or name in _RESERVED_NAMES
-        or "|" in name
-        or name.startswith("/")
-        or name.endswith("/")
-        or "//" in name
-        or re.search(r"<[^<>]*>", name)
-        or len(name) > 255
-    ):
+    if name != name.strip() or name in _RESERVED_NAMES or len(name) > 255 or _BAD_NAME.search(name):
         raise InvalidData(f"contract id {name!r} is not a valid Langfuse prompt name")
     if PROMPT_EXTENSION in contract.extensions:
         raise Unsupported(
             f"{name}: the {PROMPT_EXTENSION} extension links a file to a prompt by hand; "
             "a published contract is linked to its own version (remove the extension)"
         )
-    clash = sorted(set(contract.inputs) & set(contract.context))
-    if clash:
+    if clash := sorted(set(contract.inputs) & set(contract.context)):
         raise InvalidData(
             f"{name}: {', '.join(clash)} named both an input and a context value: "
             "both would be the same Langfuse variable"
@@ -128,76 +116,73 @@ def check_label(label: str) -> str:
     return label
 
 
+def invalid(where: str, diagnostics: Sequence[Diagnostic]) -> InvalidData:
+    """The first diagnostic of a contract that does not load, as one typed error."""
+    first = diagnostics[0]
+    return InvalidData(f"{where}: {first.code} {first.json_pointer or ''}: {first.message}")
+
+
+def path_name(name: str) -> str:
+    """A prompt name as the API's path segment (folders' slashes encoded, as it asks)."""
+    return quote(name, safe="")
+
+
 # -- the client ------------------------------------------------------------------------
 
-
-@functools.cache
-def _own_api(base_url: str, public_key: str, secret_key: str, timeout_s: float) -> LangfuseAPI:
-    from langfuse.api import LangfuseAPI
-
-    http = httpx.Client(transport=BoundedTransport(MAX_PROMPT_BYTES), timeout=timeout_s)
-    return LangfuseAPI(
-        base_url=base_url,
-        username=public_key,
-        password=secret_key,
-        timeout=timeout_s,
-        httpx_client=http,
-    )
-
-
-# An async client's pooled connections belong to the loop that opened them: one client per
-# loop (a host may run asyncio.run more than once), dropped with its loop.
-_async_apis: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], AsyncLangfuseAPI]] = (
+_Api = TypeVar("_Api")
+_Keys = tuple[str, str, str, float]
+_sync_apis: dict[_Keys, LangfuseAPI] = {}
+# An async client's pooled connections belong to the loop that opened them: ours are per
+# loop (a host may run asyncio.run more than once), dropped with it.
+_async_apis: weakref.WeakKeyDictionary[Any, dict[_Keys, AsyncLangfuseAPI]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _own_async_api(
-    base_url: str, public_key: str, secret_key: str, timeout_s: float
-) -> AsyncLangfuseAPI:
+def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
+    """The host's client's API when given (never shut down here), else ours per configuration:
+    the SDK's generated client, no ``Langfuse()`` singleton, no tracer."""
+    from langfuse.api import LangfuseAPI
+
+    if client is not None:
+        return client.api
+    return _own(_sync_apis, config, LangfuseAPI, httpx.Client, BoundedTransport)
+
+
+def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLangfuseAPI:
     from langfuse.api import AsyncLangfuseAPI
 
+    if client is not None:
+        return client.async_api
     mine = _async_apis.setdefault(asyncio.get_running_loop(), {})
-    key = (base_url, public_key, secret_key, timeout_s)
+    return _own(mine, config, AsyncLangfuseAPI, httpx.AsyncClient, AsyncBoundedTransport)
+
+
+def _own(
+    mine: dict[_Keys, _Api],
+    config: LangfuseConfig | None,
+    api: Callable[..., _Api],
+    http: Callable[..., Any],
+    transport: Callable[[int], Any],
+) -> _Api:
+    config = config or env_config()
+    if config.public_key is None or config.secret_key is None:
+        raise InvalidData("Langfuse prompts need LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
+    public, secret = config.keys()
+    key = (config.base_url, public, secret, config.timeout_s)
     if key not in mine:
-        transport = AsyncBoundedTransport(MAX_PROMPT_BYTES)
-        mine[key] = AsyncLangfuseAPI(
-            base_url=base_url,
-            username=public_key,
-            password=secret_key,
-            timeout=timeout_s,
-            httpx_client=httpx.AsyncClient(transport=transport, timeout=timeout_s),
+        mine[key] = api(
+            base_url=config.base_url,
+            username=public,
+            password=secret,
+            timeout=config.timeout_s,
+            httpx_client=http(transport=transport(MAX_PROMPT_BYTES), timeout=config.timeout_s),
         )
     return mine[key]
 
 
-def _keys(config: LangfuseConfig) -> tuple[str, str, str, float]:
-    if config.public_key is None or config.secret_key is None:
-        raise InvalidData("Langfuse prompts need LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
-    public, secret = config.keys()
-    return config.base_url, public, secret, config.timeout_s
-
-
-def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
-    """The host's client's API when given, else one of ours per configuration."""
-    if client is not None:
-        return client.api
-    return _own_api(*_keys(config or env_config()))
-
-
-def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLangfuseAPI:
-    if client is not None:
-        return client.async_api
-    return _own_async_api(*_keys(config or env_config()))
-
-
 def env_config() -> LangfuseConfig:
-    import os
-
     return _env_config(tuple(os.environ.get(name) for name in _ENV_READ))
-
-
-_ENV_READ = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_BASE_URL", "LANGFUSE_HOST")
 
 
 @functools.lru_cache(maxsize=8)
@@ -205,40 +190,34 @@ def _env_config(values: tuple[str | None, ...]) -> LangfuseConfig:
     return LangfuseConfig.from_env({k: v for k, v in zip(_ENV_READ, values, strict=True) if v})
 
 
-def api_failure(what: str, error: Exception) -> PortError:
-    """A typed error for a failed Langfuse request (never its body: it may echo a key)."""
-    import httpx
+@contextmanager
+def api_errors(where: str) -> Iterator[None]:
+    """A failed Langfuse request as a typed error (never its body: it may echo a key)."""
     from langfuse.api.core.api_error import ApiError
 
-    if isinstance(error, PortError):
-        return error
-    if isinstance(error, httpx.HTTPError):
-        return IoFailure(f"{what}: Langfuse could not be reached ({type(error).__name__})")
-    status = error.status_code if isinstance(error, ApiError) else None
-    if status == 404:
-        return NotFound(f"{what}: Langfuse has no such prompt version")
-    if status is not None and not 200 <= status < 300:
-        return IoFailure(f"{what}: Langfuse answered HTTP {status}")
-    return InvalidData(f"{what}: Langfuse's answer could not be read ({type(error).__name__})")
-
-
-def invalid(where: str, diagnostics: Sequence[Diagnostic]) -> InvalidData:
-    """The first diagnostic of a contract that does not load, as one typed error."""
-    first = diagnostics[0]
-    return InvalidData(f"{where}: {first.code} {first.json_pointer or ''}: {first.message}")
+    try:
+        yield
+    except PortError:
+        raise
+    except Exception as error:
+        kind = type(error).__name__
+        status = error.status_code if isinstance(error, ApiError) else None
+        if isinstance(error, httpx.HTTPError):
+            raise IoFailure(f"{where}: Langfuse could not be reached ({kind})") from None
+        if status == 404:
+            raise NotFound(f"{where}: Langfuse has no such prompt version") from None
+        if status is not None and not 200 <= status < 300:
+            raise IoFailure(f"{where}: Langfuse answered HTTP {status}") from None
+        raise InvalidData(f"{where}: Langfuse's answer could not be read ({kind})") from None
 
 
 # -- a fetched version -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Fetched:
-    """A checked version: its contract, and the prompt it links generations to."""
-
+class Fetched(NamedTuple):
     contract: Contract
     name: str
     version: int
-    digest: str
 
 
 def checked_version(prompt: Any, where: str) -> Fetched:
@@ -257,8 +236,7 @@ def checked_version(prompt: Any, where: str) -> Fetched:
     contract, diagnostics = parse_contract(json.dumps(held["contract"]), file=where)
     if contract is None:
         raise invalid(where, diagnostics)
-    digest = contract_digest(contract)
-    if held.get("digest") != digest:
+    if held.get("digest") != contract_digest(contract):
         raise InvalidData(f"{where}: the contract in its config does not match its digest")
     messages = [
         {"role": getattr(m, "role", None), "content": getattr(m, "content", None)}
@@ -269,12 +247,7 @@ def checked_version(prompt: Any, where: str) -> Fetched:
             f"{where}: its messages differ from its contract's (edited in Langfuse?); "
             "edit the contract and publish it"
         )
-    return Fetched(contract, prompt.name, prompt.version, digest)
-
-
-def path_name(name: str) -> str:
-    """A prompt name as the API's path segment (folders' slashes encoded, as it asks)."""
-    return quote(name, safe="")
+    return Fetched(contract, prompt.name, prompt.version)
 
 
 # -- publish and promote ---------------------------------------------------------------
@@ -306,10 +279,7 @@ def publish_contract(
     if not isinstance(contract, Contract):
         parsed, diagnostics = read_contract(contract)
         if parsed is None:
-            first = diagnostics[0]
-            raise InvalidData(
-                f"{contract}: {first.code} {first.json_pointer or ''}: {first.message}"
-            )
+            raise invalid(str(contract), diagnostics)
         contract = parsed
     check_publishable(contract)
     wanted = [check_label(label) for label in dict.fromkeys(labels)]
@@ -318,16 +288,13 @@ def publish_contract(
     api, name, digest = sync_api(config, client), contract.id, contract_digest(contract)
     where = f"langfuse:{name}"
     try:
-        latest: Any = api.prompts.get(path_name(name), label="latest", request_options=_ONCE)
-    except Exception as error:
-        failure = api_failure(where, error)
-        if not isinstance(failure, NotFound):
-            raise failure from None
+        with api_errors(where):
+            latest: Any = api.prompts.get(path_name(name), label="latest", request_options=ONCE)
+    except NotFound:
         latest = None
     held = latest.config.get(CONFIG_KEY) if latest and isinstance(latest.config, dict) else None
     if isinstance(held, dict) and held.get("digest") == digest:
-        missing = [label for label in wanted if label not in latest.labels]
-        if missing:
+        if missing := [label for label in wanted if label not in latest.labels]:
             promote_label(name, latest.version, missing, config=config, client=client)
         return Published(name, latest.version, False, digest)
     earlier = held.get("contract") if isinstance(held, dict) else None
@@ -345,10 +312,8 @@ def publish_contract(
         labels=wanted,
         commit_message=message,
     )
-    try:
-        created: Any = api.prompts.create(request=request, request_options=_ONCE)
-    except Exception as error:
-        raise api_failure(where, error) from None
+    with api_errors(where):
+        created: Any = api.prompts.create(request=request, request_options=ONCE)
     return Published(name, created.version, True, digest)
 
 
@@ -363,9 +328,7 @@ def promote_label(
     """Move ``labels`` to version ``version`` of prompt ``name`` (Langfuse takes each label
     off the version that had it)."""
     wanted = [check_label(label) for label in ([labels] if isinstance(labels, str) else labels)]
-    try:
+    with api_errors(f"langfuse:{name}#{version}"):
         sync_api(config, client).prompt_version.update(
-            path_name(name), version, new_labels=wanted, request_options=_ONCE
+            path_name(name), version, new_labels=wanted, request_options=ONCE
         )
-    except Exception as error:
-        raise api_failure(f"langfuse:{name}#{version}", error) from None

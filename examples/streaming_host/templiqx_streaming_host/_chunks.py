@@ -1,10 +1,8 @@
 """Folding ``chat.completion.chunk`` payloads into stream events and one final message.
 
-Text deltas of choice 0 become ``Delta`` events as they arrive. Tool-call fragments are
-assembled by the provider's ``index`` (without one, as Mistral sends them, an ``id`` or a
-name starts the next call). ``ToolCallDelta`` has no index, so one call streams live until
-its arguments close a JSON object or array; calls interleaved with it are held and emitted
-at the end, in index order.
+``ToolCallDelta`` has no index, so one tool call streams live until its arguments close a
+JSON object or array; calls interleaved with it are held and emitted at the end, in index
+order (docs/streaming.md has the rules).
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ class ToolCall:
         (re-parsing every fragment would be quadratic)."""
         for char in piece:
             if self.closed:
-                return
+                break
             if self._in_string:
                 if self._escaped:
                     self._escaped = False
@@ -66,12 +64,10 @@ class ToolCall:
     def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
         """Fold one fragment in. A repeated id or name is the same call (some servers resend
         them); name fragments concatenate until the arguments begin (some split a name)."""
-        new_id = fragment.get("id")
-        if isinstance(new_id, str) and new_id:
-            if self.id is None:
-                self.id = new_id
-            elif new_id != self.id:
+        if isinstance(new_id := fragment.get("id"), str) and new_id:
+            if self.id not in (None, new_id):
                 raise _invalid(f"{self.label()} received a second, different id")
+            self.id = new_id
         if isinstance(fragment.get("type"), str):
             self.type = fragment["type"]
         if name and name != self.name:
@@ -92,9 +88,8 @@ def _invalid(detail: str) -> WireFailure:
 
 
 def stream_error(error: Any) -> WireFailure:
-    """Map an ``{"error": …}`` event like the HTTP status it names (``status_code``,
-    ``status`` or a numeric ``code``), never by its text; no status means the provider
-    broke off: unavailable."""
+    """An ``{"error": …}`` event mapped like the HTTP status it names, never by its text;
+    without one the provider broke off: unavailable."""
     status = None
     for key in ("status_code", "status", "code") if isinstance(error, dict) else ():
         value = error.get(key)
@@ -104,9 +99,10 @@ def stream_error(error: Any) -> WireFailure:
             status = value
             break
     detail = "model stream reported an error" + (f" (status {status})" if status else "")
-    mapped = failure_for_status(status, {}, b"") if status is not None else None
-    code = RuntimeFailureCode.UNAVAILABLE if status is None else RuntimeFailureCode.PERMANENT
-    return WireFailure(mapped.code if mapped else code, detail)
+    if status is None:
+        return WireFailure(RuntimeFailureCode.UNAVAILABLE, detail)
+    mapped = failure_for_status(status, {}, b"")
+    return WireFailure(mapped.code if mapped else RuntimeFailureCode.PERMANENT, detail)
 
 
 class ChunkFolder:
@@ -128,7 +124,7 @@ class ChunkFolder:
         """One parsed ``data:`` payload; raises ``WireFailure`` for an error event."""
         if not isinstance(chunk, dict):
             raise _invalid("stream event is not a JSON object")
-        if "error" in chunk and chunk["error"] is not None:
+        if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
         if self.response_id is None and isinstance(chunk.get("id"), str):
             self.response_id = chunk["id"]
@@ -140,31 +136,21 @@ class ChunkFolder:
         if usage is not None:
             self.usage = usage
         choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            return []
         events: list[Emitted] = []
-        for choice in choices:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                events += self._choice(choice)
-        return events
-
-    def _choice(self, choice: dict[str, Any]) -> list[Emitted]:
-        finish = choice.get("finish_reason")
-        if isinstance(finish, str):
-            self.finish_reason = finish
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            return []
-        events: list[Emitted] = []
-        for piece in _content_text(delta.get("content")):
-            self.text.append(piece)
-            events.append(DeltaEvent(text=piece))
-        refusal = delta.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            self.refusal.append(refusal)
-        tool_calls = delta.get("tool_calls")
-        if isinstance(tool_calls, list):
-            for fragment in tool_calls:
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            if isinstance(finish := choice.get("finish_reason"), str):
+                self.finish_reason = finish
+            delta = choice.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
+            for piece in _content_text(delta.get("content")):
+                self.text.append(piece)
+                events.append(DeltaEvent(text=piece))
+            if isinstance(refusal := delta.get("refusal"), str) and refusal:
+                self.refusal.append(refusal)
+            tool_calls = delta.get("tool_calls")
+            for fragment in tool_calls if isinstance(tool_calls, list) else ():
                 if isinstance(fragment, dict):
                     events += self._tool_fragment(fragment)
         return events
@@ -194,12 +180,11 @@ class ChunkFolder:
     @staticmethod
     def _release(call: ToolCall) -> list[Emitted]:
         """The call's fragments not yet sent: named if they are its first event."""
-        pending = "".join(call.arguments[call.emitted :])
-        first = call.emitted == 0
+        pending, first = "".join(call.arguments[call.emitted :]), call.emitted == 0
         call.emitted = len(call.arguments)
-        if first:
-            return [ToolCallDeltaEvent(name=call.name, arguments_fragment=pending)]
-        return [ToolCallDeltaEvent(name="", arguments_fragment=pending)] if pending else []
+        if not (first or pending):
+            return []
+        return [ToolCallDeltaEvent(name=call.name if first else "", arguments_fragment=pending)]
 
     def finish(self) -> list[Emitted]:
         """At the end of the stream: what is still held, the live call first, then by index."""
@@ -229,13 +214,6 @@ def _content_text(content: Any) -> list[str]:
     """String content, or the ``text`` parts of list-typed content (Mistral); never thinking."""
     if isinstance(content, str):
         return [content] if content else []
-    if isinstance(content, list):
-        return [
-            part["text"]
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-            and part["text"]
-        ]
-    return []
+    parts = content if isinstance(content, list) else []
+    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    return [text for text in texts if isinstance(text, str) and text]

@@ -12,8 +12,7 @@ __all__ = ["runtime_factory"]
 
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
-    """Entry point ``openai-stream``: configured from the environment, or replaying a
-    cassette (offline: no model call, no trace export), as the ``langfuse`` entry point."""
+    """Configured from the environment, or replaying a cassette offline, as ``langfuse``."""
     if options.replay is None:
         return StreamingHostRuntime.from_env(options.env)
     try:

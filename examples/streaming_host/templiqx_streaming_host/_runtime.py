@@ -1,9 +1,5 @@
-"""``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``.
-
-``execute_streaming`` emits ``Delta``/``ToolCallDelta`` events as the SSE arrive;
-``execute`` reads the same stream and drops them. Below the SSE framing all is the
-Langfuse adapter's own (``templiqx_langfuse.building_blocks``).
-"""
+"""``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``, built
+from ``templiqx_langfuse.building_blocks`` (all below the SSE framing is that adapter's)."""
 
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ from templiqx_langfuse.building_blocks import (
     WiringOptions,
     aopen_bounded,
     deadline_at,
-    failure_for_status,
     open_bounded,
     parse_completion,
 )
@@ -37,13 +32,11 @@ __all__ = ["ADAPTER_ID", "StreamingHostRuntime"]
 ADAPTER_ID = "templiqx-streaming-host"
 CAPABILITIES = ("structured_output",)
 _VERSION = "0.1.0"
-_DONE = "[DONE]"
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """Streams one chat completion per call; thread-safe. ``max_response_bytes`` bounds
-    the stream, ``ModelConfig.timeout_s`` is its deadline; an exception from the
-    sink (a cancel) closes the connection and propagates unchanged."""
+    """One streamed chat completion per call; thread-safe. ``max_response_bytes`` bounds the
+    stream, ``ModelConfig.timeout_s`` is its deadline; a sink's exception closes it."""
 
     def __init__(
         self,
@@ -69,12 +62,11 @@ class StreamingHostRuntime(RuntimeAdapter):
         return self._descriptor
 
     def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
-        """The response reader (it notes the first token, the generation's
-        ``completion_start_time``) and the streaming request."""
+        """The reader (its first token is the generation's ``completion_start_time``) and
+        the Langfuse adapter's request with ``stream: true``."""
         wiring = self._wiring
         reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
-        body = wiring.begin(call, lambda: reader.first_token)
-        payload = orjson.loads(body.content)
+        payload = orjson.loads(wiring.begin(call, lambda: reader.first_token).content)
         payload |= {"stream": True, "stream_options": {"include_usage": True}}
         return reader, {
             "url": wiring.url,
@@ -85,34 +77,29 @@ class StreamingHostRuntime(RuntimeAdapter):
         }
 
     def produce_output(self, call: RuntimeCall) -> Produced:
-        """One streamed round trip; deltas go out through ``call.emit`` as they arrive."""
         reader, request = self._begin(call)
-        with (
-            self._wiring.settled(self),
-            open_bounded(self._wiring.http, **request) as stream,
-        ):
+        with self._wiring.settled(self), open_bounded(self._wiring.http, **request) as stream:
             if _read_whole(stream.status, stream.headers):
-                return reader.whole_body(stream.status, stream.headers, stream.body())
+                body = stream.body()
+                return reader.whole(stream.settle(body), body)
             for chunk in stream.iter_bytes():
                 if reader.feed(chunk):
                     break
             return reader.completion()
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
-        """``produce_output`` on the event loop; cancelling the task closes the stream."""
         reader, request = self._begin(call)
         with self._wiring.settled(self):
             async with aopen_bounded(self._wiring.clients.for_loop(), **request) as stream:
                 if _read_whole(stream.status, stream.headers):
                     body = await stream.abody()
-                    return reader.whole_body(stream.status, stream.headers, body)
+                    return reader.whole(stream.settle(body), body)
                 async for chunk in stream.aiter_bytes():
                     if reader.feed(chunk):
                         break
                 return reader.completion()
 
     def release(self) -> None:
-        """Release pooled connections, flush the adapter-owned Langfuse client (bounded)."""
         self._wiring.close()
 
     async def arelease(self) -> None:
@@ -126,8 +113,8 @@ def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
 
 
 class _Reader:
-    """The response fed chunk by chunk (sans-IO, for the sync and async paths): deltas out
-    through ``emit``, then the non-streaming rules' ``Produced`` for the whole message."""
+    """The response fed chunk by chunk, sans I/O: deltas out through ``emit``, then the
+    non-streaming rules' ``Produced`` for the whole message."""
 
     def __init__(self, emit: Callable[[Emitted], None], deadline: float) -> None:
         self._call_emit, self.deadline = emit, deadline
@@ -139,24 +126,20 @@ class _Reader:
             self.first_token = datetime.now(UTC)
         self._call_emit(event)
 
+    def whole(self, completion: Completion, body: bytes) -> Produced:
+        """A plain completion (its status checked): one delta with its whole content."""
+        content = orjson.loads(body)["choices"][0]["message"].get("content")
+        if isinstance(content, str):
+            self._emit(DeltaEvent(text=content))
+        return self._produced(completion)
+
     def _produced(self, completion: Completion) -> Produced:
         return Produced(completion.output, completion, deadline_at=self.deadline)
-
-    def whole_body(self, status: int, headers: Mapping[str, str], body: bytes) -> Produced:
-        """An error status, or one delta with the whole content of a plain completion."""
-        failure = failure_for_status(status, headers, body)
-        if failure is not None:
-            raise failure
-        completion = parse_completion(body)
-        message = orjson.loads(body)["choices"][0]["message"]
-        if isinstance(message.get("content"), str):
-            self._emit(DeltaEvent(text=message["content"]))
-        return self._produced(completion)
 
     def feed(self, chunk: bytes) -> bool:
         """Fold one chunk; True once the stream said it is done (``[DONE]``)."""
         for event in self._parser.feed(chunk):
-            if event.data == _DONE:
+            if event.data == "[DONE]":
                 self._done = True
                 return True
             try:

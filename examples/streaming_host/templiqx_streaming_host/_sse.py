@@ -1,10 +1,6 @@
-"""An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation").
-
-Not ``httpx-sse``: it reads ``iter_text()`` itself (no room for the byte-counting size and
-deadline bounds), refuses a response without ``text/event-stream`` (a recorded Together
-stream has none), decodes with the declared charset instead of UTF-8, and keeps a leading
-BOM (losing the first event).
-"""
+"""An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation"),
+fed raw bytes so the size bound and deadline count them (why not ``httpx-sse``: its public
+API reads ``iter_text()`` itself; docs/streaming.md says what else it does otherwise)."""
 
 from __future__ import annotations
 
@@ -42,9 +38,7 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
         text = self._decode(chunk)
-        if not text:
-            return
-        if self._pending_cr:
+        if self._pending_cr and text:
             self._pending_cr = False
             text = text.removeprefix("\n")
         buffer, start = self._buffer + text, 0
@@ -58,27 +52,18 @@ class SSEParser:
         self._buffer = buffer[start:]
 
     def _line(self, line: str) -> ServerSentEvent | None:
-        if not line:
-            return self._dispatch()
-        if line.startswith(":"):
-            return None
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
+        if not line:  # a blank line dispatches the event, if it has data
+            data, self._data = self._data, []
+            event, self._event = self._event or "message", ""
+            return ServerSentEvent("\n".join(data), event, self._last_id) if data else None
+        name, _, value = line.partition(":")  # a comment's name is "": no field
+        value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
         elif name == "event":
             self._event = value
-        elif name == "id":
-            if "\0" not in value:
-                self._last_id = value
+        elif name == "id" and "\0" not in value:
+            self._last_id = value
         elif name == "retry" and value.isascii() and value.isdigit():
             self.retry_ms = int(value)
         return None
-
-    def _dispatch(self) -> ServerSentEvent | None:
-        data, event = self._data, self._event
-        self._data, self._event = [], ""
-        if not data:
-            return None
-        return ServerSentEvent("\n".join(data), event or "message", self._last_id)
