@@ -1,11 +1,7 @@
-"""The ``templiqx`` command line, behaving as the Rust reference CLI (``templiqx-cli``).
-
-stdout carries the ``OperationEnvelope`` (pretty JSON; compact with ``--json``; with
-``--stream``, NDJSON events, then the envelope on one line). Exit 0 when the envelope is
-ok, 2 when not and for usage errors, 1 when the command itself fails, with one line on
-stderr; no traceback unless ``TEMPLIQX_DEBUG=1``. An agent may call it once per step, so
-each command imports what it uses when it runs: ``--help`` loads no pydantic model, and
-runtimes, the eval runner and the MCP extra load only when a command asks for them.
+"""The ``templiqx`` command line, behaving as the Rust reference CLI (``templiqx-cli``):
+stdout is the ``OperationEnvelope``; exit 0 when it is ok, 2 when not and for usage errors,
+1 when the command itself fails (one stderr line). Each command imports what it uses when
+it runs: ``--help`` loads no pydantic model, and runtimes and the MCP extra load on demand.
 """
 
 from __future__ import annotations
@@ -15,10 +11,9 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 from ._errors import PortError
 from ._version import __version__
@@ -27,7 +22,7 @@ if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
     from ._compiler import EvalCase
-    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
+    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
     from ._runtimes import RuntimeOptions
     from ._scenarios import Scenario
 
@@ -38,7 +33,6 @@ EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
 #: Commands other packages add: ``NAME = "module:function"``, ``function(argv) -> int``.
 COMMANDS_GROUP = "templiqx.commands"
 _CORE_EVAL = ("--help", "--json", "--capability")  # the flags the self-check knows
-_CORE_COMMANDS = ("compile", "execute", "check", "eval", "fingerprint", "runtimes", "mcp")
 
 
 class UsageError(Exception):
@@ -55,33 +49,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _add_json_flag(parser: argparse.ArgumentParser, default: Any) -> None:
-    parser.add_argument(
-        "--json", action="store_true", default=default, help="print compact JSON (one line)"
-    )
-
-
-def _add_request_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
-    parser.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
-    parser.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
-    parser.add_argument(
-        "--request",
-        "--values",
-        dest="request",
-        type=Path,
-        help="JSON/YAML render request {inputs, context} (instead of the two)",
-    )
-    parser.add_argument(
-        "--eval",
-        dest="eval_id",
-        metavar="ID",
-        help="take inputs and context from the contract's eval fixture ID (and, on the "
-        "scripted runtime, its fake_output as the output)",
-    )
-    _add_capability_flag(parser)
-
-
 def _attempts(text: str) -> int:
     """A count of tries: an integer of at least 1 (argparse reports anything else)."""
     try:
@@ -93,16 +60,109 @@ def _attempts(text: str) -> int:
     return value
 
 
-def _add_capability_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--capability",
-        action="append",
-        metavar="NAME",
-        help="target capability (repeatable); default: what the contract declares",
-    )
+# Every flag once, by name: (its option strings, add_argument's keywords).
+_FLAGS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
+    "contract": (("contract",), {"type": Path, "help": "contract YAML (templiqx/v1alpha1)"}),
+    "contracts": (("contract",), {"type": Path, "nargs": "+", "help": "contract YAML"}),
+    "file": (("file",), {"type": Path}),
+    "inputs": (("--inputs",), {"type": Path, "help": "JSON/YAML object of contract inputs"}),
+    "context": (("--context",), {"type": Path, "help": "JSON/YAML object of contract context"}),
+    "request": (
+        ("--request", "--values"),
+        {"type": Path, "help": "JSON/YAML render request {inputs, context} (instead of the two)"},
+    ),
+    "eval": (
+        ("--eval",),
+        {
+            "dest": "eval_id",
+            "metavar": "ID",
+            "help": "take inputs and context from the contract's eval fixture ID (and, on "
+            "the scripted runtime, its fake_output as the output)",
+        },
+    ),
+    "capability": (
+        ("--capability",),
+        {
+            "action": "append",
+            "metavar": "NAME",
+            "help": "target capability (repeatable); default: what the contract declares",
+        },
+    ),
+    "runtime": (
+        ("--runtime",),
+        {
+            "help": "runtime entry point: scripted, langfuse, or a host's own (required unless "
+            "--fixture-output, --scenario or --eval selects the scripted runtime)"
+        },
+    ),
+    "mcp-runtime": (
+        ("--runtime",),
+        {"default": "scripted", "help": "runtime for execute_contract"},
+    ),
+    "replay": (
+        ("--replay",),
+        {"type": Path, "metavar": "CASSETTE", "help": "replay the HTTP calls from a cassette"},
+    ),
+    "scenario": (
+        ("--scenario",),
+        {
+            "type": Path,
+            "metavar": "MANIFEST",
+            "help": "scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
+        },
+    ),
+    "stream": (
+        ("--stream",),
+        {"action": "store_true", "help": "print each stream event as NDJSON, then the envelope"},
+    ),
+    "repair": (
+        ("--repair",),
+        {
+            "type": _attempts,
+            "metavar": "N",
+            "help": "try up to N times in all: an answer that is not JSON or fails the output "
+            "schema is sent back with every failed rule (the envelope says the attempts)",
+        },
+    ),
+    "fixture-output": (
+        ("--fixture-output",),
+        {"type": Path, "metavar": "FILE", "help": "JSON/YAML output the scripted runtime returns"},
+    ),
+    "strict-schema": (
+        ("--strict-schema",),
+        {
+            "action": "store_true",
+            "help": "an output schema with no strict structured-outputs form is an error "
+            "(as strict=True refuses it); without: a warning",
+        },
+    ),
+}
+_REQUEST = ("contract", "inputs", "context", "request", "eval", "capability")
+_EXECUTE = ("runtime", "replay", "scenario", "stream", "repair", "fixture-output")
+# Each core command: its help line and its flags.
+_COMMANDS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
+    "compile": ("compile a contract; print the envelope", _REQUEST),
+    "execute": ("compile and execute a contract on a runtime", _REQUEST + _EXECUTE),
+    "check": (
+        "check a contract without inputs: schemas, references, components, extensions and "
+        "its eval fixtures (inputs, context, fake_output)",
+        ("contract", "strict-schema"),
+    ),
+    "eval": (
+        "self-check a contract's eval fixtures on the scripted runtime; --runtime NAME runs "
+        "its cases against a model (the eval runner's flags: eval --runtime NAME --help)",
+        ("contracts", "capability"),
+    ),
+    "fingerprint": ("canonical-JSON SHA-256 of a JSON/YAML document", ("file",)),
+    "runtimes": ("list the installed runtimes", ()),
+    "mcp": (
+        "serve compile/execute over MCP on stdio (extra: mcp)",
+        ("mcp-runtime", "replay", "scenario"),
+    ),
+}
 
 
-def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
+def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="templiqx",
         description="Compile and execute prompt contracts; stdout is the OperationEnvelope JSON.",
@@ -110,100 +170,22 @@ def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.Ar
         "1 the command itself failed",
     )
     parser.add_argument("--version", action="version", version=f"templiqx {__version__}")
-    _add_json_flag(parser, False)
+    json_help = "print compact JSON (one line)"
+    parser.add_argument("--json", action="store_true", help=json_help)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    for name, (help_text, flags) in _COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        _add_json_flag(sub, argparse.SUPPRESS)  # accepted after the command too, as clap
-        return sub
-
-    _add_request_args(command("compile", "compile a contract; print the envelope"))
-
-    execute = command("execute", "compile and execute a contract on a runtime")
-    _add_request_args(execute)
-    _add_runtime_args(
-        execute,
-        runtime="runtime entry point: scripted, langfuse, or a host's own (required unless "
-        "--fixture-output, --scenario or --eval selects the scripted runtime)",
-        replay="replay the runtime's HTTP calls from a vcrpy cassette (offline)",
-        scenario="scripted runtime: a templiqx.mock/v1alpha1 manifest to play (its input "
-        "and expected output are the defaults for the request and --fixture-output)",
-    )
-    execute.add_argument(
-        "--stream",
-        action="store_true",
-        help="print each stream event as NDJSON as it arrives, then the envelope",
-    )
-    execute.add_argument(
-        "--repair",
-        type=_attempts,
-        metavar="N",
-        help="try up to N times in all: an answer that is not JSON or fails the output "
-        "schema is sent back with every failed rule (the envelope says the attempts)",
-    )
-    execute.add_argument(
-        "--fixture-output",
-        type=Path,
-        metavar="FILE",
-        help="JSON/YAML output the scripted runtime returns",
-    )
-
-    check = command(
-        "check",
-        "check a contract without inputs: schemas, references, components, extensions "
-        "and its eval fixtures (inputs, context, fake_output)",
-    )
-    check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
-    check.add_argument(
-        "--strict-schema",
-        action="store_true",
-        help="an output schema with no strict structured-outputs form is an error "
-        "(as strict=True refuses it); without: a warning",
-    )
-
-    evals = command(
-        "eval",
-        "self-check a contract's eval fixtures on the scripted runtime; --runtime NAME "
-        "runs its cases against a model (the eval runner's flags: eval --runtime NAME --help)",
-    )
-    evals.add_argument("contract", type=Path, nargs="+", help="contract YAML")
-    _add_capability_flag(evals)
-
-    fp = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
-    fp.add_argument("file", type=Path)
-
-    command("runtimes", "list the installed runtimes")
+        # Accepted after the command too, as clap.
+        sub.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
+        for flag in flags:
+            names, options = _FLAGS[flag]
+            sub.add_argument(*names, **options)
     for name, entry in (plugins or {}).items():
         if name not in commands.choices:
             # Its own help is its own (loading it here would slow every --help).
             by = f" from {entry.dist.name}" if entry.dist is not None else ""
             commands.add_parser(name, help=f"see templiqx {name} --help ({COMMANDS_GROUP}{by})")
-
-    _add_runtime_args(
-        command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)"),
-        runtime="runtime for execute_contract",
-        replay="replay each execute_contract call from this cassette",
-        scenario="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
-        default="scripted",
-    )
     return parser
-
-
-def _add_runtime_args(
-    parser: argparse.ArgumentParser,
-    *,
-    runtime: str,
-    replay: str,
-    scenario: str,
-    default: str | None = None,
-) -> None:
-    parser.add_argument("--runtime", default=default, help=runtime)
-    parser.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
-    parser.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
-
-
-# -- reading inputs ------------------------------------------------------------------
 
 
 def _read_document(path: Path, what: str) -> Any:
@@ -246,10 +228,9 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
         return scenario.render_request
     values = {}
     for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
-        value = {} if path is None else _read_document(path, flag)
-        if not isinstance(value, dict):
+        values[flag] = {} if path is None else _read_document(path, flag)
+        if not isinstance(values[flag], dict):
             raise CommandError(f"{flag}: expected a JSON/YAML object")
-        values[flag] = value
     try:
         return RenderRequest(inputs=values["--inputs"], context=values["--context"])
     except ValueError as error:  # pydantic: a value that is not JSON
@@ -258,21 +239,18 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
         ) from None
 
 
-def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
+def _runtime_options(args: argparse.Namespace, **more: Any) -> RuntimeOptions:
     from ._runtimes import RuntimeOptions
 
     for flag, path in (("--replay", args.replay), ("--scenario", args.scenario)):
         if path is not None and not path.is_file():
             raise CommandError(f"{flag}: {path}: no such file")
-    return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ))
+    return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ), **more)
 
 
 def _print_trace_url(url: str) -> None:
     with contextlib.suppress(AttributeError, OSError):  # no stderr, or an unwritable one
         sys.stderr.write(f"trace: {url}\n")
-
-
-# -- output --------------------------------------------------------------------------
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
@@ -291,20 +269,26 @@ def _print(text: str, out: TextIO) -> None:
     out.flush()
 
 
-def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact: bool) -> int:
-    """Print the envelope (the reference's ``print``); its ``ok`` decides the exit code."""
-    _print(envelope.model_dump_json(indent=None if compact else 2), out)
-    if envelope.ok:
-        return EXIT_OK
-    for diagnostic in envelope.diagnostics:
-        err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
-    return EXIT_NOT_OK
+# -- commands: each returns the envelope to print ------------------------------------
 
 
-# -- commands ------------------------------------------------------------------------
+def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+    from ._application import compile_envelope
+
+    request = _render_request(args, None)
+    return compile_envelope(args.contract, request, capabilities=args.capability)
 
 
-def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
+def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+    from ._application import check_envelope
+
+    envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
+    for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
+        err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
+    return envelope
+
+
+def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
     err.write(
         "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
         "--runtime NAME runs the cases against a model\n"
@@ -336,7 +320,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
     from ._scenarios import load_scenario
 
     name = _runtime_name(args)
-    options = replace(_runtime_options(args), on_trace_url=_print_trace_url)
+    options = _runtime_options(args, on_trace_url=_print_trace_url)
     scenario = None
     if args.scenario is not None:
         try:
@@ -350,10 +334,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:
         fixture = None if scenario is None else scenario.expected_output
-
-    def print_event(event: StreamEvent) -> None:
-        _print(event.model_dump_json(), out)
-
     with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
         return execute_contract(
             args.contract,
@@ -362,60 +342,63 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
             capabilities=args.capability,
             fixture_output=fixture,
             stream=args.stream,
-            on_event=print_event if args.stream else None,
+            on_event=(lambda event: _print(event.model_dump_json(), out)) if args.stream else None,
             repair=args.repair,
         )
 
 
-def _mcp(args: argparse.Namespace) -> int:
+def _fingerprint(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+    from ._canonical import fingerprint
+    from ._contracts import OperationEnvelope
+
+    document = _read_document(args.file, "fingerprint")
     try:
-        from ._mcp import serve  # the optional extra, imported only when asked for
-    except ImportError as error:
-        raise CommandError(str(error)) from None
-    serve(_runtime_options(args), runtime_name=args.runtime)
-    return EXIT_OK
+        value = fingerprint(document)
+    except PortError as error:
+        raise CommandError(f"fingerprint: {args.file}: {error}") from None
+    return OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
+
+
+def _runtimes(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+    from ._contracts import OperationEnvelope
+    from ._runtimes import available_runtimes
+
+    names = available_runtimes()
+    return OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+
+
+_Command = Callable[[argparse.Namespace, TextIO, TextIO], "OperationEnvelope[Any]"]
+_READ_CONTRACTS: Final[dict[str, _Command]] = {
+    "compile": _compile,
+    "check": _check,
+    "eval": _eval,
+    "execute": _execute,
+}
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "mcp":
-        return _mcp(args)
-    from ._contracts import OperationEnvelope
-
-    envelope: OperationEnvelope[Any]
-    if args.command == "fingerprint":
-        from ._canonical import fingerprint
-
-        document = _read_document(args.file, "fingerprint")
         try:
-            value = fingerprint(document)
-        except PortError as error:
-            raise CommandError(f"fingerprint: {args.file}: {error}") from None
-        envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
-    elif args.command == "runtimes":
-        from ._runtimes import available_runtimes
-
-        names = available_runtimes()
-        envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
-    else:
+            from ._mcp import serve  # the optional extra, imported only when asked for
+        except ImportError as error:
+            raise CommandError(str(error)) from None
+        serve(_runtime_options(args), runtime_name=args.runtime)
+        return EXIT_OK
+    if args.command in _READ_CONTRACTS:
         from ._compiler.parse import reading_each_file_once
 
         with reading_each_file_once():  # a contract is read and parsed once per run
-            if args.command == "compile":
-                from ._application import compile_envelope
-
-                request = _render_request(args, None)
-                envelope = compile_envelope(args.contract, request, capabilities=args.capability)
-            elif args.command == "check":
-                from ._application import check_envelope
-
-                envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
-                for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
-                    err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
-            elif args.command == "eval":
-                envelope = _eval(args, err)
-            else:
-                envelope = _execute(args, out, err)
-    return _emit(envelope, out, err, compact=args.json or getattr(args, "stream", False))
+            envelope = _READ_CONTRACTS[args.command](args, out, err)
+    else:  # these read no contract: the compiler stays unloaded
+        envelope = (_fingerprint if args.command == "fingerprint" else _runtimes)(args, out, err)
+    # Print the envelope (the reference's ``print``); its ``ok`` decides the exit code.
+    compact = args.json or getattr(args, "stream", False)
+    _print(envelope.model_dump_json(indent=None if compact else 2), out)
+    if envelope.ok:
+        return EXIT_OK
+    for diagnostic in envelope.diagnostics:
+        err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
+    return EXIT_NOT_OK
 
 
 def _plugins() -> dict[str, EntryPoint]:
@@ -424,28 +407,23 @@ def _plugins() -> dict[str, EntryPoint]:
     return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
-def _plugin_for(argv: list[str], parsed: argparse.Namespace | None) -> EntryPoint | None:
-    """The command entry point that runs this command line, if any.
+def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, list[str]]:
+    """The command entry point that runs this command line, if any, and its arguments.
 
     A name no core command has is the entry point's. An entry point named after a core
     command extends it: it gets the command lines the core command cannot parse (``eval
-    --runtime NAME ...``: ``parsed`` is None) and their ``--help``. The core commands'
-    own command lines read no entry point metadata, so they start no slower.
+    --runtime NAME ...``) and their ``--help``. The core commands' own command lines read
+    no entry point metadata, so they start no slower.
     """
     at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
     if at is None:
-        return None
+        return None, []
     name, rest = argv[at], argv[at + 1 :]
-    if name in _CORE_COMMANDS and parsed is not None:
+    if name in _COMMANDS and parsed:
         helped = {"-h", "--help"} & set(rest)
         if not (helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)):
-            return None
-    return _plugins().get(name)
-
-
-def _plugin_args(argv: list[str]) -> list[str]:
-    at = next(i for i, arg in enumerate(argv) if not arg.startswith("-"))
-    return argv[at + 1 :]
+            return None, rest
+    return _plugins().get(name), rest
 
 
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
@@ -469,18 +447,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        plugin = _plugin_for(argv, argparse.Namespace())
+        plugin, rest = _plugin_for(argv, parsed=True)
         if plugin is not None:
-            return _run_plugin(plugin, _plugin_args(argv), err)
+            return _run_plugin(plugin, rest, err)
         help_asked = not argv or argv[0] in ("-h", "--help")
         parser = build_parser(_plugins() if help_asked else None)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            plugin = _plugin_for(argv, None)
+            plugin, rest = _plugin_for(argv, parsed=False)
             if plugin is None:
                 hint = "; the eval runner comes with templiqx-langfuse" * (args.command == "eval")
                 parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
-            return _run_plugin(plugin, _plugin_args(argv), err)
+            return _run_plugin(plugin, rest, err)
         if args.command in ("execute", "mcp"):
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
             logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
