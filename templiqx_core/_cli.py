@@ -11,9 +11,9 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ._errors import PortError
 from ._version import __version__
@@ -33,6 +33,7 @@ EXIT_USAGE = 2  # as clap: a usage error shares the not-ok code
 #: Commands other packages add: ``NAME = "module:function"``, ``function(argv) -> int``.
 COMMANDS_GROUP = "templiqx.commands"
 _CORE_EVAL = ("--help", "--json", "--capability")  # the flags the self-check knows
+_CORE_COMMANDS = ("compile", "execute", "check", "eval", "fingerprint", "runtimes", "mcp")
 
 
 class UsageError(Exception):
@@ -60,106 +61,8 @@ def _attempts(text: str) -> int:
     return value
 
 
-# Every flag once, by name: (its option strings, add_argument's keywords).
-_FLAGS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
-    "contract": (("contract",), {"type": Path, "help": "contract YAML (templiqx/v1alpha1)"}),
-    "contracts": (("contract",), {"type": Path, "nargs": "+", "help": "contract YAML"}),
-    "file": (("file",), {"type": Path}),
-    "inputs": (("--inputs",), {"type": Path, "help": "JSON/YAML object of contract inputs"}),
-    "context": (("--context",), {"type": Path, "help": "JSON/YAML object of contract context"}),
-    "request": (
-        ("--request", "--values"),
-        {"type": Path, "help": "JSON/YAML render request {inputs, context} (instead of the two)"},
-    ),
-    "eval": (
-        ("--eval",),
-        {
-            "dest": "eval_id",
-            "metavar": "ID",
-            "help": "take inputs and context from the contract's eval fixture ID (and, on "
-            "the scripted runtime, its fake_output as the output)",
-        },
-    ),
-    "capability": (
-        ("--capability",),
-        {
-            "action": "append",
-            "metavar": "NAME",
-            "help": "target capability (repeatable); default: what the contract declares",
-        },
-    ),
-    "runtime": (
-        ("--runtime",),
-        {
-            "help": "runtime entry point: scripted, langfuse, or a host's own (required unless "
-            "--fixture-output, --scenario or --eval selects the scripted runtime)"
-        },
-    ),
-    "mcp-runtime": (
-        ("--runtime",),
-        {"default": "scripted", "help": "runtime for execute_contract"},
-    ),
-    "replay": (
-        ("--replay",),
-        {"type": Path, "metavar": "CASSETTE", "help": "replay the HTTP calls from a cassette"},
-    ),
-    "scenario": (
-        ("--scenario",),
-        {
-            "type": Path,
-            "metavar": "MANIFEST",
-            "help": "scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
-        },
-    ),
-    "stream": (
-        ("--stream",),
-        {"action": "store_true", "help": "print each stream event as NDJSON, then the envelope"},
-    ),
-    "repair": (
-        ("--repair",),
-        {
-            "type": _attempts,
-            "metavar": "N",
-            "help": "try up to N times in all: an answer that is not JSON or fails the output "
-            "schema is sent back with every failed rule (the envelope says the attempts)",
-        },
-    ),
-    "fixture-output": (
-        ("--fixture-output",),
-        {"type": Path, "metavar": "FILE", "help": "JSON/YAML output the scripted runtime returns"},
-    ),
-    "strict-schema": (
-        ("--strict-schema",),
-        {
-            "action": "store_true",
-            "help": "an output schema with no strict structured-outputs form is an error "
-            "(as strict=True refuses it); without: a warning",
-        },
-    ),
-}
-_REQUEST = ("contract", "inputs", "context", "request", "eval", "capability")
-_EXECUTE = ("runtime", "replay", "scenario", "stream", "repair", "fixture-output")
-# Each core command: its help line and its flags.
-_COMMANDS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
-    "compile": ("compile a contract; print the envelope", _REQUEST),
-    "execute": ("compile and execute a contract on a runtime", _REQUEST + _EXECUTE),
-    "check": (
-        "check a contract without inputs: schemas, references, components, extensions and "
-        "its eval fixtures (inputs, context, fake_output)",
-        ("contract", "strict-schema"),
-    ),
-    "eval": (
-        "self-check a contract's eval fixtures on the scripted runtime; --runtime NAME runs "
-        "its cases against a model (the eval runner's flags: eval --runtime NAME --help)",
-        ("contracts", "capability"),
-    ),
-    "fingerprint": ("canonical-JSON SHA-256 of a JSON/YAML document", ("file",)),
-    "runtimes": ("list the installed runtimes", ()),
-    "mcp": (
-        "serve compile/execute over MCP on stdio (extra: mcp)",
-        ("mcp-runtime", "replay", "scenario"),
-    ),
-}
+_JSON = "print compact JSON (one line)"
+_CAPABILITY = "target capability (repeatable); default: what the contract declares"
 
 
 def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
@@ -170,16 +73,62 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "1 the command itself failed",
     )
     parser.add_argument("--version", action="version", version=f"templiqx {__version__}")
-    json_help = "print compact JSON (one line)"
-    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--json", action="store_true", help=_JSON)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, (help_text, flags) in _COMMANDS.items():
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         # Accepted after the command too, as clap.
-        sub.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=json_help)
-        for flag in flags:
-            names, options = _FLAGS[flag]
-            sub.add_argument(*names, **options)
+        sub.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=_JSON)
+        return sub
+
+    compile_, execute = (
+        command("compile", "compile a contract; print the envelope"),
+        command("execute", "compile and execute a contract on a runtime"),
+    )
+    for sub in (compile_, execute):
+        sub.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
+        sub.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
+        sub.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
+        values = "JSON/YAML render request {inputs, context} (instead of the two)"
+        sub.add_argument("--request", "--values", type=Path, help=values)
+        fixture = "inputs and context of the contract's eval ID (scripted: its fake_output too)"
+        sub.add_argument("--eval", dest="eval_id", metavar="ID", help=fixture)
+        sub.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
+    stream = "print each stream event as NDJSON as it arrives, then the envelope"
+    execute.add_argument("--stream", action="store_true", help=stream)
+    repair = "try up to N times in all, each invalid answer sent back with its failed rules"
+    execute.add_argument("--repair", type=_attempts, metavar="N", help=repair)
+    fixture = "JSON/YAML output the scripted runtime returns"
+    execute.add_argument("--fixture-output", type=Path, metavar="FILE", help=fixture)
+
+    check = command(
+        "check",
+        "check a contract without inputs: schemas, references, components, extensions "
+        "and its eval fixtures (inputs, context, fake_output)",
+    )
+    check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
+    strict = "an output schema with no strict structured-outputs form is an error, not a warning"
+    check.add_argument("--strict-schema", action="store_true", help=strict)
+    evals = command(
+        "eval",
+        "self-check a contract's eval fixtures on the scripted runtime; --runtime NAME "
+        "runs its cases against a model (the eval runner's flags: eval --runtime NAME --help)",
+    )
+    evals.add_argument("contract", type=Path, nargs="+", help="contract YAML")
+    evals.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
+    command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document").add_argument(
+        "file", type=Path
+    )
+    command("runtimes", "list the installed runtimes")
+    mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
+    for sub, default in ((execute, None), (mcp, "scripted")):
+        runtime = "runtime entry point: scripted, langfuse, or a host's own"
+        sub.add_argument("--runtime", default=default, help=runtime)
+        replay = "replay the runtime's HTTP calls from a vcrpy cassette (offline)"
+        sub.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
+        scenario = "scripted runtime: a templiqx.mock/v1alpha1 manifest to play"
+        sub.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
     for name, entry in (plugins or {}).items():
         if name not in commands.choices:
             # Its own help is its own (loading it here would slow every --help).
@@ -269,26 +218,7 @@ def _print(text: str, out: TextIO) -> None:
     out.flush()
 
 
-# -- commands: each returns the envelope to print ------------------------------------
-
-
-def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
-    from ._application import compile_envelope
-
-    request = _render_request(args, None)
-    return compile_envelope(args.contract, request, capabilities=args.capability)
-
-
-def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
-    from ._application import check_envelope
-
-    envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
-    for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
-        err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
-    return envelope
-
-
-def _eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
     err.write(
         "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
         "--runtime NAME runs the cases against a model\n"
@@ -314,7 +244,7 @@ def _runtime_name(args: argparse.Namespace) -> str:
     )
 
 
-def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     from ._application import execute_contract
     from ._runtimes import load_runtime
     from ._scenarios import load_scenario
@@ -347,35 +277,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
         )
 
 
-def _fingerprint(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
-    from ._canonical import fingerprint
-    from ._contracts import OperationEnvelope
-
-    document = _read_document(args.file, "fingerprint")
-    try:
-        value = fingerprint(document)
-    except PortError as error:
-        raise CommandError(f"fingerprint: {args.file}: {error}") from None
-    return OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
-
-
-def _runtimes(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
-    from ._contracts import OperationEnvelope
-    from ._runtimes import available_runtimes
-
-    names = available_runtimes()
-    return OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
-
-
-_Command = Callable[[argparse.Namespace, TextIO, TextIO], "OperationEnvelope[Any]"]
-_READ_CONTRACTS: Final[dict[str, _Command]] = {
-    "compile": _compile,
-    "check": _check,
-    "eval": _eval,
-    "execute": _execute,
-}
-
-
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "mcp":
         try:
@@ -384,13 +285,39 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise CommandError(str(error)) from None
         serve(_runtime_options(args), runtime_name=args.runtime)
         return EXIT_OK
-    if args.command in _READ_CONTRACTS:
+    from ._contracts import OperationEnvelope
+
+    envelope: OperationEnvelope[Any]
+    if args.command == "fingerprint":  # this and runtimes load no compiler
+        from ._canonical import fingerprint
+
+        document = _read_document(args.file, "fingerprint")
+        try:
+            value = fingerprint(document)
+        except PortError as error:
+            raise CommandError(f"fingerprint: {args.file}: {error}") from None
+        envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
+    elif args.command == "runtimes":
+        from ._runtimes import available_runtimes
+
+        names = available_runtimes()
+        envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+    else:
+        from ._application import check_envelope, compile_envelope
         from ._compiler.parse import reading_each_file_once
 
         with reading_each_file_once():  # a contract is read and parsed once per run
-            envelope = _READ_CONTRACTS[args.command](args, out, err)
-    else:  # these read no contract: the compiler stays unloaded
-        envelope = (_fingerprint if args.command == "fingerprint" else _runtimes)(args, out, err)
+            if args.command == "compile":
+                request = _render_request(args, None)
+                envelope = compile_envelope(args.contract, request, capabilities=args.capability)
+            elif args.command == "check":
+                envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
+                for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
+                    err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
+            elif args.command == "eval":
+                envelope = _eval(args, err)
+            else:
+                envelope = _execute(args, out)
     # Print the envelope (the reference's ``print``); its ``ok`` decides the exit code.
     compact = args.json or getattr(args, "stream", False)
     _print(envelope.model_dump_json(indent=None if compact else 2), out)
@@ -419,7 +346,7 @@ def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, li
     if at is None:
         return None, []
     name, rest = argv[at], argv[at + 1 :]
-    if name in _COMMANDS and parsed:
+    if name in _CORE_COMMANDS and parsed:
         helped = {"-h", "--help"} & set(rest)
         if not (helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)):
             return None, rest

@@ -1,15 +1,9 @@
 """MCP surface (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
-answering with the CLI's ``OperationEnvelope`` JSON and, with ``stream=true``, each
-``StreamEvent`` as a progress notification.
-
-The caller is an agent, not the operator: every path must resolve inside the working
-directory or ``TEMPLIQX_MCP_ROOTS`` (else ``TQX_PATH_INVALID``); a contract reference an
-installed contract source answers (``langfuse:NAME@LABEL``) is no path, and goes to that
-source as it is. Every tool error is a
-result starting with its ``TQX_*`` code. Tool work runs on the server's own bounded threads,
-never on anyio's limiter that the stdio reader and writer need, and streamed events go
-through a per-call buffer, so no tool thread waits on stdout.
-"""
+answering with the CLI's ``OperationEnvelope`` JSON (``stream=true``: each ``StreamEvent``
+as a progress notification). The caller is an agent: paths must resolve inside the working
+directory or ``TEMPLIQX_MCP_ROOTS``. Tool work runs on the server's own bounded threads, not
+anyio's limiter the stdio reader and writer need, and events go through a per-call buffer,
+so no tool thread waits on stdout."""
 
 from __future__ import annotations
 
@@ -59,11 +53,8 @@ T = TypeVar("T")
 
 
 async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) -> T:
-    """``work()`` on a daemon thread, holding one of ``slots`` while it runs.
-
-    Not ``anyio.to_thread.run_sync``: its threads are not daemons, so a call stuck in I/O
-    when stdin closes would keep the process alive. A cancelled caller stops waiting.
-    """
+    """``work()`` on a daemon thread, holding one of ``slots`` while it runs (not anyio's
+    threads: they are no daemons, so a call stuck in I/O would outlive stdin)."""
     async with slots:
         done, token = anyio.Event(), anyio.lowlevel.current_token()
         outcome: Future[T] = Future()
