@@ -269,7 +269,7 @@ class TypedContract(Generic[Out]):
     def _values(self, model: type[BaseModel] | None, given: Values, section: str) -> Any:
         if model is not None and not isinstance(given, model):
             try:
-                given = model.model_validate(given or {})
+                given = model.model_validate({} if given is None else given)
             except ValidationError as error:
                 problems = _problems(error, model.model_json_schema())
                 raise TypedContractError(section, problems) from None
@@ -301,9 +301,8 @@ class TypedContract(Generic[Out]):
         return result.interaction
 
     def output_of(self, receipt: ExecutionReceipt) -> Out:
-        """The receipt's output as the output model: ``OutputSchemaError`` when it failed
-        the contract's schema, ``OutputTypeError`` when the model refuses it, each naming
-        every failed pointer."""
+        """The receipt's output as the output model, else ``OutputSchemaError`` (the contract's
+        schema) or ``OutputTypeError`` (the model) naming every failed pointer."""
         if not receipt.output_schema_valid:
             messages = output_schema_messages(self.contract.output_schema, thaw(receipt.output))
             detail = "; ".join(messages) or "see the contract's output_schema"
@@ -365,9 +364,8 @@ class TypedContract(Generic[Out]):
         context: Values = None,
         repair: int = 1,
     ) -> Out:
-        """Compile, execute on ``runtime`` and return the output model instance; the
-        runtime's failures raise its typed errors. ``repair=N``: up to N tries in all, each
-        refused answer sent back with every failed rule; 1 is the plain call."""
+        """Compile, execute on ``runtime`` and return the output model instance. ``repair=N``:
+        up to N tries in all, each refused answer sent back with its failed rules."""
         return self.run_receipt(runtime, inputs, context=context, repair=repair)[0]
 
     async def arun(
