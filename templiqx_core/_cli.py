@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -137,13 +137,20 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     return parser
 
 
+@contextlib.contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """A typed error inside is the command's failure (exit 1), prefixed with ``what``."""
+    try:
+        yield
+    except PortError as error:
+        raise CommandError(f"{what}: {error}") from None
+
+
 def _read_document(path: Path, what: str) -> Any:
     from ._loading import load_document
 
-    try:
+    with _failing(what):
         return load_document(path)
-    except PortError as error:
-        raise CommandError(f"{what}: {error}") from None
 
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
@@ -161,7 +168,6 @@ def _eval_case(args: argparse.Namespace) -> EvalCase:
 
 def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
     from ._contracts import RenderRequest
-    from ._errors import InvalidData
     from ._loading import validate_model
 
     if args.eval_id is not None:
@@ -169,10 +175,8 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
         return RenderRequest(inputs=case.inputs, context=case.context)
     if args.request is not None:
         data = _read_document(args.request, "--request")
-        try:
+        with _failing("--request"):
             return validate_model(RenderRequest, data, name=str(args.request))
-        except InvalidData as error:
-            raise CommandError(f"--request: {error}") from None
     if scenario is not None and args.inputs is None and args.context is None:
         return scenario.render_request
     values = {}
@@ -253,10 +257,8 @@ def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     options = _runtime_options(args, on_trace_url=_print_trace_url)
     scenario = None
     if args.scenario is not None:
-        try:
+        with _failing("--scenario"):
             scenario = load_scenario(args.scenario)
-        except PortError as error:
-            raise CommandError(f"--scenario: {error}") from None
     request = _render_request(args, scenario)
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output")
@@ -292,10 +294,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from ._canonical import fingerprint
 
         document = _read_document(args.file, "fingerprint")
-        try:
+        with _failing(f"fingerprint: {args.file}"):
             value = fingerprint(document)
-        except PortError as error:
-            raise CommandError(f"fingerprint: {args.file}: {error}") from None
         envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
     elif args.command == "runtimes":
         from ._runtimes import available_runtimes

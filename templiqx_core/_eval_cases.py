@@ -238,10 +238,12 @@ def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
 
 
 def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
-    if path.suffix == ".jsonl":
-        import orjson
+    import orjson
 
-        try:
+    from ._loading import compose_and_load
+
+    try:
+        if path.suffix == ".jsonl":  # read a line at a time
             with path.open(encoding="utf-8") as lines:
                 for number, line in enumerate(lines, start=1):
                     if not line.strip():
@@ -251,15 +253,10 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
                     except orjson.JSONDecodeError:
                         raise InvalidData(f"{path}:{number}: not a JSON object") from None
                     yield _spec(data, f"{path}:{number}")
-        except (OSError, UnicodeDecodeError) as error:
-            raise InvalidData(f"{path}: cannot read ({type(error).__name__})") from None
-        return
-    try:
+            return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read ({type(error).__name__})") from None
-    from ._loading import compose_and_load
-
     try:
         document = compose_and_load(text)[1]
     except Exception as error:  # YAML errors of every kind: one typed error
