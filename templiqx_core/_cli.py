@@ -207,7 +207,7 @@ def _print_trace_url(url: str) -> None:
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
-    """One stderr line for a diagnostic: code, where (file:line:column pointer), message."""
+    """``CODE file:line:column pointer: message``."""
     where = diagnostic.file or ""
     if diagnostic.span is not None:
         where += f":{diagnostic.span.line}:{diagnostic.span.column}"
@@ -335,13 +335,9 @@ def _plugins() -> dict[str, EntryPoint]:
 
 
 def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, list[str]]:
-    """The command entry point that runs this command line, if any, and its arguments.
-
-    A name no core command has is the entry point's. An entry point named after a core
-    command extends it: it gets the command lines the core command cannot parse (``eval
-    --runtime NAME ...``) and their ``--help``. The core commands' own command lines read
-    no entry point metadata, so they start no slower.
-    """
+    """The command entry point that runs this command line, if any, and its arguments: a
+    name no core command has, or a core command's line it cannot parse (``eval --runtime
+    NAME ...``) and its ``--help``. A core command's own line reads no entry point metadata."""
     at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
     if at is None:
         return None, []
@@ -354,8 +350,8 @@ def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, li
 
 
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
-    """Call a command entry point (``fn(argv) -> int``) under the core's conventions: its
-    warnings as plain lines, each contract file read once, its exit code returned."""
+    """Call a command entry point (``fn(argv) -> int``): its warnings as plain lines, each
+    contract file read once."""
     from ._compiler.parse import reading_each_file_once
 
     try:

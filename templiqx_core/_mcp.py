@@ -290,18 +290,15 @@ def build_server(
                     on_event=forward if stream else None,
                 )
 
-        refused: PortError | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(report)  # every event is sent before the result
             try:
-                envelope = await _on_own_thread(run, server.tool_slots)
-            except PortError as error:  # caught here: a task group would wrap it
-                refused = error
+                result = _envelope_result(await _on_own_thread(run, server.tool_slots))
+            except PortError as error:  # answered here: a task group would wrap it
+                result = error_result(error.code, error.message)
             finally:
                 events_in.close()
-        if refused is not None:
-            raise refused
-        return _envelope_result(envelope)
+        return result
 
     return server, shared
 
