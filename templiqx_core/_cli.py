@@ -82,10 +82,8 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         sub.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=_JSON)
         return sub
 
-    compile_, execute = (
-        command("compile", "compile a contract; print the envelope"),
-        command("execute", "compile and execute a contract on a runtime"),
-    )
+    compile_ = command("compile", "compile a contract; print the envelope")
+    execute = command("execute", "compile and execute a contract on a runtime")
     for sub in (compile_, execute):
         sub.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
         sub.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
@@ -117,9 +115,8 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     )
     evals.add_argument("contract", type=Path, nargs="+", help="contract YAML")
     evals.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
-    command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document").add_argument(
-        "file", type=Path
-    )
+    fingerprint = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
+    fingerprint.add_argument("file", type=Path)
     command("runtimes", "list the installed runtimes")
     mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
     for sub, default in ((execute, None), (mcp, "scripted")):
