@@ -49,7 +49,7 @@ def compile_envelope(
     if result.interaction is None:
         return _envelope(COMPILE_OPERATION, None, result.diagnostics)
     fingerprints = {"compiled_interaction": fingerprint(result.interaction.to_json())}
-    return _envelope(COMPILE_OPERATION, result.interaction, [], fingerprints=fingerprints)
+    return _envelope(COMPILE_OPERATION, result.interaction, [], fingerprints)
 
 
 _ADJUSTED = "adjusted in the strict form sent"
@@ -60,10 +60,9 @@ def check_envelope(
     contract: str | Path, *, strict_schema: bool = False
 ) -> OperationEnvelope[dict[str, Any]]:
     """Check a contract and its eval fixtures without a request; ok: ``{contract_id,
-    contract_version, evals}`` (the number of fixtures checked). A sound contract's output
-    schema is also checked against OpenAI's structured-outputs subset: each place outside
-    it is a warning, or with ``strict_schema`` an error where no strict form exists (what
-    ``strict=True`` refuses before any request)."""
+    contract_version, evals}``. A sound contract's output schema outside OpenAI's strict
+    subset is a warning each place, or with ``strict_schema`` an error where no strict form
+    exists (what ``strict=True`` refuses before any request)."""
     parsed, diagnostics = read_contract(contract)
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
@@ -94,8 +93,8 @@ def _envelope(
     operation: str,
     result: Any,
     diagnostics: list[Diagnostic],
-    *,
     fingerprints: dict[str, str] | None = None,
+    *,
     stream_events: list[StreamEvent] | None = None,
 ) -> OperationEnvelope[Any]:
     """``OperationEnvelope::new``: ok unless a diagnostic is an error."""
@@ -120,11 +119,9 @@ def execute_contract(
     on_event: Callable[[StreamEvent], None] | None = None,
     repair: int | None = None,
 ) -> OperationEnvelope[ExecutionReceipt]:
-    """Compile ``contract`` for ``request`` and execute it on ``runtime``; the envelope is
-    the reference application's, byte for byte. A compile error or a missing capability
-    returns before the runtime runs; a ``PortError`` becomes the one diagnostic. Beyond the
-    reference, a schema-invalid output gets one diagnostic per failed rule. An exception
-    raised by ``on_event`` propagates: that is how a host cancels. ``repair=N`` runs it
+    """Compile ``contract`` for ``request`` and execute it on ``runtime``: the reference
+    application's envelope, byte for byte, plus one diagnostic per failed schema rule. An
+    exception raised by ``on_event`` propagates (how a host cancels). ``repair=N`` runs it
     through ``RepairingRuntime(runtime, attempts=N)``; the envelope says the ``attempts``."""
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
@@ -164,11 +161,7 @@ def execute_contract(
                 "output": receipt.output_fingerprint,
             }
             envelope = _envelope(
-                EXECUTE_OPERATION,
-                receipt,
-                diagnostics,
-                fingerprints=fingerprints,
-                stream_events=events,
+                EXECUTE_OPERATION, receipt, diagnostics, fingerprints, stream_events=events
             )
     if repair is None:
         return envelope

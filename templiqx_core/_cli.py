@@ -1,11 +1,7 @@
-"""The ``templiqx`` command line, behaving as the Rust reference CLI (``templiqx-cli``).
-
-stdout carries the ``OperationEnvelope`` (pretty JSON; compact with ``--json``; with
-``--stream``, NDJSON events, then the envelope on one line). Exit 0 when the envelope is
-ok, 2 when not and for usage errors, 1 when the command itself fails, with one line on
-stderr; no traceback unless ``TEMPLIQX_DEBUG=1``. An agent may call it once per step, so
-each command imports what it uses when it runs: ``--help`` loads no pydantic model, and
-runtimes, the eval runner and the MCP extra load only when a command asks for them.
+"""The ``templiqx`` command line, behaving as the Rust reference CLI (``templiqx-cli``):
+stdout is the ``OperationEnvelope``; exit 0 when it is ok, 2 when not and for usage errors,
+1 when the command itself fails (one stderr line). Each command imports what it uses when
+it runs: ``--help`` loads no pydantic model, and runtimes and the MCP extra load on demand.
 """
 
 from __future__ import annotations
@@ -15,8 +11,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -27,7 +22,7 @@ if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
     from ._compiler import EvalCase
-    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest, StreamEvent
+    from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
     from ._runtimes import RuntimeOptions
     from ._scenarios import Scenario
 
@@ -55,33 +50,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _add_json_flag(parser: argparse.ArgumentParser, default: Any) -> None:
-    parser.add_argument(
-        "--json", action="store_true", default=default, help="print compact JSON (one line)"
-    )
-
-
-def _add_request_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
-    parser.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
-    parser.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
-    parser.add_argument(
-        "--request",
-        "--values",
-        dest="request",
-        type=Path,
-        help="JSON/YAML render request {inputs, context} (instead of the two)",
-    )
-    parser.add_argument(
-        "--eval",
-        dest="eval_id",
-        metavar="ID",
-        help="take inputs and context from the contract's eval fixture ID (and, on the "
-        "scripted runtime, its fake_output as the output)",
-    )
-    _add_capability_flag(parser)
-
-
 def _attempts(text: str) -> int:
     """A count of tries: an integer of at least 1 (argparse reports anything else)."""
     try:
@@ -93,16 +61,11 @@ def _attempts(text: str) -> int:
     return value
 
 
-def _add_capability_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--capability",
-        action="append",
-        metavar="NAME",
-        help="target capability (repeatable); default: what the contract declares",
-    )
+_JSON = "print compact JSON (one line)"
+_CAPABILITY = "target capability (repeatable); default: what the contract declares"
 
 
-def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
+def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="templiqx",
         description="Compile and execute prompt contracts; stdout is the OperationEnvelope JSON.",
@@ -110,44 +73,32 @@ def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.Ar
         "1 the command itself failed",
     )
     parser.add_argument("--version", action="version", version=f"templiqx {__version__}")
-    _add_json_flag(parser, False)
+    parser.add_argument("--json", action="store_true", help=_JSON)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        _add_json_flag(sub, argparse.SUPPRESS)  # accepted after the command too, as clap
+        # Accepted after the command too, as clap.
+        sub.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=_JSON)
         return sub
 
-    _add_request_args(command("compile", "compile a contract; print the envelope"))
-
+    compile_ = command("compile", "compile a contract; print the envelope")
     execute = command("execute", "compile and execute a contract on a runtime")
-    _add_request_args(execute)
-    _add_runtime_args(
-        execute,
-        runtime="runtime entry point: scripted, langfuse, or a host's own (required unless "
-        "--fixture-output, --scenario or --eval selects the scripted runtime)",
-        replay="replay the runtime's HTTP calls from a vcrpy cassette (offline)",
-        scenario="scripted runtime: a templiqx.mock/v1alpha1 manifest to play (its input "
-        "and expected output are the defaults for the request and --fixture-output)",
-    )
-    execute.add_argument(
-        "--stream",
-        action="store_true",
-        help="print each stream event as NDJSON as it arrives, then the envelope",
-    )
-    execute.add_argument(
-        "--repair",
-        type=_attempts,
-        metavar="N",
-        help="try up to N times in all: an answer that is not JSON or fails the output "
-        "schema is sent back with every failed rule (the envelope says the attempts)",
-    )
-    execute.add_argument(
-        "--fixture-output",
-        type=Path,
-        metavar="FILE",
-        help="JSON/YAML output the scripted runtime returns",
-    )
+    for sub in (compile_, execute):
+        sub.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
+        sub.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
+        sub.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
+        values = "JSON/YAML render request {inputs, context} (instead of the two)"
+        sub.add_argument("--request", "--values", type=Path, help=values)
+        fixture = "inputs and context of the contract's eval ID (scripted: its fake_output too)"
+        sub.add_argument("--eval", dest="eval_id", metavar="ID", help=fixture)
+        sub.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
+    stream = "print each stream event as NDJSON as it arrives, then the envelope"
+    execute.add_argument("--stream", action="store_true", help=stream)
+    repair = "try up to N times in all, each invalid answer sent back with its failed rules"
+    execute.add_argument("--repair", type=_attempts, metavar="N", help=repair)
+    fixture = "JSON/YAML output the scripted runtime returns"
+    execute.add_argument("--fixture-output", type=Path, metavar="FILE", help=fixture)
 
     check = command(
         "check",
@@ -155,64 +106,48 @@ def build_parser(plugins: Mapping[str, EntryPoint] | None = None) -> argparse.Ar
         "and its eval fixtures (inputs, context, fake_output)",
     )
     check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
-    check.add_argument(
-        "--strict-schema",
-        action="store_true",
-        help="an output schema with no strict structured-outputs form is an error "
-        "(as strict=True refuses it); without: a warning",
-    )
-
+    strict = "an output schema with no strict structured-outputs form is an error, not a warning"
+    check.add_argument("--strict-schema", action="store_true", help=strict)
     evals = command(
         "eval",
         "self-check a contract's eval fixtures on the scripted runtime; --runtime NAME "
         "runs its cases against a model (the eval runner's flags: eval --runtime NAME --help)",
     )
     evals.add_argument("contract", type=Path, nargs="+", help="contract YAML")
-    _add_capability_flag(evals)
-
-    fp = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
-    fp.add_argument("file", type=Path)
-
+    evals.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
+    fingerprint = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
+    fingerprint.add_argument("file", type=Path)
     command("runtimes", "list the installed runtimes")
+    mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
+    for sub, default in ((execute, None), (mcp, "scripted")):
+        runtime = "runtime entry point: scripted, langfuse, or a host's own"
+        sub.add_argument("--runtime", default=default, help=runtime)
+        replay = "replay the runtime's HTTP calls from a vcrpy cassette (offline)"
+        sub.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
+        scenario = "scripted runtime: a templiqx.mock/v1alpha1 manifest to play"
+        sub.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
     for name, entry in (plugins or {}).items():
         if name not in commands.choices:
             # Its own help is its own (loading it here would slow every --help).
             by = f" from {entry.dist.name}" if entry.dist is not None else ""
             commands.add_parser(name, help=f"see templiqx {name} --help ({COMMANDS_GROUP}{by})")
-
-    _add_runtime_args(
-        command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)"),
-        runtime="runtime for execute_contract",
-        replay="replay each execute_contract call from this cassette",
-        scenario="scripted runtime: a templiqx.mock/v1alpha1 manifest to play",
-        default="scripted",
-    )
     return parser
 
 
-def _add_runtime_args(
-    parser: argparse.ArgumentParser,
-    *,
-    runtime: str,
-    replay: str,
-    scenario: str,
-    default: str | None = None,
-) -> None:
-    parser.add_argument("--runtime", default=default, help=runtime)
-    parser.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
-    parser.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
-
-
-# -- reading inputs ------------------------------------------------------------------
+@contextlib.contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """A typed error inside is the command's failure (exit 1), prefixed with ``what``."""
+    try:
+        yield
+    except PortError as error:
+        raise CommandError(f"{what}: {error}") from None
 
 
 def _read_document(path: Path, what: str) -> Any:
     from ._loading import load_document
 
-    try:
+    with _failing(what):
         return load_document(path)
-    except PortError as error:
-        raise CommandError(f"{what}: {error}") from None
 
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
@@ -230,7 +165,6 @@ def _eval_case(args: argparse.Namespace) -> EvalCase:
 
 def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
     from ._contracts import RenderRequest
-    from ._errors import InvalidData
     from ._loading import validate_model
 
     if args.eval_id is not None:
@@ -238,18 +172,15 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
         return RenderRequest(inputs=case.inputs, context=case.context)
     if args.request is not None:
         data = _read_document(args.request, "--request")
-        try:
+        with _failing("--request"):
             return validate_model(RenderRequest, data, name=str(args.request))
-        except InvalidData as error:
-            raise CommandError(f"--request: {error}") from None
     if scenario is not None and args.inputs is None and args.context is None:
         return scenario.render_request
     values = {}
     for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
-        value = {} if path is None else _read_document(path, flag)
-        if not isinstance(value, dict):
+        values[flag] = {} if path is None else _read_document(path, flag)
+        if not isinstance(values[flag], dict):
             raise CommandError(f"{flag}: expected a JSON/YAML object")
-        values[flag] = value
     try:
         return RenderRequest(inputs=values["--inputs"], context=values["--context"])
     except ValueError as error:  # pydantic: a value that is not JSON
@@ -258,13 +189,13 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
         ) from None
 
 
-def _runtime_options(args: argparse.Namespace) -> RuntimeOptions:
+def _runtime_options(args: argparse.Namespace, **more: Any) -> RuntimeOptions:
     from ._runtimes import RuntimeOptions
 
     for flag, path in (("--replay", args.replay), ("--scenario", args.scenario)):
         if path is not None and not path.is_file():
             raise CommandError(f"{flag}: {path}: no such file")
-    return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ))
+    return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ), **more)
 
 
 def _print_trace_url(url: str) -> None:
@@ -272,11 +203,8 @@ def _print_trace_url(url: str) -> None:
         sys.stderr.write(f"trace: {url}\n")
 
 
-# -- output --------------------------------------------------------------------------
-
-
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
-    """One stderr line for a diagnostic: code, where (file:line:column pointer), message."""
+    """``CODE file:line:column pointer: message``."""
     where = diagnostic.file or ""
     if diagnostic.span is not None:
         where += f":{diagnostic.span.line}:{diagnostic.span.column}"
@@ -289,19 +217,6 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
 def _print(text: str, out: TextIO) -> None:
     out.write(text + "\n")
     out.flush()
-
-
-def _emit(envelope: OperationEnvelope[Any], out: TextIO, err: TextIO, *, compact: bool) -> int:
-    """Print the envelope (the reference's ``print``); its ``ok`` decides the exit code."""
-    _print(envelope.model_dump_json(indent=None if compact else 2), out)
-    if envelope.ok:
-        return EXIT_OK
-    for diagnostic in envelope.diagnostics:
-        err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
-    return EXIT_NOT_OK
-
-
-# -- commands ------------------------------------------------------------------------
 
 
 def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
@@ -330,19 +245,17 @@ def _runtime_name(args: argparse.Namespace) -> str:
     )
 
 
-def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     from ._application import execute_contract
     from ._runtimes import load_runtime
     from ._scenarios import load_scenario
 
     name = _runtime_name(args)
-    options = replace(_runtime_options(args), on_trace_url=_print_trace_url)
+    options = _runtime_options(args, on_trace_url=_print_trace_url)
     scenario = None
     if args.scenario is not None:
-        try:
+        with _failing("--scenario"):
             scenario = load_scenario(args.scenario)
-        except PortError as error:
-            raise CommandError(f"--scenario: {error}") from None
     request = _render_request(args, scenario)
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output")
@@ -350,10 +263,6 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:
         fixture = None if scenario is None else scenario.expected_output
-
-    def print_event(event: StreamEvent) -> None:
-        _print(event.model_dump_json(), out)
-
     with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
         return execute_contract(
             args.contract,
@@ -362,34 +271,28 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
             capabilities=args.capability,
             fixture_output=fixture,
             stream=args.stream,
-            on_event=print_event if args.stream else None,
+            on_event=(lambda event: _print(event.model_dump_json(), out)) if args.stream else None,
             repair=args.repair,
         )
 
 
-def _mcp(args: argparse.Namespace) -> int:
-    try:
-        from ._mcp import serve  # the optional extra, imported only when asked for
-    except ImportError as error:
-        raise CommandError(str(error)) from None
-    serve(_runtime_options(args), runtime_name=args.runtime)
-    return EXIT_OK
-
-
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "mcp":
-        return _mcp(args)
+        try:
+            from ._mcp import serve  # the optional extra, imported only when asked for
+        except ImportError as error:
+            raise CommandError(str(error)) from None
+        serve(_runtime_options(args), runtime_name=args.runtime)
+        return EXIT_OK
     from ._contracts import OperationEnvelope
 
     envelope: OperationEnvelope[Any]
-    if args.command == "fingerprint":
+    if args.command == "fingerprint":  # this and runtimes load no compiler
         from ._canonical import fingerprint
 
         document = _read_document(args.file, "fingerprint")
-        try:
+        with _failing(f"fingerprint: {args.file}"):
             value = fingerprint(document)
-        except PortError as error:
-            raise CommandError(f"fingerprint: {args.file}: {error}") from None
         envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
     elif args.command == "runtimes":
         from ._runtimes import available_runtimes
@@ -397,25 +300,29 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         names = available_runtimes()
         envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
     else:
+        from ._application import check_envelope, compile_envelope
         from ._compiler.parse import reading_each_file_once
 
         with reading_each_file_once():  # a contract is read and parsed once per run
             if args.command == "compile":
-                from ._application import compile_envelope
-
                 request = _render_request(args, None)
                 envelope = compile_envelope(args.contract, request, capabilities=args.capability)
             elif args.command == "check":
-                from ._application import check_envelope
-
                 envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
                 for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
                     err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
             elif args.command == "eval":
                 envelope = _eval(args, err)
             else:
-                envelope = _execute(args, out, err)
-    return _emit(envelope, out, err, compact=args.json or getattr(args, "stream", False))
+                envelope = _execute(args, out)
+    # Print the envelope (the reference's ``print``); its ``ok`` decides the exit code.
+    compact = args.json or getattr(args, "stream", False)
+    _print(envelope.model_dump_json(indent=None if compact else 2), out)
+    if envelope.ok:
+        return EXIT_OK
+    for diagnostic in envelope.diagnostics:
+        err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
+    return EXIT_NOT_OK
 
 
 def _plugins() -> dict[str, EntryPoint]:
@@ -424,33 +331,24 @@ def _plugins() -> dict[str, EntryPoint]:
     return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
-def _plugin_for(argv: list[str], parsed: argparse.Namespace | None) -> EntryPoint | None:
-    """The command entry point that runs this command line, if any.
-
-    A name no core command has is the entry point's. An entry point named after a core
-    command extends it: it gets the command lines the core command cannot parse (``eval
-    --runtime NAME ...``: ``parsed`` is None) and their ``--help``. The core commands'
-    own command lines read no entry point metadata, so they start no slower.
-    """
+def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, list[str]]:
+    """The command entry point that runs this command line, if any, and its arguments: a
+    name no core command has, or a core command's line it cannot parse (``eval --runtime
+    NAME ...``) and its ``--help``. A core command's own line reads no entry point metadata."""
     at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
     if at is None:
-        return None
+        return None, []
     name, rest = argv[at], argv[at + 1 :]
-    if name in _CORE_COMMANDS and parsed is not None:
+    if name in _CORE_COMMANDS and parsed:
         helped = {"-h", "--help"} & set(rest)
         if not (helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)):
-            return None
-    return _plugins().get(name)
-
-
-def _plugin_args(argv: list[str]) -> list[str]:
-    at = next(i for i, arg in enumerate(argv) if not arg.startswith("-"))
-    return argv[at + 1 :]
+            return None, rest
+    return _plugins().get(name), rest
 
 
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
-    """Call a command entry point (``fn(argv) -> int``) under the core's conventions: its
-    warnings as plain lines, each contract file read once, its exit code returned."""
+    """Call a command entry point (``fn(argv) -> int``): its warnings as plain lines, each
+    contract file read once."""
     from ._compiler.parse import reading_each_file_once
 
     try:
@@ -469,18 +367,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        plugin = _plugin_for(argv, argparse.Namespace())
+        plugin, rest = _plugin_for(argv, parsed=True)
         if plugin is not None:
-            return _run_plugin(plugin, _plugin_args(argv), err)
+            return _run_plugin(plugin, rest, err)
         help_asked = not argv or argv[0] in ("-h", "--help")
         parser = build_parser(_plugins() if help_asked else None)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            plugin = _plugin_for(argv, None)
+            plugin, rest = _plugin_for(argv, parsed=False)
             if plugin is None:
                 hint = "; the eval runner comes with templiqx-langfuse" * (args.command == "eval")
                 parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
-            return _run_plugin(plugin, _plugin_args(argv), err)
+            return _run_plugin(plugin, rest, err)
         if args.command in ("execute", "mcp"):
             # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
             logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)

@@ -1,15 +1,9 @@
 """MCP surface (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
-answering with the CLI's ``OperationEnvelope`` JSON and, with ``stream=true``, each
-``StreamEvent`` as a progress notification.
-
-The caller is an agent, not the operator: every path must resolve inside the working
-directory or ``TEMPLIQX_MCP_ROOTS`` (else ``TQX_PATH_INVALID``); a contract reference an
-installed contract source answers (``langfuse:NAME@LABEL``) is no path, and goes to that
-source as it is. Every tool error is a
-result starting with its ``TQX_*`` code. Tool work runs on the server's own bounded threads,
-never on anyio's limiter that the stdio reader and writer need, and streamed events go
-through a per-call buffer, so no tool thread waits on stdout.
-"""
+answering with the CLI's ``OperationEnvelope`` JSON (``stream=true``: each ``StreamEvent``
+as a progress notification). The caller is an agent: paths must resolve inside the working
+directory or ``TEMPLIQX_MCP_ROOTS``. Tool work runs on the server's own bounded threads, not
+anyio's limiter the stdio reader and writer need, and events go through a per-call buffer,
+so no tool thread waits on stdout."""
 
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ import contextvars
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -59,11 +53,8 @@ T = TypeVar("T")
 
 
 async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) -> T:
-    """``work()`` on a daemon thread, holding one of ``slots`` while it runs.
-
-    Not ``anyio.to_thread.run_sync``: its threads are not daemons, so a call stuck in I/O
-    when stdin closes would keep the process alive. A cancelled caller stops waiting.
-    """
+    """``work()`` on a daemon thread, holding one of ``slots`` while it runs (not anyio's
+    threads: they are no daemons, so a call stuck in I/O would outlive stdin)."""
     async with slots:
         done, token = anyio.Event(), anyio.lowlevel.current_token()
         outcome: Future[T] = Future()
@@ -82,26 +73,25 @@ async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) ->
     return outcome.result()
 
 
+def _result(data: dict[str, Any], text: str, *, is_error: bool = False) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=data, is_error=is_error
+    )
+
+
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
     """The envelope as the reference MCP server returns it: a not-ok envelope is a normal
     result, ``result`` keys sorted at every level, the text compact JSON as serde writes."""
     data: dict[str, Any] = envelope.to_json()
     if "result" in data:
         data["result"] = sort_keys(data["result"])
-    return CallToolResult(
-        content=[TextContent(type="text", text=wire_json(data))],
-        structured_content=data,
-        is_error=False,
-    )
+    return _result(data, wire_json(data))
 
 
 def error_result(code: str, message: str) -> CallToolResult:
     """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"error": {"code": code, "message": message}},
-        is_error=True,
-    )
+    data = {"error": {"code": code, "message": message}}
+    return _result(data, f"{code}: {message}", is_error=True)
 
 
 def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
@@ -152,46 +142,6 @@ class _Server(MCPServer):
             self._in_flight -= 1
 
 
-class _Roots:
-    """Where tool paths may point: the working directory and ``TEMPLIQX_MCP_ROOTS``."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        extra = [p for p in env.get(ENV_MCP_ROOTS, "").split(os.pathsep) if p.strip()]
-        self.paths = [Path(p).resolve() for p in [str(Path.cwd()), *extra]]
-
-    def confine(self, value: str | Path, what: str) -> Path:
-        """``value`` as given, once its real location (symlinks followed) is inside."""
-        try:
-            real = Path(value).resolve()
-        except (OSError, RuntimeError, ValueError):
-            raise InvalidPath(f"{what} path {str(value)!r} cannot be resolved") from None
-        if not any(real.is_relative_to(root) for root in self.paths):
-            raise InvalidPath(
-                f"{what} path {str(value)!r} is outside the server's roots (its working "
-                f"directory and {ENV_MCP_ROOTS})"
-            )
-        return Path(value)
-
-    def call(
-        self, contract: str, inputs: dict[str, Any] | None, context: dict[str, Any] | None
-    ) -> tuple[str | Path, RenderRequest]:
-        """A tool call's contract (a confined, existing file, or a contract source's
-        reference as given) and render request."""
-        where: str | Path = contract
-        if contract_source(contract) is None:  # a path, whatever scheme it seems to have
-            where = self.confine(contract, "contract")
-            try:
-                found = where.is_file()
-            except OSError as error:  # e.g. a name too long for the file system
-                raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
-            if not found:
-                raise NotFound(f"{contract}: no such contract file")
-        try:
-            return where, RenderRequest(inputs=inputs or {}, context=context or {})
-        except ValueError as error:
-            raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
-
-
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
     str,
@@ -223,10 +173,44 @@ def build_server(
 ) -> tuple[MCPServer, RuntimeAdapter | None]:
     """The MCP server and the runtime it shares, to close after it (raises ``PortError`` for
     an unknown runtime, or a configured cassette or scenario outside the server's roots)."""
-    roots = _Roots(options.env)
+    extra = [p for p in options.env.get(ENV_MCP_ROOTS, "").split(os.pathsep) if p.strip()]
+    roots = [Path(p).resolve() for p in [str(Path.cwd()), *extra]]
+
+    def confine(value: str | Path, what: str) -> Path:
+        """``value`` as given, once its real location (symlinks followed) is in the roots."""
+        try:
+            real = Path(value).resolve()
+        except (OSError, RuntimeError, ValueError):
+            raise InvalidPath(f"{what} path {str(value)!r} cannot be resolved") from None
+        if not any(real.is_relative_to(root) for root in roots):
+            raise InvalidPath(
+                f"{what} path {str(value)!r} is outside the server's roots (its working "
+                f"directory and {ENV_MCP_ROOTS})"
+            )
+        return Path(value)
+
+    def call(
+        contract: str, inputs: dict[str, Any] | None, context: dict[str, Any] | None
+    ) -> tuple[str | Path, RenderRequest]:
+        """A tool call's contract (a confined, existing file, or a contract source's
+        reference as given) and render request."""
+        where: str | Path = contract
+        if contract_source(contract) is None:  # a path, whatever scheme it seems to have
+            where = confine(contract, "contract")
+            try:
+                found = where.is_file()
+            except OSError as error:  # e.g. a name too long for the file system
+                raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
+            if not found:
+                raise NotFound(f"{contract}: no such contract file")
+        try:
+            return where, RenderRequest(inputs=inputs or {}, context=context or {})
+        except ValueError as error:
+            raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
+
     for path, what in ((options.replay, "cassette"), (options.scenario, "scenario")):
         if path is not None:
-            roots.confine(path, what)
+            confine(path, what)
     # A cassette plays each interaction once, and every tool call is a new replay.
     shared = None if options.replay is not None else load_runtime(runtime_name, options)
 
@@ -255,7 +239,7 @@ def build_server(
 
         capabilities defaults to the contract's own declared capabilities.
         """
-        path, request = roots.call(contract, inputs, context)
+        path, request = call(contract, inputs, context)
 
         def run() -> OperationEnvelope[Any]:
             return compile_envelope(path, request, capabilities=capabilities)
@@ -279,7 +263,7 @@ def build_server(
         happens, and the result's stream_events lists them. capabilities defaults to
         the contract's declared capabilities (the runtime must offer them).
         """
-        path, request = roots.call(contract, inputs, context)
+        path, request = call(contract, inputs, context)
         token = anyio.lowlevel.current_token()
         events_in, events_out = anyio.create_memory_object_stream[str](PROGRESS_BUFFER)
 
@@ -306,18 +290,15 @@ def build_server(
                     on_event=forward if stream else None,
                 )
 
-        refused: PortError | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(report)  # every event is sent before the result
             try:
-                envelope = await _on_own_thread(run, server.tool_slots)
-            except PortError as error:  # caught here: a task group would wrap it
-                refused = error
+                result = _envelope_result(await _on_own_thread(run, server.tool_slots))
+            except PortError as error:  # answered here: a task group would wrap it
+                result = error_result(error.code, error.message)
             finally:
                 events_in.close()
-        if refused is not None:
-            raise refused
-        return _envelope_result(envelope)
+        return result
 
     return server, shared
 

@@ -1,14 +1,7 @@
-"""Repair: when the model's answer is not JSON or fails the output schema, ask it again.
-
-The same conversation goes back with the answer as an ``assistant`` message and one
-``user`` message listing every failed rule at its pointer (the diagnostics' own text),
-until the output is valid or the tries or the deadline run out. A truncated answer
-(``finish_reason: length``) or a malformed response is a plain failure, never repaired.
-
-One decision object (``RepairSession``) serves the sync and the async driver, each a
-loop of four lines. Each try runs with its ``RepairAttempt`` current (``current_repair``):
-a tracing adapter puts every try of one call in one trace and marks those repaired.
-"""
+"""Repair: when the model's answer is not JSON or fails the output schema, send the
+conversation back with the answer and every failed rule at its pointer, until the output
+is valid or the tries or the deadline run out. Each try runs with its ``RepairAttempt``
+current (``current_repair``), so a tracing adapter can put every try in one trace."""
 
 from __future__ import annotations
 
@@ -27,7 +20,6 @@ from ._receipts import OUTPUT_SCHEMA_SUMMARY, output_schema_messages, request_fi
 
 __all__ = [
     "RepairAttempt",
-    "RepairSession",
     "RepairingRuntime",
     "collect_attempts",
     "current_repair",
@@ -69,33 +61,40 @@ def collect_attempts() -> Iterator[list[int]]:
 
 
 class RepairAttempt:
-    """One try of a repairing call: its number (1 is the original request), the request
-    it sends, and ``notes``, a dict all tries of the call share (adapters keep there what
-    ties the tries together, such as the trace they land in).
-
-    A driver runs the try inside ``with attempt:`` and sets ``attempt.receipt``; leaving
-    the block decides: a repairable failure is swallowed when another try follows.
+    """One try of a repairing call: its ``number`` (1 is the original request), the
+    ``request`` it sends, and ``notes``, a dict all tries of the call share (adapters keep
+    there what ties the tries together, such as their trace). Iterating the first try
+    yields each try; a driver runs each inside ``with attempt:`` and sets ``receipt``, and
+    leaving the block decides: a repairable outcome is swallowed when another try follows.
     """
 
-    __slots__ = ("_again", "_session", "_token", "number", "receipt", "request")
-
-    def __init__(self, session: RepairSession, number: int, request: ExecutionRequest) -> None:
-        self._session, self.number, self.request = session, number, request
-        self._again: bool | None = None
+    def __init__(
+        self,
+        runtime: RepairingRuntime,
+        request: ExecutionRequest,
+        previous: RepairAttempt | None = None,
+    ) -> None:
+        self._runtime, self.request = runtime, request
         self.receipt: ExecutionReceipt | None = None
+        self._again: bool | None = None
+        self._next: RepairAttempt | None = None
+        self.notes: dict[Any, Any] = {} if previous is None else previous.notes
+        if previous is None:
+            self.number = 1
+            #: The request fingerprint of the original interaction (every receipt's).
+            self.original_fingerprint = request_fingerprint(request.interaction)
+            deadline_s, clock = runtime.deadline_s, runtime._clock
+            self._ends_at = None if deadline_s is None else clock() + deadline_s
+        else:
+            self.number = previous.number + 1
+            self.original_fingerprint, self._ends_at = (
+                previous.original_fingerprint,
+                previous._ends_at,
+            )
 
     @property
     def attempts(self) -> int:
-        return self._session.attempts
-
-    @property
-    def original_fingerprint(self) -> str:
-        """The request fingerprint of the original interaction (every receipt's)."""
-        return self._session.original_fingerprint
-
-    @property
-    def notes(self) -> dict[Any, Any]:
-        return self._session.notes
+        return self._runtime.attempts
 
     def repairs(self, outcome: ExecutionReceipt | BaseException) -> bool:
         """Whether this outcome of the try is sent back for another: it names failed
@@ -113,18 +112,23 @@ class RepairAttempt:
             # One line per failed rule; the messages never quote the output.
             schema = self.request.interaction.output_schema
             rules = output_schema_messages(schema, outcome.output) or [OUTPUT_SCHEMA_SUMMARY]
-        elif self._session.validate is not None:
-            rules = list(self._session.validate(outcome))
+        elif self._runtime.validate is not None:
+            rules = list(self._runtime.validate(outcome))
         return rules or None
 
     def _continues(self) -> bool:
         # Decided once per try (the first repairable outcome the tracer or the driver
         # sees), so a generation's level and the driver agree even at the deadline.
         if self._again is None:
-            session = self._session
-            left = session.ends_at is None or session.clock() < session.ends_at
-            self._again = self.number < session.attempts and left
+            left = self._ends_at is None or self._runtime._clock() < self._ends_at
+            self._again = self.number < self.attempts and left
         return self._again
+
+    def __iter__(self) -> Iterator[RepairAttempt]:
+        attempt: RepairAttempt | None = self
+        while attempt is not None:
+            yield attempt
+            attempt = attempt._next
 
     def __enter__(self) -> RepairAttempt:
         self._token = _CURRENT.set(self)
@@ -133,48 +137,10 @@ class RepairAttempt:
     def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> bool:
         _CURRENT.reset(self._token)
         outcome = error if error is not None else self.receipt
-        if outcome is not None and self._session.again(outcome):
-            return error is not None  # repaired: the failure goes no further
-        self._session.end()
-        return False
-
-
-class RepairSession:
-    """The decisions of one repairing call, for any driver: iterate it for the tries,
-    run each in ``with attempt:``; ``receipt()`` is what the caller gets."""
-
-    def __init__(
-        self,
-        request: ExecutionRequest,
-        *,
-        attempts: int,
-        deadline_s: float | None = None,
-        validate: Validate | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.attempts, self.validate, self.clock = attempts, validate, clock
-        self.ends_at = None if deadline_s is None else clock() + deadline_s
-        self.original_fingerprint = request_fingerprint(request.interaction)
-        self.notes: dict[Any, Any] = {}
-        self._next: ExecutionRequest | None = request
-        self.attempt = RepairAttempt(self, 0, request)
-
-    def __iter__(self) -> RepairSession:
-        return self
-
-    def __next__(self) -> RepairAttempt:
-        if self._next is None:
-            raise StopIteration
-        self.attempt = RepairAttempt(self, self.attempt.number + 1, self._next)
-        self._next = None
-        return self.attempt
-
-    def again(self, outcome: ExecutionReceipt | BaseException) -> bool:
-        """Whether to try again; if so, the next try sends the conversation so far, the
-        answer and the failed rules."""
-        attempt = self.attempt
-        rules = attempt.failed_rules(outcome)
-        if rules is None or not attempt._continues():
+        rules = None if outcome is None else self.failed_rules(outcome)
+        if rules is None or not self._continues():
+            for sink in _COUNTS.get():
+                sink.append(self.number)
             return False
         if isinstance(outcome, RuntimeFailureError):
             answer = outcome.failure.answer or ""
@@ -182,27 +148,24 @@ class RepairSession:
             # Clipped as a non-JSON answer is: each try adds one answer to the conversation.
             answer = canonical_json(outcome.output).decode()[:MAX_ANSWER_CHARS]
         feedback = "\n".join([REPAIR_INTRO, *(f"- {rule}" for rule in rules), REPAIR_OUTRO])
-        interaction = attempt.request.interaction
+        interaction = self.request.interaction
         messages = [
             *interaction.messages,
             CompiledMessage(role="assistant", content=answer),
             CompiledMessage(role="user", content=feedback),
         ]
         update = {"interaction": interaction.model_copy(update={"messages": messages})}
-        self._next = attempt.request.model_copy(update=update)
-        return True
+        self._next = RepairAttempt(self._runtime, self.request.model_copy(update=update), self)
+        return error is not None  # repaired: the failure goes no further
 
-    def end(self) -> None:
-        for sink in _COUNTS.get():
-            sink.append(self.attempt.number)
-
-    def receipt(self) -> ExecutionReceipt:
-        """The last try's receipt, fingerprinted as the original request."""
-        receipt = self.attempt.receipt
-        assert receipt is not None  # the tries ended on a receipt, else they raised
-        if receipt.request_fingerprint == self.original_fingerprint:
-            return receipt
-        return receipt.model_copy(update={"request_fingerprint": self.original_fingerprint})
+    def result(self) -> ExecutionReceipt:
+        """The receipt of the last try, fingerprinted as the original request."""
+        last = list(self)[-1]
+        assert last.receipt is not None  # the tries ended on a receipt, else they raised
+        if last.receipt.request_fingerprint == self.original_fingerprint:
+            return last.receipt
+        update = {"request_fingerprint": self.original_fingerprint}
+        return last.receipt.model_copy(update=update)
 
 
 class RepairingRuntime(WrappingRuntime):
@@ -221,9 +184,7 @@ class RepairingRuntime(WrappingRuntime):
         validate: Validate | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(attempts, bool) or not isinstance(attempts, int):
-            raise InvalidData(f"attempts must be an integer from 1 to {MAX_ATTEMPTS}")
-        if not 1 <= attempts <= MAX_ATTEMPTS:
+        if type(attempts) is not int or not 1 <= attempts <= MAX_ATTEMPTS:
             raise InvalidData(f"attempts must be an integer from 1 to {MAX_ATTEMPTS}")
         number = isinstance(deadline_s, int | float) and not isinstance(deadline_s, bool)
         if deadline_s is not None and not (number and deadline_s > 0):
@@ -232,36 +193,26 @@ class RepairingRuntime(WrappingRuntime):
         self.attempts, self.deadline_s = attempts, deadline_s
         self.validate, self._clock = validate, clock
 
-    def session(self, request: ExecutionRequest) -> RepairSession:
-        """The decisions for one call of ``request`` (for hosts driving tries themselves)."""
-        return RepairSession(
-            request,
-            attempts=self.attempts,
-            deadline_s=self.deadline_s,
-            validate=self.validate,
-            clock=self._clock,
-        )
-
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
         if self.attempts == 1:
             return self.inner.execute(request)
-        session = self.session(request)
-        for attempt in session:
+        first = RepairAttempt(self, request)
+        for attempt in first:
             with attempt:
                 attempt.receipt = self.inner.execute(attempt.request)
-        return session.receipt()
+        return first.result()
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """``execute`` for async hosts: the same decisions, each try ``inner.aexecute``."""
         self._ensure_open()
         if self.attempts == 1:
             return await self.inner.aexecute(request)
-        session = self.session(request)
-        for attempt in session:
+        first = RepairAttempt(self, request)
+        for attempt in first:
             with attempt:
                 attempt.receipt = await self.inner.aexecute(attempt.request)
-        return session.receipt()
+        return first.result()
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         """One try streams as ``inner`` does; with repair, one terminal event for the

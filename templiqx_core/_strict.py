@@ -1,11 +1,6 @@
-"""OpenAI's structured-outputs subset of JSON Schema, as one table, and the forms a schema
-takes to fit it.
-
-A schema outside the subset makes OpenAI answer 400 to a ``strict: true`` request. Each
-keyword is kept, left out of what is sent (the subset lacks it; local validation of the
-output still enforces it, so dropping it only widens what the model may emit), or refused
-(no form inside the subset keeps the schema's meaning: open objects, tuples).
-"""
+"""OpenAI's structured-outputs subset of JSON Schema as one table (outside it, a ``strict:
+true`` request is a 400): each keyword kept, dropped from what is sent (local validation still
+enforces it, so the model may only emit more) or refused (no strict form keeps its meaning)."""
 
 from __future__ import annotations
 
@@ -153,7 +148,6 @@ class _Walk:
         return node
 
     def schema(self, node: Any, at: list[object], depth: int) -> Any:
-        """The node's strict form (findings noted on the way)."""
         if not isinstance(node, Mapping) or len(at) > _MAX_POINTER:
             self.note(at, _ANY, fixable=False)
             return node
@@ -239,12 +233,12 @@ class _Walk:
 
 
 def to_strict_schema(schema: Mapping[str, Any]) -> StrictForm:
-    """``schema`` brought into the subset (a new dict; the argument is never changed), with
+    """``schema`` brought into the subset (new dicts: the argument stays as it was), with
     every finding; ``schema`` None when a finding cannot be fixed."""
     walk = _Walk(schema)
     if not isinstance(schema, Mapping):
         return StrictForm(None, (StrictFinding("", _ROOT, False),))
-    strict = walk.schema(schema, [], 0)  # builds new dicts: the argument stays as it was
+    strict = walk.schema(schema, [], 0)
     kind = schema.get("type")
     if "object" not in (kind if isinstance(kind, list) else [kind]):
         walk.note([], _ROOT, fixable=False)
@@ -272,11 +266,9 @@ def require_strict_schema(schema: Mapping[str, Any], what: str = "output schema"
 
 
 def model_output_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
-    """The schema OpenAI's own SDK sends for ``response_format=model``: pydantic's JSON
-    Schema with every object closed, every property required and the model's own types
-    kept (no forced nullables). Written here because the core never imports a provider SDK.
-    ``strict=True`` raises ``OutputSchemaStrictError`` for a model with no strict form
-    (open dicts, tuples, ...); otherwise such a model's schema is returned as derived."""
+    """The schema OpenAI's own SDK sends for ``response_format=model`` (written here: the core
+    imports no provider SDK): every object closed, every property required, the model's own
+    types kept. ``strict=True`` refuses a model with no strict form (open dicts, tuples)."""
     from pydantic import BaseModel
 
     if not (isinstance(model, type) and issubclass(model, BaseModel)):

@@ -1,10 +1,6 @@
 """Typed contracts: a contract bound to the host's pydantic models, so the output shape is
-written once (as the model) and values and answers cross as model instances.
-
-A typed contract is an ordinary ``Contract`` underneath: ``to_yaml()`` writes it, and the
-CLI compiles that file to the same request fingerprint. Errors name fields by JSON
-pointer and rule, never quoting a value or the provider's answer.
-"""
+written once (as the model). Underneath it is an ordinary ``Contract`` (``to_yaml()``);
+errors name fields by JSON pointer and rule, never a value or the provider's answer."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ __all__ = ["TypedContract", "TypedContractError", "check_output_model"]
 Out = TypeVar("Out", bound=BaseModel)
 Values = BaseModel | Mapping[str, Any] | None
 
-# Keywords that annotate without constraining: a contract and a model's schema may differ
-# in them and still agree.
+# Keywords that annotate without constraining: a contract and a model may differ in them.
 _ANNOTATIONS: Final = frozenset({"title", "description", "examples", "default", "$comment"})
 _SCHEMA_MAPS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
@@ -80,23 +75,23 @@ def _differences(ours: Any, theirs: Any, pointer: str) -> list[str]:
     """Every place two schemas differ, each ``pointer: what``."""
     if canonical_json(ours) == canonical_json(theirs):
         return []
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        found = []
-        for key in sorted(set(ours) | set(theirs)):
-            here = pointer + json_pointer([key])
-            if key not in ours:
-                found.append(f"{here}: in the model's schema, not in the contract")
-            elif key not in theirs:
-                found.append(f"{here}: in the contract, not in the model's schema")
-            else:
-                found += _differences(ours[key], theirs[key], here)
-        return found
-    return [f"{pointer or '/'}: the contract and the model's schema differ"]
+    if not (isinstance(ours, dict) and isinstance(theirs, dict)):
+        return [f"{pointer or '/'}: the contract and the model's schema differ"]
+    found = []
+    for key in sorted(set(ours) | set(theirs)):
+        here = pointer + json_pointer([key])
+        if key not in ours:
+            found.append(f"{here}: in the model's schema, not in the contract")
+        elif key not in theirs:
+            found.append(f"{here}: in the contract, not in the model's schema")
+        else:
+            found += _differences(ours[key], theirs[key], here)
+    return found
 
 
 def _inline(schema: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...] = ()) -> Any:
-    """``schema`` with every ``$ref`` into ``$defs`` replaced by its target; a recursive
-    model has no inline form (a declared value's schema stands alone)."""
+    """``schema`` with every ``$ref`` into ``$defs`` replaced by its target (a declared
+    value's schema stands alone, so a recursive model has no form)."""
     if isinstance(schema, list):
         return [_inline(item, defs, where, seen) for item in schema]
     if not isinstance(schema, dict):
@@ -119,11 +114,10 @@ def _declared(model: type[BaseModel] | None, section: str) -> dict[str, dict[str
         raise TypedContractError(section, ["a pydantic model class is required"])
     schema = model.model_json_schema()
     defs, required = schema.get("$defs", {}), set(schema.get("required", []))
-    declared = {}
-    for name, field in schema.get("properties", {}).items():
-        inlined = _inline(field, defs, f"{section}.{name}")
-        declared[name] = {"schema": inlined, "required": name in required}
-    return declared
+    return {
+        name: {"schema": _inline(field, defs, f"{section}.{name}"), "required": name in required}
+        for name, field in schema.get("properties", {}).items()
+    }
 
 
 def _problems(error: ValidationError, schema: Any) -> list[str]:
@@ -140,35 +134,43 @@ def _problems(error: ValidationError, schema: Any) -> list[str]:
     return found
 
 
-def _output_differences(
-    declared: Mapping[str, Any], model: type[BaseModel], *, strict: bool = False
-) -> list[str]:
-    expected = model_output_schema(model, strict=strict)
-    return _differences(_constraints(thaw(declared)), _constraints(expected), "/output_schema")
+def _output_differences(declared: Any, model: type[BaseModel], strict: bool = False) -> list[str]:
+    expected = _constraints(model_output_schema(model, strict=strict))
+    return _differences(_constraints(thaw(declared)), expected, "/output_schema")
 
 
-def check_output_model(
-    contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
-) -> None:
-    """Raise ``OutputTypeError`` (``TQX_OUTPUT_TYPE``) unless the contract's
-    ``output_schema`` (a contract, its path, or the schema) constrains exactly what
-    ``model_output_schema(model)`` does, every difference listed (annotations aside):
-    for a contract kept as YAML beside the model it must mirror."""
-    if isinstance(contract, (str, Path)):
-        parsed, diagnostics = read_contract(contract)
-        if parsed is None:
-            raise TypedContractError(str(contract), _listed(diagnostics))
-        contract = parsed
-    declared = contract.output_schema if isinstance(contract, Contract) else contract
-    problems = _output_differences(declared, model)
-    if problems:
-        message = f"output_schema does not match {model.__name__}: " + "; ".join(problems)
-        raise OutputTypeError(message)
+def _read(path: str | Path) -> Contract:
+    contract, diagnostics = read_contract(path)
+    if contract is None:
+        raise TypedContractError(str(path), _listed(diagnostics))
+    return contract
+
+
+def _section(declared: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    return {
+        name: {"schema": _constraints(thaw(spec["schema"])), "required": spec["required"]}
+        for name, spec in declared.items()
+    }
 
 
 def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
     items = (d if isinstance(d, Mapping) else d.model_dump() for d in diagnostics)
     return [f"{d['code']} {d.get('json_pointer') or '/'}: {d['message']}" for d in items]
+
+
+def check_output_model(
+    contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
+) -> None:
+    """Raise ``OutputTypeError`` unless the contract's ``output_schema`` (a contract, its
+    path, or the schema) constrains exactly what ``model_output_schema(model)`` does, every
+    difference listed: for a contract kept as YAML beside the model it must mirror."""
+    if isinstance(contract, (str, Path)):
+        contract = _read(contract)
+    declared = contract.output_schema if isinstance(contract, Contract) else contract
+    problems = _output_differences(declared, model)
+    if problems:
+        message = f"output_schema does not match {model.__name__}: " + "; ".join(problems)
+        raise OutputTypeError(message)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -209,8 +211,8 @@ class TypedContract(Generic[Out]):
         strict: bool | Literal["auto"] = "auto",
     ) -> TypedContract[Out]:
         """Build the contract: each top-level field of ``inputs``/``context`` one declared
-        value, ``output_schema`` from ``output`` (``model_output_schema``). ``strict=True``:
-        an output model with no strict form is ``TQX_OUTPUT_SCHEMA_STRICT`` here."""
+        value, ``output_schema`` from ``output`` (``model_output_schema``); ``strict=True``
+        refuses an output model with no strict form (``TQX_OUTPUT_SCHEMA_STRICT``)."""
         try:
             schema = model_output_schema(output, strict=strict is True)
         except RecursionError:  # pydantic's schema generation, on models nested hundreds deep
@@ -232,9 +234,7 @@ class TypedContract(Generic[Out]):
             contract = Contract.model_validate(document)
         except ValidationError as error:
             raise TypedContractError(f"contract {id}", _problems(error, document)) from None
-        typed = cls(contract, output, inputs, context)
-        typed._check(f"contract {id}")
-        return typed
+        return cls(contract, output, inputs, context)._checked(f"contract {id}")
 
     @classmethod
     def load(
@@ -248,53 +248,40 @@ class TypedContract(Generic[Out]):
     ) -> TypedContract[Out]:
         """A YAML contract bound to models, checked once, here: every difference between
         its schemas and the models' in one ``TypedContractError``."""
-        contract, diagnostics = read_contract(path)
-        if contract is None:
-            raise TypedContractError(f"{path}", _listed(diagnostics))
+        contract = _read(path)
         problems = _output_differences(contract.output_schema, output, strict=strict is True)
         for section, model in (("inputs", inputs), ("context", context)):
-            if model is None:
-                continue
-            ours = {
-                name: {"schema": _constraints(thaw(spec.schema_)), "required": spec.required}
-                for name, spec in getattr(contract, section).items()
-            }
-            theirs = {
-                name: {"schema": _constraints(spec["schema"]), "required": spec["required"]}
-                for name, spec in _declared(model, section).items()
-            }
-            problems += _differences(ours, theirs, f"/{section}")
+            if model is not None:
+                ours = _section(contract.model_dump(by_alias=True)[section])
+                problems += _differences(ours, _section(_declared(model, section)), f"/{section}")
         if problems:
             raise TypedContractError(f"{path} does not match its models", problems)
-        typed = cls(contract, output, inputs, context)
-        typed._check(str(path))
-        return typed
+        return cls(contract, output, inputs, context)._checked(str(path))
 
-    def _check(self, what: str) -> None:
+    def _checked(self, what: str) -> TypedContract[Out]:
         """What ``templiqx check`` finds (unknown references, filters on wrong types, eval
         fixtures), raised at definition rather than at the first call."""
         found = self.contract.locate(check_plain(self.contract.model_dump(by_alias=True)))
         if any(d["severity"] == "error" for d in found):
             raise TypedContractError(what, _listed(found))
+        return self
 
     def _values(self, model: type[BaseModel] | None, given: Values, section: str) -> Any:
-        if given is None:
-            given = {}
         if model is not None and not isinstance(given, model):
             try:
-                given = model.model_validate(given)
+                given = model.model_validate({} if given is None else given)
             except ValidationError as error:
-                schema = model.model_json_schema()
-                raise TypedContractError(f"{section}", _problems(error, schema)) from None
+                problems = _problems(error, model.model_json_schema())
+                raise TypedContractError(section, problems) from None
         if isinstance(given, BaseModel):
             try:
                 return given.model_dump(mode="json", by_alias=True)
             except ValueError as error:  # pydantic's serializer: bytes that are not UTF-8
                 problem = f"a value JSON cannot hold ({type(error).__name__})"
                 raise TypedContractError(section, [problem]) from None
-        if not isinstance(given, Mapping):
+        if not isinstance(given, Mapping | None):
             raise TypedContractError(section, [f"a mapping or a model, not {type(given).__name__}"])
-        return dict(given)
+        return dict(given or {})
 
     def compile(self, inputs: Values = None, *, context: Values = None) -> CompiledInteraction:
         """The interaction for these values (models or dicts); a compile error raises
@@ -314,16 +301,14 @@ class TypedContract(Generic[Out]):
         return result.interaction
 
     def output_of(self, receipt: ExecutionReceipt) -> Out:
-        """The receipt's output as the output model: ``OutputSchemaError`` when it failed
-        the contract's schema, ``OutputTypeError`` when the model refuses it, each naming
-        every failed pointer."""
-        output = thaw(receipt.output)
+        """The receipt's output as the output model, else ``OutputSchemaError`` (the contract's
+        schema) or ``OutputTypeError`` (the model) naming every failed pointer."""
         if not receipt.output_schema_valid:
-            messages = output_schema_messages(self.contract.output_schema, output)
+            messages = output_schema_messages(self.contract.output_schema, thaw(receipt.output))
             detail = "; ".join(messages) or "see the contract's output_schema"
             raise OutputSchemaError(f"output does not satisfy the contract schema: {detail}")
         try:
-            return self.output.model_validate(output)
+            return self.output.model_validate(thaw(receipt.output))
         except ValidationError as error:
             problems = _problems(error, self.output.model_json_schema())
             message = f"output does not validate as {self.output.__name__}: "
@@ -331,8 +316,7 @@ class TypedContract(Generic[Out]):
 
     def output_problems(self, receipt: ExecutionReceipt) -> list[str]:
         """What the output model refuses in the receipt's output, one ``/pointer: rule``
-        line each, none when it passes: the rules a repair sends back to the model
-        (``RepairingRuntime(runtime, validate=typed.output_problems)``)."""
+        line each: the rules a repair sends back (``RepairingRuntime(validate=...)``)."""
         try:
             self.output.model_validate(thaw(receipt.output))
         except ValidationError as error:
@@ -340,8 +324,8 @@ class TypedContract(Generic[Out]):
         return []
 
     def _on(self, runtime: RuntimeAdapter, repair: int) -> RuntimeAdapter:
-        """``runtime`` itself for one try; else repairing what the schema or the output
-        model refuses (a wrapper per call: closing it would close ``runtime``)."""
+        """``runtime`` for one try; else a wrapper (per call: closing it would close
+        ``runtime``) repairing what the schema or the output model refuses."""
         if type(repair) is int and repair == 1:
             return runtime
         return RepairingRuntime(runtime, attempts=repair, validate=self.output_problems)
@@ -367,7 +351,7 @@ class TypedContract(Generic[Out]):
         context: Values = None,
         repair: int = 1,
     ) -> tuple[Out, ExecutionReceipt]:
-        """``arun``, and the receipt."""
+        """``run_receipt`` on the event loop (the runtime's ``aexecute``)."""
         request = ExecutionRequest(interaction=self.compile(inputs, context=context))
         receipt = await self._on(runtime, repair).aexecute(request)
         return self.output_of(receipt), receipt
@@ -380,10 +364,8 @@ class TypedContract(Generic[Out]):
         context: Values = None,
         repair: int = 1,
     ) -> Out:
-        """Compile, execute on ``runtime`` and return the output model instance; the
-        runtime's failures raise its typed errors. ``repair=N``: up to N tries in all, an
-        answer that is not JSON, fails the schema or that the output model refuses sent
-        back with every failed rule (``RepairingRuntime``); 1 is the plain call."""
+        """Compile, execute on ``runtime`` and return the output model instance. ``repair=N``:
+        up to N tries in all, each refused answer sent back with its failed rules."""
         return self.run_receipt(runtime, inputs, context=context, repair=repair)[0]
 
     async def arun(
