@@ -1,13 +1,13 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-A failure detail names statuses, fields and sizes; of a provider's body it carries only
-its error object's ``message``, ``type``, ``param`` and ``code`` (bounded, control
-characters escaped, redacted with every detail): the provider's own reason for a 400 is
-what a host needs to act on it."""
+Of a provider's body a failure detail carries only its error object's reason (bounded,
+escaped, redacted): what a host needs to act on a 400.
+"""
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -57,7 +57,6 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
 MAX_REASON_BYTES = 1024  # of a provider's reason in a failure detail
-_FORMS_KEPT = 256  # distinct output schemas remembered per runtime
 
 logger = logging.getLogger("templiqx_langfuse")
 StrictMode = bool | Literal["auto"]
@@ -104,14 +103,18 @@ class RequestBody:
     strict: bool = True
 
 
+@functools.lru_cache(maxsize=256)
+def _strict_form(canonical: bytes) -> StrictForm:
+    """Keyed by canonical bytes: each compile builds a new schema object, and bringing one
+    into the subset costs far more than serializing it."""
+    return to_strict_schema(orjson.loads(canonical))
+
+
 class ResponseFormats:
-    """One runtime's strict forms of output schemas, each computed once (keyed by the
-    schema's canonical bytes: each compile builds a new schema object, and bringing one
-    into the subset costs far more than serializing it), and the one warning per
-    contract id and version that ``"auto"`` sends without a strict form."""
+    """One runtime's schema choices, and the one warning per contract id and version that
+    ``"auto"`` sends without a strict form."""
 
     def __init__(self) -> None:
-        self._forms: dict[bytes, StrictForm] = {}
         self._warned: set[tuple[str, str]] = set()
         self._last: tuple[Any, StrictForm] | None = None  # a reused interaction's, by identity
 
@@ -119,15 +122,9 @@ class ResponseFormats:
         if (last := self._last) is not None and last[0] is schema:
             return last[1]
         try:
-            key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+            form = _strict_form(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
         except (TypeError, orjson.JSONEncodeError):
             return to_strict_schema(schema)  # the body's serialization names what fails
-        form = self._forms.get(key)
-        if form is None:
-            form = to_strict_schema(schema)
-            if len(self._forms) >= _FORMS_KEPT:
-                self._forms.clear()
-            self._forms[key] = form
         self._last = (schema, form)
         return form
 
