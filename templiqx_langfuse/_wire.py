@@ -81,8 +81,7 @@ class WireFailure(Exception):
         self.answer = answer  # the model's text when it is not JSON (for a repair)
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
-        """The adapter's ``RuntimeFailureError``, detail and answer redacted (whole, then
-        bounded: a secret cut at the bound would no longer match)."""
+        """Redacted whole, then bounded: a secret cut at the bound would no longer match."""
         answer = None if self.answer is None else redactor.text(self.answer)
         failure = RuntimeFailure.for_adapter(
             adapter,
@@ -151,8 +150,7 @@ class ResponseFormats:
 
 
 def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
-    """Point at the part JSON cannot carry (64-bit overflow, lone surrogate, depth), never
-    echo it; JSON pointers, as the core's canonical JSON reports them."""
+    """Points at the part JSON cannot carry (64-bit overflow, lone surrogate, depth)."""
     parts: list[tuple[str, Any]] = [
         *((f"/messages/{i}/content", m.content) for i, m in enumerate(interaction.messages)),
         *((f"/runtime_policy/{k}", v) for k, v in interaction.runtime_policy.items()),
@@ -176,9 +174,8 @@ def build_request_body(
     strict: StrictMode,
     formats: ResponseFormats | None = None,
 ) -> RequestBody:
-    """Serialize the chat-completions request; same interaction → same bytes. Raises
-    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed.
-    The output schema goes as ``formats`` (the runtime's) brings it into strict mode."""
+    """The chat-completions request, same interaction → same bytes; ``InvalidData`` before
+    any I/O. ``runtime_policy`` keys not forwarded are only listed."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -243,7 +240,6 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
 
 
 def _error_object(body: bytes) -> dict[str, Any]:
-    """The body's OpenAI ``error`` object, or {} (not JSON, another shape)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -253,7 +249,6 @@ def _error_object(body: bytes) -> dict[str, Any]:
 
 
 def _is_quota(error: Mapping[str, Any]) -> bool:
-    """A billing quota (permanent), told apart from a rate limit by the error object."""
     if any(error.get(key) in _QUOTA_CODES for key in ("code", "type")):
         return True
     message = error.get("message")
@@ -261,8 +256,7 @@ def _is_quota(error: Mapping[str, Any]) -> bool:
 
 
 def _escaped(text: str) -> str:
-    """Control characters, line separators and lone surrogates as ``\\uXXXX``: a
-    provider's text stays one line of a log, a terminal cannot be driven by it."""
+    """A provider's text as one line of a log that cannot drive a terminal."""
     return "".join(
         f"\\u{ord(c):04x}"
         if ord(c) < 0x20
@@ -275,9 +269,8 @@ def _escaped(text: str) -> str:
 
 
 def provider_reason(error: Mapping[str, Any]) -> str:
-    """The provider's own reason (``message``, ``type``, ``param``, ``code``) as one line of
-    at most ``MAX_REASON_BYTES`` UTF-8 bytes; "" without one. A ``param`` (or message)
-    naming ``response_format`` says the provider refused the output schema."""
+    """The provider's own reason as one line of at most ``MAX_REASON_BYTES`` UTF-8 bytes;
+    "" without one."""
     parts = [
         f"{key}={_escaped(str(value)[:MAX_REASON_BYTES])}"
         for key in ("message", "type", "param", "code")
@@ -299,9 +292,8 @@ def provider_reason(error: Mapping[str, Any]) -> str:
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx. The body's
-    error object tells a billing-quota 429 (permanent) from a rate limit and gives the
-    provider's reason (``provider_reason``)."""
+    """A non-2xx status (with its retry hints) as a failure; None for 2xx. The body's error
+    object tells a billing-quota 429 (permanent) from a rate limit."""
     if 200 <= status < 300:
         return None
     error = _error_object(body) if body else {}
@@ -330,10 +322,8 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object, normalised as the server
-    normalises it: each ``prompt_tokens_details`` count becomes ``input_<key>``, taken out
-    of ``input`` (``output`` alike). Langfuse prices each key: raw counts would bill twice.
-    """
+    """Langfuse ``UsageDetails`` normalised as its server does: each ``*_tokens_details``
+    count is taken out of ``input``/``output`` (Langfuse prices each key: no double bill)."""
     if not isinstance(usage, dict):
         return {}
 
