@@ -142,12 +142,14 @@ class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream
         self._inner.close()
 
     def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: Any = None
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
     ) -> httpcore2.NetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _DeadlineStream(
-            self._inner.start_tls(ssl_context, server_hostname, budget), self._gate
-        )
+        inner = self._inner.start_tls(ssl_context, server_hostname, budget)
+        return _DeadlineStream(inner, self._gate)
 
 
 class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.AsyncNetworkStream):
@@ -161,7 +163,10 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
         await self._inner.aclose()
 
     async def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: Any = None
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         budget = _budget(timeout, httpcore2.ConnectTimeout)
         inner = await self._inner.start_tls(ssl_context, server_hostname, budget)
