@@ -124,8 +124,9 @@ def _numbers(env: Mapping[str, str], fields: Mapping[str, tuple[str, type]]) -> 
     read: dict[str, Any] = {}
     for variable, (name, kind) in fields.items():
         if text := env.get(variable, "").strip():
-            if not (_SECONDS if kind is float else _DIGITS).fullmatch(text):
-                raise InvalidData(f"{variable} must be a number (ASCII digits)")
+            pattern, what = (_SECONDS, "a number") if kind is float else (_DIGITS, "a whole number")
+            if not pattern.fullmatch(text):
+                raise InvalidData(f"{variable} must be {what} (ASCII digits)")
             read[name] = kind(text)
     return read
 
