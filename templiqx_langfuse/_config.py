@@ -66,15 +66,13 @@ _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 # What an HTTP header value can carry verbatim (keys travel in Authorization headers).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+", re.ASCII)
-
-
-def _has_control(value: str) -> bool:  # lone surrogates too: no UTF-8 encoder takes them
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 for c in value)
+# Control characters, and lone surrogates (no UTF-8 encoder takes them).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _parse_url(value: str) -> SplitResult:
     # urlsplit silently drops tabs and newlines, httpx refuses them at call time.
-    if _has_control(value) or any(c.isspace() for c in value):
+    if _CONTROL.search(value) or any(c.isspace() for c in value):
         raise ValueError("must not contain whitespace or control characters")
     try:
         parts = urlsplit(value)
@@ -143,7 +141,7 @@ def _clean(value: str) -> str:
         raise ValueError("must not be empty")
     if value != value.strip():
         raise ValueError("must not have leading or trailing whitespace")
-    if _has_control(value):
+    if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
     return value
 

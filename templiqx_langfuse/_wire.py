@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import functools
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
 MAX_REASON_BYTES = 1024  # of a provider's reason in a failure detail
+# Control characters, line separators and lone surrogates, escaped in a provider's reason.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 logger = logging.getLogger("templiqx_langfuse")
 StrictMode = bool | Literal["auto"]
@@ -257,15 +260,7 @@ def _is_quota(error: Mapping[str, Any]) -> bool:
 
 def _escaped(text: str) -> str:
     """A provider's text as one line of a log that cannot drive a terminal."""
-    return "".join(
-        f"\\u{ord(c):04x}"
-        if ord(c) < 0x20
-        or 0x7F <= ord(c) < 0xA0
-        or c in "\u2028\u2029"
-        or 0xD800 <= ord(c) < 0xE000
-        else c
-        for c in text
-    )
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
 
 
 def provider_reason(error: Mapping[str, Any]) -> str:
