@@ -1,9 +1,8 @@
 """httpx transports that read at most ``limit`` bytes of an answer, undecoded.
 
 Langfuse's generated API client reads every answer whole, and a broken server or proxy
-may stream without end or send a compression bomb: past ``limit`` the rest is never read
-(the connection closes), and the body is handed on as sent, never inflated (a compressed
-or cut answer then fails to parse, a typed error where it is used).
+may stream without end or send a compression bomb: past ``limit`` the connection closes,
+and the body goes on as sent (a cut or compressed one then fails to parse, typed).
 """
 
 from __future__ import annotations
@@ -14,45 +13,44 @@ import httpx
 
 __all__ = ["AsyncBoundedTransport", "BoundedTransport"]
 
-_DROPPED = {b"content-length", b"content-encoding"}
 
-
-def _bounded(response: httpx.Response, body: bytes, limit: int) -> httpx.Response:
-    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROPPED]
-    return httpx.Response(response.status_code, headers=headers, content=body[:limit])
-
-
-class BoundedTransport(httpx.HTTPTransport):
+class _Limited:
     def __init__(self, limit: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.limit = limit
 
+    def _add(self, body: bytearray, piece: bytes) -> bool:
+        """Whether to read on, ``piece`` kept."""
+        body += piece
+        return len(body) <= self.limit
+
+    def _bounded(self, response: httpx.Response, body: bytearray) -> httpx.Response:
+        dropped = (b"content-length", b"content-encoding")
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
+        return httpx.Response(
+            response.status_code, headers=headers, content=bytes(body[: self.limit])
+        )
+
+
+class BoundedTransport(_Limited, httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
-        body = bytearray()
+        response, body = super().handle_request(request), bytearray()
         try:
-            for piece in response.stream:  # type: ignore[union-attr]
-                body += piece
-                if len(body) > self.limit:
+            for piece in response.iter_raw():
+                if not self._add(body, piece):
                     break
         finally:
             response.close()
-        return _bounded(response, bytes(body), self.limit)
+        return self._bounded(response, body)
 
 
-class AsyncBoundedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, limit: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.limit = limit
-
+class AsyncBoundedTransport(_Limited, httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await super().handle_async_request(request)
-        body = bytearray()
+        response, body = await super().handle_async_request(request), bytearray()
         try:
-            async for piece in response.stream:  # type: ignore[union-attr]
-                body += piece
-                if len(body) > self.limit:
+            async for piece in response.aiter_raw():
+                if not self._add(body, piece):
                     break
         finally:
             await response.aclose()
-        return _bounded(response, bytes(body), self.limit)
+        return self._bounded(response, body)

@@ -1,9 +1,8 @@
 """Configuration of the model endpoint and of Langfuse tracing, as frozen pydantic models.
 
-Precedence is argument → environment → default, as in the Langfuse SDK. Every wrong type
-or value is ``InvalidData`` naming the field at construction, never echoing the value: a
-misplaced key must not reach a log line, and a bad value must not fail later in a thread.
-"""
+Precedence is argument → environment → default, as in the Langfuse SDK. A wrong type or
+value is ``InvalidData`` naming the field, never the value (a misplaced key must not reach
+a log), at construction (not later in a thread)."""
 
 from __future__ import annotations
 
@@ -67,17 +66,13 @@ _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 # What an HTTP header value can carry verbatim (keys travel in Authorization headers).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+", re.ASCII)
-
-
-def _has_control(value: str) -> bool:
-    """Control characters, or lone surrogates (which no UTF-8 encoder accepts)."""
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 for c in value)
+# Control characters, and lone surrogates (no UTF-8 encoder takes them).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _parse_url(value: str) -> SplitResult:
-    """The parts of an ``http(s)://`` URL naming a host (``ValueError`` says what is wrong)."""
     # urlsplit silently drops tabs and newlines, httpx refuses them at call time.
-    if _has_control(value) or any(c.isspace() for c in value):
+    if _CONTROL.search(value) or any(c.isspace() for c in value):
         raise ValueError("must not contain whitespace or control characters")
     try:
         parts = urlsplit(value)
@@ -93,7 +88,6 @@ def _parse_url(value: str) -> SplitResult:
 
 
 def _url(value: str) -> str:
-    """An ``http(s)://host[:port][/path]`` URL without user-info, query or fragment."""
     parts = _parse_url(value)
     if "@" in parts.netloc:  # even an empty user-info
         raise ValueError("must not contain user-info (put keys in their fields)")
@@ -102,8 +96,7 @@ def _url(value: str) -> str:
     return value.rstrip("/")
 
 
-def _proxy(value: str) -> str:
-    """An ``http(s)://[user:password@]host[:port]`` proxy URL (user-info is proxy auth)."""
+def _proxy(value: str) -> str:  # user-info is the proxy's auth
     parts = _parse_url(value)
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ValueError("must be scheme://host[:port] only")
@@ -124,12 +117,16 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def _number_text(env: Mapping[str, str], variable: str, pattern: re.Pattern[str], what: str) -> str:
-    """A number variable's text ("" when unset), refused unless ``pattern`` matches it."""
-    text = env.get(variable, "").strip()
-    if text and not pattern.fullmatch(text):
-        raise InvalidData(f"{variable} must be {what} (ASCII digits)")
-    return text
+def _numbers(env: Mapping[str, str], fields: Mapping[str, tuple[str, type]]) -> dict[str, Any]:
+    """The number variables set in ``env`` (variable: field, type), by field."""
+    read: dict[str, Any] = {}
+    for variable, (name, kind) in fields.items():
+        if text := env.get(variable, "").strip():
+            pattern, what = (_SECONDS, "a number") if kind is float else (_DIGITS, "a whole number")
+            if not pattern.fullmatch(text):
+                raise InvalidData(f"{variable} must be {what} (ASCII digits)")
+            read[name] = kind(text)
+    return read
 
 
 def _non_empty(value: str | None, field_name: str) -> str:
@@ -139,27 +136,25 @@ def _non_empty(value: str | None, field_name: str) -> str:
 
 
 def _clean(value: str) -> str:
-    """Refuse what would fail every call later as a *retryable* error (a key read from a
-    file ending in a newline)."""
+    """Refuses what would fail every call as a *retryable* error (a key file's newline)."""
     if not value.strip():
         raise ValueError("must not be empty")
     if value != value.strip():
         raise ValueError("must not have leading or trailing whitespace")
-    if _has_control(value):
+    if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
     return value
 
 
 def _header(value: SecretStr) -> SecretStr:
-    """Keys travel in headers: visible ASCII only (httpx would raise with the value)."""
+    """Keys travel in headers, where httpx would raise with the value."""
     if not _HEADER_TOKEN.fullmatch(_clean(value.get_secret_value())):
         raise ValueError("must be printable ASCII without spaces")
     return value
 
 
 def _sendable(value: str) -> str:
-    """A string no export can carry (a lone surrogate has no UTF-8 form) would fail every
-    trace for the process's whole life."""
+    """A lone surrogate has no UTF-8 form: every export would fail."""
     if any(0xD800 <= ord(c) < 0xE000 for c in value):
         raise ValueError("must be Unicode text that can be sent (it has a lone surrogate)")
     return value
@@ -189,8 +184,7 @@ Seconds = Annotated[float, Field(gt=0, le=300)]
 
 
 class _Config(BaseModel):
-    """Frozen, strict (``"5"`` is not a number, ``True`` not a count), no unknown fields;
-    a refusal is ``InvalidData`` naming the field, never the value."""
+    """Frozen, strict (``"5"`` is not a number, ``True`` not a count), no unknown fields."""
 
     model_config = ConfigDict(
         frozen=True, strict=True, extra="forbid", allow_inf_nan=False, hide_input_in_errors=True
@@ -235,8 +229,10 @@ class ModelConfig(_Config):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
-        timeout = _number_text(env, ENV_MODEL_TIMEOUT_S, _SECONDS, "a number of seconds")
-        connections = _number_text(env, ENV_MODEL_MAX_CONNECTIONS, _DIGITS, "a whole number")
+        numbers = {
+            ENV_MODEL_TIMEOUT_S: ("timeout_s", float),
+            ENV_MODEL_MAX_CONNECTIONS: ("max_connections", int),
+        }
         strict = env.get(ENV_MODEL_STRICT, "").strip().lower() or "auto"
         if strict not in ("true", "false", "auto"):
             raise InvalidData(f"{ENV_MODEL_STRICT} must be true, false or auto")
@@ -249,10 +245,9 @@ class ModelConfig(_Config):
                 f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})",
             ),
             model=_non_empty(env.get(ENV_MODEL), ENV_MODEL),
-            timeout_s=float(timeout) if timeout else DEFAULT_TIMEOUT_S,
             strict="auto" if strict == "auto" else strict == "true",
             proxy=env.get(ENV_MODEL_PROXY) or None,
-            max_connections=int(connections) if connections else DEFAULT_MAX_CONNECTIONS,
+            **_numbers(env, numbers),
         )
 
 
@@ -279,19 +274,15 @@ class LangfuseConfig(_Config):
     schema_score_name: Annotated[str, AfterValidator(_clean), AfterValidator(_sendable)] | None = (
         "output_schema_valid"
     )
-    #: False: trace nothing and send nothing to Langfuse, keys or not (an offline replay).
-    #: The keys are still known, so they stay redacted from logs and cassettes.
+    #: False: send nothing to Langfuse, keys or not (an offline replay); keys stay redacted.
     tracing: bool = True
     #: Seconds one request to Langfuse may take (``LANGFUSE_TIMEOUT``).
     timeout_s: Seconds = 5.0
-    #: The SDK's ``mask`` (``mask(data=...) -> masked``): applied to each generation's
-    #: input, output and metadata before anything leaves the process. A mask that
-    #: raises drops that field (logged once), never the call.
+    #: The SDK's ``mask(data=...) -> masked`` on each generation's input, output and
+    #: metadata before they leave the process; one that raises drops the field, not the call.
     mask: Callable[..., Any] | None = Field(default=None, repr=False)
     #: True: on SIGTERM, flush what is queued (within ``flush_timeout_s``), then hand the
-    #: signal to the handler installed before (by default: the process ends of it; an
-    #: ignored one stays ignored). Takes effect when the runtime is built on the main
-    #: thread, as Python's signal API needs.
+    #: signal to the previous handler (by default the process ends). Main thread only.
     flush_on_sigterm: bool = False
 
     @property
@@ -299,8 +290,7 @@ class LangfuseConfig(_Config):
         return bool(self.tracing and self.public_key and self.secret_key)
 
     def keys(self) -> tuple[str, str]:
-        """The public and secret key as text ("" when unset), for the one header that
-        carries them."""
+        """The public and secret key as text ("" when unset)."""
         public, secret = (
             k.get_secret_value() if k else "" for k in (self.public_key, self.secret_key)
         )
@@ -325,15 +315,13 @@ class LangfuseConfig(_Config):
         }
         if env.get(ENV_LANGFUSE_TRACING_ENABLED, "").strip().lower() == "false":
             read["tracing"] = False
-        for variable, name, kind in (
-            (ENV_LANGFUSE_SAMPLE_RATE, "sample_rate", float),
-            (ENV_LANGFUSE_FLUSH_AT, "flush_at", int),
-            (ENV_LANGFUSE_FLUSH_INTERVAL, "flush_interval_s", float),
-            (ENV_LANGFUSE_TIMEOUT, "timeout_s", float),
-        ):
-            pattern = _SECONDS if kind is float else _DIGITS
-            if text := _number_text(env, variable, pattern, "a number"):
-                read[name] = kind(text)
+        numbers = {
+            ENV_LANGFUSE_SAMPLE_RATE: ("sample_rate", float),
+            ENV_LANGFUSE_FLUSH_AT: ("flush_at", int),
+            ENV_LANGFUSE_FLUSH_INTERVAL: ("flush_interval_s", float),
+            ENV_LANGFUSE_TIMEOUT: ("timeout_s", float),
+        }
+        read |= _numbers(env, numbers)
         return cls(**{**read, **overrides})
 
     def trace_url(self, trace_id: str) -> str | None:

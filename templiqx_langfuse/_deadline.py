@@ -1,15 +1,14 @@
-"""Bounded httpx transports: one wall-clock deadline per round trip, enforced at the socket.
+"""httpx transports over httpcore2 pools whose round trips end by one wall-clock deadline.
 
-httpx timeouts bound each socket operation, not the exchange: a server trickling one byte
-at a time keeps the call alive forever. Here httpcore2 pools (httpcore 1's are quadratic
-in calls in flight) run on a backend giving every connect, read and write what is left of
-the deadline, a context variable (an outer one, a retry loop's, caps inner ones).
+httpx timeouts bound each socket operation, not the exchange: a server trickling a byte at
+a time holds a call forever. Here every connect, read and write gets what is left of the
+deadline in a context variable (an outer one, a retry loop's, caps inner ones); httpcore2's
+pools, as httpcore 1's are quadratic in calls in flight.
 
-A connection is reused only after a response whose end the byte count confirms (one
-``Content-Length``, the head in the first read); anything else (a status without a body,
-chunked or odd framing, bytes past the end) closes it: what a server left on it must never
-become the next call's response. Once closed, a transport refuses what was still
-connecting. A forked child starts with empty pools.
+A connection is reused only after a response whose end its byte count confirms (one
+``Content-Length``, the head in the first read); anything else closes it, so what a server
+left on it never becomes the next call's response. A closed transport's connections send
+and read nothing more (those still connecting too); a forked child starts with empty pools.
 """
 
 from __future__ import annotations
@@ -65,6 +64,11 @@ def _budget(timeout: float | None, error: type[Exception]) -> float | None:
     return remaining if timeout is None else min(timeout, remaining)
 
 
+def _connecting(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """httpcore2 connects by keyword: the same arguments, the timeout within the budget."""
+    return {**kwargs, "timeout": _budget(kwargs.get("timeout"), httpcore2.ConnectTimeout)}
+
+
 class ConnectionCutShort(httpx.ReadError):
     """The server closed the connection before the response was complete."""
 
@@ -77,9 +81,8 @@ _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStre
 
 
 class _Counted(Generic[_Stream]):
-    """Both layers' stream wrappers: bytes read since the request, where its head ended,
-    whether the server closed; a suspect connection reads as "readable" (the server spoke
-    out of turn), which makes the pool close it instead of reusing it."""
+    """Counts a response's bytes; a suspect connection reads as "readable" (the server
+    spoke out of turn), which makes the pool close it instead of reusing it."""
 
     def __init__(self, inner: _Stream, gate: _Bounded[Any]) -> None:
         self._inner: _Stream = inner
@@ -87,14 +90,15 @@ class _Counted(Generic[_Stream]):
         self.got = self.head = 0
         self.eof = self.suspect = False
 
-    def _sending(self) -> None:
+    def _sending(self, timeout: float | None) -> float | None:
         if self._gate.closed:
             raise httpcore2.WriteError("the transport is closed")
         self.got = self.head = 0
         _LAST.set(self)
+        return _budget(timeout, httpcore2.WriteTimeout)
 
     def _reading(self, timeout: float | None) -> float | None:
-        if self._gate.closed:  # a connection made after the close (it was connecting) too
+        if self._gate.closed:
             raise httpcore2.ReadError("the transport is closed")
         return _budget(timeout, httpcore2.ReadTimeout)
 
@@ -127,8 +131,7 @@ class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream
         return self._received(self._inner.read(max_bytes, self._reading(timeout)))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._sending()
-        self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
+        self._inner.write(buffer, self._sending(timeout))
 
     def close(self) -> None:
         # Shutting a socket down wakes a thread blocked reading it (a runtime closed there).
@@ -154,8 +157,7 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
         return self._received(await self._inner.read(max_bytes, self._reading(timeout)))
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._sending()
-        await self._inner.write(buffer, _budget(timeout, httpcore2.WriteTimeout))
+        await self._inner.write(buffer, self._sending(timeout))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -171,22 +173,15 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
         return _AsyncDeadlineStream(inner, self._gate)
 
 
-# The rest of httpcore2's keywords (local address, socket options) pass through.
 class _DeadlineBackend(httpcore2.SyncBackend):
     def __init__(self, gate: _Bounded[Any]) -> None:
         self.gate = gate
 
-    def connect_tcp(
-        self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
-    ) -> httpcore2.NetworkStream:
-        budget = _budget(timeout, httpcore2.ConnectTimeout)
-        return _DeadlineStream(super().connect_tcp(host, port, budget, *args, **kwargs), self.gate)
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(super().connect_tcp(*args, **_connecting(kwargs)), self.gate)
 
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
-    ) -> httpcore2.NetworkStream:
-        budget = _budget(timeout, httpcore2.ConnectTimeout)
-        inner = super().connect_unix_socket(path, budget, *args, **kwargs)
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        inner = super().connect_unix_socket(*args, **_connecting(kwargs))
         return _DeadlineStream(inner, self.gate)
 
 
@@ -194,18 +189,12 @@ class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
     def __init__(self, gate: _Bounded[Any]) -> None:
         self.gate = gate
 
-    async def connect_tcp(
-        self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any
-    ) -> httpcore2.AsyncNetworkStream:
-        budget = _budget(timeout, httpcore2.ConnectTimeout)
-        inner = await super().connect_tcp(host, port, budget, *args, **kwargs)
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
+        inner = await super().connect_tcp(*args, **_connecting(kwargs))
         return _AsyncDeadlineStream(inner, self.gate)
 
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any
-    ) -> httpcore2.AsyncNetworkStream:
-        budget = _budget(timeout, httpcore2.ConnectTimeout)
-        inner = await super().connect_unix_socket(path, budget, *args, **kwargs)
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
+        inner = await super().connect_unix_socket(*args, **_connecting(kwargs))
         return _AsyncDeadlineStream(inner, self.gate)
 
 
@@ -219,6 +208,12 @@ def _as_httpx(error: Exception, stream: _Counted[Any] | None) -> Exception:
         if core is kind and isinstance(mapped, type) and issubclass(mapped, httpx.TransportError):
             return mapped(str(error))
     return error
+
+
+def _core_url(url: httpx.URL) -> httpcore2.URL:
+    return httpcore2.URL(
+        scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+    )
 
 
 @contextmanager
@@ -237,12 +232,6 @@ def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
         raise _as_httpx(error, _LAST.get()) from None
     finally:
         _LAST.reset(token)
-
-
-def _core_url(url: httpx.URL) -> httpcore2.URL:
-    return httpcore2.URL(
-        scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-    )
 
 
 class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
@@ -278,14 +267,11 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     async def aclose(self) -> None:
         await self._response.aclose()
 
-
-def _httpx_response(response: httpcore2.Response) -> httpx.Response:
-    return httpx.Response(
-        status_code=response.status,
-        headers=response.headers,
-        stream=_ResponseStream(response),
-        extensions=response.extensions,
-    )
+    @classmethod
+    def response(cls, core: httpcore2.Response) -> httpx.Response:
+        return httpx.Response(
+            core.status, headers=core.headers, stream=cls(core), extensions=core.extensions
+        )
 
 
 _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool)
@@ -345,7 +331,7 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
         with _exchange(request) as core:
-            return _httpx_response(self.pool.handle_request(core))
+            return _ResponseStream.response(self.pool.handle_request(core))
 
     def close(self) -> None:
         """Close every connection, those in use and those still connecting included."""
@@ -355,19 +341,16 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
 
 class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
     """``DeadlineTransport`` for ``httpx.AsyncClient``; a pool belongs to the event loop
-    that first used it (its sockets do)."""
+    that first used it (its sockets do), or a new one once that loop has closed."""
 
     _pool_type, _backend_type = httpcore2.AsyncConnectionPool, _AsyncDeadlineBackend
 
-    def _bind(self) -> None:
-        """Serve the first running loop, or a new one once that has closed; another live
-        loop's call is refused."""
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
         import asyncio  # not at import time: httpx and httpcore2 do without it
 
         loop, bound = asyncio.get_running_loop(), self._served
-        if bound is loop:
-            return
-        if bound is not None:
+        if bound is not None and bound is not loop:
             if not bound.is_closed():
                 raise InvalidData(
                     "this AsyncDeadlineTransport serves another event loop: its pooled "
@@ -375,12 +358,8 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
                 )
             self.pool = self._new_pool()
         self._served = loop
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        self._bind()
         with _exchange(request) as core:
-            return _httpx_response(await self.pool.handle_async_request(core))
+            return _ResponseStream.response(await self.pool.handle_async_request(core))
 
     async def aclose(self) -> None:
         """``DeadlineTransport.close`` on the pool's loop."""

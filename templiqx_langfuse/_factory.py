@@ -1,8 +1,5 @@
-"""Composition root for the ``langfuse`` entry point (``templiqx.runtimes`` group).
-
-Kept apart from ``_runtime`` so the runtime never imports the testing package: replay is
-an optional, vcrpy-backed way of building the same runtime, chosen here and only here.
-"""
+"""Composition root of the ``langfuse`` entry point (``templiqx.runtimes`` group): apart
+from ``_runtime``, which so never imports the testing package (replay, vcrpy-backed)."""
 
 from __future__ import annotations
 
@@ -20,11 +17,9 @@ if TYPE_CHECKING:
 
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
-    """Entry point ``langfuse``: configured from the environment, or replaying a cassette
-    (offline: no model call, no trace export)."""
+    """Configured from the environment, or replaying a cassette (no call, no export)."""
     runtime = _build(options)
-    on_url = options.on_trace_url
-    if on_url is not None:
+    if (on_url := options.on_trace_url) is not None:
         traced = runtime if isinstance(runtime, LangfuseTracedRuntime) else runtime.runtime
         assert isinstance(traced, LangfuseTracedRuntime)  # built so by ``_build``
 

@@ -115,21 +115,22 @@ class Redactor:
         return data
 
 
-_HTTPCORE_PARTS = ("connection", "http11", "http2", "proxy")
 # httpx/httpcore log raw response headers and reason phrases at DEBUG; a server that
 # echoes a credential would put it in the host's logs. These are the loggers they use.
 HTTP_LOGGERS = (
     "httpx",
-    *(f"{core}.{part}" for core in ("httpcore", "httpcore2") for part in _HTTPCORE_PARTS),
+    *(
+        f"{core}.{part}"
+        for core in ("httpcore", "httpcore2")
+        for part in ("connection", "http11", "http2", "proxy")
+    ),
 )
 
 
 class RedactingLogFilter(logging.Filter):
-    """Redacts one redactor's secrets from the HTTP loggers' records while installed.
-
-    ``install`` joins the one process-wide filter on those loggers, which holds it weakly:
-    a runtime collected without ``close()`` leaves nothing (nor its secrets) behind.
-    """
+    """Redacts one redactor's secrets from the HTTP loggers' records while installed: one
+    process-wide filter holds it weakly, so a runtime collected without ``close()`` leaves
+    nothing (nor its secrets) behind."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -143,36 +144,27 @@ class RedactingLogFilter(logging.Filter):
         return True
 
     def install(self) -> None:
-        _SHARED.add(self)
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).addFilter(_SHARED)  # kept once: addFilter dedupes
+        with _SHARED.lock:
+            _SHARED.live.add(self)
 
     def uninstall(self) -> None:
-        _SHARED.discard(self)
+        with _SHARED.lock:
+            _SHARED.live.discard(self)
 
 
 class _SharedLogFilter(logging.Filter):
-    """The one filter on the HTTP loggers: applies every installed redactor, held weakly."""
+    """The one filter on the HTTP loggers: applies every installed redactor."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._lock = threading.Lock()
-        self._members: weakref.WeakSet[RedactingLogFilter] = weakref.WeakSet()
-        self._on_loggers = False
-
-    def add(self, member: RedactingLogFilter) -> None:
-        with self._lock:
-            self._members.add(member)
-            if not self._on_loggers:
-                for name in HTTP_LOGGERS:
-                    logging.getLogger(name).addFilter(self)
-                self._on_loggers = True
-
-    def discard(self, member: RedactingLogFilter) -> None:
-        with self._lock:
-            self._members.discard(member)
+        self.lock = threading.Lock()
+        self.live: weakref.WeakSet[RedactingLogFilter] = weakref.WeakSet()
 
     def members(self) -> list[RedactingLogFilter]:
-        with self._lock:
-            return list(self._members)
+        with self.lock:
+            return list(self.live)
 
     def filter(self, record: logging.LogRecord) -> bool:
         for member in self.members():

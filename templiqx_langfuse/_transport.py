@@ -1,9 +1,8 @@
 """One bounded POST: ``RoundTrip`` holds every decision (request, deadline, size bound,
-status and body to failure), the two drivers only move bytes over httpx, sync or async.
+status to failure), the two drivers only move bytes over httpx, sync or async.
 
-The request asks for ``identity``; a body compressed anyway is refused, never inflated:
-a few hundred coded bytes can stand for gigabytes, and httpx's decoders undo any stack of
-codings a server names in one unbounded step.
+The request asks for ``identity`` and a body compressed anyway is refused, never inflated:
+a few hundred coded bytes can stand for gigabytes, and httpx decodes in one unbounded step.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ class Post(TypedDict):
 
 
 class RoundTrip:
-    """The decisions of one round trip, sans I/O: a driver sends ``content`` and
-    ``headers`` within ``deadline``, hands the response's head to ``opened``, each chunk
-    to ``feed``, an httpx error to ``failure``, the whole answer to ``settle``."""
+    """The decisions of one round trip, sans I/O: a driver sends within ``deadline``,
+    hands the response's head to ``opened``, each chunk to ``feed``, an error to ``failure``."""
 
     __slots__ = ("at", "capped", "content", "headers", "max_bytes", "size", "timeout_s")
 
@@ -53,18 +51,16 @@ class RoundTrip:
 
     @contextmanager
     def deadline(self) -> Iterator[httpx.Timeout]:
-        """The socket-level deadline of what runs inside; yields httpx's timeout, every
-        phase (pool wait included) given what is left of it."""
+        """The socket-level deadline of what runs inside, as httpx's timeout of every phase
+        (pool wait included)."""
         started = time.monotonic()
         with deadline(self.timeout_s) as self.at:
             self.capped = self.at < started + self.timeout_s
             yield httpx.Timeout(max(self.at - time.monotonic(), 1e-3))
 
     def late(self) -> WireFailure:
-        whose = (
-            "the caller's overall deadline" if self.capped else f"its {self.timeout_s:g} s deadline"
-        )
-        return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose}")
+        whose = "the caller's overall" if self.capped else f"its {self.timeout_s:g} s"
+        return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose} deadline")
 
     def opened(self, response: httpx.Response) -> bytes | None:
         """Check the head before any body is read; the body if there is none to read (httpx
@@ -89,13 +85,6 @@ class RoundTrip:
         if time.monotonic() > self.at:
             raise self.late()
         return chunk
-
-    def settle(self, status: int, headers: httpx.Headers, body: bytes) -> Completion:
-        """The completion a whole response carries, or the failure its status names."""
-        failure = failure_for_status(status, headers, body)
-        if failure is not None:
-            raise failure
-        return parse_completion(body)
 
     def _too_large(self) -> WireFailure:
         return _invalid(f"response body exceeds {self.max_bytes} bytes")
@@ -126,8 +115,7 @@ class RoundTrip:
 
 
 class BoundedStream:
-    """An open response read within its round trip's bounds; ``iter_bytes`` and
-    ``aiter_bytes`` differ only in how raw bytes arrive."""
+    """An open response read within its round trip's bounds, sync or async."""
 
     def __init__(self, trip: RoundTrip, response: httpx.Response) -> None:
         self.status, self.headers = response.status_code, response.headers
@@ -155,7 +143,11 @@ class BoundedStream:
         return b"".join([chunk async for chunk in self.aiter_bytes()])
 
     def settle(self, body: bytes) -> Completion:
-        return self.trip.settle(self.status, self.headers, body)
+        """The completion a whole response carries, or the failure its status names."""
+        failure = failure_for_status(self.status, self.headers, body)
+        if failure is not None:
+            raise failure
+        return parse_completion(body)
 
 
 @contextmanager

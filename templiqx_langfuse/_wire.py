@@ -1,14 +1,15 @@
 """The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
 
-A failure detail names statuses, fields and sizes; of a provider's body it carries only
-its error object's ``message``, ``type``, ``param`` and ``code`` (bounded, control
-characters escaped, redacted with every detail): the provider's own reason for a 400 is
-what a host needs to act on it."""
+Of a provider's body a failure detail carries only its error object's reason (bounded,
+escaped, redacted): what a host needs to act on a 400.
+"""
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,7 +58,8 @@ _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
 MAX_REASON_BYTES = 1024  # of a provider's reason in a failure detail
-_FORMS_KEPT = 256  # distinct output schemas remembered per runtime
+# Control characters, line separators and lone surrogates, escaped in a provider's reason.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 logger = logging.getLogger("templiqx_langfuse")
 StrictMode = bool | Literal["auto"]
@@ -82,8 +84,7 @@ class WireFailure(Exception):
         self.answer = answer  # the model's text when it is not JSON (for a repair)
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
-        """The adapter's ``RuntimeFailureError``, detail and answer redacted (whole, then
-        bounded: a secret cut at the bound would no longer match)."""
+        """Redacted whole, then bounded: a secret cut at the bound would no longer match."""
         answer = None if self.answer is None else redactor.text(self.answer)
         failure = RuntimeFailure.for_adapter(
             adapter,
@@ -104,14 +105,18 @@ class RequestBody:
     strict: bool = True
 
 
+@functools.lru_cache(maxsize=256)
+def _strict_form(canonical: bytes) -> StrictForm:
+    """Keyed by canonical bytes: each compile builds a new schema object, and bringing one
+    into the subset costs far more than serializing it."""
+    return to_strict_schema(orjson.loads(canonical))
+
+
 class ResponseFormats:
-    """One runtime's strict forms of output schemas, each computed once (keyed by the
-    schema's canonical bytes: each compile builds a new schema object, and bringing one
-    into the subset costs far more than serializing it), and the one warning per
-    contract id and version that ``"auto"`` sends without a strict form."""
+    """One runtime's schema choices, and the one warning per contract id and version that
+    ``"auto"`` sends without a strict form."""
 
     def __init__(self) -> None:
-        self._forms: dict[bytes, StrictForm] = {}
         self._warned: set[tuple[str, str]] = set()
         self._last: tuple[Any, StrictForm] | None = None  # a reused interaction's, by identity
 
@@ -119,15 +124,9 @@ class ResponseFormats:
         if (last := self._last) is not None and last[0] is schema:
             return last[1]
         try:
-            key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+            form = _strict_form(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
         except (TypeError, orjson.JSONEncodeError):
             return to_strict_schema(schema)  # the body's serialization names what fails
-        form = self._forms.get(key)
-        if form is None:
-            form = to_strict_schema(schema)
-            if len(self._forms) >= _FORMS_KEPT:
-                self._forms.clear()
-            self._forms[key] = form
         self._last = (schema, form)
         return form
 
@@ -154,8 +153,7 @@ class ResponseFormats:
 
 
 def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
-    """Point at the part JSON cannot carry (64-bit overflow, lone surrogate, depth), never
-    echo it; JSON pointers, as the core's canonical JSON reports them."""
+    """Points at the part JSON cannot carry (64-bit overflow, lone surrogate, depth)."""
     parts: list[tuple[str, Any]] = [
         *((f"/messages/{i}/content", m.content) for i, m in enumerate(interaction.messages)),
         *((f"/runtime_policy/{k}", v) for k, v in interaction.runtime_policy.items()),
@@ -179,9 +177,8 @@ def build_request_body(
     strict: StrictMode,
     formats: ResponseFormats | None = None,
 ) -> RequestBody:
-    """Serialize the chat-completions request; same interaction → same bytes. Raises
-    ``InvalidData`` before any I/O; ``runtime_policy`` keys not forwarded are only listed.
-    The output schema goes as ``formats`` (the runtime's) brings it into strict mode."""
+    """The chat-completions request, same interaction → same bytes; ``InvalidData`` before
+    any I/O. ``runtime_policy`` keys not forwarded are only listed."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -246,7 +243,6 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
 
 
 def _error_object(body: bytes) -> dict[str, Any]:
-    """The body's OpenAI ``error`` object, or {} (not JSON, another shape)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -256,7 +252,6 @@ def _error_object(body: bytes) -> dict[str, Any]:
 
 
 def _is_quota(error: Mapping[str, Any]) -> bool:
-    """A billing quota (permanent), told apart from a rate limit by the error object."""
     if any(error.get(key) in _QUOTA_CODES for key in ("code", "type")):
         return True
     message = error.get("message")
@@ -264,23 +259,13 @@ def _is_quota(error: Mapping[str, Any]) -> bool:
 
 
 def _escaped(text: str) -> str:
-    """Control characters, line separators and lone surrogates as ``\\uXXXX``: a
-    provider's text stays one line of a log, a terminal cannot be driven by it."""
-    return "".join(
-        f"\\u{ord(c):04x}"
-        if ord(c) < 0x20
-        or 0x7F <= ord(c) < 0xA0
-        or c in "\u2028\u2029"
-        or 0xD800 <= ord(c) < 0xE000
-        else c
-        for c in text
-    )
+    """A provider's text as one line of a log that cannot drive a terminal."""
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
 
 
 def provider_reason(error: Mapping[str, Any]) -> str:
-    """The provider's own reason (``message``, ``type``, ``param``, ``code``) as one line of
-    at most ``MAX_REASON_BYTES`` UTF-8 bytes; "" without one. A ``param`` (or message)
-    naming ``response_format`` says the provider refused the output schema."""
+    """The provider's own reason as one line of at most ``MAX_REASON_BYTES`` UTF-8 bytes;
+    "" without one."""
     parts = [
         f"{key}={_escaped(str(value)[:MAX_REASON_BYTES])}"
         for key in ("message", "type", "param", "code")
@@ -302,9 +287,8 @@ def provider_reason(error: Mapping[str, Any]) -> str:
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """Map a non-2xx status (with its retry hints) to a failure; None for 2xx. The body's
-    error object tells a billing-quota 429 (permanent) from a rate limit and gives the
-    provider's reason (``provider_reason``)."""
+    """A non-2xx status (with its retry hints) as a failure; None for 2xx. The body's error
+    object tells a billing-quota 429 (permanent) from a rate limit."""
     if 200 <= status < 300:
         return None
     error = _error_object(body) if body else {}
@@ -333,10 +317,8 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` from an OpenAI ``usage`` object, normalised as the server
-    normalises it: each ``prompt_tokens_details`` count becomes ``input_<key>``, taken out
-    of ``input`` (``output`` alike). Langfuse prices each key: raw counts would bill twice.
-    """
+    """Langfuse ``UsageDetails`` normalised as its server does: each ``*_tokens_details``
+    count is taken out of ``input``/``output`` (Langfuse prices each key: no double bill)."""
     if not isinstance(usage, dict):
         return {}
 
