@@ -1,10 +1,6 @@
-"""Network blocking while a cassette replays: only loopback reaches a socket.
-
-vcrpy lets ignored hosts and unpatched clients through, so a forgotten re-record could
-call a real provider. The guard wraps whatever ``connect`` is in place (pytest-recording's
-``--block-network`` still applies); nested replays share it. Not pytest-recording's own
-guard: importing that imports pytest (≈ 85 ms), which the CLI's ``--replay`` must not pay.
-"""
+"""Only loopback connects while a cassette replays: vcrpy lets ignored hosts and unpatched
+clients through. pytest-recording's guard would import pytest (≈ 85 ms the CLI's
+``--replay`` must not pay); a host's ``--block-network`` still applies beneath this one."""
 
 from __future__ import annotations
 
@@ -26,8 +22,8 @@ _previous: tuple[Callable[..., Any], Callable[..., Any]]  # set by the outermost
 
 
 class NetworkBlocked(Unsupported, RuntimeError):
-    """A non-loopback connection while a cassette replays (a ``RuntimeError`` like
-    pytest-recording's own block)."""
+    """A non-loopback connection while a cassette replays (a ``RuntimeError``, as
+    pytest-recording's own block raises)."""
 
 
 def _guard(connect: Callable[..., Any]) -> Callable[..., Any]:

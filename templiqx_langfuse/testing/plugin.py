@@ -1,14 +1,10 @@
-"""pytest plugin (``pytest11`` entry point): offline-first fixtures over pytest-recording.
-
-A test using ``templiqx_cassette`` or ``templiqx_replay_runtime`` is a ``@pytest.mark.vcr``
-test: pytest-recording resolves its cassette and record mode; the plugin only adds its
-rules as the VCR's defaults (``vcr_config`` overrides them) and a scrubbing persister.
-Nothing heavy is imported at module level: pytest loads this in every host run.
-"""
+"""pytest plugin (``pytest11``): a test using ``templiqx_cassette`` or
+``templiqx_replay_runtime`` is a ``@pytest.mark.vcr`` test, given our rules as its VCR's
+defaults (``vcr_config`` overrides them) and a scrubbing persister. Nothing heavy is
+imported at module level: pytest loads this in every host run."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
@@ -74,15 +70,6 @@ def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
     item.stash[_VCR] = (vcr, scrubber)
 
 
-def _chain(error: BaseException | None) -> list[BaseException]:
-    """``error`` and its causes and contexts (each once)."""
-    found: list[BaseException] = []
-    while error is not None and all(error is not seen for seen in found):
-        found.append(error)
-        error = error.__cause__ or error.__context__
-    return found
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A cassette miss the test did not see (an app's error handler made it a 500) fails
@@ -90,9 +77,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     opened = item.stash.get(_ACTIVE, [])
     if report.when == "call" and opened:
-        from .cassettes import CassetteMiss, cassette_miss, no_match_error
+        from .cassettes import CassetteMiss, _causes, cassette_miss, no_match_error
 
-        chain = _chain(call.excinfo.value if call.excinfo is not None else None)
+        chain = _causes(call.excinfo.value if call.excinfo is not None else None)
         unseen = [m for a in opened for m in a.misses if all(m is not e for e in chain)]
         miss = None if report.passed else cassette_miss(chain[0]) if chain else None
         if miss is not None and not any(isinstance(e, CassetteMiss) for e in chain):
@@ -202,9 +189,8 @@ def templiqx_replay_runtime(
     request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
 ) -> Generator[Callable[..., ReplayingRuntime], None, None]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
-    from .._config import LangfuseConfig, ModelConfig
-    from .._runtime import LangfuseTracedRuntime
-    from .replay import ReplayingRuntime, runtime_on
+    from .._config import LangfuseConfig
+    from .replay import runtime_on
 
     made: list[ReplayingRuntime] = []
 
@@ -217,20 +203,11 @@ def templiqx_replay_runtime(
             base_url="http://127.0.0.1:9",
             schema_score_name=None,
         )
-        stack = ExitStack()
-        try:
+        with ExitStack() as stack:
             active = _open(request, stack, path, secrets)
-            if active is None:  # no cassette at all: real calls, as pytest-recording does
-                model = ModelConfig.from_env(os.environ)
-                live = LangfuseTracedRuntime(model, langfuse, span_exporter=langfuse_span_exporter)
-                runtime = ReplayingRuntime(None, live, stack)
-            else:
-                runtime = runtime_on(
-                    active, stack, langfuse=langfuse, span_exporter=langfuse_span_exporter
-                )
-        except BaseException:
-            stack.close()
-            raise
+            runtime = runtime_on(
+                active, stack, langfuse=langfuse, span_exporter=langfuse_span_exporter
+            )
         made.append(runtime)
         return runtime
 
