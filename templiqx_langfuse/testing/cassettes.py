@@ -9,8 +9,8 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +139,32 @@ class Scrubber:
         scrubbed = self.text(text)
         return value if scrubbed == text else scrubbed.encode(encoding, "replace")
 
+    def request(self, request: Any) -> Any:
+        """vcrpy's ``before_record_request``, which it runs on live requests too: both sides
+        of a match are scrubbed alike. Langfuse's spans and scores are never recorded."""
+        if _LANGFUSE_API.match(request.uri):
+            return None
+        request.uri = self.text(_LOOPBACK_URI.sub(LOOPBACK_REPLAY_HOST, request.uri))
+        request.body = self.body(request.body)
+        request.headers = {
+            name: self.text(value)
+            for name, value in request.headers.items()
+            if name.lower() not in SCRUBBED_REQUEST_HEADERS
+        }
+        return request
+
+    def response(self, response: dict[str, Any]) -> dict[str, Any]:
+        """vcrpy's ``before_record_response``."""
+        response["headers"] = {
+            self.text(name): self.body(values)
+            for name, values in (response.get("headers") or {}).items()
+            if name.lower() not in SCRUBBED_RESPONSE_HEADERS
+        }
+        for part, key in (("status", "message"), ("body", "string")):
+            if key in (response.get(part) or {}):
+                response[part][key] = self.body(response[part][key])
+        return response
+
 
 def cassette_config(
     *,
@@ -150,36 +176,11 @@ def cassette_config(
     """Keyword arguments for ``VCR.use_cassette`` / ``vcr_config``; no ``record_mode``, which
     there would override ``--record-mode``."""
     scrub = scrubber or Scrubber(secrets, env)
-
-    def before_record_request(request: Any) -> Any:
-        # vcrpy runs this on live requests too: both sides of a match are scrubbed alike.
-        if _LANGFUSE_API.match(request.uri):
-            return None  # spans and scores on any host: never recorded
-        request.uri = scrub.text(_LOOPBACK_URI.sub(LOOPBACK_REPLAY_HOST, request.uri))
-        request.body = scrub.body(request.body)
-        request.headers = {
-            name: scrub.text(value)
-            for name, value in request.headers.items()
-            if name.lower() not in SCRUBBED_REQUEST_HEADERS
-        }
-        return request
-
-    def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        response["headers"] = {
-            scrub.text(name): scrub.body(values)
-            for name, values in (response.get("headers") or {}).items()
-            if name.lower() not in SCRUBBED_RESPONSE_HEADERS
-        }
-        for part, key in (("status", "message"), ("body", "string")):
-            if key in (response.get(part) or {}):
-                response[part][key] = scrub.body(response[part][key])
-        return response
-
     return {
         # host names the recording server's random port: noise in every re-recording.
         "filter_headers": [*SCRUBBED_REQUEST_HEADERS, "host"],
-        "before_record_request": before_record_request,
-        "before_record_response": before_record_response,
+        "before_record_request": scrub.request,
+        "before_record_response": scrub.response,
         "decode_compressed_response": True,
         "match_on": ("method", "uri", "body"),
         "allow_playback_repeats": False,
@@ -193,10 +194,7 @@ class ScrubbingPersister:
     host's own ``before_record_*`` or ``filter_headers`` cannot let a secret through."""
 
     def __init__(self, inner: Any, scrubber: Scrubber) -> None:
-        self.inner = inner
-        config = cassette_config(scrubber=scrubber)
-        self._request: Callable[[Any], Any] = config["before_record_request"]
-        self._response: Callable[[Any], Any] = config["before_record_response"]
+        self.inner, self.scrubber = inner, scrubber
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
         return self.inner.load_cassette(cassette_path, serializer)
@@ -207,9 +205,9 @@ class ScrubbingPersister:
         kept: dict[str, list[Any]] = {"requests": [], "responses": []}
         pairs = zip(cassette_dict["requests"], cassette_dict["responses"], strict=True)
         for request, response in pairs:
-            if (scrubbed := self._request(copy.deepcopy(request))) is not None:
+            if (scrubbed := self.scrubber.request(copy.deepcopy(request))) is not None:
                 kept["requests"].append(scrubbed)
-                kept["responses"].append(self._response(copy.deepcopy(response)))
+                kept["responses"].append(self.scrubber.response(copy.deepcopy(response)))
         self.inner.save_cassette(cassette_path, {**cassette_dict, **kept}, serializer=serializer)
 
 
@@ -231,13 +229,11 @@ class ActiveCassette:
 
     def unplayed_error(self) -> UnplayedInteractions | None:
         count = len(self.cassette) - len(self.cassette.play_counts) if self.replaying else 0
-        return (
-            None
-            if not count
-            else UnplayedInteractions(
-                f"cassette {self.path}: {count} recorded interaction(s) unplayed "
-                "(the code under test made fewer or other requests than were recorded)"
-            )
+        if not count:
+            return None
+        return UnplayedInteractions(
+            f"cassette {self.path}: {count} recorded interaction(s) unplayed "
+            "(the code under test made fewer or other requests than were recorded)"
         )
 
 
@@ -368,14 +364,10 @@ def open_cassette(
     scrubber = Scrubber(secrets, env)
     config = cassette_config(scrubber=scrubber)
     config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
-    with ExitStack() as stack:
-        cassette = stack.enter_context(
-            vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
-        )
+    with vcr.VCR().use_cassette(str(path), record_mode=mode, **config) as cassette:
         active = ActiveCassette(path, cassette, scrubber)
-        if active.replaying:
-            stack.enter_context(offline())
-        yield active
+        with offline() if active.replaying else nullcontext():
+            yield active
 
 
 @contextmanager

@@ -5,8 +5,9 @@ imported at module level: pytest loads this in every host run."""
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,34 +161,38 @@ def _open(
     return active
 
 
-def _check_teardown(request: pytest.FixtureRequest, opened: Iterable[ActiveCassette]) -> None:
-    """After a passing test (a failed one already names the cause): unplayed interactions."""
+@pytest.fixture
+def _templiqx_open(
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[..., ActiveCassette | None]]:
+    """``_open`` until the test ends; then, after a passing test (a failed one already names
+    its cause), unplayed interactions fail it."""
+    with ExitStack() as stack:
+        yield functools.partial(_open, request, stack)
     if not request.node.stash.get(_CALL_FAILED, True):
-        for unplayed in filter(None, (active.unplayed_error() for active in opened)):
-            raise unplayed
+        for active in request.node.stash.get(_ACTIVE, []):
+            if (unplayed := active.unplayed_error()) is not None:
+                raise unplayed
 
 
 @pytest.fixture
-def templiqx_cassette(request: pytest.FixtureRequest) -> Iterator[Callable[..., Cassette | None]]:
+def templiqx_cassette(
+    _templiqx_open: Callable[..., ActiveCassette | None],
+) -> Callable[..., Cassette | None]:
     """``templiqx_cassette(path=None, *, secrets=())``: a cassette until the test ends."""
-    opened: list[ActiveCassette] = []
-    with ExitStack() as stack:
 
-        def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
-            active = _open(request, stack, path, secrets)
-            if active is None:
-                return None
-            opened.append(active)
-            return active.cassette
+    def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
+        active = _templiqx_open(path, secrets)
+        return None if active is None else active.cassette
 
-        yield use
-    _check_teardown(request, opened)
+    return use
 
 
 @pytest.fixture
 def templiqx_replay_runtime(
-    request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
-) -> Generator[Callable[..., ReplayingRuntime], None, None]:
+    _templiqx_open: Callable[..., ActiveCassette | None],
+    langfuse_span_exporter: InMemorySpanExporter,
+) -> Iterator[Callable[..., ReplayingRuntime]]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
     from .._config import LangfuseConfig
     from .replay import runtime_on
@@ -203,17 +208,11 @@ def templiqx_replay_runtime(
             base_url="http://127.0.0.1:9",
             schema_score_name=None,
         )
-        with ExitStack() as stack:
-            active = _open(request, stack, path, secrets)
-            runtime = runtime_on(
-                active, stack, langfuse=langfuse, span_exporter=langfuse_span_exporter
-            )
-        made.append(runtime)
-        return runtime
+        active = _templiqx_open(path, secrets)
+        exporter = langfuse_span_exporter
+        made.append(runtime_on(active, ExitStack(), langfuse=langfuse, span_exporter=exporter))
+        return made[-1]
 
-    try:
-        yield build
-    finally:
-        for runtime in made:
-            runtime.close()
-    _check_teardown(request, [runtime.active for runtime in made if runtime.active is not None])
+    yield build
+    for runtime in made:  # their traces flushed before the cassettes close
+        runtime.close()
