@@ -76,13 +76,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A cassette miss the test did not see (an app's error handler made it a 500) fails
     that test, with the miss and its diff: beside the test's own failure, or as it."""
     report = yield
-    opened = item.stash.get(_ACTIVE, [])
-    if report.when == "call" and opened:
+    if report.when != "call":
+        return report
+    if opened := item.stash.get(_ACTIVE, []):
         from .cassettes import CassetteMiss, _causes, cassette_miss, no_match_error
 
         chain = _causes(call.excinfo.value if call.excinfo is not None else None)
         unseen = [m for a in opened for m in a.misses if all(m is not e for e in chain)]
-        miss = None if report.passed else cassette_miss(chain[0]) if chain else None
+        miss = cassette_miss(chain[0]) if chain else None
         if miss is not None and not any(isinstance(e, CassetteMiss) for e in chain):
             unseen.append(no_match_error(miss, scrubber=opened[0].scrubber))  # host's runtime
         text = "\n\n".join(dict.fromkeys(str(m) for m in unseen))
@@ -93,8 +94,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             )
         elif text:
             report.sections.append(("templiqx cassette: unmatched request", text))
-    if report.when == "call":
-        item.stash[_CALL_FAILED] = report.failed
+    item.stash[_CALL_FAILED] = report.failed
     return report
 
 
@@ -128,8 +128,9 @@ def _open(
     from ._offline import offline
     from .cassettes import ActiveCassette, check_cassette
 
-    cassette: Cassette | None = request.getfixturevalue("vcr")
-    if cassette is None and request.getfixturevalue("disable_recording"):
+    fixture = request.getfixturevalue
+    cassette: Cassette | None = fixture("vcr")
+    if cassette is None and fixture("disable_recording"):
         return None  # no cassette, real calls
     if cassette is None or _VCR not in request.node.stash:
         raise InvalidData(
@@ -139,21 +140,18 @@ def _open(
     vcr, scrubber = request.node.stash[_VCR]
     scrubber.add(secrets)
     if path is not None:
-        kwargs = merge_kwargs(
-            request.getfixturevalue("vcr_config"), request.getfixturevalue("vcr_markers")
-        )
+        kwargs = merge_kwargs(fixture("vcr_config"), fixture("vcr_markers"))
         path = Path(path).absolute()  # the working directory's, not the cassette directory's
-        if kwargs.pop("record_mode", request.getfixturevalue("record_mode")) == "rewrite":
+        if kwargs.pop("record_mode", fixture("record_mode")) == "rewrite":
             path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
         check_cassette(path, write_protected=False)
-        cassette = stack.enter_context(
-            vcr.use_cassette(str(path), **{**kwargs, "path_transformer": None})
-        )
+        kwargs["path_transformer"] = None
+        cassette = stack.enter_context(vcr.use_cassette(str(path), **kwargs))
     else:  # a missing one replays as empty: a call says so, a test without one passes
         check_cassette(Path(cassette.path), write_protected=False)
     active = ActiveCassette(Path(cassette.path), cassette, scrubber)
-    blocked = request.config.getoption("--block-network", False) or request.node.get_closest_marker(
-        "block_network"
+    blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
+        "--block-network"
     )
     if active.replaying and not blocked:  # a host's own block is pytest-recording's to apply
         stack.enter_context(offline())
