@@ -22,8 +22,8 @@ _previous: tuple[Callable[..., Any], Callable[..., Any]]  # set by the outermost
 
 
 class NetworkBlocked(Unsupported, RuntimeError):
-    """A non-loopback connection while a cassette replays (a ``RuntimeError``, as
-    pytest-recording's own block raises)."""
+    """A non-loopback connection while a cassette replays (a ``RuntimeError`` like
+    pytest-recording's own block)."""
 
 
 def _guard(connect: Callable[..., Any]) -> Callable[..., Any]:

@@ -71,14 +71,14 @@ SECRET_ENV_VARS = (
 )
 #: pytest-recording's ``--record-mode`` choices: vcrpy's modes plus ``rewrite``.
 RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
-# A recording against a loopback server has a random port: folded into a stable host that
-# cannot resolve, so a cassette replays anywhere and never reaches the network.
+# Recordings against the loopback reference server use a random port; fold it into a
+# stable, unresolvable host so cassettes replay anywhere (and can never hit the network).
 LOOPBACK_REPLAY_HOST = "http://loopback.templiqx.invalid"
 _LOOPBACK_URI = re.compile(r"^http://(?:127\.0\.0\.1|localhost|\[::1\]):\d+")
 _LANGFUSE_API = re.compile(r"^https?://[^/]+/api/public/")
 _LANGFUSE_HOSTS = ("cloud.langfuse.com", "us.cloud.langfuse.com", "eu.cloud.langfuse.com")
-# Provider and Langfuse credential shapes, also partly masked ones (OpenAI's 401 echoes
-# ``sk-proj-****…abcd``), and credentials after an auth scheme.
+# Shapes of provider and Langfuse credentials, also partly masked ones (OpenAI's 401
+# echoes ``sk-proj-****…abcd``), and of credentials after an auth scheme.
 _CREDENTIAL = re.compile(
     r"(?<![A-Za-z0-9])(?:sk|pk|rk)-(?:lf-|proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_*-]{8,}"
     r"|(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{30,}"
@@ -213,9 +213,9 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, the scrubber its recordings and miss reports go through, and the
-    misses its replaying runtime met (which the pytest plugin fails the test with, even
-    when the code under test swallowed them)."""
+    """A cassette in use, with the scrubber its recordings and miss reports go through,
+    and the misses its replaying runtime met (the code under test may have swallowed them:
+    the pytest plugin still fails the test with each)."""
 
     path: Path
     cassette: Cassette

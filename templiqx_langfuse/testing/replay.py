@@ -10,22 +10,14 @@ import os
 import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import orjson
 from vcr.record_mode import RecordMode
 
-from templiqx_core import (
-    EventSink,
-    ExecutionReceipt,
-    ExecutionRequest,
-    FailedEvent,
-    InvalidData,
-    RuntimeAdapter,
-    StreamEvent,
-)
-from templiqx_core.adapters import WrappingRuntime, load_document
+from templiqx_core import AdapterDescriptor, ExecutionRequest, InvalidData, RuntimeAdapter
+from templiqx_core.adapters import RuntimeCall, load_document
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
@@ -79,11 +71,11 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
     return base, str(model)
 
 
-class ReplayingRuntime(WrappingRuntime):
-    """A runtime whose HTTP calls a cassette answers (or records); a request it cannot
-    answer raises ``CassetteMiss`` (one line when ``brief_misses``). It takes over what
-    ``cassette_stack`` would close: closing the runtime flushes its traces, then closes
-    (saves) the cassette."""
+class ReplayingRuntime(RuntimeAdapter):
+    """``runtime``'s calls, answered (or recorded) by a cassette: a request it cannot answer
+    raises ``CassetteMiss`` (one line when ``brief_misses``), whatever failure ``runtime``
+    mapped vcrpy's miss into. It takes over what ``cassette_stack`` would close: closing
+    the runtime flushes its traces, then closes (saves) the cassette."""
 
     def __init__(
         self,
@@ -93,59 +85,30 @@ class ReplayingRuntime(WrappingRuntime):
         *,
         brief_misses: bool = False,
     ) -> None:
-        super().__init__(runtime)
         self.active, self.runtime, self.brief_misses = active, runtime, brief_misses
         self._stack = cassette_stack.pop_all()
 
+    def descriptor(self) -> AdapterDescriptor:
+        return self.runtime.descriptor()
+
     @contextlib.contextmanager
-    def _misses_named(self, sink: EventSink | None = None) -> Iterator[EventSink]:
-        """A replay miss stays the cause, whatever failure the runtime mapped it into; the
-        sink to give the runtime holds a terminal ``Failed`` until the cause is known."""
-        self._ensure_open()
-        held: list[FailedEvent] = []
-
-        def forward(event: StreamEvent) -> None:
-            if isinstance(event, FailedEvent):
-                held.append(event)
-            elif sink is not None:
-                sink(event)
-
+    def _misses_named(self) -> Iterator[None]:
         try:
-            yield forward
+            yield
         except Exception as error:
             if self.active is None or (miss := cassette_miss(error)) is None:
                 raise
             found = no_match_error(miss, brief=self.brief_misses, scrubber=self.active.scrubber)
             self.active.misses.append(found)
-            held = [FailedEvent(code=found.code, message=str(found))]
             raise found from None
-        finally:
-            if sink is not None:  # none held when the sink raised or the task was cancelled
-                for event in held:
-                    sink(event)
 
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+    def produce_output(self, call: RuntimeCall) -> Any:
         with self._misses_named():
-            return self.runtime.execute(request)
+            return self.runtime.produce_output(call)
 
-    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
         with self._misses_named():
-            return await self.runtime.aexecute(request)
-
-    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """The runtime's stream, live (deltas as they arrive)."""
-        if self.closed:  # the port's one Failed(TQX_RUNTIME_CLOSED)
-            return super().execute_streaming(request, sink)
-        with self._misses_named(sink) as forward:
-            return self.runtime.execute_streaming(request, forward)
-
-    async def aexecute_streaming(
-        self, request: ExecutionRequest, sink: EventSink
-    ) -> ExecutionReceipt:
-        if self.closed:
-            return await super().aexecute_streaming(request, sink)
-        with self._misses_named(sink) as forward:
-            return await self.runtime.aexecute_streaming(request, forward)
+            return await self.runtime.aproduce_output(call)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         with collect_traces() as found, collect_usage() as used:
@@ -161,13 +124,13 @@ class ReplayingRuntime(WrappingRuntime):
 
     def release(self) -> None:
         try:
-            super().release()
+            self.runtime.close()
         finally:
             self._stack.close()
 
     async def arelease(self) -> None:
         try:
-            await super().arelease()
+            await self.runtime.aclose()
         finally:
             self._stack.close()
 
