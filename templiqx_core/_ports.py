@@ -453,7 +453,7 @@ def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> Runtime
 
 
 class WrappingRuntime(RuntimeAdapter):
-    """Base of runtimes that wrap another (retrying, replaying): same descriptor, so
+    """Base of runtimes that wrap another (retrying, repairing): same descriptor, so
     receipts are indistinguishable from the inner's; closing the wrapper closes ``inner``.
 
     Subclasses override ``execute`` and start it with ``self._ensure_open()``.

@@ -172,9 +172,9 @@ def runtime_on(
     build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
 ) -> ReplayingRuntime:
     """The runtime on a cassette already in use (``None``: real calls, no cassette), taking
-    over ``stack``. Langfuse follows ``langfuse`` or the environment; ``build`` is the
-    runtime class, called as ``LangfuseTracedRuntime`` is. Every configured key is scrubbed
-    from what gets recorded."""
+    over ``stack``. Langfuse follows ``langfuse`` or the environment; ``build`` is a port
+    adapter class (its ``produce_output`` is replayed), called as ``LangfuseTracedRuntime``
+    is. Every configured key is scrubbed from what gets recorded."""
     environ = os.environ if env is None else env
     langfuse = langfuse or LangfuseConfig.from_env(environ)
     ssl_context: ssl.SSLContext | None = None  # it may record: httpx's verifying context
