@@ -381,6 +381,5 @@ def use_cassette(
     """Replay (or record) ``path``; fail when a replay leaves interactions unplayed."""
     with open_cassette(path, record_mode=record_mode, secrets=secrets) as active:
         yield active.cassette
-    error = active.unplayed_error() if require_all_played else None
-    if error is not None:
+    if require_all_played and (error := active.unplayed_error()) is not None:
         raise error

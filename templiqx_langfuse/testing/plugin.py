@@ -5,7 +5,6 @@ imported at module level: pytest loads this in every host run."""
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
@@ -113,14 +112,13 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
-def _open(
+@pytest.fixture
+def _templiqx_open(
     request: pytest.FixtureRequest,
-    stack: ExitStack,
-    path: str | Path | None,
-    secrets: Iterable[str],
-) -> ActiveCassette | None:
-    """pytest-recording's cassette for the test (``None`` under ``--disable-recording``),
-    or one at ``path`` from the VCR it configured."""
+) -> Iterator[Callable[..., ActiveCassette | None]]:
+    """Opens the test's cassettes until it ends: pytest-recording's own, or one at a path
+    from the VCR it configured (``None`` under ``--disable-recording``). Then, after a
+    passing test (a failed one already names its cause), unplayed interactions fail it."""
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
@@ -128,45 +126,40 @@ def _open(
     from ._offline import offline
     from .cassettes import ActiveCassette, check_cassette
 
-    fixture = request.getfixturevalue
-    cassette: Cassette | None = fixture("vcr")
-    if cassette is None and fixture("disable_recording"):
-        return None  # no cassette, real calls
-    if cassette is None or _VCR not in request.node.stash:
-        raise InvalidData(
-            f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
-            "as a test argument, so pytest-recording gives the test its cassette"
+    fixture, stack = request.getfixturevalue, ExitStack()
+
+    def open_(path: str | Path | None, secrets: Iterable[str]) -> ActiveCassette | None:
+        cassette: Cassette | None = fixture("vcr")
+        if cassette is None and fixture("disable_recording"):
+            return None  # no cassette, real calls
+        if cassette is None or _VCR not in request.node.stash:
+            raise InvalidData(
+                f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
+                "as a test argument, so pytest-recording gives the test its cassette"
+            )
+        vcr, scrubber = request.node.stash[_VCR]
+        scrubber.add(secrets)
+        if path is not None:
+            kwargs = merge_kwargs(fixture("vcr_config"), fixture("vcr_markers"))
+            path = Path(path).absolute()  # the working directory's, not the cassette directory's
+            if kwargs.pop("record_mode", fixture("record_mode")) == "rewrite":
+                path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
+            check_cassette(path, write_protected=False)
+            kwargs["path_transformer"] = None
+            cassette = stack.enter_context(vcr.use_cassette(str(path), **kwargs))
+        else:  # a missing one replays as empty: a call says so, a test without one passes
+            check_cassette(Path(cassette.path), write_protected=False)
+        active = ActiveCassette(Path(cassette.path), cassette, scrubber)
+        blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
+            "--block-network"
         )
-    vcr, scrubber = request.node.stash[_VCR]
-    scrubber.add(secrets)
-    if path is not None:
-        kwargs = merge_kwargs(fixture("vcr_config"), fixture("vcr_markers"))
-        path = Path(path).absolute()  # the working directory's, not the cassette directory's
-        if kwargs.pop("record_mode", fixture("record_mode")) == "rewrite":
-            path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
-        check_cassette(path, write_protected=False)
-        kwargs["path_transformer"] = None
-        cassette = stack.enter_context(vcr.use_cassette(str(path), **kwargs))
-    else:  # a missing one replays as empty: a call says so, a test without one passes
-        check_cassette(Path(cassette.path), write_protected=False)
-    active = ActiveCassette(Path(cassette.path), cassette, scrubber)
-    blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
-        "--block-network"
-    )
-    if active.replaying and not blocked:  # a host's own block is pytest-recording's to apply
-        stack.enter_context(offline())
-    request.node.stash.setdefault(_ACTIVE, []).append(active)
-    return active
+        if active.replaying and not blocked:  # a host's own block is pytest-recording's
+            stack.enter_context(offline())
+        request.node.stash.setdefault(_ACTIVE, []).append(active)
+        return active
 
-
-@pytest.fixture
-def _templiqx_open(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., ActiveCassette | None]]:
-    """``_open`` until the test ends; then, after a passing test (a failed one already names
-    its cause), unplayed interactions fail it."""
-    with ExitStack() as stack:
-        yield functools.partial(_open, request, stack)
+    with stack:
+        yield open_
     if not request.node.stash.get(_CALL_FAILED, True):
         for active in request.node.stash.get(_ACTIVE, []):
             if (unplayed := active.unplayed_error()) is not None:
