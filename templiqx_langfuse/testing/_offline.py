@@ -46,8 +46,7 @@ def offline() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _previous = (socket.socket.connect, socket.socket.connect_ex)
-            socket.socket.connect = _guard(_previous[0])  # type: ignore[method-assign]
-            socket.socket.connect_ex = _guard(_previous[1])  # type: ignore[method-assign]
+            socket.socket.connect, socket.socket.connect_ex = map(_guard, _previous)  # type: ignore[method-assign]
         _depth += 1
     try:
         yield
