@@ -409,7 +409,7 @@ def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> Runtime
 
 
 class WrappingRuntime(RuntimeAdapter):
-    """Base of runtimes that wrap another (retrying, replaying): same descriptor, and
+    """Base of runtimes that wrap another (retrying, repairing): same descriptor, and
     closing the wrapper closes ``inner``. Subclasses' ``execute`` start with
     ``self._ensure_open()``."""
 

@@ -3,7 +3,7 @@
 Implement ``RuntimeAdapter.descriptor`` and ``RuntimeAdapter.produce_output`` (plus
 ``release`` if the adapter owns resources); the port builds the receipt, maps unexpected
 errors, ends every stream with one terminal event and owns the lifecycle. Wrappers
-(retrying, replaying, ...) derive from ``WrappingRuntime``. Check the result with
+(retrying, repairing, ...) derive from ``WrappingRuntime``. Check the result with
 ``templiqx_core.conformance``. An adapter's own files (cassettes, fixtures) load with
 ``load_document``, bounded as contracts are.
 """

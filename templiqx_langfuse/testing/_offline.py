@@ -1,10 +1,6 @@
-"""Network blocking while a cassette replays: only loopback reaches a socket.
-
-vcrpy lets ignored hosts and unpatched clients through, so a forgotten re-record could
-call a real provider. The guard wraps whatever ``connect`` is in place (pytest-recording's
-``--block-network`` still applies); nested replays share it. Not pytest-recording's own
-guard: importing that imports pytest (≈ 85 ms), which the CLI's ``--replay`` must not pay.
-"""
+"""Only loopback connects while a cassette replays: vcrpy lets ignored hosts and unpatched
+clients through. pytest-recording's guard would import pytest (≈ 85 ms the CLI's
+``--replay`` must not pay); a host's ``--block-network`` still applies beneath this one."""
 
 from __future__ import annotations
 
@@ -50,8 +46,7 @@ def offline() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _previous = (socket.socket.connect, socket.socket.connect_ex)
-            socket.socket.connect = _guard(_previous[0])  # type: ignore[method-assign]
-            socket.socket.connect_ex = _guard(_previous[1])  # type: ignore[method-assign]
+            socket.socket.connect, socket.socket.connect_ex = map(_guard, _previous)  # type: ignore[method-assign]
         _depth += 1
     try:
         yield

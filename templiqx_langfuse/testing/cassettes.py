@@ -1,25 +1,21 @@
-"""vcrpy rules for recording and replaying the adapter's model calls.
-
-Secrets are scrubbed before anything is written: credential headers are dropped, keys and
-credential shapes become ``[REDACTED]`` everywhere. A loopback port is folded into one
-stable host; matching is method + URI + body, each interaction plays once; Langfuse's API
-is never recorded. The record mode belongs to the caller.
-"""
+"""vcrpy rules for recording and replaying the adapter's model calls: secrets scrubbed
+before anything is written, loopback ports folded into one host, method + URI + body
+matching, each interaction played once, Langfuse's API never recorded."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import vcr
-import yaml
 from vcr.cassette import Cassette
 from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.record_mode import RecordMode
@@ -73,10 +69,12 @@ SECRET_ENV_VARS = (
     ENV_LANGFUSE_PUBLIC_KEY,
     ENV_LANGFUSE_SECRET_KEY,
 )
+#: pytest-recording's ``--record-mode`` choices: vcrpy's modes plus ``rewrite``.
+RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 # Recordings against the loopback reference server use a random port; fold it into a
 # stable, unresolvable host so cassettes replay anywhere (and can never hit the network).
 LOOPBACK_REPLAY_HOST = "http://loopback.templiqx.invalid"
-_LOOPBACK = re.compile(r"^http://(?:127\.0\.0\.1|localhost|\[::1\]):\d+")
+_LOOPBACK_URI = re.compile(r"^http://(?:127\.0\.0\.1|localhost|\[::1\]):\d+")
 _LANGFUSE_API = re.compile(r"^https?://[^/]+/api/public/")
 _LANGFUSE_HOSTS = ("cloud.langfuse.com", "us.cloud.langfuse.com", "eu.cloud.langfuse.com")
 # Shapes of provider and Langfuse credentials, also partly masked ones (OpenAI's 401
@@ -87,6 +85,12 @@ _CREDENTIAL = re.compile(
     r"|(?<![A-Za-z0-9])(?:gsk|ghp|gho|github_pat|xai)[_-][A-Za-z0-9_]{20,}"
 )
 _AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=*-]{6,}", re.IGNORECASE)
+FORMAT_ONLY = (
+    "the bodies differ only in response_format (the output schema sent and its strict "
+    "flag: ModelConfig.strict, TEMPLIQX_MODEL_STRICT); re-record the cassette, or set "
+    "the strict mode it was recorded with"
+)
+_redactor = functools.lru_cache(maxsize=8)(Redactor)
 
 
 class UnplayedInteractions(AssertionError):
@@ -104,38 +108,62 @@ class Scrubber:
     def __init__(
         self, secrets: Iterable[str | None] = (), env: Mapping[str, str] | None = None
     ) -> None:
-        self._fixed, self._env = tuple(s for s in secrets if s), env
-        self._cache: tuple[tuple[str, ...], Redactor] | None = None
+        self._fixed: tuple[str, ...] = ()
+        self._env = env
+        self.add(secrets)
 
     def add(self, secrets: Iterable[str | None]) -> None:
         """Also scrub ``secrets``: keys a test or runtime names after the cassette opened."""
         self._fixed = (*self._fixed, *(s for s in secrets if s and s not in self._fixed))
 
-    def _redactor(self) -> Redactor:
-        env = os.environ if self._env is None else self._env
-        values = (*self._fixed, *(env.get(name) or "" for name in SECRET_ENV_VARS))
-        if self._cache is None or self._cache[0] != values:
-            self._cache = (values, Redactor(values))
-        return self._cache[1]
-
     def text(self, value: str) -> str:
-        value = self._redactor().text(value)
-        for member in _LIVE_RUNTIMES.members():  # every live runtime's configured keys
+        env = os.environ if self._env is None else self._env
+        value = _redactor((*self._fixed, *(env.get(name) for name in SECRET_ENV_VARS))).text(value)
+        for member in _LIVE_RUNTIMES.members():
             value = member.redactor.text(value)
-        value = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
-        return _CREDENTIAL.sub(REDACTED, value)
+        return _CREDENTIAL.sub(REDACTED, _AUTH_SCHEME.sub(rf"\1 {REDACTED}", value))
 
-    def body(self, value: bytes | str | None) -> Any:
+    def body(self, value: Any) -> Any:
+        """``text`` of a str, bytes (binary as latin-1: ASCII secrets still match) or a list
+        of them; any other value unchanged."""
+        if isinstance(value, list):
+            return [self.body(item) for item in value]
         if isinstance(value, str):
             return self.text(value)
         if not isinstance(value, bytes) or not value:
             return value
         try:
             encoding, text = "utf-8", value.decode("utf-8")
-        except UnicodeDecodeError:  # binary: latin-1 maps bytes 1:1, ASCII secrets still match
+        except UnicodeDecodeError:
             encoding, text = "latin-1", value.decode("latin-1")
         scrubbed = self.text(text)
         return value if scrubbed == text else scrubbed.encode(encoding, "replace")
+
+    def request(self, request: Any) -> Any:
+        """vcrpy's ``before_record_request``, which it runs on live requests too: both sides
+        of a match are scrubbed alike. Langfuse's spans and scores are never recorded."""
+        if _LANGFUSE_API.match(request.uri):
+            return None
+        request.uri = self.text(_LOOPBACK_URI.sub(LOOPBACK_REPLAY_HOST, request.uri))
+        request.body = self.body(request.body)
+        request.headers = {
+            name: self.text(value)
+            for name, value in request.headers.items()
+            if name.lower() not in SCRUBBED_REQUEST_HEADERS
+        }
+        return request
+
+    def response(self, response: dict[str, Any]) -> dict[str, Any]:
+        """vcrpy's ``before_record_response``."""
+        response["headers"] = {
+            self.text(name): self.body(values)
+            for name, values in (response.get("headers") or {}).items()
+            if name.lower() not in SCRUBBED_RESPONSE_HEADERS
+        }
+        for part, key in (("status", "message"), ("body", "string")):
+            if key in (response.get(part) or {}):
+                response[part][key] = self.body(response[part][key])
+        return response
 
 
 def cassette_config(
@@ -147,42 +175,12 @@ def cassette_config(
 ) -> dict[str, Any]:
     """Keyword arguments for ``VCR.use_cassette`` / ``vcr_config``; no ``record_mode``, which
     there would override ``--record-mode``."""
-    scrubber = scrubber or Scrubber(secrets, env)
-
-    def before_record_request(request: Any) -> Any:
-        # vcrpy also runs this on every live request before matching, so whatever is
-        # scrubbed here is scrubbed identically on both sides of a match.
-        if _LANGFUSE_API.match(request.uri):
-            return None  # Langfuse traffic (spans, scores) on any host: never recorded
-        request.uri = scrubber.text(_LOOPBACK.sub(LOOPBACK_REPLAY_HOST, request.uri))
-        request.body = scrubber.body(request.body)
-        for name, value in list(request.headers.items()):
-            request.headers[name] = scrubber.text(value)
-        return request
-
-    def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        status = response.get("status") or {}
-        if isinstance(status.get("message"), str):
-            status["message"] = scrubber.text(status["message"])
-        headers = response.get("headers") or {}
-        response["headers"] = {
-            scrubber.text(name): [
-                scrubber.text(str(v))
-                for v in (values if isinstance(values, (list, tuple)) else [values])
-            ]
-            for name, values in headers.items()
-            if name.lower() not in SCRUBBED_RESPONSE_HEADERS
-        }
-        body = response.get("body") or {}
-        if "string" in body:
-            body["string"] = scrubber.body(body["string"])
-        return response
-
+    scrub = scrubber or Scrubber(secrets, env)
     return {
         # host names the recording server's random port: noise in every re-recording.
         "filter_headers": [*SCRUBBED_REQUEST_HEADERS, "host"],
-        "before_record_request": before_record_request,
-        "before_record_response": before_record_response,
+        "before_record_request": scrub.request,
+        "before_record_response": scrub.response,
         "decode_compressed_response": True,
         "match_on": ("method", "uri", "body"),
         "allow_playback_repeats": False,
@@ -196,10 +194,7 @@ class ScrubbingPersister:
     host's own ``before_record_*`` or ``filter_headers`` cannot let a secret through."""
 
     def __init__(self, inner: Any, scrubber: Scrubber) -> None:
-        self.inner = inner
-        config = cassette_config(scrubber=scrubber)
-        self._request: Callable[[Any], Any] = config["before_record_request"]
-        self._response: Callable[[Any], Any] = config["before_record_response"]
+        self.inner, self.scrubber = inner, scrubber
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
         return self.inner.load_cassette(cassette_path, serializer)
@@ -207,18 +202,13 @@ class ScrubbingPersister:
     def save_cassette(
         self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
     ) -> None:
-        scrubbed: dict[str, list[Any]] = {"requests": [], "responses": []}
+        kept: dict[str, list[Any]] = {"requests": [], "responses": []}
         pairs = zip(cassette_dict["requests"], cassette_dict["responses"], strict=True)
         for request, response in pairs:
-            request = self._request(copy.deepcopy(request))
-            if request is None:
-                continue  # Langfuse traffic: never written
-            for name in [n for n in request.headers if n.lower() in SCRUBBED_REQUEST_HEADERS]:
-                del request.headers[name]
-            scrubbed["requests"].append(request)
-            scrubbed["responses"].append(self._response(copy.deepcopy(response)))
-        written = {**cassette_dict, **scrubbed}
-        self.inner.save_cassette(cassette_path, written, serializer=serializer)
+            if (scrubbed := self.scrubber.request(copy.deepcopy(request))) is not None:
+                kept["requests"].append(scrubbed)
+                kept["responses"].append(self.scrubber.response(copy.deepcopy(response)))
+        self.inner.save_cassette(cassette_path, {**cassette_dict, **kept}, serializer=serializer)
 
 
 @dataclass
@@ -247,35 +237,29 @@ class ActiveCassette:
         )
 
 
+def _causes(error: BaseException | None) -> list[BaseException]:
+    """``error`` and its causes and contexts, each once."""
+    found: list[BaseException] = []
+    while error is not None and all(error is not seen for seen in found):
+        found.append(error)
+        error = error.__cause__ or error.__context__
+    return found
+
+
 def cassette_miss(error: BaseException) -> CannotOverwriteExistingCassetteException | None:
     """vcrpy's miss behind ``error``, however the code under test wrapped or mapped it."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, CannotOverwriteExistingCassetteException):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
-FORMAT_ONLY = (
-    "the bodies differ only in response_format (the output schema sent and its strict "
-    "flag: ModelConfig.strict, TEMPLIQX_MODEL_STRICT); re-record the cassette, or set "
-    "the strict mode it was recorded with"
-)
+    found = (e for e in _causes(error) if isinstance(e, CannotOverwriteExistingCassetteException))
+    return next(found, None)
 
 
 def _only_format_differs(recorded: Any, sent: Any) -> bool:
     """Both bodies are JSON objects equal but for ``response_format``."""
     try:
         old, new = (json.loads(body or b"") for body in (recorded, sent))
-    except (ValueError, TypeError):
+        formats = old.pop("response_format", None), new.pop("response_format", None)
+    except (ValueError, TypeError, AttributeError):
         return False
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return False
-    formats = old.pop("response_format", None), new.pop("response_format", None)
-    return old == new and formats[0] != formats[1]
+    return bool(old == new and formats[0] != formats[1])
 
 
 def no_match_error(
@@ -286,9 +270,9 @@ def no_match_error(
 ) -> CassetteMiss:
     """vcrpy's miss as one ``CassetteMiss``: what the closest recorded request differs in
     (``brief``: on one line, without vcrpy's matcher messages)."""
-    cassette = error.cassette
+    cassette, sent = error.cassette, error.failed_request
     scrub = (scrubber or Scrubber()).text
-    request = cassette.filter_request(error.failed_request) or error.failed_request
+    request = cassette.filter_request(sent) or sent
     mode = getattr(cassette.record_mode, "value", cassette.record_mode)
     asked = f"{request.method} {scrub(request.uri)}"
     if not Path(cassette.path).is_file():
@@ -301,7 +285,7 @@ def no_match_error(
     head += f" for {asked}"
     if not len(cassette):
         return CassetteMiss(f"{head}; the cassette is empty. Record it: pytest --record-mode=once")
-    similar = cassette.find_requests_with_most_matches(error.failed_request)
+    similar = cassette.find_requests_with_most_matches(sent)
     failed: list[tuple[str, str]] = similar[0][2] if similar else []
     if not similar:
         reason = "no recorded request is similar to it"
@@ -310,7 +294,7 @@ def no_match_error(
     else:
         reason = f"closest recorded request differs in: {', '.join(n for n, _ in failed)}"
         if [n for n, _ in failed] == ["body"] and _only_format_differs(
-            similar[0][0].body, error.failed_request.body
+            similar[0][0].body, sent.body
         ):
             reason += f"; {FORMAT_ONLY}"
     if brief:
@@ -323,10 +307,6 @@ def no_match_error(
         "(pytest-recording), or vcrpy with record_mode='all'."
     )
     return CassetteMiss("\n".join(lines))
-
-
-#: pytest-recording's ``--record-mode`` choices: vcrpy's modes plus ``rewrite``.
-RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 
 
 def record_mode_of(value: str | RecordMode) -> str:
@@ -352,14 +332,13 @@ def check_cassette(path: Path, *, write_protected: bool) -> None:
         raise InvalidData(f"{path}: not a cassette (no interactions list)")
     for index, item in enumerate(interactions):
         request = item.get("request") if isinstance(item, dict) else None
-        response = item.get("response") if isinstance(item, dict) else None
-        if (
-            not isinstance(request, dict)
-            or set(request) != {"method", "uri", "body", "headers"}
-            or not isinstance(request["uri"], str)
-            or not isinstance(request["method"], str)
-            or not isinstance(response, dict)
-            or not isinstance(response.get("status"), dict)
+        if not (
+            isinstance(request, dict)
+            and set(request) == {"method", "uri", "body", "headers"}
+            and isinstance(request["uri"], str)
+            and isinstance(request["method"], str)
+            and isinstance(item.get("response"), dict)
+            and isinstance(item["response"].get("status"), dict)
         ):
             raise InvalidData(
                 f"{path}: interactions[{index}] is not a recorded request/response pair"
@@ -377,8 +356,7 @@ def open_cassette(
 ) -> Iterator[ActiveCassette]:
     """Use ``path`` with pytest-recording's record modes; only loopback connects while it
     replays. ``ignore_hosts``: calls that pass through, never recorded."""
-    path = Path(path)
-    mode = record_mode_of(record_mode)
+    path, mode = Path(path), record_mode_of(record_mode)
     if mode == "rewrite":
         path.unlink(missing_ok=True)
         mode = "new_episodes"
@@ -386,17 +364,10 @@ def open_cassette(
     scrubber = Scrubber(secrets, env)
     config = cassette_config(scrubber=scrubber)
     config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
-    with ExitStack() as stack:
-        try:
-            cassette = stack.enter_context(
-                vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
-            )
-        except (LookupError, TypeError, ValueError, AttributeError, yaml.YAMLError) as error:
-            raise InvalidData(f"{path}: not a readable cassette ({type(error).__name__})") from None
+    with vcr.VCR().use_cassette(str(path), record_mode=mode, **config) as cassette:
         active = ActiveCassette(path, cassette, scrubber)
-        if active.replaying:
-            stack.enter_context(offline())
-        yield active
+        with offline() if active.replaying else nullcontext():
+            yield active
 
 
 @contextmanager
@@ -410,6 +381,5 @@ def use_cassette(
     """Replay (or record) ``path``; fail when a replay leaves interactions unplayed."""
     with open_cassette(path, record_mode=record_mode, secrets=secrets) as active:
         yield active.cassette
-    error = active.unplayed_error() if require_all_played else None
-    if error is not None:
+    if require_all_played and (error := active.unplayed_error()) is not None:
         raise error

@@ -1,16 +1,12 @@
-"""pytest plugin (``pytest11`` entry point): offline-first fixtures over pytest-recording.
-
-A test using ``templiqx_cassette`` or ``templiqx_replay_runtime`` is a ``@pytest.mark.vcr``
-test: pytest-recording resolves its cassette and record mode; the plugin only adds its
-rules as the VCR's defaults (``vcr_config`` overrides them) and a scrubbing persister.
-Nothing heavy is imported at module level: pytest loads this in every host run.
-"""
+"""pytest plugin (``pytest11``): a test using ``templiqx_cassette`` or
+``templiqx_replay_runtime`` is a ``@pytest.mark.vcr`` test, given our rules as its VCR's
+defaults (``vcr_config`` overrides them) and a scrubbing persister. Nothing heavy is
+imported at module level: pytest loads this in every host run."""
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,27 +70,19 @@ def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
     item.stash[_VCR] = (vcr, scrubber)
 
 
-def _chain(error: BaseException | None) -> list[BaseException]:
-    """``error`` and its causes and contexts (each once)."""
-    found: list[BaseException] = []
-    while error is not None and all(error is not seen for seen in found):
-        found.append(error)
-        error = error.__cause__ or error.__context__
-    return found
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A cassette miss the test did not see (an app's error handler made it a 500) fails
     that test, with the miss and its diff: beside the test's own failure, or as it."""
     report = yield
-    opened = item.stash.get(_ACTIVE, [])
-    if report.when == "call" and opened:
-        from .cassettes import CassetteMiss, cassette_miss, no_match_error
+    if report.when != "call":
+        return report
+    if opened := item.stash.get(_ACTIVE, []):
+        from .cassettes import CassetteMiss, _causes, cassette_miss, no_match_error
 
-        chain = _chain(call.excinfo.value if call.excinfo is not None else None)
+        chain = _causes(call.excinfo.value if call.excinfo is not None else None)
         unseen = [m for a in opened for m in a.misses if all(m is not e for e in chain)]
-        miss = None if report.passed else cassette_miss(chain[0]) if chain else None
+        miss = cassette_miss(chain[0]) if chain else None
         if miss is not None and not any(isinstance(e, CassetteMiss) for e in chain):
             unseen.append(no_match_error(miss, scrubber=opened[0].scrubber))  # host's runtime
         text = "\n\n".join(dict.fromkeys(str(m) for m in unseen))
@@ -105,8 +93,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             )
         elif text:
             report.sections.append(("templiqx cassette: unmatched request", text))
-    if report.when == "call":
-        item.stash[_CALL_FAILED] = report.failed
+    item.stash[_CALL_FAILED] = report.failed
     return report
 
 
@@ -125,14 +112,13 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
-def _open(
+@pytest.fixture
+def _templiqx_open(
     request: pytest.FixtureRequest,
-    stack: ExitStack,
-    path: str | Path | None,
-    secrets: Iterable[str],
-) -> ActiveCassette | None:
-    """pytest-recording's cassette for the test (``None`` under ``--disable-recording``),
-    or one at ``path`` from the VCR it configured."""
+) -> Iterator[Callable[..., ActiveCassette | None]]:
+    """Opens the test's cassettes until it ends: pytest-recording's own, or one at a path
+    from the VCR it configured (``None`` under ``--disable-recording``). Then, after a
+    passing test (a failed one already names its cause), unplayed interactions fail it."""
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
@@ -140,71 +126,67 @@ def _open(
     from ._offline import offline
     from .cassettes import ActiveCassette, check_cassette
 
-    cassette: Cassette | None = request.getfixturevalue("vcr")
-    if cassette is None and request.getfixturevalue("disable_recording"):
-        return None  # no cassette, real calls
-    if cassette is None or _VCR not in request.node.stash:
-        raise InvalidData(
-            f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
-            "as a test argument, so pytest-recording gives the test its cassette"
-        )
-    vcr, scrubber = request.node.stash[_VCR]
-    scrubber.add(secrets)
-    if path is not None:
-        kwargs = merge_kwargs(
-            request.getfixturevalue("vcr_config"), request.getfixturevalue("vcr_markers")
-        )
-        path = Path(path).absolute()  # the working directory's, not the cassette directory's
-        if kwargs.pop("record_mode", request.getfixturevalue("record_mode")) == "rewrite":
-            path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
-        check_cassette(path, write_protected=False)
-        cassette = stack.enter_context(
-            vcr.use_cassette(str(path), **{**kwargs, "path_transformer": None})
-        )
-    else:  # a missing one replays as empty: a call says so, a test without one passes
-        check_cassette(Path(cassette.path), write_protected=False)
-    active = ActiveCassette(Path(cassette.path), cassette, scrubber)
-    blocked = request.config.getoption("--block-network", False) or request.node.get_closest_marker(
-        "block_network"
-    )
-    if active.replaying and not blocked:  # a host's own block is pytest-recording's to apply
-        stack.enter_context(offline())
-    request.node.stash.setdefault(_ACTIVE, []).append(active)
-    return active
+    fixture, stack = request.getfixturevalue, ExitStack()
 
+    def open_(path: str | Path | None, secrets: Iterable[str]) -> ActiveCassette | None:
+        cassette: Cassette | None = fixture("vcr")
+        if cassette is None and fixture("disable_recording"):
+            return None  # no cassette, real calls
+        if cassette is None or _VCR not in request.node.stash:
+            raise InvalidData(
+                f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
+                "as a test argument, so pytest-recording gives the test its cassette"
+            )
+        vcr, scrubber = request.node.stash[_VCR]
+        scrubber.add(secrets)
+        if path is not None:
+            kwargs = merge_kwargs(fixture("vcr_config"), fixture("vcr_markers"))
+            path = Path(path).absolute()  # the working directory's, not the cassette directory's
+            if kwargs.pop("record_mode", fixture("record_mode")) == "rewrite":
+                path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
+            check_cassette(path, write_protected=False)
+            kwargs["path_transformer"] = None
+            cassette = stack.enter_context(vcr.use_cassette(str(path), **kwargs))
+        else:  # a missing one replays as empty: a call says so, a test without one passes
+            check_cassette(Path(cassette.path), write_protected=False)
+        active = ActiveCassette(Path(cassette.path), cassette, scrubber)
+        blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
+            "--block-network"
+        )
+        if active.replaying and not blocked:  # a host's own block is pytest-recording's
+            stack.enter_context(offline())
+        request.node.stash.setdefault(_ACTIVE, []).append(active)
+        return active
 
-def _check_teardown(request: pytest.FixtureRequest, opened: Iterable[ActiveCassette]) -> None:
-    """After a passing test (a failed one already names the cause): unplayed interactions."""
+    with stack:
+        yield open_
     if not request.node.stash.get(_CALL_FAILED, True):
-        for unplayed in filter(None, (active.unplayed_error() for active in opened)):
-            raise unplayed
+        for active in request.node.stash.get(_ACTIVE, []):
+            if (unplayed := active.unplayed_error()) is not None:
+                raise unplayed
 
 
 @pytest.fixture
-def templiqx_cassette(request: pytest.FixtureRequest) -> Iterator[Callable[..., Cassette | None]]:
+def templiqx_cassette(
+    _templiqx_open: Callable[..., ActiveCassette | None],
+) -> Callable[..., Cassette | None]:
     """``templiqx_cassette(path=None, *, secrets=())``: a cassette until the test ends."""
-    opened: list[ActiveCassette] = []
-    with ExitStack() as stack:
 
-        def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
-            active = _open(request, stack, path, secrets)
-            if active is None:
-                return None
-            opened.append(active)
-            return active.cassette
+    def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
+        active = _templiqx_open(path, secrets)
+        return None if active is None else active.cassette
 
-        yield use
-    _check_teardown(request, opened)
+    return use
 
 
 @pytest.fixture
 def templiqx_replay_runtime(
-    request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
-) -> Generator[Callable[..., ReplayingRuntime], None, None]:
+    _templiqx_open: Callable[..., ActiveCassette | None],
+    langfuse_span_exporter: InMemorySpanExporter,
+) -> Iterator[Callable[..., ReplayingRuntime]]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
-    from .._config import LangfuseConfig, ModelConfig
-    from .._runtime import LangfuseTracedRuntime
-    from .replay import ReplayingRuntime, runtime_on
+    from .._config import LangfuseConfig
+    from .replay import runtime_on
 
     made: list[ReplayingRuntime] = []
 
@@ -217,26 +199,11 @@ def templiqx_replay_runtime(
             base_url="http://127.0.0.1:9",
             schema_score_name=None,
         )
-        stack = ExitStack()
-        try:
-            active = _open(request, stack, path, secrets)
-            if active is None:  # no cassette at all: real calls, as pytest-recording does
-                model = ModelConfig.from_env(os.environ)
-                live = LangfuseTracedRuntime(model, langfuse, span_exporter=langfuse_span_exporter)
-                runtime = ReplayingRuntime(None, live, stack)
-            else:
-                runtime = runtime_on(
-                    active, stack, langfuse=langfuse, span_exporter=langfuse_span_exporter
-                )
-        except BaseException:
-            stack.close()
-            raise
-        made.append(runtime)
-        return runtime
+        active = _templiqx_open(path, secrets)
+        exporter = langfuse_span_exporter
+        made.append(runtime_on(active, ExitStack(), langfuse=langfuse, span_exporter=exporter))
+        return made[-1]
 
-    try:
-        yield build
-    finally:
-        for runtime in made:
-            runtime.close()
-    _check_teardown(request, [runtime.active for runtime in made if runtime.active is not None])
+    yield build
+    for runtime in made:  # their traces flushed before the cassettes close
+        runtime.close()

@@ -1,9 +1,6 @@
 """``LangfuseTracedRuntime`` (or a runtime built like it) answered by a cassette, for the
-CLI's ``--replay`` and the plugin.
-
-Replaying, the endpoint and model come from the cassette and no key is needed; when the
-record mode lets it record, the model endpoint is configured from the environment.
-"""
+CLI's ``--replay`` and the plugin: replaying, the endpoint and model come from the
+cassette and no key is needed; recording, the model is configured from the environment."""
 
 from __future__ import annotations
 
@@ -13,22 +10,14 @@ import os
 import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import orjson
 from vcr.record_mode import RecordMode
 
-from templiqx_core import (
-    EventSink,
-    ExecutionReceipt,
-    ExecutionRequest,
-    FailedEvent,
-    InvalidData,
-    RuntimeAdapter,
-    StreamEvent,
-)
-from templiqx_core.adapters import WrappingRuntime, load_document
+from templiqx_core import AdapterDescriptor, ExecutionRequest, InvalidData, RuntimeAdapter
+from templiqx_core.adapters import RuntimeCall, load_document
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
@@ -36,7 +25,6 @@ from .._tracing import TracedReceipt, collect_traces, collect_usage
 from .cassettes import (
     LOOPBACK_REPLAY_HOST,
     ActiveCassette,
-    CassetteMiss,
     cassette_miss,
     no_match_error,
     open_cassette,
@@ -83,9 +71,11 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
     return base, str(model)
 
 
-class ReplayingRuntime(WrappingRuntime):
-    """A runtime whose HTTP calls are answered (or recorded) by a cassette; a request it
-    cannot answer raises ``CassetteMiss`` (one line when ``brief_misses``)."""
+class ReplayingRuntime(RuntimeAdapter):
+    """``runtime``'s calls, answered (or recorded) by a cassette: a request it cannot answer
+    raises ``CassetteMiss`` (one line when ``brief_misses``), whatever failure ``runtime``
+    mapped vcrpy's miss into. It takes over what ``cassette_stack`` would close: closing
+    the runtime flushes its traces, then closes (saves) the cassette."""
 
     def __init__(
         self,
@@ -95,16 +85,14 @@ class ReplayingRuntime(WrappingRuntime):
         *,
         brief_misses: bool = False,
     ) -> None:
-        super().__init__(runtime)
-        self.active = active
-        self.runtime = runtime
-        self.brief_misses = brief_misses
-        self._stack = cassette_stack
+        self.active, self.runtime, self.brief_misses = active, runtime, brief_misses
+        self._stack = cassette_stack.pop_all()
+
+    def descriptor(self) -> AdapterDescriptor:
+        return self.runtime.descriptor()
 
     @contextlib.contextmanager
     def _misses_named(self) -> Iterator[None]:
-        """The runtime maps the unexpected into a failure; a replay miss stays the cause."""
-        self._ensure_open()
         try:
             yield
         except Exception as error:
@@ -114,51 +102,13 @@ class ReplayingRuntime(WrappingRuntime):
             self.active.misses.append(found)
             raise found from None
 
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+    def produce_output(self, call: RuntimeCall) -> Any:
         with self._misses_named():
-            return self.runtime.execute(request)
+            return self.runtime.produce_output(call)
 
-    async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
         with self._misses_named():
-            return await self.runtime.aexecute(request)
-
-    @contextlib.contextmanager
-    def _stream_misses_named(self, sink: EventSink) -> Iterator[EventSink]:
-        """The sink to give the runtime: its terminal ``Failed`` is held until the cause is
-        known, and a miss ends the stream as ``CassetteMiss`` (event and raise)."""
-        held: list[FailedEvent] = []
-
-        def forward(event: StreamEvent) -> None:
-            if isinstance(event, FailedEvent):
-                held.append(event)
-            else:
-                sink(event)
-
-        try:
-            with self._misses_named():
-                yield forward
-        except CassetteMiss as miss:
-            sink(FailedEvent(code=miss.code, message=str(miss)))
-            raise
-        except BaseException:
-            for event in held:  # none when the sink raised (a cancel) or the task was cancelled
-                sink(event)
-            raise
-
-    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """The runtime's stream, live (deltas as they arrive)."""
-        if self.closed:  # the port's one Failed(TQX_RUNTIME_CLOSED)
-            return super().execute_streaming(request, sink)
-        with self._stream_misses_named(sink) as forward:
-            return self.runtime.execute_streaming(request, forward)
-
-    async def aexecute_streaming(
-        self, request: ExecutionRequest, sink: EventSink
-    ) -> ExecutionReceipt:
-        if self.closed:
-            return await super().aexecute_streaming(request, sink)
-        with self._stream_misses_named(sink) as forward:
-            return await self.runtime.aexecute_streaming(request, forward)
+            return await self.runtime.aproduce_output(call)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         with collect_traces() as found, collect_usage() as used:
@@ -173,7 +123,6 @@ class ReplayingRuntime(WrappingRuntime):
         return runtime.trace_url(trace_id) if isinstance(runtime, LangfuseTracedRuntime) else None
 
     def release(self) -> None:
-        """Close the runtime (flushing its traces), then the cassette (saving it)."""
         try:
             self.runtime.close()
         finally:
@@ -186,48 +135,34 @@ class ReplayingRuntime(WrappingRuntime):
             self._stack.close()
 
 
+class _Options(TypedDict, total=False):
+    env: Mapping[str, str] | None
+    langfuse: LangfuseConfig | None
+    span_exporter: SpanExporter | None
+    brief_misses: bool
+    build: Callable[..., RuntimeAdapter]
+
+
 def replaying_runtime(
     cassette: str | Path,
     *,
-    env: Mapping[str, str] | None = None,
     record_mode: str | RecordMode = "none",
     secrets: Iterable[str | None] = (),
-    langfuse: LangfuseConfig | None = None,
-    span_exporter: SpanExporter | None = None,
-    brief_misses: bool = False,
     ignore_hosts: Iterable[str] = (),
-    build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
+    **options: Unpack[_Options],
 ) -> ReplayingRuntime:
-    """The runtime on ``cassette`` opened with ``record_mode``; Langfuse follows
-    ``langfuse`` or the environment. ``ignore_hosts``: vcrpy's (an ASGI app under test);
-    ``build``: the runtime class, called as ``LangfuseTracedRuntime`` is."""
-    stack = contextlib.ExitStack()
-    try:
-        active = stack.enter_context(
-            open_cassette(
-                cassette,
-                record_mode=record_mode,
-                secrets=secrets,
-                env=env,
-                ignore_hosts=ignore_hosts,
-            )
+    """The runtime on ``cassette`` opened with ``record_mode``; ``ignore_hosts``: vcrpy's
+    (an ASGI app under test); ``options``: as ``runtime_on`` takes them."""
+    env = options.get("env")
+    with contextlib.ExitStack() as stack:
+        opened = open_cassette(
+            cassette, record_mode=record_mode, secrets=secrets, env=env, ignore_hosts=ignore_hosts
         )
-        return runtime_on(
-            active,
-            stack,
-            env=env,
-            langfuse=langfuse,
-            span_exporter=span_exporter,
-            brief_misses=brief_misses,
-            build=build,
-        )
-    except BaseException:
-        stack.close()
-        raise
+        return runtime_on(stack.enter_context(opened), stack, **options)
 
 
 def runtime_on(
-    active: ActiveCassette,
+    active: ActiveCassette | None,
     stack: contextlib.ExitStack[bool | None],
     *,
     env: Mapping[str, str] | None = None,
@@ -236,12 +171,16 @@ def runtime_on(
     brief_misses: bool = False,
     build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
 ) -> ReplayingRuntime:
-    """The runtime on a cassette already in use, which ``stack`` closes; every configured
-    key is scrubbed from what gets recorded."""
+    """The runtime on a cassette already in use (``None``: real calls, no cassette), taking
+    over ``stack``. Langfuse follows ``langfuse`` or the environment; ``build`` is a port
+    adapter class (its ``produce_output`` is replayed), called as ``LangfuseTracedRuntime``
+    is. Every configured key is scrubbed from what gets recorded."""
     environ = os.environ if env is None else env
     langfuse = langfuse or LangfuseConfig.from_env(environ)
-    active.scrubber.add(langfuse.secrets())
-    if active.replaying:
+    ssl_context: ssl.SSLContext | None = None  # it may record: httpx's verifying context
+    if active is None or not active.replaying:
+        model = ModelConfig.from_env(environ)
+    else:
         # No cassette yet (a test that never called the model records none): any call is
         # a miss saying so, and a test that makes none passes.
         base_url, model_name = (
@@ -252,10 +191,8 @@ def runtime_on(
         model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
         # Nothing connects while replaying: skip loading the CA store (~20 ms of a
         # ``--replay`` run); trusting no certificate, a connection would fail closed.
-        ssl_context: ssl.SSLContext | None = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    else:
-        model = ModelConfig.from_env(environ)
-        active.scrubber.add(model.secrets())
-        ssl_context = None  # it may record: httpx's verifying context
+        ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if active is not None:
+        active.scrubber.add([*langfuse.secrets(), *model.secrets()])
     runtime = build(model, langfuse, span_exporter=span_exporter, ssl_context=ssl_context)
     return ReplayingRuntime(active, runtime, stack, brief_misses=brief_misses)
