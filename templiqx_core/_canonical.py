@@ -1,14 +1,11 @@
-"""Canonical JSON and SHA-256 fingerprints, byte-compatible with the Rust reference.
+"""JSON values as the Rust reference's serde_json writes them: canonical bytes, fingerprints,
+wire text, and frozen containers (what makes a cached fingerprint trustworthy).
 
-The reference writes a ``serde_json::Value`` whose object keys are sorted. orjson with
-``OPT_SORT_KEYS`` produces exactly those bytes (same escaping, same shortest-round-trip
-float layout, keys ordered by code point), so it is the fast path. What orjson refuses
-takes an iterative slow path (no input can exhaust the stack): integers beyond 64 bits
-(the reference turns them into the nearest f64) and nesting deeper than 255.
-
-What is not JSON is ``InvalidData`` naming the JSON pointer of the offending value, never a
-raw Python error: NaN/Infinity (orjson would write ``null``), a string with a lone
-surrogate, a non-string object key, any other type, nesting deeper than ``MAX_DEPTH``.
+orjson with ``OPT_SORT_KEYS`` writes exactly the reference's bytes (escaping, float layout,
+code-point key order). What it refuses takes an iterative slow path (no input can exhaust
+the stack): integers beyond 64 bits (the reference's nearest f64) and nesting deeper than
+255. What is not JSON (NaN, a lone surrogate, a non-string key, another type, nesting deeper
+than ``MAX_DEPTH``) is ``NotJson`` naming the offending value's JSON pointer.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import orjson
 
@@ -29,8 +26,8 @@ _OPTIONS = (
 MAX_DEPTH: Final = 512
 """Containers nested deeper than this are not canonical JSON (the reference's own parser
 stops at 128; orjson encodes up to 255 and the slow path takes over from there)."""
-_I64_MIN = -(2**63)
-_U64_MAX = 2**64 - 1
+_I64_MIN: Final = -(2**63)
+_U64_MAX: Final = 2**64 - 1
 _F64_LIMIT = 2**1024  # float() of anything this large overflows
 
 
@@ -48,15 +45,10 @@ def _reject(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> bytes:
-    """Return the canonical UTF-8 JSON bytes of a JSON value (dict/list/str/int/float/bool/None).
-
-    Raises ``NotJson`` (an ``InvalidData``) naming the JSON pointer of a value that is not JSON.
-    """
+    """The canonical UTF-8 JSON bytes of a JSON value; ``NotJson`` if it is none."""
     try:
         data = orjson.dumps(value, default=_reject, option=_OPTIONS)
-    except orjson.JSONEncodeError:
-        # Big integers, deep nesting, str subclasses or a non-JSON value: the slow
-        # path either encodes it exactly like the reference or names what is wrong.
+    except orjson.JSONEncodeError:  # the slow path encodes it or names what is wrong
         return _encode(value).encode("utf-8")
     if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out
         try:  # the standard library refuses them, at C speed
@@ -67,12 +59,10 @@ def canonical_json(value: Any) -> bytes:
 
 
 def fingerprint(value: Any) -> str:
-    """SHA-256 hex digest of ``canonical_json(value)``."""
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def fingerprint_bytes(data: bytes) -> str:
-    """SHA-256 hex digest of raw bytes."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -95,8 +85,7 @@ def _encode_str(text: str, segments: Sequence[str]) -> str:
 
 
 def format_float(number: float) -> str:
-    """Lay out a float as serde_json does (orjson's layout is the same; the fast path
-    writes floats with it); non-finite values become ``null``."""
+    """A float as serde_json (and orjson) lays it out; non-finite values become ``null``."""
     return orjson.dumps(float(number)).decode()
 
 
@@ -162,3 +151,84 @@ def _encode(value: Any) -> str:
             out += (_encode_str(entry[0], path), ":")
         put(entry[1])
     return "".join(out)
+
+
+def sort_keys(value: Any) -> Any:
+    """``value`` with every object's keys in code-point order, as a ``serde_json::Value``."""
+    if isinstance(value, dict):
+        return {key: sort_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sort_keys(item) for item in value]
+    return value
+
+
+def _as_serde_numbers(value: Any) -> Any:
+    # serde_json (without arbitrary_precision) holds integers beyond i64/u64 as f64.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if _I64_MIN <= value <= _U64_MAX else float(value)
+    if isinstance(value, dict):
+        return {key: _as_serde_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_serde_numbers(item) for item in value]
+    return value
+
+
+def wire_json(data: Any, *, indent: int | None = None) -> str:
+    """``serde_json::to_string`` (``indent=2``: ``to_string_pretty``) of ``data``, keys in the
+    order given: structs in declaration order, maps already sorted (``sort_keys``)."""
+    option = orjson.OPT_INDENT_2 if indent else 0
+    try:
+        return orjson.dumps(data, option=option).decode()
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_as_serde_numbers(data), option=option).decode()
+
+
+def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is immutable; build a new value instead")
+
+
+class FrozenDict(dict[str, Any]):
+    """A JSON object that cannot change: to orjson, pydantic and jsonschema-rs a ``dict``."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _immutable
+    clear = pop = popitem = setdefault = update = _immutable
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return (FrozenDict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A JSON array that cannot change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+    append = clear = extend = insert = pop = remove = reverse = sort = _immutable
+
+    def __reduce__(self) -> tuple[type[FrozenList], tuple[list[Any]]]:
+        return (FrozenList, (list(self),))
+
+
+def freeze(value: Any) -> Any:
+    """A deep, frozen copy of a JSON value (frozen parts are shared, not copied)."""
+    if isinstance(value, (FrozenDict, FrozenList)):
+        return value
+    if isinstance(value, dict):
+        return FrozenDict({key: freeze(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return FrozenList(freeze(item) for item in value)
+    return value
+
+
+def is_frozen(value: Any) -> bool:
+    """Whether ``value`` cannot change (a scalar, or a frozen container)."""
+    return isinstance(value, (FrozenDict, FrozenList, str, int, float, bool, type(None)))
+
+
+def thaw(value: Any) -> Any:
+    """A deep copy in plain ``dict``/``list`` (for libraries that want exact types)."""
+    if isinstance(value, dict):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [thaw(item) for item in value]
+    return value

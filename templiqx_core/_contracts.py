@@ -27,8 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._frozen import freeze
-from ._serde import sort_keys, wire_json
+from ._canonical import freeze, sort_keys, wire_json
 
 API_VERSION: Final = "templiqx/v1alpha1"
 

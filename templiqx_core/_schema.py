@@ -21,9 +21,8 @@ from typing import Any, Protocol
 
 import jsonschema_rs
 
-from ._canonical import canonical_json
+from ._canonical import canonical_json, is_frozen, thaw
 from ._errors import InvalidData
-from ._frozen import is_frozen, thaw
 
 _CACHE_SIZE = 512
 #: Linear-time matching; the default size limits bound each compiled pattern's memory.

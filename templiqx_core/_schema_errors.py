@@ -14,8 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._canonical import json_pointer
-from ._frozen import thaw
+from ._canonical import json_pointer, thaw
 
 MAX_FAILURES: Final = 20
 """At most this many failures are reported per validated value; the rest are counted."""

@@ -16,7 +16,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ._canonical import canonical_json, json_pointer
+from ._canonical import canonical_json, json_pointer, thaw
 from ._compiler import Contract, compile_contract, read_contract
 from ._compiler.core import check_plain
 from ._compiler.template import print_template
@@ -30,7 +30,6 @@ from ._contracts import (
     Role,
 )
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
-from ._frozen import thaw
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
