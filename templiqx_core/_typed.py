@@ -33,7 +33,7 @@ from ._errors import InvalidData, OutputSchemaError, OutputTypeError
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
-from ._schema_errors import MAX_FAILURES, declared_names
+from ._schema import MAX_FAILURES, declared_names
 from ._strict import model_output_schema
 
 __all__ = ["TypedContract", "TypedContractError", "check_output_model"]

@@ -14,8 +14,7 @@ from typing import Any
 from .. import codes
 from .._canonical import NotJson, canonical_json
 from .._errors import InvalidData
-from .._schema import compile_schema
-from .._schema_errors import schema_failures, schema_messages
+from .._schema import compile_schema, schema_failures, schema_messages
 from .._version import REFERENCE_VERSION
 from .render import MISSING, Binding, Renderer, diagnostic
 

@@ -15,8 +15,7 @@ from typing import Any
 from .. import codes
 from .._canonical import canonical_json
 from .._errors import InvalidData
-from .._schema import compile_schema
-from .._schema_errors import schema_failures
+from .._schema import compile_schema, schema_failures
 
 MISSING: Any = object()
 ANY_SCHEMA: dict[str, Any] = {}
