@@ -397,7 +397,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         names = available_runtimes()
         envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
     else:
-        from ._compiler.parse import reading_each_file_once
+        from ._compiler.model import reading_each_file_once
 
         with reading_each_file_once():  # a contract is read and parsed once per run
             if args.command == "compile":
@@ -451,7 +451,7 @@ def _plugin_args(argv: list[str]) -> list[str]:
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
     """Call a command entry point (``fn(argv) -> int``) under the core's conventions: its
     warnings as plain lines, each contract file read once, its exit code returned."""
-    from ._compiler.parse import reading_each_file_once
+    from ._compiler.model import reading_each_file_once
 
     try:
         command = entry.load()

@@ -17,8 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer, thaw
-from ._compiler import Contract, compile_contract, read_contract
-from ._compiler.core import check_plain
+from ._compiler import Contract, check_plain, compile_contract, read_contract
 from ._compiler.template import print_template
 from ._contracts import (
     API_VERSION,
