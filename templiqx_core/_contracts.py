@@ -1,11 +1,8 @@
 """Wire contracts, byte-identical to what the Rust reference's serde writes.
 
-Every model rejects unknown fields and, like serde, does not coerce types (``"1"`` is not
-an integer). One shared serializer reproduces serde's layout: struct fields in declaration
-order, optional fields omitted as the reference omits them, and every map or JSON value
-(``BTreeMap`` / ``serde_json::Value`` without ``preserve_order`` there) written with its
-keys sorted. ``model_dump_json()`` writes the reference's bytes, integers beyond 64 bits
-included (as serde_json, which reads them as f64).
+Like serde, every model rejects unknown fields and does not coerce types. One serializer
+lays them out as serde does: fields in declaration order, optional ones omitted as the
+reference omits them, every map or JSON value with sorted keys (``BTreeMap``).
 """
 
 from __future__ import annotations
@@ -36,15 +33,10 @@ Severity = Literal["error", "warning", "info"]
 
 
 class WireModel(BaseModel):
-    """Strict, immutable base with serde's layout.
+    """Strict, immutable base with serde's layout: ``_omit_none`` and ``_omit_empty`` name
+    the fields the reference skips when ``None`` or empty, ``_maps`` those it sorts."""
 
-    ``_omit_none``: optional fields the reference skips when ``None``;
-    ``_omit_empty``: list fields it skips when empty; ``_maps``: map and JSON-value
-    fields, written with sorted keys.
-    """
-
-    # defer_build: a model's validator/serializer is built on first use, not at import,
-    # so a command pays only for the models it touches (CLI start-up).
+    # defer_build: a command pays only for the models it touches (CLI start-up).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
     _omit_none: ClassVar[frozenset[str]] = frozenset()
     _omit_empty: ClassVar[frozenset[str]] = frozenset()
@@ -69,7 +61,6 @@ class WireModel(BaseModel):
         return data
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object the reference writes for this value."""
         return self.model_dump(mode="json")
 
     def model_dump_json(self, *, indent: int | None = None, **kwargs: Any) -> str:
@@ -85,8 +76,8 @@ class CompiledMessage(WireModel):
 
 
 class CompiledInteraction(WireModel):
-    """Immutable all the way down: its containers are frozen on construction (and by
-    ``model_copy``), so the request fingerprint is computed once and kept on the instance."""
+    """Frozen all the way down (on construction and by ``model_copy``), so the request
+    fingerprint is computed once and kept on the instance."""
 
     _maps = frozenset({"output_schema", "runtime_policy", "extensions"})
 
@@ -113,8 +104,7 @@ class CompiledInteraction(WireModel):
             if frozen is not value:
                 object.__setattr__(self, name, frozen)
 
-    def __eq__(self, other: object) -> bool:
-        # Fields only: a cached fingerprint is not part of the value.
+    def __eq__(self, other: object) -> bool:  # fields only, not the cached fingerprint
         if not isinstance(other, CompiledInteraction):
             return NotImplemented
         return type(self) is type(other) and self.__dict__ == other.__dict__
@@ -124,7 +114,6 @@ class CompiledInteraction(WireModel):
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
     ) -> CompiledInteraction:
-        """A copy; with ``update``, its new values frozen and its fingerprint recomputed."""
         copy = super().model_copy(update=update, deep=deep)
         if update:
             copy._fingerprint = None
@@ -167,7 +156,7 @@ class ToolCallDeltaEvent(WireModel):
 
 
 class CompleteEvent(WireModel):
-    """Terminal success: the receipt's fields inline, as serde's internal tagging lays them."""
+    """Terminal success: the receipt's fields inline (serde's internal tagging)."""
 
     _maps = frozenset({"output"})
 
@@ -206,7 +195,7 @@ def _stream_event_adapter() -> TypeAdapter[StreamEvent]:
 
 
 def parse_stream_event(data: Any) -> StreamEvent:
-    """Validate a JSON object (or JSON text) into the matching ``StreamEvent`` variant."""
+    """The ``StreamEvent`` variant a JSON object (or JSON text) is."""
     if isinstance(data, (str, bytes)):
         return _stream_event_adapter().validate_json(data)
     return _stream_event_adapter().validate_python(data)
@@ -216,8 +205,6 @@ _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):
-    """Where a diagnostic points in its source file: start and end line/column (u32)."""
-
     line: _U32
     column: _U32
     end_line: _U32
@@ -240,7 +227,7 @@ T = TypeVar("T")
 
 
 class OperationEnvelope(WireModel, Generic[T]):
-    """The result of one operation. Any ``api_version`` string is accepted on input."""
+    """The result of one operation (any ``api_version`` accepted on input)."""
 
     _omit_none = frozenset({"result", "attempts"})
     _omit_empty = frozenset({"stream_events"})
@@ -253,8 +240,7 @@ class OperationEnvelope(WireModel, Generic[T]):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     fingerprints: dict[str, str] = Field(default_factory=dict)
     stream_events: list[StreamEvent] = Field(default_factory=list)
-    #: How many tries an execution with repair made (absent without repair).
-    attempts: int | None = None
+    attempts: int | None = None  # tries an execution with repair made
 
 
 class RenderRequest(WireModel):
@@ -277,7 +263,7 @@ class TestCaseResult(WireModel):
 
 
 class TestReport(WireModel):
-    """The outcome of running eval fixtures, as the reference's ``test_package`` reports."""
+    """Eval fixtures' outcome, as the reference's ``test_package`` reports it."""
 
     __test__ = False
 

@@ -1,10 +1,9 @@
 """The ``templiqx/v1alpha1`` contract compiler.
 
 ``compile_contract`` never raises for a bad contract or bad values: it returns diagnostics,
-each with a stable code and a JSON pointer into the contract or request. The ``Contract``
-model is the one check of a document; the compiler proper (``compile_plain``) works on the
-validated model dumped by alias as plain data (what the renderer walks, as the reference's
-semantics are written), diagnostics in ``Diagnostic``'s field order.
+each with a stable code and a JSON pointer into the contract or request. Its core works on
+the validated ``Contract`` dumped by alias as plain data, as the reference's semantics are
+written.
 """
 
 from __future__ import annotations
@@ -35,13 +34,11 @@ __all__ = [
     "read_contract",
 ]
 
-# Names the compilation semantics (the reference compiler's), not this distribution's
-# version: an interaction compiled here is byte-identical to the reference's, id included.
+# The reference compiler's semantics, not this distribution's version: byte-identical.
 COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
 
 
 def _not_json(value: Any, what: str, pointer: str) -> dict[str, Any]:
-    """The diagnostic for a value that is no JSON, at the offending part's pointer."""
     try:
         canonical_json(value)
     except NotJson as error:
@@ -53,9 +50,8 @@ def _not_json(value: Any, what: str, pointer: str) -> dict[str, Any]:
 def _bind_values(
     section: str, specs: Mapping[str, Any], values: Mapping[str, Any]
 ) -> tuple[Binding, list[dict[str, Any]]]:
-    """Check one section's values as the reference's ``validate_values``: declared fields
-    in name order (missing required ones, then schema), then undeclared values in name
-    order (the host's ``_templiqx_*`` context keys excepted)."""
+    """The reference's ``validate_values``: declared fields in name order (missing, then
+    schema), then undeclared values (the host's ``_templiqx_*`` context keys excepted)."""
     diagnostics = []
     schemas = {name: spec["schema"] for name, spec in specs.items()}
     for name in sorted(specs):
@@ -78,8 +74,7 @@ def _bind_values(
             continue
         if valid:
             continue
-        # One per failed rule: the message names the value relative to the section
-        # (``/subject: shorter than minLength 1``), the pointer locates it in the request.
+        # Per failed rule: ``/subject: shorter than minLength 1``, located in the request.
         found = schema_messages(validator, schema, values[name], f"/{name}")
         if not found:  # the validator said no without naming a rule
             found = [("", f"{section}.{name} does not match its declared schema")]
@@ -96,7 +91,6 @@ def _bind_values(
 def _extension_problem(
     key: str, spec: Mapping[str, Any], targets: set[str]
 ) -> dict[str, Any] | None:
-    """The diagnostic for an extension the target cannot take, or None."""
     pointer = f"/extensions/{key}"
     if not all(key.partition(".")):  # a namespace, a dot and a name
         message = f"extension {key!r} must be namespaced as <namespace>.<name>"
@@ -124,11 +118,8 @@ def compile_plain(
     *,
     static: bool = False,
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The interaction (``None`` when any diagnostic is an error) and the diagnostics.
-
-    ``static``: no request at all (``check``): missing required values are not errors and
-    the messages are checked against the declared schemas only, rendering nothing.
-    """
+    """The interaction (``None`` on any error) and the diagnostics. ``static`` (``check``,
+    no request): missing values are no error and nothing renders, schemas are checked."""
     targets = set(target_capabilities)
     diagnostics = []
     try:
@@ -182,10 +173,9 @@ def compile_plain(
 
 
 def check_plain(contract: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Everything wrong with a validated contract that needs no request (compiled for its
-    declared capabilities), then what each eval fixture reveals: its values compiled (which
-    reaches filters), its ``fake_output`` against ``output_schema``; pointers into the
-    contract (``/evals/0/inputs/subject``)."""
+    """What is wrong with a contract without a request (for its declared capabilities), then
+    what each eval fixture reveals (its values compiled, its ``fake_output`` against
+    ``output_schema``), located in the contract (``/evals/0/inputs/subject``)."""
     extensions = contract.get("extensions", {}).values()
     targets = [*contract.get("capabilities", []), *(spec["capability"] for spec in extensions)]
     _, diagnostics = compile_plain(contract, {}, {}, targets, static=True)
@@ -230,7 +220,7 @@ def compile_contract(
     """Compile a contract (a model, or a path to its YAML) for one render request.
 
     ``target_capabilities`` defaults to what the contract declares, never a runtime's: the
-    interaction and its request fingerprint do not depend on which runtime runs it."""
+    request fingerprint does not depend on which runtime runs it."""
     file = None
     if not isinstance(contract, Contract):
         file = str(contract)

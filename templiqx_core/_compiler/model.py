@@ -36,7 +36,7 @@ from .._loading import compose_and_load, contract_source
 from .template import Filter, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
-"""The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
+"""The contract format as a JSON Schema, shipped for editors."""
 
 
 class RefExpr(WireModel):
@@ -88,7 +88,7 @@ class InterpolateNode(WireModel):
 
 
 def _expand(value: Any) -> Any:
-    """A string form becomes the node list it stands for (see ``template.py``)."""
+    """A string form becomes the node list it stands for."""
     if not isinstance(value, str):
         return value
     try:
@@ -98,9 +98,7 @@ def _expand(value: Any) -> Any:
         raise PydanticCustomError("template_syntax", "{reason}", context) from None
 
 
-class _StringForm:
-    """In the JSON Schema, content is a node list or its string form."""
-
+class _StringForm:  # in the JSON Schema, content is a node list or its string form
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> dict[str, Any]:
@@ -172,8 +170,8 @@ class ExtensionSpec(WireModel):
 
 
 class EvalCase(WireModel):
-    """A fixture (``fake_output``, the scripted runtime's answer) and what a model's
-    answer must satisfy when the case runs against one (``expected_output``, ``assert``)."""
+    """A fixture (``fake_output``, the scripted runtime's answer) and what a model's answer
+    must satisfy (``expected_output``, ``assert``)."""
 
     _omit_none = frozenset({"expected_output"})
     _omit_empty = frozenset({"assert_", "assert"})  # by name, or by alias
@@ -217,7 +215,7 @@ class Contract(WireModel):
 
     def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Diagnostics at a node of a string form moved to the string, with the character
-        where that node starts (the nodes exist only in the string's long form)."""
+        where that node starts."""
         for item in diagnostics:
             pointer = item.get("json_pointer") or ""
             owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
@@ -233,7 +231,7 @@ class Contract(WireModel):
 
     @property
     def declared_capabilities(self) -> list[str]:
-        """What the contract needs: its capabilities and its extensions' (default targets)."""
+        """Its capabilities and its extensions' (the default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
 
 
@@ -253,7 +251,7 @@ def _string_forms(data: Any, pointer: str) -> Iterator[tuple[str, str]]:
 
 
 def contract_json_schema() -> dict[str, Any]:
-    """What ``CONTRACT_SCHEMA_PATH`` holds: the ``Contract`` model's schema, keys by alias."""
+    """What ``CONTRACT_SCHEMA_PATH`` holds."""
     return Contract.model_json_schema(by_alias=True)
 
 
@@ -263,9 +261,8 @@ _READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_read
 
 @contextmanager
 def reading_each_file_once() -> Iterator[None]:
-    """Within the block, each contract file is read and validated once (a CLI run reads
-    its contract to compile it and again for its declared capabilities); scoped to the
-    block (a context variable), so no host ever sees a stale contract."""
+    """Within the block, each contract file is read and validated once (a CLI run reads it
+    twice); a context variable, so no host ever sees a stale contract."""
     token = _READS.set({})
     try:
         yield
@@ -274,7 +271,7 @@ def reading_each_file_once() -> Iterator[None]:
 
 
 def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
-    """Walk the composed YAML tree along a pydantic error location; the deepest mark found."""
+    """The deepest mark of the YAML tree along a pydantic error location."""
     node, mark = root, root.start_mark if root is not None else None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
@@ -294,7 +291,6 @@ def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
 
 
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
-    """A ``TQX_PARSE_YAML`` diagnostic, at ``mark`` (line and column) when known."""
     if mark is not None:
         line, column = mark.line + 1, mark.column + 1
         at["span"] = SourceSpan(line=line, column=column, end_line=line, end_column=column)
@@ -302,10 +298,9 @@ def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: 
 
 
 def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
-    """The document keys and indices of a pydantic error location, without the union tags
-    pydantic puts in (``interpolate``, ``literal[...]``, ``TypedComponent``): walking the
-    document tells them apart. A last segment absent from the document is kept unless it
-    is a tag: it names a missing field."""
+    """A pydantic error location without its union tags (``literal[...]``,
+    ``TypedComponent``), told apart by walking the document; a last segment absent from it
+    names a missing field unless it is a tag."""
     cleaned: list[Any] = []
     node = data
     for index, part in enumerate(loc):
@@ -321,7 +316,7 @@ def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
 def parse_contract(
     text: str, *, file: str | None = None
 ) -> tuple[Contract | None, list[Diagnostic]]:
-    """Parse contract YAML; structure errors carry a JSON pointer and line/column."""
+    """Parse contract YAML; errors carry a JSON pointer and line/column."""
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
     except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
@@ -351,28 +346,23 @@ def parse_contract(
 
 
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
-    """Read and parse a contract file; a missing or unreadable one is a diagnostic too."""
-    memo = _READS.get()
-    key = os.fspath(path)
-    found = memo.get(key) if memo is not None else None
-    source = contract_source(key) if found is None else None
-    if source is not None:  # ``langfuse:NAME@LABEL``: a contract source's, checked there
+    """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
+    file is a diagnostic too."""
+    memo, key = _READS.get(), os.fspath(path)
+    if memo is not None and key in memo:
+        found = memo[key]
+    elif (source := contract_source(key)) is not None:  # ``langfuse:NAME@LABEL``, checked there
         found = source(key)
-        if memo is not None:
-            memo[key] = found
-    elif found is None:
+    else:
         file = str(Path(path))
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            found = parse_contract(Path(path).read_text(encoding="utf-8"), file=file)
         except (OSError, UnicodeDecodeError) as error:
             missing = isinstance(error, FileNotFoundError)
             code = NotFound.code if missing else IoFailure.code
-            reason = "no such file" if missing else type(error).__name__
-            message = f"cannot read contract: {reason}"
+            message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
             found = None, [Diagnostic(code=code, severity="error", message=message, file=file)]
-        else:
-            found = parse_contract(text, file=file)
-        if memo is not None:
-            memo[key] = found
+    if memo is not None:
+        memo[key] = found
     contract, diagnostics = found
     return contract, list(diagnostics)

@@ -1,8 +1,8 @@
-"""Rendering validated content nodes (plain dicts) into text, recording plain diagnostics.
+"""Rendering validated content nodes (plain dicts) into text, recording diagnostics.
 
-Every reference is resolved against the declared JSON Schema (so a typo in an untaken
-``when`` branch is still an error) and against the value; a path that cannot exist or has
-no value is a diagnostic, never an empty string.
+Every reference is resolved against the declared JSON Schema (a typo in an untaken ``when``
+branch is still an error) and the value; a path that cannot exist or has no value is a
+diagnostic, never an empty string.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ _STRING_FILTERS: dict[str, Callable[[str], str]] = {
 
 
 @dataclass(frozen=True)
-class Binding:
-    """A name in scope: its schema (``{}`` when undeclared) and its value (or MISSING)."""
-
+class Binding:  # a name in scope: its schema (``{}`` when undeclared) and value (or MISSING)
     schema: Any
     value: Any
 
@@ -40,12 +38,12 @@ Scope = Mapping[str, Binding]
 
 
 def diagnostic(code: str, message: str, pointer: str) -> dict[str, Any]:
-    """An error diagnostic as plain data, fields in ``Diagnostic``'s order."""
+    """An error diagnostic, fields in ``Diagnostic``'s order."""
     return {"code": code, "severity": "error", "message": message, "json_pointer": pointer}
 
 
-class _Abort(Exception):
-    """A node could not be rendered; its diagnostic is already recorded."""
+class _Abort(Exception):  # a node could not be rendered; its diagnostic is recorded
+    pass
 
 
 def _json_type(value: Any) -> str:
@@ -61,7 +59,6 @@ def _json_type(value: Any) -> str:
 
 
 def _schema_types(schema: Any) -> set[str] | None:
-    """The JSON types a schema admits, or None when it does not say."""
     declared = schema.get("type") if isinstance(schema, dict) else None
     if declared is None:
         return None
@@ -98,14 +95,13 @@ def _child_value(value: Any, segment: str) -> Any:
 
 @dataclass
 class Renderer:
-    """Renders one contract's nodes, collecting diagnostics instead of raising."""
+    """Renders one contract's nodes, collecting diagnostics."""
 
     components: Mapping[str, Any]  # name -> typed component (a dict) or a list of nodes
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
-        """Record the diagnostic; raise what it returns to abort the node."""
         self.diagnostics.append(diagnostic(code, message, pointer))
         return _Abort()
 
@@ -170,7 +166,6 @@ class Renderer:
         call: Node = flt if isinstance(flt, dict) else {"name": flt}
         name = call["name"]
         if name == "json":
-            # The reference's json filter writes a sorted serde_json Value: canonical JSON.
             return canonical_json(value).decode("utf-8")
         if name in _STRING_FILTERS:
             if not isinstance(value, str):
@@ -294,7 +289,6 @@ class Renderer:
             try:
                 validator = compile_schema(schema, what=f"parameter {name} schema")
             except InvalidData as error:
-                # As for inputs; reported once however often the component is used.
                 schema_pointer = f"/components/{component}/parameters/{name}/schema"
                 if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
                     self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
