@@ -19,20 +19,12 @@ from .._contracts import CompiledInteraction, Diagnostic, RenderRequest
 from .._errors import InvalidData
 from .._schema import compile_schema, schema_failures, schema_messages
 from .._version import REFERENCE_VERSION
-from .model import CONTRACT_SCHEMA_PATH, Contract, EvalCase, parse_contract, read_contract
+from .model import CONTRACT_SCHEMA_PATH as CONTRACT_SCHEMA_PATH
+from .model import Contract as Contract
+from .model import EvalCase as EvalCase
+from .model import parse_contract as parse_contract
+from .model import read_contract as read_contract
 from .render import MISSING, Binding, Renderer, diagnostic
-
-__all__ = [
-    "COMPILER_ID",
-    "CONTRACT_SCHEMA_PATH",
-    "CompileResult",
-    "Contract",
-    "EvalCase",
-    "check_plain",
-    "compile_contract",
-    "parse_contract",
-    "read_contract",
-]
 
 # The reference compiler's semantics, not this distribution's version: byte-identical.
 COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
