@@ -270,26 +270,6 @@ def reading_each_file_once() -> Iterator[None]:
         _READS.reset(token)
 
 
-def _mark_for(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Mark | None:
-    """The deepest mark of the YAML tree along a pydantic error location."""
-    node, mark = root, root.start_mark if root is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            found = next((v for k, v in node.value if k.value == str(part)), None)
-            if found is None:
-                key = next((k for k, _ in node.value if k.value == str(part)), None)
-                return key.start_mark if key is not None else mark
-            node = found
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part >= len(node.value):
-                return mark
-            node = node.value[part]
-        else:
-            continue  # a union-member tag in the location, not a document key
-        mark = node.start_mark
-    return mark
-
-
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
     if mark is not None:
         line, column = mark.line + 1, mark.column + 1
@@ -297,20 +277,21 @@ def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: 
     return Diagnostic(code=codes.PARSE_YAML, severity="error", message=message, file=file, **at)
 
 
-def _clean_loc(data: Any, loc: Sequence[Any]) -> list[Any]:
-    """A pydantic error location without its union tags (``literal[...]``,
-    ``TypedComponent``), told apart by walking the document; a last segment absent from it
-    names a missing field unless it is a tag."""
+def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
+    """A pydantic error location without the union tags pydantic puts in (``literal[...]``,
+    ``TypedComponent``), told apart by walking the document (a last segment absent from it
+    names a missing field unless it is a tag), and the mark of the deepest node reached."""
     cleaned: list[Any] = []
-    node = data
+    node, mark = root, root.start_mark
     for index, part in enumerate(loc):
-        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        if in_list or (isinstance(node, dict) and part in node):
-            node = node[part]
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if in_list or (isinstance(data, dict) and part in data):
+            node = node.value[part] if in_list else node.value[list(data).index(part)][1]
+            data, mark = data[part], node.start_mark
         elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
             continue  # a union tag
         cleaned.append(part)
-    return cleaned
+    return cleaned, mark
 
 
 def parse_contract(
@@ -326,17 +307,16 @@ def parse_contract(
         return None, [
             _error(f"invalid YAML: {problem}", file, getattr(error, "problem_mark", None))
         ]
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or root is None:
         return None, [_error("a contract is a YAML mapping", file)]
     try:
         return Contract.model_validate(data), []
     except ValidationError as error:
         diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
         for item in error.errors(include_url=False, include_input=False):
-            loc = _clean_loc(data, item["loc"])
+            loc, mark = _locate(data, root, item["loc"])
             pointer, rule = json_pointer(loc), item["msg"]
             if (pointer, rule) not in diagnostics:
-                mark = _mark_for(root, loc)
                 message = f"{pointer or '/'}: {rule}"
                 found = _error(message, file, mark, json_pointer=pointer)
                 if item["type"] == "template_syntax":  # located by pointer and offset
