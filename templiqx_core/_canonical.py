@@ -59,10 +59,12 @@ def canonical_json(value: Any) -> bytes:
 
 
 def fingerprint(value: Any) -> str:
+    """SHA-256 hex digest of ``canonical_json(value)``."""
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def fingerprint_bytes(data: bytes) -> str:
+    """SHA-256 hex digest of raw bytes."""
     return hashlib.sha256(data).hexdigest()
 
 

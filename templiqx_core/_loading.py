@@ -129,39 +129,20 @@ class YamlDocumentError(InvalidData):
 
     code = codes.PARSE_YAML
 
-    @classmethod
-    def of(cls, name: str, error: yaml.YAMLError, what: str = "invalid YAML") -> YamlDocumentError:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        return cls(f"{codes.PARSE_YAML} {name}: {what}{where}: {problem}")
-
-
-class _TooManyDigits(Exception):
-    def __init__(self, digits: str) -> None:
-        super().__init__()
-        self.digits = digits
-
-
-def _json_int(digits: str) -> int:
-    try:
-        return int(digits)
-    except ValueError:
-        raise _TooManyDigits(digits) from None
-
 
 def parse_document(text: str, *, name: str) -> Any:
     """Parse JSON (a ``.json`` name) or YAML text; ``InvalidData`` names ``name`` and where."""
     if name.endswith(".json"):
+
+        def integer(digits: str) -> int:
+            try:
+                return int(digits)
+            except ValueError:  # past Python's digit limit: at the literal's first occurrence
+                problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
+                raise json.JSONDecodeError(problem, text, max(text.find(digits), 0)) from None
+
         try:
-            return json.loads(text, parse_int=_json_int)
-        except _TooManyDigits as error:
-            at = max(text.find(error.digits), 0)  # the literal's first occurrence
-            line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
-            problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
-            raise InvalidData(
-                f"{name}: invalid JSON at line {line} column {column}: {problem}"
-            ) from None
+            return json.loads(text, parse_int=integer)
         except json.JSONDecodeError as error:
             raise InvalidData(
                 f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
@@ -173,7 +154,12 @@ def parse_document(text: str, *, name: str) -> Any:
     except RecursionError:
         raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
     except yaml.YAMLError as error:
-        raise YamlDocumentError.of(name, error) from None
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise YamlDocumentError(
+            f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
+        ) from None
 
 
 def load_document(path: str | Path) -> Any:
