@@ -69,21 +69,16 @@ def fingerprint_bytes(data: bytes) -> str:
 
 
 def json_pointer(segments: Iterable[object]) -> str:
-    """RFC 6901 pointer of ``segments`` (``""`` for none)."""
-    return "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
-
-
-def _pointer(segments: Sequence[str]) -> str:
-    """``json_pointer``; a lone surrogate in a key is shown escaped (messages must print)."""
-    text = json_pointer(segments)
+    """RFC 6901 pointer of ``segments``; a lone surrogate shows escaped (messages must print)."""
+    text = "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
 
 
-def _encode_str(text: str, segments: Sequence[str]) -> str:
-    try:  # orjson escapes strings as serde_json does (the fast path relies on it too)
-        return orjson.dumps(text).decode()
+def _scalar(value: Any, path: Sequence[str]) -> str:
+    try:  # orjson writes scalars as serde_json does (the fast path relies on it too)
+        return orjson.dumps(value).decode()
     except orjson.JSONEncodeError:
-        raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
+        raise NotJson("a string with a lone surrogate", json_pointer(path)) from None
 
 
 def format_float(number: float) -> str:
@@ -98,36 +93,25 @@ def _encode(value: Any) -> str:
     path: list[str] = []  # the segment being written in each open container
 
     def put(item: Any) -> None:
-        if item is None:
-            out.append("null")
-        elif item is True:
-            out.append("true")
-        elif item is False:
-            out.append("false")
-        elif isinstance(item, int):
-            if _I64_MIN <= item <= _U64_MAX:
-                out.append(str(int(item)))
-            elif abs(item) < _F64_LIMIT:
-                out.append(format_float(float(item)))
-            else:
-                raise NotJson("an integer beyond the f64 range", _pointer(path))
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise NotJson(f"a non-finite number ({item})", _pointer(path))
-            out.append(format_float(item))
-        elif isinstance(item, str):
-            out.append(_encode_str(item, path))
+        if isinstance(item, float) and not math.isfinite(item):
+            raise NotJson(f"a non-finite number ({item})", json_pointer(path))
+        if isinstance(item, int) and not _I64_MIN <= item <= _U64_MAX:  # serde's nearest f64
+            if abs(item) >= _F64_LIMIT:
+                raise NotJson("an integer beyond the f64 range", json_pointer(path))
+            item = float(item)
+        if item is None or isinstance(item, (str, int, float)):
+            out.append(_scalar(item, path))
         elif isinstance(item, Mapping) or (
             isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray))
         ):
             if len(stack) >= MAX_DEPTH:
-                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(path))
+                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", json_pointer(path))
             if isinstance(item, Mapping):
                 keys = list(item)
                 for key in keys:
                     if not isinstance(key, str):
                         reason = f"{type(key).__name__}, not a string"
-                        raise NotJson(reason, _pointer(path), what="object key")
+                        raise NotJson(reason, json_pointer(path), what="object key")
                 out.append("{")
                 stack.append((((key, item[key]) for key in sorted(keys)), "}"))
             else:
@@ -135,7 +119,7 @@ def _encode(value: Any) -> str:
                 stack.append((((str(i), v) for i, v in enumerate(item)), "]"))
             path.append("")
         else:
-            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(path))
+            raise NotJson(f"{type(item).__name__}, not a JSON value", json_pointer(path))
 
     put(value)
     while stack:
@@ -150,7 +134,7 @@ def _encode(value: Any) -> str:
             out.append(",")
         path[-1] = entry[0]
         if closer == "}":
-            out += (_encode_str(entry[0], path), ":")
+            out += (_scalar(entry[0], path), ":")
         put(entry[1])
     return "".join(out)
 
