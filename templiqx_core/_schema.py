@@ -1,16 +1,11 @@
-"""Draft 2020-12 validation (``date``/``date-time`` formats enforced) and its failures as
-people read them.
+"""Draft 2020-12 validation (formats enforced) and its failures as people read them.
 
-Validators are compiled once per distinct schema (keyed by its canonical JSON; a frozen
-schema also by identity) and shared across threads: jsonschema-rs validators are immutable.
-Remote ``$ref`` retrieval is refused, so validating never touches the network. Patterns run
+Validators are compiled once per distinct schema and shared across threads (jsonschema-rs
+validators are immutable); remote ``$ref`` retrieval is refused (no network); patterns run
 on the Rust ``regex`` engine, linear in the string (a backtracking lookaround can take
-seconds on a reply under the size limit); a pattern outside its syntax is refused when the
-schema is compiled.
-
-Failure texts are built from the schema, never from the validator's messages, which quote
-the instance (a provider's reply, or a secret); for the same reason a pointer shows an
-object key only when the schema declares that name (any other reads ``*``).
+seconds on a reply under the size limit). Failure texts are built from the schema, never
+from the validator's messages, which quote the instance (a reply, or a secret); for the same
+reason a pointer shows an object key only when the schema declares it (any other is ``*``).
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ import functools
 import itertools
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import jsonschema_rs
@@ -49,8 +43,7 @@ def _no_remote_refs(uri: str) -> Any:
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _compiled(key: bytes) -> SchemaValidator:
-    """The validator of the schema whose canonical JSON is ``key``; ``InvalidData`` says
-    what is wrong with it (its text follows the schema's name)."""
+    """The validator of the schema whose canonical JSON is ``key``."""
     schema = json.loads(key)
     if not isinstance(schema, (dict, bool)):
         raise InvalidData("must be a JSON Schema object or boolean")
@@ -90,20 +83,7 @@ def compile_schema(schema: Any, *, what: str = "output_schema") -> SchemaValidat
     return validator
 
 
-@dataclass(frozen=True)
-class SchemaFailure:
-    """One failed rule at ``pointer`` (relative, ``""`` for the value itself)."""
-
-    pointer: str
-    rule: str
-
-    def message(self, prefix: str = "") -> str:
-        """``/priority: not one of the enum [1, 2, 3]`` (the pointer after ``prefix``)."""
-        return f"{prefix + self.pointer or '/'}: {self.rule}"
-
-
 def _schema_text(value: Any) -> str:
-    """A schema value as compact JSON, ``, `` between items, bounded in length."""
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     if isinstance(value, list):
         text = "[" + ", ".join(orjson.dumps(item).decode() for item in value) + "]"
@@ -148,8 +128,8 @@ def _value_at(instance: Any, path: list[str | int]) -> Any:
 
 
 def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str:
-    """The pointer along ``path``; the instance decides whether a segment is an index (the
-    validator reports a key that looks like a number as a number)."""
+    # The instance decides whether a segment is an index (the validator reports a key that
+    # looks like a number as a number).
     parts: list[str | int] = []
     for segment in path:
         is_index = isinstance(instance, list) and isinstance(segment, int)
@@ -225,7 +205,7 @@ _FALSE_AS: Final = [
 ]
 
 
-def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[SchemaFailure]:
+def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[tuple[str, str]]:
     for error in validator.iter_errors(instance):
         kind, schema_path = type(error.kind).__name__, list(error.schema_path)
         keyword = _RENAMED.get(kind, kind[:1].lower() + kind[1:])
@@ -237,27 +217,21 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
         missing = details.get("property")
         if keyword == "required" and isinstance(missing, str):
             path.append(missing)
-        yield SchemaFailure(_pointer(path, names, instance), rule)
-
-
-def schema_failures(
-    validator: Any, schema: Any, instance: Any, *, limit: int = MAX_FAILURES
-) -> tuple[list[SchemaFailure], int]:
-    """The first ``limit`` failures and how many more (counted up to a bound); ``validator``
-    is ``schema`` compiled."""
-    failures = _failures(validator, instance, declared_names(thaw(schema)))
-    found = list(itertools.islice(failures, limit))
-    return found, sum(1 for _ in itertools.islice(failures, _COUNT_LIMIT))
+        yield _pointer(path, names, instance), rule
 
 
 def schema_messages(
     validator: Any, schema: Any, instance: Any, prefix: str = ""
 ) -> list[tuple[str, str]]:
-    """(pointer, message) per reported failure, messages naming ``instance`` as ``prefix``;
-    the count of the rest last."""
-    failures, more = schema_failures(validator, schema, instance)
-    found = [(failure.pointer, failure.message(prefix)) for failure in failures]
-    if more:
+    """(pointer, message) per failed rule (``/priority: not one of the enum [1, 2, 3]``, the
+    pointer relative to ``instance``, named ``prefix`` in the message), at most
+    ``MAX_FAILURES``, then the count of the rest; ``validator`` is ``schema`` compiled."""
+    failures = _failures(validator, instance, declared_names(thaw(schema)))
+    found = [
+        (pointer, f"{prefix + pointer or '/'}: {rule}")
+        for pointer, rule in itertools.islice(failures, MAX_FAILURES)
+    ]
+    if more := sum(1 for _ in itertools.islice(failures, _COUNT_LIMIT)):
         bound = "at least " if more >= _COUNT_LIMIT else ""
         found.append(("", f"{prefix or '/'}: {bound}{more} more schema failure(s) not shown"))
     return found

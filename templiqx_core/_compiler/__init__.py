@@ -17,7 +17,7 @@ from .. import codes
 from .._canonical import NotJson, canonical_json
 from .._contracts import CompiledInteraction, Diagnostic, RenderRequest
 from .._errors import InvalidData
-from .._schema import compile_schema, schema_failures, schema_messages
+from .._schema import compile_schema, schema_messages
 from .._version import REFERENCE_VERSION
 from .model import CONTRACT_SCHEMA_PATH as CONTRACT_SCHEMA_PATH
 from .model import Contract as Contract
@@ -96,8 +96,8 @@ def _extension_problem(
         return diagnostic(codes.EXTENSION_SCHEMA, str(error), f"{pointer}/schema")
     if validator.is_valid(spec["value"]):
         return None
-    failures, _ = schema_failures(validator, spec["schema"], spec["value"])
-    rules = "; ".join(failure.message() for failure in failures) or "see its schema"
+    found = schema_messages(validator, spec["schema"], spec["value"])
+    rules = "; ".join(text for _, text in found) or "see its schema"
     message = f"extension {key!r} value does not match its schema: {rules}"
     return diagnostic(codes.EXTENSION_SCHEMA, message, f"{pointer}/value")
 

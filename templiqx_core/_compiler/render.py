@@ -15,7 +15,7 @@ from typing import Any
 from .. import codes
 from .._canonical import canonical_json
 from .._errors import InvalidData
-from .._schema import compile_schema, schema_failures
+from .._schema import compile_schema, schema_messages
 
 MISSING: Any = object()
 ANY_SCHEMA: dict[str, Any] = {}
@@ -298,8 +298,7 @@ class Renderer:
                 message = f"required argument {name!r} is missing"
                 self.fail(codes.COMPONENT_ARGUMENT_MISSING, message, f"{pointer}/with")
             elif value is not MISSING and validator is not None and not validator.is_valid(value):
-                failures, _ = schema_failures(validator, schema, value)
-                rules = "; ".join(failure.message() for failure in failures)
+                rules = "; ".join(text for _, text in schema_messages(validator, schema, value))
                 message = f"argument {name!r} does not match the parameter's schema"
                 message += f": {rules}" if rules else ""
                 self.fail(codes.COMPONENT_ARGUMENT_TYPE, message, f"{pointer}/with/{name}")
