@@ -41,11 +41,9 @@ MAX_ANSWER_CHARS = 65_536
 
 @dataclass(frozen=True)
 class RuntimeFailure:
-    """What went wrong in one runtime call. ``detail`` is already free of secrets.
-
-    ``answer``: the model's text when it answered with something that is not JSON, redacted
-    and bounded, for a repair to send back; in neither the fingerprint nor the JSON.
-    """
+    """What went wrong in one runtime call; ``detail`` is free of secrets. ``answer``: a reply
+    that is not JSON, redacted and bounded, for a repair to send back (not in the fingerprint
+    or the JSON)."""
 
     code: RuntimeFailureCode
     adapter_id: str

@@ -1,8 +1,7 @@
-"""Every stable ``TQX_*`` code in one place.
+"""Every stable ``TQX_*`` code in one place: hosts branch on these, never on message text.
 
-Hosts branch on these, never on message text. Each value is the exact string the Rust
-reference uses where it has one; the ``RUNTIME_CLOSED``/``RUNTIME_INTERRUPTED`` pair is a
-Python addition (the port's lifecycle and ``BaseException`` outcomes).
+Each is the Rust reference's string where it has one (``RUNTIME_CLOSED`` and
+``RUNTIME_INTERRUPTED`` are Python's: the port's lifecycle and ``BaseException`` outcomes).
 """
 
 from __future__ import annotations

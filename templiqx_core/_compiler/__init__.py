@@ -1,9 +1,6 @@
-"""The ``templiqx/v1alpha1`` contract compiler.
-
-``compile_contract`` never raises for a bad contract or bad values: it returns diagnostics,
-each with a stable code and a JSON pointer into the contract or request. Its core works on
-the validated ``Contract`` dumped by alias as plain data, as the reference's semantics are
-written.
+"""The ``templiqx/v1alpha1`` contract compiler: ``compile_contract`` never raises for a bad
+contract or bad values, it returns diagnostics with a stable code and a JSON pointer. Its
+core works on the validated ``Contract`` dumped as plain data, as the reference's semantics.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Rendering validated content nodes (plain dicts) into text, recording diagnostics.
 
-Every reference is resolved against the declared JSON Schema (a typo in an untaken ``when``
-branch is still an error) and the value; a path that cannot exist or has no value is a
-diagnostic, never an empty string.
+References resolve against the declared JSON Schema (a typo in an untaken ``when`` is still
+an error) and the value; a path that cannot exist or has no value is never an empty string.
 """
 
 from __future__ import annotations
