@@ -17,7 +17,6 @@ from pydantic import (
     Field,
     JsonValue,
     PrivateAttr,
-    SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     model_serializer,
@@ -43,21 +42,18 @@ class WireModel(BaseModel):
     _maps: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
-    def _serde_layout(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+    def _serde_layout(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        for key in self._omit_none:
-            if key in data and data[key] is None:
+        for key in list(data) if isinstance(data, dict) else ():
+            if (key in self._omit_none and data[key] is None) or (
+                key in self._omit_empty and data[key] == []
+            ):
                 del data[key]
-        for key in self._omit_empty:
-            if key in data and data[key] == []:
-                del data[key]
-        for key in self._maps:
-            value = getattr(self, key)
-            models = value if isinstance(value, list) else [value]  # models lay out their own
-            if key in data and not any(isinstance(item, BaseModel) for item in models):
-                data[key] = sort_keys(data[key])
+            elif key in self._maps:
+                value = getattr(self, key)
+                models = value if isinstance(value, list) else [value]  # models lay out their own
+                if not any(isinstance(item, BaseModel) for item in models):
+                    data[key] = sort_keys(data[key])
         return data
 
     def to_json(self) -> dict[str, Any]:
