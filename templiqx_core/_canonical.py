@@ -81,11 +81,6 @@ def _scalar(value: Any, path: Sequence[str]) -> str:
         raise NotJson("a string with a lone surrogate", json_pointer(path)) from None
 
 
-def format_float(number: float) -> str:
-    """A float as serde_json (and orjson) lays it out; non-finite values become ``null``."""
-    return orjson.dumps(float(number)).decode()
-
-
 def _encode(value: Any) -> str:
     """The slow path: iterative, so depth is bounded by ``MAX_DEPTH``, not the stack."""
     out: list[str] = []
