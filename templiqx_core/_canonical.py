@@ -1,14 +1,11 @@
-"""Canonical JSON and SHA-256 fingerprints, byte-compatible with the Rust reference.
+"""JSON values as the Rust reference's serde_json writes them: canonical bytes, fingerprints,
+wire text, and frozen containers (what makes a cached fingerprint trustworthy).
 
-The reference writes a ``serde_json::Value`` whose object keys are sorted. orjson with
-``OPT_SORT_KEYS`` produces exactly those bytes (same escaping, same shortest-round-trip
-float layout, keys ordered by code point), so it is the fast path. What orjson refuses
-takes an iterative slow path (no input can exhaust the stack): integers beyond 64 bits
-(the reference turns them into the nearest f64) and nesting deeper than 255.
-
-What is not JSON is ``InvalidData`` naming the JSON pointer of the offending value, never a
-raw Python error: NaN/Infinity (orjson would write ``null``), a string with a lone
-surrogate, a non-string object key, any other type, nesting deeper than ``MAX_DEPTH``.
+orjson with ``OPT_SORT_KEYS`` writes exactly the reference's bytes (escaping, float layout,
+code-point key order). What it refuses takes an iterative slow path (no input can exhaust
+the stack): integers beyond 64 bits (the reference's nearest f64) and nesting deeper than
+255. What is not JSON (NaN, a lone surrogate, a non-string key, another type, nesting deeper
+than ``MAX_DEPTH``) is ``NotJson`` naming the offending value's JSON pointer.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import orjson
 
@@ -29,8 +26,8 @@ _OPTIONS = (
 MAX_DEPTH: Final = 512
 """Containers nested deeper than this are not canonical JSON (the reference's own parser
 stops at 128; orjson encodes up to 255 and the slow path takes over from there)."""
-_I64_MIN = -(2**63)
-_U64_MAX = 2**64 - 1
+_I64_MIN: Final = -(2**63)
+_U64_MAX: Final = 2**64 - 1
 _F64_LIMIT = 2**1024  # float() of anything this large overflows
 
 
@@ -48,15 +45,10 @@ def _reject(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> bytes:
-    """Return the canonical UTF-8 JSON bytes of a JSON value (dict/list/str/int/float/bool/None).
-
-    Raises ``NotJson`` (an ``InvalidData``) naming the JSON pointer of a value that is not JSON.
-    """
+    """The canonical UTF-8 JSON bytes of a JSON value; ``NotJson`` if it is none."""
     try:
         data = orjson.dumps(value, default=_reject, option=_OPTIONS)
-    except orjson.JSONEncodeError:
-        # Big integers, deep nesting, str subclasses or a non-JSON value: the slow
-        # path either encodes it exactly like the reference or names what is wrong.
+    except orjson.JSONEncodeError:  # the slow path encodes it or names what is wrong
         return _encode(value).encode("utf-8")
     if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out
         try:  # the standard library refuses them, at C speed
@@ -77,27 +69,16 @@ def fingerprint_bytes(data: bytes) -> str:
 
 
 def json_pointer(segments: Iterable[object]) -> str:
-    """RFC 6901 pointer of ``segments`` (``""`` for none)."""
-    return "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
-
-
-def _pointer(segments: Sequence[str]) -> str:
-    """``json_pointer``; a lone surrogate in a key is shown escaped (messages must print)."""
-    text = json_pointer(segments)
+    """RFC 6901 pointer of ``segments``; a lone surrogate shows escaped (messages must print)."""
+    text = "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
 
 
-def _encode_str(text: str, segments: Sequence[str]) -> str:
-    try:  # orjson escapes strings as serde_json does (the fast path relies on it too)
-        return orjson.dumps(text).decode()
+def _scalar(value: Any, path: Sequence[str]) -> str:
+    try:  # orjson writes scalars as serde_json does (the fast path relies on it too)
+        return orjson.dumps(value).decode()
     except orjson.JSONEncodeError:
-        raise NotJson("a string with a lone surrogate", _pointer(segments)) from None
-
-
-def format_float(number: float) -> str:
-    """Lay out a float as serde_json does (orjson's layout is the same; the fast path
-    writes floats with it); non-finite values become ``null``."""
-    return orjson.dumps(float(number)).decode()
+        raise NotJson("a string with a lone surrogate", json_pointer(path)) from None
 
 
 def _encode(value: Any) -> str:
@@ -107,36 +88,25 @@ def _encode(value: Any) -> str:
     path: list[str] = []  # the segment being written in each open container
 
     def put(item: Any) -> None:
-        if item is None:
-            out.append("null")
-        elif item is True:
-            out.append("true")
-        elif item is False:
-            out.append("false")
-        elif isinstance(item, int):
-            if _I64_MIN <= item <= _U64_MAX:
-                out.append(str(int(item)))
-            elif abs(item) < _F64_LIMIT:
-                out.append(format_float(float(item)))
-            else:
-                raise NotJson("an integer beyond the f64 range", _pointer(path))
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise NotJson(f"a non-finite number ({item})", _pointer(path))
-            out.append(format_float(item))
-        elif isinstance(item, str):
-            out.append(_encode_str(item, path))
+        if isinstance(item, float) and not math.isfinite(item):
+            raise NotJson(f"a non-finite number ({item})", json_pointer(path))
+        if isinstance(item, int) and not _I64_MIN <= item <= _U64_MAX:  # serde's nearest f64
+            if abs(item) >= _F64_LIMIT:
+                raise NotJson("an integer beyond the f64 range", json_pointer(path))
+            item = float(item)
+        if item is None or isinstance(item, (str, int, float)):
+            out.append(_scalar(item, path))
         elif isinstance(item, Mapping) or (
             isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray))
         ):
             if len(stack) >= MAX_DEPTH:
-                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", _pointer(path))
+                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", json_pointer(path))
             if isinstance(item, Mapping):
                 keys = list(item)
                 for key in keys:
                     if not isinstance(key, str):
                         reason = f"{type(key).__name__}, not a string"
-                        raise NotJson(reason, _pointer(path), what="object key")
+                        raise NotJson(reason, json_pointer(path), what="object key")
                 out.append("{")
                 stack.append((((key, item[key]) for key in sorted(keys)), "}"))
             else:
@@ -144,7 +114,7 @@ def _encode(value: Any) -> str:
                 stack.append((((str(i), v) for i, v in enumerate(item)), "]"))
             path.append("")
         else:
-            raise NotJson(f"{type(item).__name__}, not a JSON value", _pointer(path))
+            raise NotJson(f"{type(item).__name__}, not a JSON value", json_pointer(path))
 
     put(value)
     while stack:
@@ -159,6 +129,87 @@ def _encode(value: Any) -> str:
             out.append(",")
         path[-1] = entry[0]
         if closer == "}":
-            out += (_encode_str(entry[0], path), ":")
+            out += (_scalar(entry[0], path), ":")
         put(entry[1])
     return "".join(out)
+
+
+def sort_keys(value: Any) -> Any:
+    """``value`` with every object's keys in code-point order, as a ``serde_json::Value``."""
+    if isinstance(value, dict):
+        return {key: sort_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sort_keys(item) for item in value]
+    return value
+
+
+def _as_serde_numbers(value: Any) -> Any:
+    # serde_json (without arbitrary_precision) holds integers beyond i64/u64 as f64.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if _I64_MIN <= value <= _U64_MAX else float(value)
+    if isinstance(value, dict):
+        return {key: _as_serde_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_serde_numbers(item) for item in value]
+    return value
+
+
+def wire_json(data: Any, *, indent: int | None = None) -> str:
+    """``serde_json::to_string`` (``indent=2``: ``to_string_pretty``) of ``data``, keys in the
+    order given: structs in declaration order, maps already sorted (``sort_keys``)."""
+    option = orjson.OPT_INDENT_2 if indent else 0
+    try:
+        return orjson.dumps(data, option=option).decode()
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_as_serde_numbers(data), option=option).decode()
+
+
+def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is immutable; build a new value instead")
+
+
+class FrozenDict(dict[str, Any]):
+    """A JSON object that cannot change: to orjson, pydantic and jsonschema-rs a ``dict``."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _immutable
+    clear = pop = popitem = setdefault = update = _immutable
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return (FrozenDict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A JSON array that cannot change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+    append = clear = extend = insert = pop = remove = reverse = sort = _immutable
+
+    def __reduce__(self) -> tuple[type[FrozenList], tuple[list[Any]]]:
+        return (FrozenList, (list(self),))
+
+
+def freeze(value: Any) -> Any:
+    """A deep, frozen copy of a JSON value (frozen parts are shared, not copied)."""
+    if isinstance(value, (FrozenDict, FrozenList)):
+        return value
+    if isinstance(value, dict):
+        return FrozenDict({key: freeze(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return FrozenList(freeze(item) for item in value)
+    return value
+
+
+def is_frozen(value: Any) -> bool:
+    """Whether ``value`` cannot change (a scalar, or a frozen container)."""
+    return isinstance(value, (FrozenDict, FrozenList, str, int, float, bool, type(None)))
+
+
+def thaw(value: Any) -> Any:
+    """A deep copy in plain ``dict``/``list`` (for libraries that want exact types)."""
+    if isinstance(value, dict):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [thaw(item) for item in value]
+    return value

@@ -301,7 +301,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
     else:
         from ._application import check_envelope, compile_envelope
-        from ._compiler.parse import reading_each_file_once
+        from ._compiler.model import reading_each_file_once
 
         with reading_each_file_once():  # a contract is read and parsed once per run
             if args.command == "compile":
@@ -349,7 +349,7 @@ def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, li
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
     """Call a command entry point (``fn(argv) -> int``): its warnings as plain lines, each
     contract file read once."""
-    from ._compiler.parse import reading_each_file_once
+    from ._compiler.model import reading_each_file_once
 
     try:
         command = entry.load()

@@ -1,11 +1,8 @@
 """Wire contracts, byte-identical to what the Rust reference's serde writes.
 
-Every model rejects unknown fields and, like serde, does not coerce types (``"1"`` is not
-an integer). One shared serializer reproduces serde's layout: struct fields in declaration
-order, optional fields omitted as the reference omits them, and every map or JSON value
-(``BTreeMap`` / ``serde_json::Value`` without ``preserve_order`` there) written with its
-keys sorted. ``model_dump_json()`` writes the reference's bytes, integers beyond 64 bits
-included (as serde_json, which reads them as f64).
+Like serde, every model rejects unknown fields and does not coerce types. One serializer
+lays them out as serde does: fields in declaration order, optional ones omitted as the
+reference omits them, every map or JSON value with sorted keys (``BTreeMap``).
 """
 
 from __future__ import annotations
@@ -20,15 +17,13 @@ from pydantic import (
     Field,
     JsonValue,
     PrivateAttr,
-    SerializationInfo,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     model_serializer,
     model_validator,
 )
 
-from ._frozen import freeze
-from ._serde import sort_keys, wire_json
+from ._canonical import freeze, sort_keys, wire_json
 
 API_VERSION: Final = "templiqx/v1alpha1"
 
@@ -37,40 +32,31 @@ Severity = Literal["error", "warning", "info"]
 
 
 class WireModel(BaseModel):
-    """Strict, immutable base with serde's layout.
+    """Strict, immutable base with serde's layout: ``_omit_none`` and ``_omit_empty`` name
+    the fields the reference skips when ``None`` or empty, ``_maps`` those it sorts."""
 
-    ``_omit_none``: optional fields the reference skips when ``None``;
-    ``_omit_empty``: list fields it skips when empty; ``_maps``: map and JSON-value
-    fields, written with sorted keys.
-    """
-
-    # defer_build: a model's validator/serializer is built on first use, not at import,
-    # so a command pays only for the models it touches (CLI start-up).
+    # defer_build: a command pays only for the models it touches (CLI start-up).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
     _omit_none: ClassVar[frozenset[str]] = frozenset()
     _omit_empty: ClassVar[frozenset[str]] = frozenset()
     _maps: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
-    def _serde_layout(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+    def _serde_layout(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        for key in self._omit_none:
-            if key in data and data[key] is None:
+        for key in list(data) if isinstance(data, dict) else ():
+            if (key in self._omit_none and data[key] is None) or (
+                key in self._omit_empty and data[key] == []
+            ):
                 del data[key]
-        for key in self._omit_empty:
-            if key in data and data[key] == []:
-                del data[key]
-        for key in self._maps:
-            value = getattr(self, key)
-            models = value if isinstance(value, list) else [value]  # models lay out their own
-            if key in data and not any(isinstance(item, BaseModel) for item in models):
-                data[key] = sort_keys(data[key])
+            elif key in self._maps:
+                value = getattr(self, key)
+                models = value if isinstance(value, list) else [value]  # models lay out their own
+                if not any(isinstance(item, BaseModel) for item in models):
+                    data[key] = sort_keys(data[key])
         return data
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object the reference writes for this value."""
         return self.model_dump(mode="json")
 
     def model_dump_json(self, *, indent: int | None = None, **kwargs: Any) -> str:
@@ -86,8 +72,8 @@ class CompiledMessage(WireModel):
 
 
 class CompiledInteraction(WireModel):
-    """Immutable all the way down: its containers are frozen on construction (and by
-    ``model_copy``), so the request fingerprint is computed once and kept on the instance."""
+    """Frozen all the way down (on construction and by ``model_copy``), so the request
+    fingerprint is computed once and kept on the instance."""
 
     _maps = frozenset({"output_schema", "runtime_policy", "extensions"})
 
@@ -114,8 +100,7 @@ class CompiledInteraction(WireModel):
             if frozen is not value:
                 object.__setattr__(self, name, frozen)
 
-    def __eq__(self, other: object) -> bool:
-        # Fields only: a cached fingerprint is not part of the value.
+    def __eq__(self, other: object) -> bool:  # fields only, not the cached fingerprint
         if not isinstance(other, CompiledInteraction):
             return NotImplemented
         return type(self) is type(other) and self.__dict__ == other.__dict__
@@ -125,7 +110,6 @@ class CompiledInteraction(WireModel):
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
     ) -> CompiledInteraction:
-        """A copy; with ``update``, its new values frozen and its fingerprint recomputed."""
         copy = super().model_copy(update=update, deep=deep)
         if update:
             copy._fingerprint = None
@@ -168,7 +152,7 @@ class ToolCallDeltaEvent(WireModel):
 
 
 class CompleteEvent(WireModel):
-    """Terminal success: the receipt's fields inline, as serde's internal tagging lays them."""
+    """Terminal success: the receipt's fields inline (serde's internal tagging)."""
 
     _maps = frozenset({"output"})
 
@@ -207,7 +191,7 @@ def _stream_event_adapter() -> TypeAdapter[StreamEvent]:
 
 
 def parse_stream_event(data: Any) -> StreamEvent:
-    """Validate a JSON object (or JSON text) into the matching ``StreamEvent`` variant."""
+    """The ``StreamEvent`` variant a JSON object (or JSON text) is."""
     if isinstance(data, (str, bytes)):
         return _stream_event_adapter().validate_json(data)
     return _stream_event_adapter().validate_python(data)
@@ -217,8 +201,6 @@ _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):
-    """Where a diagnostic points in its source file: start and end line/column (u32)."""
-
     line: _U32
     column: _U32
     end_line: _U32
@@ -241,7 +223,7 @@ T = TypeVar("T")
 
 
 class OperationEnvelope(WireModel, Generic[T]):
-    """The result of one operation. Any ``api_version`` string is accepted on input."""
+    """The result of one operation (any ``api_version`` accepted on input)."""
 
     _omit_none = frozenset({"result", "attempts"})
     _omit_empty = frozenset({"stream_events"})
@@ -254,8 +236,7 @@ class OperationEnvelope(WireModel, Generic[T]):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     fingerprints: dict[str, str] = Field(default_factory=dict)
     stream_events: list[StreamEvent] = Field(default_factory=list)
-    #: How many tries an execution with repair made (absent without repair).
-    attempts: int | None = None
+    attempts: int | None = None  # tries an execution with repair made
 
 
 class RenderRequest(WireModel):
@@ -278,7 +259,7 @@ class TestCaseResult(WireModel):
 
 
 class TestReport(WireModel):
-    """The outcome of running eval fixtures, as the reference's ``test_package`` reports."""
+    """Eval fixtures' outcome, as the reference's ``test_package`` reports it."""
 
     __test__ = False
 

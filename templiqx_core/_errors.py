@@ -6,7 +6,7 @@
     ├── Unsupported         TQX_UNSUPPORTED
     ├── IoFailure           TQX_IO
     ├── InvalidData         TQX_DATA_INVALID
-    ├── RuntimeClosed       TQX_RUNTIME_CLOSED
+    ├── RuntimeClosed       TQX_RUNTIME_CLOSED  (used after or while ``close()`` ran)
     ├── OutputSchemaError   TQX_OUTPUT_SCHEMA   (a receipt's output, asked for as a model)
     ├── OutputTypeError     TQX_OUTPUT_TYPE     (the output, or a schema, against a model)
     └── RuntimeFailureError TQX_RUNTIME_* / TQX_HOST_RETRY_EXHAUSTED  (templiqx_core._failures)
@@ -34,7 +34,10 @@ __all__ = [
 
 
 class PortError(Exception):
-    """Base of every error the core and its adapters raise on purpose."""
+    """Base of every error the core and its adapters raise on purpose.
+
+    Pickled from its state, not its arguments (subclasses take others than the message): an
+    error crosses a process boundary intact, as a Pool worker's does."""
 
     code: str = codes.PORT
 
@@ -46,8 +49,6 @@ class PortError(Exception):
         return self.message
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Rebuilt from its state, not its arguments (subclasses take others than the
-        # message): an error crosses a process boundary intact, as a Pool worker's does.
         return _restore, (type(self), self.args, self.__dict__)
 
 
@@ -79,19 +80,12 @@ class InvalidData(PortError):
 
 
 class RuntimeClosed(PortError):
-    """The runtime was used after (or while) ``close()`` ran."""
-
     code = codes.RUNTIME_CLOSED
 
 
 class OutputSchemaError(PortError):
-    """The output was asked for as a model but does not satisfy the contract's schema."""
-
     code = codes.OUTPUT_SCHEMA
 
 
 class OutputTypeError(PortError):
-    """The output does not validate as the requested model, or a contract's
-    ``output_schema`` disagrees with the model it should mirror."""
-
     code = codes.OUTPUT_TYPE

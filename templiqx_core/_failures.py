@@ -1,8 +1,8 @@
 """Runtime failures: the stable codes an adapter reports and how they surface.
 
 A ``RuntimeFailure`` is a value (it fingerprints and serializes); ``RuntimeFailureError``
-is the exception that carries it through the port. ``to_diagnostic`` is the one place a
-``PortError`` becomes a wire ``Diagnostic``.
+carries it through the port; ``to_diagnostic`` is the one place a ``PortError`` becomes a
+wire ``Diagnostic``.
 """
 
 from __future__ import annotations
@@ -16,15 +16,6 @@ from ._canonical import fingerprint
 from ._contracts import AdapterDescriptor, Diagnostic
 from ._errors import PortError
 
-__all__ = [
-    "MAX_ANSWER_CHARS",
-    "RuntimeFailure",
-    "RuntimeFailureCode",
-    "RuntimeFailureError",
-    "display",
-    "to_diagnostic",
-]
-
 
 class RuntimeFailureCode(StrEnum):
     TIMEOUT = codes.RUNTIME_TIMEOUT
@@ -37,12 +28,11 @@ class RuntimeFailureCode(StrEnum):
     @property
     def retryable(self) -> bool:
         """Whether trying the same request again may succeed."""
-        return self in _RETRYABLE
-
-
-_RETRYABLE = frozenset(
-    {RuntimeFailureCode.TIMEOUT, RuntimeFailureCode.RATE_LIMITED, RuntimeFailureCode.UNAVAILABLE}
-)
+        return self in (
+            RuntimeFailureCode.TIMEOUT,
+            RuntimeFailureCode.RATE_LIMITED,
+            RuntimeFailureCode.UNAVAILABLE,
+        )
 
 
 #: How much of an answer that is not JSON a failure keeps (for a repair to echo back).
@@ -51,12 +41,9 @@ MAX_ANSWER_CHARS = 65_536
 
 @dataclass(frozen=True)
 class RuntimeFailure:
-    """What went wrong in one runtime call. ``detail`` is already free of secrets.
-
-    ``answer`` is set only when the model answered with text that is not JSON (as opposed
-    to a malformed response): that text, redacted and bounded, so a repair can send it back.
-    It is in neither the fingerprint nor the JSON: artefacts name the failure, not the text.
-    """
+    """What went wrong in one runtime call; ``detail`` is free of secrets. ``answer``: a reply
+    that is not JSON, redacted and bounded, for a repair to send back (not in the fingerprint
+    or the JSON)."""
 
     code: RuntimeFailureCode
     adapter_id: str
@@ -87,38 +74,27 @@ class RuntimeFailure:
         answer: str | None = None,
     ) -> RuntimeFailure:
         """``fingerprint``: computed from the adapter, code and detail unless given."""
-        return cls(
-            code=code,
-            adapter_id=adapter.id,
-            adapter_version=adapter.version,
-            detail=detail,
-            scenario_id=scenario_id,
-            retry_after_ms=retry_after_ms,
-            fingerprint=fingerprint,
-            answer=answer,
-        )
+        ids = (adapter.id, adapter.version)
+        return cls(code, *ids, detail, scenario_id, retry_after_ms, fingerprint, answer)
 
     @property
     def retryable(self) -> bool:
         return self.code.retryable
 
     def to_json(self) -> dict[str, Any]:
+        keys = ("adapter_id", "adapter_version", "scenario_id", "retry_after_ms", "fingerprint")
         return {
             "code": self.code.value,
-            "adapter_id": self.adapter_id,
-            "adapter_version": self.adapter_version,
-            "scenario_id": self.scenario_id,
-            "retry_after_ms": self.retry_after_ms,
-            "fingerprint": self.fingerprint,
+            **{k: getattr(self, k) for k in keys},
             "detail": self.detail,
         }
 
     def help_line(self) -> str:
         """The ``help`` text of the diagnostic this failure becomes, as the reference's."""
+        retry = "none" if self.retry_after_ms is None else self.retry_after_ms
         return (
             f"adapter={self.adapter_id} version={self.adapter_version} "
-            f"scenario={self.scenario_id or 'none'} "
-            f"retry_after_ms={'none' if self.retry_after_ms is None else self.retry_after_ms} "
+            f"scenario={self.scenario_id or 'none'} retry_after_ms={retry} "
             f"fingerprint={self.fingerprint}"
         )
 
@@ -147,20 +123,13 @@ _DISPLAY_PREFIX = {
 }
 
 
-def display(error: PortError) -> str:
-    """The error's text as the reference displays the same ``PortError``."""
-    if isinstance(error, RuntimeFailureError):
-        return str(error)
-    return _DISPLAY_PREFIX.get(error.code, "") + str(error)
-
-
 def to_diagnostic(error: PortError) -> Diagnostic:
-    """Project any ``PortError`` onto one error ``Diagnostic``, as the reference application.
-
-    ``json_pointer`` is ``""`` (the whole request); a runtime failure adds the ``help``
-    line ``adapter=… version=… scenario=… retry_after_ms=… fingerprint=…``.
-    """
-    help_text = error.failure.help_line() if isinstance(error, RuntimeFailureError) else None
+    """Any ``PortError`` as the reference application's one error ``Diagnostic`` (pointer
+    ``""``, the whole request); a runtime failure's has the ``help`` line."""
+    if isinstance(error, RuntimeFailureError):
+        message, help_text = str(error), error.failure.help_line()
+    else:
+        message, help_text = _DISPLAY_PREFIX.get(error.code, "") + str(error), None
     return Diagnostic(
-        code=error.code, severity="error", message=display(error), json_pointer="", help=help_text
+        code=error.code, severity="error", message=message, json_pointer="", help=help_text
     )

@@ -16,7 +16,7 @@ from . import codes
 from ._canonical import MAX_DEPTH  # one nesting bound for every document and value
 from ._errors import InvalidData, NotFound
 
-if TYPE_CHECKING:  # pydantic loads only when a model is validated (fast CLI start-up)
+if TYPE_CHECKING:  # pydantic loads only when a model is validated (CLI start-up)
     from importlib.metadata import EntryPoint
 
     from pydantic import BaseModel
@@ -25,12 +25,11 @@ _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 
 
 class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """A safe YAML loader refusing duplicate keys, on libyaml when PyYAML has it (10x faster)."""
+    """A safe YAML loader refusing duplicate keys, on libyaml when PyYAML has it."""
 
 
 def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
-    # A generator, as PyYAML's own: the empty dict is handed out first and filled once the
-    # loader resumes it, so construction is iterative (no recursion per nesting level).
+    # A generator, as PyYAML's own: filled once the loader resumes it (no recursion).
     mapping: dict[Any, Any] = {}
     yield mapping
     for key_node, value_node in node.value:
@@ -42,7 +41,7 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
 
 
 def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int:
-    """PyYAML's integer, with Python's digit limit a located YAML error, not a ``ValueError``."""
+    """PyYAML's integer; Python's digit limit is a located YAML error."""
     try:
         value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
     except ValueError:
@@ -55,20 +54,16 @@ UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
-#: Nodes that aliases may add on top of the document's own: enough for any sane reuse of an
-#: anchor, far below a "billion laughs" document (a few hundred bytes expanding to 10^9 nodes).
+#: Nodes and scalar characters aliases may add to the document's own: enough for any sane
+#: reuse of an anchor, far below a "billion laughs" (bytes expanding to 10^9 nodes) or one
+#: long string reused 90 000 times (few nodes, gigabytes once serialized).
 MAX_ALIAS_EXPANSION = 100_000
-#: Characters of scalars that aliases may add on top of the document's own length. Nodes
-#: alone are not the cost: a 100 KB document reusing one 50 KB string 90 000 times is few
-#: nodes and 4.5 GB once anything serializes it (canonical JSON, fingerprints, rendering).
 MAX_ALIAS_EXPANSION_BYTES = 16 * 1024 * 1024
 
 
 def _check_alias_expansion(root: yaml.Node, own_size: int = 0) -> None:
     """Refuse a node graph whose aliases expand past the bounds above or form a cycle, or
-    whose containers nest deeper than ``MAX_DEPTH`` (libyaml stops at 1000, too deep for a
-    recursive consumer). The composer shares one node per anchor and whoever walks the data
-    expands it; this walk is memoised per node and iterative."""
+    nesting deeper than ``MAX_DEPTH`` (libyaml stops at 1000). Memoised per node, iterative."""
     byte_budget = own_size + MAX_ALIAS_EXPANSION_BYTES
     done: dict[int, tuple[int, int, int]] = {}  # expanded nodes, characters, depth
     open_nodes: set[int] = set()
@@ -116,8 +111,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
-    """Parse YAML once: the node tree (for error locations) and the data built from it;
-    alias expansion is bounded before anything is constructed (a located ``YAMLError``)."""
+    """Parse YAML once: the node tree (for error locations) and the data built from it, alias
+    expansion bounded before anything is constructed."""
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
@@ -134,39 +129,20 @@ class YamlDocumentError(InvalidData):
 
     code = codes.PARSE_YAML
 
-    @classmethod
-    def of(cls, name: str, error: yaml.YAMLError, what: str = "invalid YAML") -> YamlDocumentError:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        return cls(f"{codes.PARSE_YAML} {name}: {what}{where}: {problem}")
-
-
-class _TooManyDigits(Exception):
-    def __init__(self, digits: str) -> None:
-        super().__init__()
-        self.digits = digits
-
-
-def _json_int(digits: str) -> int:
-    try:
-        return int(digits)
-    except ValueError:
-        raise _TooManyDigits(digits) from None
-
 
 def parse_document(text: str, *, name: str) -> Any:
     """Parse JSON (a ``.json`` name) or YAML text; ``InvalidData`` names ``name`` and where."""
     if name.endswith(".json"):
+
+        def integer(digits: str) -> int:
+            try:
+                return int(digits)
+            except ValueError:  # past Python's digit limit: at the literal's first occurrence
+                problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
+                raise json.JSONDecodeError(problem, text, max(text.find(digits), 0)) from None
+
         try:
-            return json.loads(text, parse_int=_json_int)
-        except _TooManyDigits as error:
-            at = max(text.find(error.digits), 0)  # the literal's first occurrence
-            line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
-            problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
-            raise InvalidData(
-                f"{name}: invalid JSON at line {line} column {column}: {problem}"
-            ) from None
+            return json.loads(text, parse_int=integer)
         except json.JSONDecodeError as error:
             raise InvalidData(
                 f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
@@ -178,12 +154,17 @@ def parse_document(text: str, *, name: str) -> Any:
     except RecursionError:
         raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
     except yaml.YAMLError as error:
-        raise YamlDocumentError.of(name, error) from None
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise YamlDocumentError(
+            f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
+        ) from None
 
 
 def load_document(path: str | Path) -> Any:
-    """A JSON or YAML file's data, parsed as ``parse_document`` does; a missing file is
-    ``NotFound``, an unreadable one ``InvalidData`` naming it."""
+    """A JSON or YAML file's data; a missing file is ``NotFound``, an unreadable one
+    ``InvalidData``."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -198,8 +179,7 @@ ModelT = TypeVar("ModelT", bound="BaseModel")
 
 
 def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
-    """Validate ``data`` into ``model``; ``InvalidData`` names the source and each offending
-    field by its dotted path (never the input value)."""
+    """``InvalidData`` names the source and each offending field (never its value)."""
     from pydantic import ValidationError
 
     try:
@@ -212,10 +192,9 @@ def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
         raise InvalidData(f"{name}: {'; '.join(problems)}") from None
 
 
-#: Entry-point group of contract sources: ``SCHEME = "module:function"``, where
-#: ``function(reference) -> (Contract | None, diagnostics)`` answers ``SCHEME:...``
-#: wherever a contract path is taken (``langfuse:NAME@LABEL``), so the core never imports
-#: the package that serves it.
+#: Entry points ``SCHEME = "module:function"``: ``function(reference) -> (Contract | None,
+#: diagnostics)`` answers ``SCHEME:...`` wherever a contract path is taken
+#: (``langfuse:NAME@LABEL``), so the core never imports the package that serves it.
 CONTRACT_SOURCES = "templiqx.contract_sources"
 # Two characters at least: a drive letter (``C:``) stays a path; ``s3://`` is no source.
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]+):(?!//)")
@@ -231,10 +210,8 @@ def contract_source(reference: str) -> Callable[[str], Any] | None:
     return loaded
 
 
-@functools.cache
+@functools.cache  # keyed by installed schemes only: made-up references never grow it
 def _sources() -> dict[str, EntryPoint]:
-    # Scanned once: it costs milliseconds. Keyed by the installed schemes only, so references
-    # an agent makes up (over MCP) never grow it.
     from importlib.metadata import entry_points
 
     return {entry.name: entry for entry in entry_points(group=CONTRACT_SOURCES)}

@@ -33,12 +33,12 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from . import codes
 from ._application import compile_envelope, execute_contract
+from ._canonical import sort_keys, wire_json
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
 from ._errors import InvalidData, InvalidPath, NotFound, PortError
 from ._loading import contract_source
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
-from ._serde import sort_keys, wire_json
 from ._version import __version__
 
 ENV_MCP_ROOTS = "TEMPLIQX_MCP_ROOTS"  # directories besides the working directory

@@ -10,8 +10,7 @@ from . import codes
 from ._canonical import NotJson, fingerprint
 from ._contracts import AdapterDescriptor, CompiledInteraction, Diagnostic, ExecutionReceipt
 from ._errors import InvalidData
-from ._schema import SchemaValidator, compile_schema
-from ._schema_errors import schema_messages
+from ._schema import SchemaValidator, compile_schema, schema_messages
 
 __all__ = [
     "OUTPUT_SCHEMA_SUMMARY",

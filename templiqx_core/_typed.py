@@ -12,9 +12,8 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ._canonical import canonical_json, json_pointer
-from ._compiler import Contract, compile_contract, read_contract
-from ._compiler.core import check_plain
+from ._canonical import canonical_json, json_pointer, thaw
+from ._compiler import Contract, check_plain, compile_contract, read_contract
 from ._compiler.template import print_template
 from ._contracts import (
     API_VERSION,
@@ -26,11 +25,10 @@ from ._contracts import (
     Role,
 )
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
-from ._frozen import thaw
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
-from ._schema_errors import MAX_FAILURES, declared_names
+from ._schema import MAX_FAILURES, declared_names
 from ._strict import model_output_schema
 
 __all__ = ["TypedContract", "TypedContractError", "check_output_model"]

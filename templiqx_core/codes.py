@@ -1,55 +1,12 @@
-"""Every stable ``TQX_*`` code in one place.
+"""Every stable ``TQX_*`` code in one place: hosts branch on these, never on message text.
 
-Hosts branch on these, never on message text. Each value is the exact string the Rust
-reference uses where it has one; the ``RUNTIME_CLOSED``/``RUNTIME_INTERRUPTED`` pair is a
-Python addition (the port's lifecycle and ``BaseException`` outcomes).
+Each is the Rust reference's string where it has one (``RUNTIME_CLOSED`` and
+``RUNTIME_INTERRUPTED`` are Python's: the port's lifecycle and ``BaseException`` outcomes).
 """
 
 from __future__ import annotations
 
 from typing import Final
-
-__all__ = [
-    "ALL_CODES",
-    "CAPABILITY_UNSUPPORTED",
-    "CAS_CONFLICT",
-    "COMPONENT_ARGUMENT_MISSING",
-    "COMPONENT_ARGUMENT_TYPE",
-    "COMPONENT_ARGUMENT_UNKNOWN",
-    "COMPONENT_MISSING",
-    "CONDITION_TYPE",
-    "DATA_INVALID",
-    "EXTENSION_NAMESPACE",
-    "EXTENSION_SCHEMA",
-    "EXTENSION_UNSUPPORTED",
-    "FILTER_TYPE",
-    "FOR_EACH_TYPE",
-    "HOST_RETRY_EXHAUSTED",
-    "INTERPOLATION_TYPE",
-    "IO",
-    "NOT_FOUND",
-    "OUTPUT_SCHEMA",
-    "OUTPUT_SCHEMA_STRICT",
-    "OUTPUT_TYPE",
-    "PARSE_YAML",
-    "PATH_INVALID",
-    "PORT",
-    "REF_UNKNOWN",
-    "RUNTIME_CAPABILITY_UNSUPPORTED",
-    "RUNTIME_CLOSED",
-    "RUNTIME_INTERRUPTED",
-    "RUNTIME_INVALID_RESPONSE",
-    "RUNTIME_PERMANENT",
-    "RUNTIME_RATE_LIMITED",
-    "RUNTIME_TIMEOUT",
-    "RUNTIME_UNAVAILABLE",
-    "TEMPLATE_SYNTAX",
-    "TEST_FAILED",
-    "UNSUPPORTED",
-    "VALUE_REQUIRED",
-    "VALUE_SCHEMA",
-    "VALUE_UNKNOWN",
-]
 
 # The port's error tree (templiqx_core.PortError and subclasses).
 PORT: Final = "TQX_PORT"
@@ -105,7 +62,6 @@ COMPONENT_ARGUMENT_TYPE: Final = "TQX_COMPONENT_ARGUMENT_TYPE"
 TEMPLATE_SYNTAX: Final = "TQX_TEMPLATE_SYNTAX"
 """A malformed ``{{ ... }}`` placeholder in a string form, at its character offset."""
 
-ALL_CODES: Final = frozenset(
-    value for name, value in dict(globals()).items() if name.isupper() and name != "ALL_CODES"
-)
+ALL_CODES: Final = frozenset(value for name, value in dict(globals()).items() if name.isupper())
 """Every code above (a test checks that no ``TQX_*`` literal lives anywhere else)."""
+__all__ = sorted(name for name in dict(globals()) if name.isupper())

@@ -1,22 +1,14 @@
-"""What an eval runner needs from the core besides ``templiqx_core`` (``read_contract``)
-and ``templiqx_core.adapters`` (``load_document``): eval cases and their checks, and
-runtimes by name. The adapter's runner (``templiqx_langfuse.evals``) is built on these
-public names alone, as any other runner can be.
-"""
+"""What an eval runner needs besides ``templiqx_core`` and ``templiqx_core.adapters``: eval
+cases, their checks, runtimes by name (``templiqx_langfuse.evals`` uses these alone)."""
 
-from __future__ import annotations
+from ._eval_cases import CheckResult as CheckResult
+from ._eval_cases import EvalCaseSpec as EvalCaseSpec
+from ._eval_cases import Observed as Observed
+from ._eval_cases import check_case as check_case
+from ._eval_cases import iter_cases as iter_cases
+from ._eval_cases import load_cases as load_cases
+from ._runtimes import RuntimeOptions as RuntimeOptions
+from ._runtimes import available_runtimes as available_runtimes
+from ._runtimes import load_runtime as load_runtime
 
-from ._eval_cases import CheckResult, EvalCaseSpec, Observed, check_case, iter_cases, load_cases
-from ._runtimes import RuntimeOptions, available_runtimes, load_runtime
-
-__all__ = [
-    "CheckResult",
-    "EvalCaseSpec",
-    "Observed",
-    "RuntimeOptions",
-    "available_runtimes",
-    "check_case",
-    "iter_cases",
-    "load_cases",
-    "load_runtime",
-]
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,15 +1,18 @@
-"""The ``templiqx/v1alpha1`` contract document, as strict pydantic models.
-
-These models are the one definition of a valid contract: loading validates with them,
-and the shipped JSON Schema (for editors) is generated from them.
+"""The ``templiqx/v1alpha1`` contract document as strict pydantic models (the one definition
+of a valid contract; the shipped JSON Schema for editors is generated from them), and its
+loading: YAML syntax and structure errors become located diagnostics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
 
+import yaml
 from pydantic import (
     BeforeValidator,
     Discriminator,
@@ -19,16 +22,21 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     Tag,
+    ValidationError,
     model_validator,
 )
 from pydantic_core import CoreSchema, PydanticCustomError
 
+from .. import codes
+from .._canonical import json_pointer
 from .._checks import Check
-from .._contracts import Role, WireModel
+from .._contracts import Diagnostic, Role, SourceSpan, WireModel
+from .._errors import IoFailure, NotFound
+from .._loading import compose_and_load, contract_source
 from .template import Filter, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
-"""The contract format as a JSON Schema, shipped in the package (editors validate with it)."""
+"""The contract format as a JSON Schema, shipped for editors."""
 
 
 class RefExpr(WireModel):
@@ -80,7 +88,7 @@ class InterpolateNode(WireModel):
 
 
 def _expand(value: Any) -> Any:
-    """A string form becomes the node list it stands for (see ``template.py``)."""
+    """A string form becomes the node list it stands for."""
     if not isinstance(value, str):
         return value
     try:
@@ -90,9 +98,7 @@ def _expand(value: Any) -> Any:
         raise PydanticCustomError("template_syntax", "{reason}", context) from None
 
 
-class _StringForm:
-    """In the JSON Schema, content is a node list or its string form."""
-
+class _StringForm:  # in the JSON Schema, content is a node list or its string form
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> dict[str, Any]:
@@ -164,8 +170,8 @@ class ExtensionSpec(WireModel):
 
 
 class EvalCase(WireModel):
-    """A fixture (``fake_output``, the scripted runtime's answer) and what a model's
-    answer must satisfy when the case runs against one (``expected_output``, ``assert``)."""
+    """A fixture (``fake_output``, the scripted runtime's answer) and what a model's answer
+    must satisfy (``expected_output``, ``assert``)."""
 
     _omit_none = frozenset({"expected_output"})
     _omit_empty = frozenset({"assert_", "assert"})  # by name, or by alias
@@ -209,7 +215,7 @@ class Contract(WireModel):
 
     def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Diagnostics at a node of a string form moved to the string, with the character
-        where that node starts (the nodes exist only in the string's long form)."""
+        where that node starts."""
         for item in diagnostics:
             pointer = item.get("json_pointer") or ""
             owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
@@ -225,7 +231,7 @@ class Contract(WireModel):
 
     @property
     def declared_capabilities(self) -> list[str]:
-        """What the contract needs: its capabilities and its extensions' (default targets)."""
+        """Its capabilities and its extensions' (the default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
 
 
@@ -245,5 +251,98 @@ def _string_forms(data: Any, pointer: str) -> Iterator[tuple[str, str]]:
 
 
 def contract_json_schema() -> dict[str, Any]:
-    """What ``CONTRACT_SCHEMA_PATH`` holds: the ``Contract`` model's schema, keys by alias."""
+    """What ``CONTRACT_SCHEMA_PATH`` holds."""
     return Contract.model_json_schema(by_alias=True)
+
+
+_Read = tuple[Contract | None, list[Diagnostic]]
+_READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_reads", default=None)
+
+
+@contextmanager
+def reading_each_file_once() -> Iterator[None]:
+    """Within the block, each contract file is read and validated once (a CLI run reads it
+    twice); a context variable, so no host ever sees a stale contract."""
+    token = _READS.set({})
+    try:
+        yield
+    finally:
+        _READS.reset(token)
+
+
+def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
+    if mark is not None:
+        line, column = mark.line + 1, mark.column + 1
+        at["span"] = SourceSpan(line=line, column=column, end_line=line, end_column=column)
+    return Diagnostic(code=codes.PARSE_YAML, severity="error", message=message, file=file, **at)
+
+
+def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
+    """A pydantic error location without the union tags pydantic puts in (``literal[...]``,
+    ``TypedComponent``), told apart by walking the document (a last segment absent from it
+    names a missing field unless it is a tag), and the mark of the deepest node reached."""
+    cleaned: list[Any] = []
+    node, mark = root, root.start_mark
+    for index, part in enumerate(loc):
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if in_list or (isinstance(data, dict) and part in data):
+            node = node.value[part] if in_list else node.value[list(data).index(part)][1]
+            data, mark = data[part], node.start_mark
+        elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
+            continue  # a union tag
+        cleaned.append(part)
+    return cleaned, mark
+
+
+def parse_contract(
+    text: str, *, file: str | None = None
+) -> tuple[Contract | None, list[Diagnostic]]:
+    """Parse contract YAML; errors carry a JSON pointer and line/column."""
+    try:
+        root, data = compose_and_load(text)  # one parse: the tree locates errors
+    except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
+        return None, [_error("invalid YAML: nested too deeply to parse", file)]
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or "malformed YAML"
+        return None, [
+            _error(f"invalid YAML: {problem}", file, getattr(error, "problem_mark", None))
+        ]
+    if not isinstance(data, dict) or root is None:
+        return None, [_error("a contract is a YAML mapping", file)]
+    try:
+        return Contract.model_validate(data), []
+    except ValidationError as error:
+        diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
+        for item in error.errors(include_url=False, include_input=False):
+            loc, mark = _locate(data, root, item["loc"])
+            pointer, rule = json_pointer(loc), item["msg"]
+            if (pointer, rule) not in diagnostics:
+                message = f"{pointer or '/'}: {rule}"
+                found = _error(message, file, mark, json_pointer=pointer)
+                if item["type"] == "template_syntax":  # located by pointer and offset
+                    found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
+                diagnostics[pointer, rule] = found
+        return None, list(diagnostics.values())
+
+
+def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
+    """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
+    file is a diagnostic too."""
+    memo, key = _READS.get(), os.fspath(path)
+    if memo is not None and key in memo:
+        found = memo[key]
+    elif (source := contract_source(key)) is not None:  # ``langfuse:NAME@LABEL``, checked there
+        found = source(key)
+    else:
+        file = str(Path(path))
+        try:
+            found = parse_contract(Path(path).read_text(encoding="utf-8"), file=file)
+        except (OSError, UnicodeDecodeError) as error:
+            missing = isinstance(error, FileNotFoundError)
+            code = NotFound.code if missing else IoFailure.code
+            message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
+            found = None, [Diagnostic(code=code, severity="error", message=message, file=file)]
+    if memo is not None:
+        memo[key] = found
+    contract, diagnostics = found
+    return contract, list(diagnostics)

@@ -1,8 +1,7 @@
-"""Rendering validated content nodes (plain dicts) into text, recording plain diagnostics.
+"""Rendering validated content nodes (plain dicts) into text, recording diagnostics.
 
-Every reference is resolved against the declared JSON Schema (so a typo in an untaken
-``when`` branch is still an error) and against the value; a path that cannot exist or has
-no value is a diagnostic, never an empty string.
+References resolve against the declared JSON Schema (a typo in an untaken ``when`` is still
+an error) and the value; a path that cannot exist or has no value is never an empty string.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from typing import Any
 from .. import codes
 from .._canonical import canonical_json
 from .._errors import InvalidData
-from .._schema import compile_schema
-from .._schema_errors import schema_failures
+from .._schema import compile_schema, schema_messages
 
 MISSING: Any = object()
 ANY_SCHEMA: dict[str, Any] = {}
@@ -29,9 +27,7 @@ _STRING_FILTERS: dict[str, Callable[[str], str]] = {
 
 
 @dataclass(frozen=True)
-class Binding:
-    """A name in scope: its schema (``{}`` when undeclared) and its value (or MISSING)."""
-
+class Binding:  # a name in scope: its schema (``{}`` when undeclared) and value (or MISSING)
     schema: Any
     value: Any
 
@@ -41,12 +37,12 @@ Scope = Mapping[str, Binding]
 
 
 def diagnostic(code: str, message: str, pointer: str) -> dict[str, Any]:
-    """An error diagnostic as plain data, fields in ``Diagnostic``'s order."""
+    """An error diagnostic, fields in ``Diagnostic``'s order."""
     return {"code": code, "severity": "error", "message": message, "json_pointer": pointer}
 
 
-class _Abort(Exception):
-    """A node could not be rendered; its diagnostic is already recorded."""
+class _Abort(Exception):  # a node could not be rendered; its diagnostic is recorded
+    pass
 
 
 def _json_type(value: Any) -> str:
@@ -62,7 +58,6 @@ def _json_type(value: Any) -> str:
 
 
 def _schema_types(schema: Any) -> set[str] | None:
-    """The JSON types a schema admits, or None when it does not say."""
     declared = schema.get("type") if isinstance(schema, dict) else None
     if declared is None:
         return None
@@ -99,14 +94,13 @@ def _child_value(value: Any, segment: str) -> Any:
 
 @dataclass
 class Renderer:
-    """Renders one contract's nodes, collecting diagnostics instead of raising."""
+    """Renders one contract's nodes, collecting diagnostics."""
 
     components: Mapping[str, Any]  # name -> typed component (a dict) or a list of nodes
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
-        """Record the diagnostic; raise what it returns to abort the node."""
         self.diagnostics.append(diagnostic(code, message, pointer))
         return _Abort()
 
@@ -171,7 +165,6 @@ class Renderer:
         call: Node = flt if isinstance(flt, dict) else {"name": flt}
         name = call["name"]
         if name == "json":
-            # The reference's json filter writes a sorted serde_json Value: canonical JSON.
             return canonical_json(value).decode("utf-8")
         if name in _STRING_FILTERS:
             if not isinstance(value, str):
@@ -295,7 +288,6 @@ class Renderer:
             try:
                 validator = compile_schema(schema, what=f"parameter {name} schema")
             except InvalidData as error:
-                # As for inputs; reported once however often the component is used.
                 schema_pointer = f"/components/{component}/parameters/{name}/schema"
                 if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
                     self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
@@ -305,8 +297,7 @@ class Renderer:
                 message = f"required argument {name!r} is missing"
                 self.fail(codes.COMPONENT_ARGUMENT_MISSING, message, f"{pointer}/with")
             elif value is not MISSING and validator is not None and not validator.is_valid(value):
-                failures, _ = schema_failures(validator, schema, value)
-                rules = "; ".join(failure.message() for failure in failures)
+                rules = "; ".join(text for _, text in schema_messages(validator, schema, value))
                 message = f"argument {name!r} does not match the parameter's schema"
                 message += f": {rules}" if rules else ""
                 self.fail(codes.COMPONENT_ARGUMENT_TYPE, message, f"{pointer}/with/{name}")

@@ -1,11 +1,9 @@
 """Content written as a string: ``{{ PATH | filter | filter(name=JSON, ...) }}`` placeholders.
 
-A string form is sugar for a node list: ``parse_template`` turns it into exactly the
-``text``/``interpolate`` nodes its long form spells out, so both compile to the same
-bytes. ``{{ "..." }}`` (a JSON string) is literal text: the escape for a literal ``{{``.
-``print_template`` is the inverse for node lists that have a string form (``to_yaml``).
-Hand-written: a template engine would bring its own grammar and semantics; this is one
-placeholder shape over the compiler's own nodes.
+Sugar for a node list: ``parse_template`` yields exactly the ``text``/``interpolate`` nodes
+the long form spells out (same bytes compiled); ``{{ "..." }}`` is literal text, the escape
+for ``{{``; ``print_template`` is the inverse. Hand-written: a template engine would bring
+its own grammar and semantics, this is one placeholder shape over the compiler's nodes.
 """
 
 from __future__ import annotations
@@ -17,25 +15,13 @@ from typing import Any, Final, Literal, Union, get_args
 
 from pydantic import Field, ValidationError
 
-from .. import codes
 from .._contracts import WireModel
-
-__all__ = [
-    "Filter",
-    "FilterCall",
-    "FilterName",
-    "TemplateSyntaxError",
-    "node_offsets",
-    "parse_template",
-    "print_template",
-]
 
 FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number"]
 
 
 class FilterCall(WireModel):
-    """A filter with arguments: ``format_date`` takes ``format`` (strftime), and
-    ``format_number`` takes ``decimals``."""
+    """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``."""
 
     name: FilterName
     format: str | None = None
@@ -53,8 +39,6 @@ _DECODER: Final = json.JSONDecoder(parse_constant=lambda name: _reject(name))
 class TemplateSyntaxError(ValueError):
     """A malformed placeholder, at ``offset`` (characters from the string's start)."""
 
-    code = codes.TEMPLATE_SYNTAX
-
     def __init__(self, message: str, offset: int) -> None:
         super().__init__(f"{message} at character {offset}")
         self.offset = offset
@@ -64,9 +48,7 @@ def _reject(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-class _Scanner:
-    """One placeholder's inside, read left to right; errors at the character that broke it."""
-
+class _Scanner:  # one placeholder's inside; errors at the character that broke it
     def __init__(self, text: str, at: int) -> None:
         self.text, self.at = text, at
 
@@ -98,7 +80,6 @@ class _Scanner:
         return value
 
     def filter(self) -> str | dict[str, Any]:
-        """One filter, checked as its long form is (its name, its arguments' types)."""
         self.skip()
         start = self.at
         name = self.match(_NAME, "a filter name")
@@ -127,13 +108,11 @@ class _Scanner:
 
 
 def parse_template(text: str) -> list[dict[str, Any]]:
-    """The nodes ``text`` stands for: text runs merged into one ``text`` node each."""
     return _parse(text)[0]
 
 
 def node_offsets(text: str) -> list[int]:
-    """Where each of ``parse_template(text)``'s nodes starts in ``text``: how a diagnostic
-    at a node of a string form is located in the string."""
+    """Where each of ``parse_template(text)``'s nodes starts in ``text``."""
     return _parse(text)[1]
 
 
@@ -175,7 +154,7 @@ def _parse(text: str) -> tuple[list[dict[str, Any]], list[int]]:
 
 
 def _escape(text: str, before_placeholder: bool) -> str:
-    """Literal text: each ``{{`` escaped, and a last ``{`` that a placeholder would join."""
+    # Each ``{{`` escaped, and a last ``{`` that a placeholder would join.
     escaped = text.replace("{{", '{{ "{{" }}')
     if before_placeholder and escaped.endswith("{"):
         escaped = escaped[:-1] + '{{ "{" }}'
@@ -194,8 +173,7 @@ def _filter_text(item: str | Mapping[str, Any]) -> str:
 
 
 def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
-    """The string form of ``nodes``, or None when it has none (conditions, loops,
-    components, non-reference expressions, paths outside the placeholder grammar)."""
+    """The string form of ``nodes``, or None when it has none (conditions, loops, ...)."""
     items: list[Mapping[str, Any]] = []
     for node in nodes:  # adjacent text merged: "{" then "{" must not open a placeholder
         if node["kind"] == "text" and items and items[-1]["kind"] == "text":

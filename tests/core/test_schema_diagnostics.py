@@ -17,7 +17,7 @@ from templiqx_core import (
     compile_contract,
     execute_contract,
 )
-from templiqx_core._schema_errors import MAX_FAILURES
+from templiqx_core._schema import MAX_FAILURES
 
 SECRET = "sk-live-do-not-echo-0123456789"
 
