@@ -1,9 +1,6 @@
-"""``templiqx eval CONTRACT --runtime NAME``: the command's run, its output and exit code.
-
-The core CLI reaches this module through its ``templiqx.commands`` entry point ``eval``
-for the command lines its own scripted self-check cannot parse. Exit codes: 0 the gate
-passed, 2 it did not or a usage error, 1 the command itself failed (raised as a typed
-error the CLI prints on one line).
+"""``templiqx eval CONTRACT --runtime NAME`` (the core CLI's ``templiqx.commands`` entry
+point ``eval``). Exit codes: 0 the gate passed, 2 it did not or a usage error, 1 the
+command itself failed (a typed error the CLI prints on one line).
 """
 
 from __future__ import annotations
@@ -19,20 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TextIO
 
-from templiqx_core import InvalidData, RuntimeAdapter, read_contract
+from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
 from templiqx_core.adapters import load_document
-from templiqx_core.evals import (
-    EvalCaseSpec,
-    RuntimeOptions,
-    load_runtime,
-)
+from templiqx_core.evals import EvalCaseSpec, RuntimeOptions, load_runtime
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
 from ._experiment import fetch_dataset_cases
 from ._report import (
     CaseResult,
-    EvalReport,
     ResultsWriter,
     Summary,
     baseline_diff,
@@ -42,7 +34,7 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, judge_evaluator, parse_shard
+from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
 
 __all__ = ["main", "merge_command", "run_command"]
 
@@ -92,37 +84,21 @@ def main(argv: list[str]) -> int:
     """The ``eval`` command entry point: ``--merge`` or a run on ``--runtime``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    out, err = sys.stdout, sys.stderr
     if args.merge is not None:
         if args.runtime is not None:
             parser.error("--merge combines results files; it runs no --runtime")
-        return merge_command(args, out, err)
+        return merge_command(args, sys.stdout, sys.stderr)
     if args.runtime is None:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
         given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
-    return run_command(args, out, err)
-
-
-def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
-    replay: Path | None = args.replay
-    if replay is not None and replay.is_dir():
-        replay = merge_cassettes(replay, scratch / "cassette.yaml")
-    elif replay is not None and not replay.is_file():
-        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
-    options = RuntimeOptions(replay=replay, env=dict(os.environ))
-    inner = load_runtime(args.runtime, options)
-    # A 429 waits its retry-after and tries again; only what still fails is errored.
-    return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
+    return run_command(args, sys.stdout, sys.stderr)
 
 
 def merge_cassettes(directory: Path, target: Path) -> Path:
-    """One cassette holding every interaction of the ``*.yaml`` cassettes in a directory
-    (one per case, say): replay matches a request by method, URI and body, so each case
-    finds its own answer, in any order and concurrently."""
+    """One cassette of every ``*.yaml`` cassette's interactions in a directory (one per
+    case, say): replay matches by method, URI and body, so each case finds its answer."""
     import yaml
-
-    from templiqx_core import PortError
 
     interactions: list[object] = []
     for path in sorted(directory.glob("*.yaml")):
@@ -136,23 +112,52 @@ def merge_cassettes(directory: Path, target: Path) -> Path:
     return target
 
 
-def _gate_value(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidData(f"--min-pass-rate {text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise InvalidData("--min-pass-rate must be within [0, 1]")
-    return value
+def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
+    replay: Path | None = args.replay
+    if replay is not None and replay.is_dir():
+        replay = merge_cassettes(replay, scratch / "cassette.yaml")
+    elif replay is not None and not replay.is_file():
+        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
+    inner = load_runtime(args.runtime, RuntimeOptions(replay=replay, env=dict(os.environ)))
+    # A 429 waits its retry-after and tries again; only what still fails is errored.
+    return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
+
+
+def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, int]]]:
+    """The gate (``--min-pass-rate``) and the versions ``--promote`` pins, or a refusal."""
+    gate = None
+    if args.min_pass_rate is not None:
+        try:
+            gate = float(args.min_pass_rate)
+        except ValueError:
+            raise InvalidData(f"--min-pass-rate {args.min_pass_rate!r} is not a number") from None
+        if not 0.0 <= gate <= 1.0:
+            raise InvalidData("--min-pass-rate must be within [0, 1]")
+    if args.promote is None:
+        return gate, []
+    # Each langfuse: contract pinned to the version its label names now, so the run
+    # evaluates, and the gate promotes, that version.
+    from .._prompt_cache import SCHEME, pin
+    from .._prompts import check_label
+
+    check_label(args.promote)
+    if args.shard is not None:
+        raise InvalidData("--promote gates on the whole run: promote from --merge of all shards")
+    pinned = []
+    for index, path in enumerate(args.contract):
+        if not str(path).startswith(SCHEME):
+            raise InvalidData(f"--promote: {path} is not a langfuse:NAME@LABEL contract")
+        reference, name, version = pin(str(path))
+        args.contract[index] = Path(reference)
+        pinned.append((name, version))
+    return gate, pinned
 
 
 @dataclasses.dataclass(frozen=True)
 class _Files:
     """Where one contract's results go and come from."""
 
-    contract: Path
+    contract: Contract
     results: Path
     output: Path | None
     resume: Path | None
@@ -161,10 +166,9 @@ class _Files:
 
 def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     """Each contract's files: the paths given for one contract; for several, ``--output``,
-    ``--resume`` and ``--baseline`` are directories holding ``<contract id>.json`` (the
-    JUnit file ``<contract id>.xml``)."""
-    contracts: list[Path] = args.contract
-    several = len(contracts) > 1
+    ``--resume`` and ``--baseline`` are directories of ``<contract id>.json`` (``.xml``
+    for JUnit)."""
+    several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
     for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
@@ -172,47 +176,34 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
             raise InvalidData(f"{flag}: with several contracts, a directory of results")
     if several and args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)
+
+    def at(directory: Path | None, name: str, suffix: str = ".json") -> Path | None:
+        return directory / f"{name}{suffix}" if directory is not None and several else directory
+
     found = []
-    for index, path in enumerate(contracts):
-        parsed, diagnostics = read_contract(path)
-        if parsed is None:
-            first = diagnostics[0]
-            raise InvalidData(f"{path}: {first.code} {first.json_pointer or ''}: {first.message}")
-
-        def at(directory: Path | None, suffix: str = ".json", name: str = parsed.id) -> Path | None:
-            if directory is None or not several:
-                return directory
-            return directory / f"{name}{suffix}"
-
-        output = at(args.output, ".xml" if args.format == "junit" else ".json")
-        if output is not None and args.format != "junit":
-            results = output
-        else:
-            results = scratch / f"results-{index}.json"
-        resume = at(args.resume)
-        if resume is not None:
-            check_origin(resume, parsed.id, parsed.version, "--resume")
-        found.append(_Files(path, results, output, resume, at(args.baseline)))
+    for index, path in enumerate(args.contract):
+        contract = resolve_contract(path)
+        output = at(args.output, contract.id, ".xml" if args.format == "junit" else ".json")
+        junit = output is None or args.format == "junit"
+        results = scratch / f"results-{index}.json" if junit or output is None else output
+        if (resume := at(args.resume, contract.id)) is not None:
+            check_origin(resume, contract.id, contract.version, "--resume")
+        found.append(_Files(contract, results, output, resume, at(args.baseline, contract.id)))
     return found
 
 
 def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the eval the arguments describe, contract by contract; print each report;
-    the exit code (2 when any contract's gate failed).
-
-    The results always stream to a JSON file (``--output``, or a temporary one), and the
-    table, JUnit and the baseline diff are read back from it: the run holds only its
-    failed cases, so memory does not grow with the suite.
-    """
+    """Run the eval contract by contract, print each report; the exit code. The results
+    stream to a JSON file (``--output``, or a temporary one) and every report is read
+    back from it: the run holds only its failed cases."""
     if args.retry_errors and args.resume is None:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
     if args.concurrency < 1 or args.repeat < 1:
         raise InvalidData("--concurrency and --repeat must be at least 1")
     if args.repair is not None and args.repair < 1:
         raise InvalidData("--repair N counts every try: at least 1")
-    gate = _gate_value(args.min_pass_rate)
+    gate, promotions = _checked(args)
     shard = None if args.shard is None else parse_shard(args.shard)
-    promotions = _pin_for_promotion(args)
     progress = None if args.no_progress or not err.isatty() else err
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
@@ -223,26 +214,21 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
         plan = _files(args, scratch)
-        # Read before --output (possibly the same file) is opened for writing.
+        # Read before --output (possibly the same file) is opened for writing; a baseline
+        # is refused now rather than after the run.
         resumes = [None if f.resume is None else list(read_results(f.resume)) for f in plan]
-        for files in plan:
-            if files.baseline is not None:
-                list(read_results(files.baseline))  # refused now rather than after the run
+        for baseline in (f.baseline for f in plan if f.baseline is not None):
+            list(read_results(baseline))
         runtime = _runtime(args, scratch)
         stack.callback(runtime.close)
-        evaluators = [
-            *(args.evaluator or ()),
-            *(judge_evaluator(path, runtime) for path in args.judge or ()),
-        ]
+        judges = [judge_evaluator(path, runtime) for path in args.judge or ()]
+        evaluators = [*(args.evaluator or ()), *judges]
 
         async def run_all() -> list[Summary]:
             summaries = []
             for files, resume in zip(plan, resumes, strict=True):
                 kept = files.results == files.output
-                with (
-                    _open(files.results) as stream,
-                    _interrupted_note(files.results, err, kept=kept),
-                ):
+                with _open(files.results) as stream, _interrupted(files.results, err, kept):
                     report = await arun_eval(
                         files.contract,
                         runtime=runtime,
@@ -267,41 +253,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         summaries = asyncio.run(run_all())
         for files, summary in zip(plan, summaries, strict=True):
             _print_report(args, files, summary, out, err)
-    gates = [EvalReport(summary, []).gate(gate) for summary in summaries]
-    if not all(gates):
-        return EXIT_GATE
-    _promote(args, promotions, err)
-    return EXIT_OK
-
-
-def _promote(args: argparse.Namespace, promotions: list[tuple[str, int]], err: TextIO) -> None:
-    """The gate passed: move ``--promote``'s label (a failure: exit 1, said on one line)."""
-    from .._prompts import promote_label
-
-    for name, version in promotions:
-        promote_label(name, version, args.promote)
-        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
-
-
-def _pin_for_promotion(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """With ``--promote``: each ``langfuse:`` contract pinned to the version its label
-    names now, so the run evaluates, and the gate promotes, that version."""
-    if getattr(args, "promote", None) is None:
-        return []
-    from .._prompt_cache import SCHEME, pin
-    from .._prompts import check_label
-
-    check_label(args.promote)
-    if getattr(args, "shard", None) is not None:
-        raise InvalidData("--promote gates on the whole run: promote from --merge of all shards")
-    pinned = []
-    for index, path in enumerate(args.contract):
-        if not str(path).startswith(SCHEME):
-            raise InvalidData(f"--promote: {path} is not a langfuse:NAME@LABEL contract")
-        reference, name, version = pin(str(path))
-        args.contract[index] = Path(reference)
-        pinned.append((name, version))
-    return pinned
+    return _gate(args, summaries, gate, promotions, err)
 
 
 def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -309,24 +261,19 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     once (a later file's record of a case wins), the summary recomputed, the gate."""
     if len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
-    if getattr(args, "promote", None) is not None and "#" not in str(args.contract[0]):
+    if args.promote is not None and "#" not in str(args.contract[0]):
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
-    promotions = _pin_for_promotion(args)
-    (path,) = args.contract
-    contract, diagnostics = read_contract(path)
-    if contract is None:
-        raise InvalidData(f"{path}: {diagnostics[0].code}: {diagnostics[0].message}")
-    gate = _gate_value(args.min_pass_rate)
+    gate, promotions = _checked(args)
+    contract = resolve_contract(args.contract[0])
     merged: dict[tuple[str, int], CaseResult] = {}
-    run_name, run_url = None, None
+    summary = Summary(contract.id, contract.version, "")
     for path in args.merge:
         check_origin(path, contract.id, contract.version, "--merge")
         merged.update((case.key, case) for case in read_results(path))
         found = read_summary(path) or {}
-        run_name = run_name or found.get("run_name")
-        run_url = run_url or found.get("run_url")
-    summary = Summary(contract.id, contract.version, run_name or "merged")
-    summary.run_url = run_url
+        summary.run_name = summary.run_name or found.get("run_name") or ""
+        summary.run_url = summary.run_url or found.get("run_url")
+    summary.run_name = summary.run_name or "merged"
     with contextlib.ExitStack() as stack:
         if args.output is not None and args.format != "junit":
             results = args.output
@@ -334,21 +281,36 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
             results = Path(scratch) / "results.json"
         with _open(results) as stream:
-            writer = ResultsWriter(stream, (contract.id, contract.version))
+            writer = ResultsWriter(stream, contract.id, contract.version)
             for key in sorted(merged):
                 summary.add(merged[key])
                 writer.write(merged[key])
             writer.close(summary)
-        files = _Files(path, results, args.output, None, args.baseline)
+        files = _Files(contract, results, args.output, None, args.baseline)
         _print_report(args, files, summary, out, err)
-    if not EvalReport(summary, []).gate(gate):
+    return _gate(args, [summary], gate, promotions, err)
+
+
+def _gate(
+    args: argparse.Namespace,
+    summaries: list[Summary],
+    gate: float | None,
+    promotions: list[tuple[str, int]],
+    err: TextIO,
+) -> int:
+    """The exit code; a passed gate moves ``--promote``'s label (a failure: exit 1)."""
+    if not all(summary.gate(gate) for summary in summaries):
         return EXIT_GATE
-    _promote(args, promotions, err)
+    from .._prompts import promote_label
+
+    for name, version in promotions:
+        promote_label(name, version, args.promote)
+        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
     return EXIT_OK
 
 
 @contextlib.contextmanager
-def _interrupted_note(results: Path, err: TextIO, *, kept: bool) -> Iterator[None]:
+def _interrupted(results: Path, err: TextIO, kept: bool) -> Iterator[None]:
     """Ctrl-C: the results file holds every finished case and a partial summary."""
     try:
         yield
@@ -375,15 +337,11 @@ def _print_report(
     elif args.format == "json" and files.output is None:
         out.write(results.read_text(encoding="utf-8"))
     elif args.format == "junit":
-        if files.output is None:
-            write_junit(summary, read_results(results), out)
-        else:
-            with _open(files.output) as handle:
-                write_junit(summary, read_results(results), handle)
+        with contextlib.nullcontext(out) if files.output is None else _open(files.output) as to:
+            write_junit(summary, read_results(results), to)
     if files.baseline is not None:
-        human = out if args.format == "table" else err
         diff = baseline_diff(summary, read_results(results), read_results(files.baseline))
-        human.write(diff + "\n")
+        (out if args.format == "table" else err).write(diff + "\n")
     if summary.total == 0:
         err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
     if args.format != "table":

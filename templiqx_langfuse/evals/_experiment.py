@@ -1,18 +1,9 @@
-"""An eval run landing in Langfuse as an experiment, through the langfuse SDK's API client.
-
-The server builds the experiment from the traces (``OtelIngestionProcessor.
-extractExperimentFields``): each case's generation carries ``langfuse.experiment.*``
-attributes (experiment id and name, dataset id, item id, expected output, metadata) and
-names itself the item's root observation. Before the cases run, the dataset is upserted;
-while they run, each case becomes an item with a stable id (both calls upsert, so a rerun
-or another shard creates nothing twice). Each finished case gets its scores on its trace
-and generation; the run gets its own (``datasetRunId`` = the experiment id, as the SDK's
-``run_experiment`` attaches them).
-
-The calls go through the SDK's generated client (``AsyncLangfuseAPI``: no singleton, no
-tracer; it retries 429 and 5xx with backoff), or the host's own ``Langfuse`` client's
-``async_api`` when given (never shut down here). Like tracing, it fails open: a refusing
-Langfuse is one warning, and the eval's results do not change.
+"""An eval run landing in Langfuse as an experiment, through the langfuse SDK's generated
+API client (``AsyncLangfuseAPI``: no singleton, no tracer, retries 429/5xx) or a host's
+``Langfuse().async_api``. Each case's generation carries the ``langfuse.experiment.*``
+attributes the server builds the experiment from (``extractExperimentFields``); dataset,
+items and scores are upserted under stable ids, so a rerun or a shard adds nothing twice.
+Like tracing it fails open: a refusing Langfuse is one warning, the results unchanged.
 """
 
 from __future__ import annotations
@@ -39,14 +30,7 @@ from ._report import CaseResult, Summary
 if TYPE_CHECKING:
     from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
 
-__all__ = [
-    "DATASET_ITEM_KEY",
-    "LangfuseExperiment",
-    "case_scores",
-    "fetch_dataset_cases",
-    "score_request",
-    "stable_item_id",
-]
+__all__ = ["DATASET_ITEM_KEY", "LangfuseExperiment", "fetch_dataset_cases", "stable_item_id"]
 
 logger = logging.getLogger("templiqx_langfuse")
 
@@ -153,59 +137,11 @@ def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: 
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def score_request(
-    name: str,
-    value: bool | float | str,
-    *,
-    target: Mapping[str, str | None],
-    comment: str | None = None,
-    environment: str | None = None,
-) -> CreateScoreRequest:
-    """A score the server's schema accepts: BOOLEAN for a bool (0/1), NUMERIC for a
-    number, CATEGORICAL for text; its id derived from its target and name, so sending it
-    again updates it rather than adding a second."""
-    from langfuse.api import CreateScoreRequest
-
-    kind = {bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC")
-    seed = json.dumps([*target.values(), name])
-    if isinstance(value, str):
-        value = _clip(value)
-    given = {  # the client sends a None as null, which the server refuses for some
-        "comment": _clip(comment) if comment else None,
-        "environment": environment,
-        "trace_id": target.get("trace_id"),
-        "observation_id": target.get("observation_id"),
-        "dataset_run_id": target.get("dataset_run_id"),
-    }
-    return CreateScoreRequest(
-        id=hashlib.sha256(seed.encode()).hexdigest()[:32],
-        name=name,
-        value=value if isinstance(value, str) else float(value),
-        data_type=kind,
-        **{key: ref for key, ref in given.items() if ref is not None},
-    )
-
-
 def _clip(text: str) -> str:
-    """Text within ``SCORE_TEXT_LIMIT``: a batch of scores stays far below the server's
-    1 MiB body limit whatever an evaluator says."""
+    """Within ``SCORE_TEXT_LIMIT``: a batch stays far below the server's 1 MiB body limit."""
     if len(text) <= SCORE_TEXT_LIMIT:
         return text
     return text[: SCORE_TEXT_LIMIT - 13] + "…[truncated]"
-
-
-def case_scores(result: CaseResult) -> list[tuple[str, bool | float | str, str | None]]:
-    """What a finished case scores in Langfuse: each of its checks as a boolean named by
-    its position and check (the pointer and kind, or its own name), ``passed``, and the
-    evaluators' scores."""
-    checks = [check for check in result.assertions if not check.get("evaluator")]
-    found: list[tuple[str, bool | float | str, str | None]] = [
-        (f"check {index}: {check['name']}", bool(check["passed"]), check.get("detail") or None)
-        for index, check in enumerate(checks)
-    ]
-    found.append(("passed", result.passed, None))
-    found += [(str(s["name"]), s["value"], s.get("comment")) for s in result.scores]
-    return found
 
 
 class LangfuseExperiment:
@@ -262,26 +198,21 @@ class LangfuseExperiment:
         async def items() -> None:
             try:
                 for case in cases:
-                    if DATASET_ITEM_KEY not in case.metadata:  # else read from it: it is there
-                        await self._spawn(self._item(case))
+                    if DATASET_ITEM_KEY in case.metadata:  # read from the dataset: it is there
+                        continue
+                    create = functools.partial(
+                        api.dataset_items.create,
+                        dataset_name=self.dataset,
+                        id=item_id_of(self.dataset, case),
+                        input={"inputs": case.inputs, "context": case.context},
+                        expected_output=case.expected_output,
+                        metadata={"case_id": case.id, **case.metadata},
+                    )
+                    await self._spawn(self._call("dataset item", create))
             except Exception as error:  # the cases' file, changed under the run
                 self._failed("dataset item", type(error).__name__)
 
         self._track(asyncio.create_task(items()))
-
-    def _item(self, case: EvalCaseSpec) -> Coroutine[Any, Any, Any]:
-        api = self._api
-        assert api is not None
-        return self._call(
-            "dataset item",
-            lambda: api.dataset_items.create(
-                dataset_name=self.dataset,
-                id=item_id_of(self.dataset, case),
-                input={"inputs": case.inputs, "context": case.context},
-                expected_output=case.expected_output,
-                metadata={"case_id": case.id, **case.metadata},
-            ),
-        )
 
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
         """The ``langfuse.experiment.*`` attributes of the case's generation."""
@@ -301,13 +232,19 @@ class LangfuseExperiment:
         return attributes
 
     async def record(self, result: CaseResult) -> None:
-        """Queue the finished case's scores on its trace and generation; a full batch
-        leaves at once (a case waits only for room among the batches in flight)."""
+        """Queue the finished case's scores on its trace and generation: each check as a
+        boolean named by its position and check, ``passed``, and the evaluators' scores; a
+        full batch leaves at once."""
         if result.trace_id is None:
             return
         target = {"trace_id": result.trace_id, "observation_id": result.observation_id}
-        for name, value, comment in case_scores(result):
-            self._scores.append(self._score(name, value, target, comment))
+        checks = [check for check in result.assertions if not check.get("evaluator")]
+        for index, check in enumerate(checks):
+            name, comment = f"check {index}: {check['name']}", check.get("detail") or None
+            self._score(name, bool(check["passed"]), target, comment)
+        self._score("passed", result.passed, target)
+        for score in result.scores:
+            self._score(str(score["name"]), score["value"], target, score.get("comment"))
         if len(self._scores) >= _SCORE_BATCH:
             await self._send_scores()
 
@@ -316,19 +253,34 @@ class LangfuseExperiment:
         name: str,
         value: bool | float | str,
         target: Mapping[str, str | None],
-        comment: str | None,
-    ) -> CreateScoreRequest:
-        return score_request(
-            name, value, target=target, comment=comment, environment=self.config.environment
+        comment: str | None = None,
+    ) -> None:
+        """Queue a score the server's schema accepts (BOOLEAN, NUMERIC, or CATEGORICAL for
+        text), its id derived from target and name: sent again, it updates, not adds."""
+        from langfuse.api import CreateScoreRequest
+
+        given = {  # the client sends a None as null, which the server refuses for some
+            "comment": _clip(comment) if comment else None,
+            "environment": self.config.environment,
+            **target,
+        }
+        self._scores.append(
+            CreateScoreRequest(
+                id=hashlib.sha256(json.dumps([*target.values(), name]).encode()).hexdigest()[:32],
+                name=name,
+                value=_clip(value) if isinstance(value, str) else float(value),
+                data_type={bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC"),
+                **{key: ref for key, ref in given.items() if ref is not None},
+            )
         )
 
     async def finish(self, summary: Summary) -> str | None:
         """Send what is queued, then the run-level scores; the run's URL if known."""
         run = {"dataset_run_id": self.experiment_id}
         rate = f"{summary.passed}/{summary.total} passed"
-        self._scores.append(self._score("pass_rate", summary.pass_rate, run, rate))
+        self._score("pass_rate", summary.pass_rate, run, rate)
         for name, mean in summary.score_means().items():
-            self._scores.append(self._score(f"mean_{name}", mean, run, None))
+            self._score(f"mean_{name}", mean, run)
         await self._send_scores()
         while self._pending:
             await asyncio.wait(set(self._pending))

@@ -31,12 +31,5 @@ def assert_eval_passes(
         f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed "
         f"(pass rate {summary.pass_rate:.1%}; wanted {wanted})"
     ]
-    for case in report.failures():
-        if case.error is not None:
-            lines.append(f"  {case.id}#{case.repeat}: {case.error['code']}: {case.error['detail']}")
-        else:
-            failed = "; ".join(
-                f"{a['name']}: {a['detail']}" for a in case.assertions if not a["passed"]
-            )
-            lines.append(f"  {case.id}#{case.repeat}: {failed}")
+    lines += [f"  {case.id}#{case.repeat}: {case.why()}" for case in report.failures()]
     raise AssertionError("\n".join(lines))
