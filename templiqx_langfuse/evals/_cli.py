@@ -36,8 +36,6 @@ from ._report import (
 )
 from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
 
-__all__ = ["main", "merge_command", "run_command"]
-
 EXIT_OK, EXIT_GATE = 0, 2
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
 LANGFUSE_CASES = "langfuse:"

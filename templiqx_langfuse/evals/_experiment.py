@@ -30,8 +30,6 @@ from ._report import CaseResult, Summary
 if TYPE_CHECKING:
     from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
 
-__all__ = ["DATASET_ITEM_KEY", "LangfuseExperiment", "fetch_dataset_cases", "stable_item_id"]
-
 logger = logging.getLogger("templiqx_langfuse")
 
 _SCORE_BATCH = 50

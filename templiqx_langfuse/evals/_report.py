@@ -7,6 +7,7 @@ short (Ctrl-C, a crash) still yields every finished case to ``--resume``.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import io
 import json
 import math
@@ -21,18 +22,6 @@ import orjson
 from pydantic import TypeAdapter
 
 from templiqx_core import InvalidData
-
-__all__ = [
-    "CaseResult",
-    "EvalReport",
-    "ResultsWriter",
-    "Summary",
-    "baseline_diff",
-    "junit_xml",
-    "read_results",
-    "table",
-    "write_junit",
-]
 
 FORMAT = "templiqx.eval/v1"
 _ORIGIN = ("contract_id", "contract_version")
@@ -293,20 +282,16 @@ def _score(score: Mapping[str, Any]) -> str:
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
     """Case, ✔/✗ per assertion, scores, latency, tokens (and the tries of a repairing run),
     failed cases first, at most ``limit`` rows read from an iterable; then the averages."""
-    failed: list[CaseResult] = []
-    passed: list[CaseResult] = []
-    hidden = 0
-    for case in cases:
-        if len(failed) + len(passed) < limit:
-            (passed if case.passed else failed).append(case)
-        elif not case.passed and passed:
-            passed.pop()
-            failed.append(case)
-            hidden += 1
-        else:
-            hidden += 1
-    failed.sort(key=lambda c: c.key)
-    shown = failed + sorted(passed, key=lambda c: c.key)
+    read = 0
+
+    def counted() -> Iterator[CaseResult]:
+        nonlocal read
+        for case in cases:
+            read += 1
+            yield case
+
+    shown = heapq.nsmallest(limit, counted(), key=lambda case: (case.passed, case.key))
+    failed = [case for case in shown if not case.passed]
     repeats = any(case.repeat for case in shown)
     tries = any(case.attempts is not None for case in shown)
     rows = [("case", "assertions", "scores", "latency", "tokens", *(("tries",) if tries else ()))]
@@ -330,8 +315,8 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if hidden:
-        lines.append(f"... {hidden} more case(s) in the results file")
+    if read > len(shown):
+        lines.append(f"... {read - len(shown)} more case(s) in the results file")
     averages = summary.to_json()["averages"]
     extras = [f"avg latency {_ms(averages['latency_ms'])}"]
     if averages["total_tokens"] is not None:

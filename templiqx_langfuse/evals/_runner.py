@@ -9,10 +9,10 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-import importlib
 import inspect
 import math
 import os
+import pkgutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,20 +39,6 @@ from .._runtime import LangfuseTracedRuntime
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
 from ._report import CaseResult, EvalReport, ResultsWriter, Summary, check_origin, read_results
-
-__all__ = [
-    "Evaluator",
-    "arun_eval",
-    "contract_cases",
-    "default_run_name",
-    "in_shard",
-    "judge_evaluator",
-    "load_evaluator",
-    "parse_shard",
-    "resolve_contract",
-    "run_eval",
-    "select_shard",
-]
 
 Evaluator = Callable[..., Any]
 #: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
@@ -108,29 +94,26 @@ def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[
 
 
 def load_evaluator(spec: str) -> Evaluator:
-    """``module:function``, called as Langfuse calls evaluators: ``(input=, output=,
-    expected_output=, metadata=)`` returning ``{name, value, comment}`` (or a list, or an
-    object with those attributes); a coroutine function is awaited."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
+    """``module:function`` (of the working directory too, as pytest's rootdir), called as
+    Langfuse calls evaluators: ``(input=, output=, expected_output=, metadata=)`` returning
+    ``{name, value, comment}`` (or a list, or an object with those attributes)."""
+    if not all(spec.partition(":")[::2]):
         raise InvalidData(f"evaluator {spec!r} is not module:function")
     here = os.getcwd()
     added = here not in sys.path and "" not in sys.path
-    if added:  # as pytest's rootdir: a module of the working directory imports
+    if added:
         sys.path.insert(0, here)
     try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or the module itself failing
-        raise InvalidData(
-            f"evaluator {spec!r}: cannot import {module_name} ({type(error).__name__}: {error})"
-        ) from None
+        function: Evaluator = pkgutil.resolve_name(spec)
+    except Exception as error:  # ImportError, AttributeError, or the module itself failing
+        why = f"{type(error).__name__}: {error}"
+        raise InvalidData(f"evaluator {spec!r}: cannot import it ({why})") from None
     finally:
         if added:
             sys.path.remove(here)
-    function = getattr(module, attribute, None)
     if not callable(function):
-        raise InvalidData(f"evaluator {spec!r}: {attribute} is not a function of {module_name}")
-    return function  # type: ignore[no-any-return]
+        raise InvalidData(f"evaluator {spec!r} is not a function")
+    return function
 
 
 def _score(value: Any, fallback: str) -> dict[str, Any]:
@@ -457,3 +440,25 @@ def experiment_for(
         )
 
     return build
+
+
+def assert_eval_passes(
+    contract: Contract | str | Path,
+    *,
+    runtime: RuntimeAdapter,
+    min_pass_rate: float | None = None,
+    **options: Any,
+) -> EvalReport:
+    """``run_eval`` as one pytest assertion: an ``AssertionError`` naming every failing
+    case and why, unless the run passes the gate."""
+    report = run_eval(contract, runtime=runtime, **options)
+    if report.gate(min_pass_rate):
+        return report
+    summary = report.summary
+    wanted = "every case" if min_pass_rate is None else f"pass rate >= {min_pass_rate:.1%}"
+    lines = [
+        f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed "
+        f"(pass rate {summary.pass_rate:.1%}; wanted {wanted})",
+        *(f"  {case.id}#{case.repeat}: {case.why()}" for case in report.failures()),
+    ]
+    raise AssertionError("\n".join(lines))
