@@ -201,33 +201,6 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
     return evaluate
 
 
-class _Progress:
-    """One stderr line, redrawn at most ten times a second (a terminal only)."""
-
-    def __init__(self, stream: IO[str] | None, total: int, label: str) -> None:
-        self.stream, self.total, self.label = stream, total, label
-        self.done = self.failed = self.errored = 0
-        self.drawn = self.started = time.perf_counter()
-
-    def update(self, result: CaseResult) -> None:
-        self.done += 1
-        self.failed += not result.passed and not result.errored
-        self.errored += result.errored
-        now = time.perf_counter()
-        if self.stream is not None and (now - self.drawn >= 0.1 or self.done == self.total):
-            self.drawn, filled = now, 24 * self.done // max(self.total, 1)
-            self.stream.write(
-                f"\r{self.label} [{'#' * filled}{'.' * (24 - filled)}] {self.done}/{self.total} "
-                f"✗ {self.failed} errored {self.errored} {now - self.started:.1f}s"
-            )
-            self.stream.flush()
-
-    def end(self) -> None:
-        if self.stream is not None and self.done:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 def _traced(runtime: RuntimeAdapter) -> LangfuseTracedRuntime | None:
     """The traced runtime ``runtime`` is or wraps (retrying, replaying, ...), if any."""
     inner: Any = runtime
@@ -370,13 +343,27 @@ async def arun_eval(
             output_fingerprint=receipt.output_fingerprint,
         )
 
-    bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
+    todo = total * repeat - len(finished)
+    goal = summary.total + todo  # the resumed cases count as done
+    started, drawn = time.perf_counter(), 0.0
+
+    def draw() -> None:  # one stderr line, redrawn at most ten times a second
+        nonlocal drawn
+        now = time.perf_counter()
+        if progress is not None and (now - drawn >= 0.1 or summary.total == goal):
+            drawn, filled = now, 24 * summary.total // max(goal, 1)
+            progress.write(
+                f"\reval {parsed.id} [{'#' * filled}{'.' * (24 - filled)}] {summary.total}/{goal}"
+                f" ✗ {summary.failed} errored {summary.errored} {now - started:.1f}s"
+            )
+            progress.flush()
+
     jobs = ((case, k) for k in range(repeat) for case in source() if (case.id, k) not in finished)
 
     async def worker() -> None:
         for case, k in jobs:
             result = accept(await one(case, k))
-            bar.update(result)
+            draw()
             if lane is not None:
                 await lane.record(result)
 
@@ -384,7 +371,7 @@ async def arun_eval(
         if lane is not None:
             await lane.start(source())
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, max(bar.total, 1))):  # no idle worker for a short run
+            for _ in range(min(concurrency, max(todo, 1))):  # no idle worker for a short run
                 group.create_task(worker())
         if lane is not None:
             summary.run_url = await lane.finish(summary)
@@ -392,7 +379,9 @@ async def arun_eval(
         summary.interrupted = True
         raise
     finally:
-        bar.end()
+        if progress is not None and drawn:
+            progress.write("\n")
+            progress.flush()
         if lane is not None:
             with contextlib.suppress(Exception):
                 await lane.aclose()
