@@ -25,6 +25,7 @@ from templiqx_core import InvalidData, IoFailure
 from templiqx_core.evals import EvalCaseSpec
 
 from .._config import LangfuseConfig
+from .._prompts import async_api, sync_api
 from ._report import CaseResult, Summary
 
 if TYPE_CHECKING:
@@ -77,41 +78,25 @@ def _case_of(item: Any) -> EvalCaseSpec:
         raise InvalidData(f"Langfuse dataset item {item.id}: not a case ({error})") from None
 
 
-def _http(config: LangfuseConfig, timeout_s: float) -> dict[str, Any]:
-    public, secret = config.keys()
-    return {
-        "base_url": config.base_url,
-        "username": public,
-        "password": secret,
-        "timeout": timeout_s,
-    }
-
-
-def fetch_dataset_cases(
-    config: LangfuseConfig, dataset: str, *, timeout_s: float = 30.0
-) -> list[EvalCaseSpec]:
+def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSpec]:
     """The active items of a Langfuse dataset as cases, page by page: ``input``
     ``{inputs, context}`` (or the inputs themselves), ``expectedOutput``, ``metadata``
     (``case_id`` names the case, else the item id)."""
-    from langfuse.api import LangfuseAPI
-
     if not config.public_key or not config.secret_key:
         raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
-    cases: list[EvalCaseSpec] = []
-    with httpx.Client(timeout=timeout_s) as http:
-        api = LangfuseAPI(**_http(config, timeout_s), httpx_client=http)
-        page, pages = 1, 1
-        while page <= pages:
-            try:
-                found = api.dataset_items.list(dataset_name=dataset, page=page, limit=_PAGE)
-            except Exception as error:  # the client's ApiError, httpx's, a bad body
-                status = getattr(error, "status_code", None)
-                why = f"HTTP {status}" if status else type(error).__name__
-                # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
-                kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData
-                raise kind(f"Langfuse dataset {dataset!r}: cannot read items ({why})") from None
-            cases += [_case_of(item) for item in found.data if item.status == "ACTIVE"]
-            pages, page = min(int(found.meta.total_pages), 10_000), page + 1
+    api, cases = sync_api(config, None), list[EvalCaseSpec]()
+    page, pages = 1, 1
+    while page <= pages:
+        try:
+            found = api.dataset_items.list(dataset_name=dataset, page=page, limit=_PAGE)
+        except Exception as error:  # the client's ApiError, httpx's, a bad body
+            status = getattr(error, "status_code", None)
+            why = f"HTTP {status}" if status else type(error).__name__
+            # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
+            kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData
+            raise kind(f"Langfuse dataset {dataset!r}: cannot read items ({why})") from None
+        cases += [_case_of(item) for item in found.data if item.status == "ACTIVE"]
+        pages, page = min(int(found.meta.total_pages), 10_000), page + 1
     if not cases:
         raise InvalidData(f"Langfuse dataset {dataset!r} has no active items")
     seen: set[str] = set()
@@ -153,7 +138,6 @@ class LangfuseExperiment:
         dataset: str,
         description: str | None = None,
         api: AsyncLangfuseAPI | None = None,
-        timeout_s: float = 10.0,
     ) -> None:
         self.config, self.run_name, self.dataset = config, run_name, dataset
         self.description = description
@@ -162,23 +146,14 @@ class LangfuseExperiment:
         self.experiment_id = experiment_id_for(None, None, run_name)
         self.failures = 0
         self._broken = False
-        self._http: httpx.AsyncClient | None = None
         self._api = api
-        self._timeout_s = timeout_s
         self._scores: list[CreateScoreRequest] = []
         self._pending: set[asyncio.Future[Any]] = set()
 
     async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
         """Upsert the dataset (before any case runs), then, while the cases run, one item
         per case (a bounded number in flight, however many cases)."""
-        if self._api is None:
-            from langfuse.api import AsyncLangfuseAPI
-
-            self._http = httpx.AsyncClient(timeout=self._timeout_s)
-            self._api = AsyncLangfuseAPI(
-                **_http(self.config, self._timeout_s), httpx_client=self._http
-            )
-        api = self._api
+        api = self._api = self._api or async_api(self.config, None)
         created = await self._call(
             "dataset",
             lambda: api.datasets.create(
@@ -294,9 +269,6 @@ class LangfuseExperiment:
         for task in self._pending:
             task.cancel()
         await asyncio.gather(*self._pending, return_exceptions=True)
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
 
     async def _send_scores(self) -> None:
         assert self._api is not None
