@@ -28,7 +28,6 @@ from ._report import (
     ResultsWriter,
     Summary,
     baseline_diff,
-    check_origin,
     read_results,
     read_summary,
     table,
@@ -184,9 +183,8 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
         output = at(args.output, contract.id, ".xml" if args.format == "junit" else ".json")
         junit = output is None or args.format == "junit"
         results = scratch / f"results-{index}.json" if junit or output is None else output
-        if (resume := at(args.resume, contract.id)) is not None:
-            check_origin(resume, contract.id, contract.version, "--resume")
-        found.append(_Files(contract, results, output, resume, at(args.baseline, contract.id)))
+        resume, baseline = at(args.resume, contract.id), at(args.baseline, contract.id)
+        found.append(_Files(contract, results, output, resume, baseline))
     return found
 
 
@@ -214,7 +212,9 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         plan = _files(args, scratch)
         # Read before --output (possibly the same file) is opened for writing; a baseline
         # is refused now rather than after the run.
-        resumes = [None if f.resume is None else list(read_results(f.resume)) for f in plan]
+        resumes = [
+            None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan
+        ]
         for baseline in (f.baseline for f in plan if f.baseline is not None):
             list(read_results(baseline))
         runtime = _runtime(args, scratch)
@@ -266,8 +266,7 @@ def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     merged: dict[tuple[str, int], CaseResult] = {}
     summary = Summary(contract.id, contract.version, "")
     for path in args.merge:
-        check_origin(path, contract.id, contract.version, "--merge")
-        merged.update((case.key, case) for case in read_results(path))
+        merged.update((case.key, case) for case in read_results(path, contract, "--merge"))
         found = read_summary(path) or {}
         summary.run_name = summary.run_name or found.get("run_name") or ""
         summary.run_url = summary.run_url or found.get("run_url")

@@ -6,6 +6,7 @@ short (Ctrl-C, a crash) still yields every finished case to ``--resume``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import io
@@ -21,7 +22,7 @@ from xml.sax import saxutils
 import orjson
 from pydantic import TypeAdapter
 
-from templiqx_core import InvalidData
+from templiqx_core import Contract, InvalidData
 
 FORMAT = "templiqx.eval/v1"
 _ORIGIN = ("contract_id", "contract_version")
@@ -218,12 +219,27 @@ class ResultsWriter:
         self._put('], "summary": ' + _dumps(summary.to_json()) + "}\n")
 
 
-def read_results(path: Path) -> Iterator[CaseResult]:
-    """The finished cases of a results file, complete or cut short, one line at a time."""
+def read_results(
+    path: Path, contract: Contract | None = None, flag: str = "--resume"
+) -> Iterator[CaseResult]:
+    """The finished cases of a results file, complete or cut short, one line at a time;
+    refused if it names a contract or version other than ``contract``."""
     try:
         with path.open(encoding="utf-8") as lines:
-            if not next(lines, "").startswith(f'{{"format": "{FORMAT}"'):
+            first = next(lines, "").rstrip()
+            if not first.startswith(f'{{"format": "{FORMAT}"'):
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
+            if contract is not None:
+                found: Any = {}
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    found = orjson.loads(first + "]}")
+                if not found.keys() & set(_ORIGIN):  # an older file: its summary says
+                    found = read_summary(path) or {}
+                for key, wanted in zip(_ORIGIN, (contract.id, contract.version), strict=True):
+                    if found.get(key, wanted) != wanted:
+                        what = "version " if key == "contract_version" else ""
+                        held = f"{what}{found[key]!r}, not {wanted!r}"
+                        raise InvalidData(f"{flag}: {path} holds results of {held}")
             for line in lines:
                 text = line.removeprefix(",")
                 if text.startswith('{"id"'):
@@ -233,25 +249,6 @@ def read_results(path: Path) -> Iterator[CaseResult]:
                         continue
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
-
-
-def check_origin(path: Path, contract_id: str, version: str, flag: str) -> None:
-    """Refuse a results file of another contract or version (its first line or summary
-    says; a file that says neither passes)."""
-    try:
-        with path.open(encoding="utf-8") as lines:
-            first = lines.readline(65_536).rstrip()
-        found: Any = orjson.loads(first + "]}") if first.endswith("[") else {}
-    except (OSError, UnicodeDecodeError, orjson.JSONDecodeError):
-        found = {}
-    if not isinstance(found, dict) or not found.keys() & set(_ORIGIN):
-        found = read_summary(path) or {}
-    for key, wanted in zip(_ORIGIN, (contract_id, version), strict=True):
-        if found.get(key, wanted) != wanted:
-            what = "version " if key == "contract_version" else ""
-            raise InvalidData(
-                f"{flag}: {path} holds results of {what}{found[key]!r}, not {wanted!r}"
-            )
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:

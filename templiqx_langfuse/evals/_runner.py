@@ -38,7 +38,7 @@ from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
-from ._report import CaseResult, EvalReport, ResultsWriter, Summary, check_origin, read_results
+from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_results
 
 Evaluator = Callable[..., Any]
 #: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
@@ -278,8 +278,8 @@ async def arun_eval(
 
     finished: set[tuple[str, int]] = set()
     if isinstance(resume, Path):
-        check_origin(resume, parsed.id, parsed.version, "resume")
-    for result in read_results(resume) if isinstance(resume, Path) else resume or ():
+        resume = read_results(resume, parsed, "resume")
+    for result in resume or ():
         if not (retry_errors and result.errored) and result.key not in finished:
             finished.add(result.key)
             accept(result)
