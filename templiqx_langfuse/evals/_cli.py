@@ -81,11 +81,9 @@ def main(argv: list[str]) -> int:
     """The ``eval`` command entry point: ``--merge`` or a run on ``--runtime``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.merge is not None:
-        if args.runtime is not None:
-            parser.error("--merge combines results files; it runs no --runtime")
-        return merge_command(args, sys.stdout, sys.stderr)
-    if args.runtime is None:
+    if args.merge is not None and args.runtime is not None:
+        parser.error("--merge combines results files; it runs no --runtime")
+    if args.merge is None and args.runtime is None:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
         given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
@@ -189,9 +187,13 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
 
 
 def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the eval contract by contract, print each report; the exit code. The results
-    stream to a JSON file (``--output``, or a temporary one) and every report is read
-    back from it: the run holds only its failed cases."""
+    """Run the eval contract by contract (or ``--merge`` shards' results), print each
+    report; the exit code. The results go to a JSON file (``--output``, or a temporary
+    one) and every report is read back from it: a run holds only its failed cases."""
+    if args.merge is not None and len(args.contract) != 1:
+        raise InvalidData("--merge combines the results of one contract")
+    if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
+        raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
     if args.retry_errors and args.resume is None:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
     if args.concurrency < 1 or args.repeat < 1:
@@ -199,111 +201,91 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.repair is not None and args.repair < 1:
         raise InvalidData("--repair N counts every try: at least 1")
     gate, promotions = _checked(args)
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+        plan = _files(args, scratch)
+        if args.merge is not None:
+            summaries = [_merge(args.merge, plan[0])]
+        else:
+            summaries = _run(args, plan, scratch, err)
+        for files, summary in zip(plan, summaries, strict=True):
+            _print_report(args, files, summary, out, err)
+    if not all(summary.gate(gate) for summary in summaries):
+        return EXIT_GATE
+    from .._prompts import promote_label
+
+    for name, version in promotions:  # a failure: exit 1, said on one line
+        promote_label(name, version, args.promote)
+        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
     shard = None if args.shard is None else parse_shard(args.shard)
-    progress = None if args.no_progress or not err.isatty() else err
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
     if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
         name = str(args.cases).removeprefix(LANGFUSE_CASES)
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
-    with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
-        plan = _files(args, scratch)
-        # Read before --output (possibly the same file) is opened for writing; a baseline
-        # is refused now rather than after the run.
-        resumes = [
-            None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan
-        ]
-        for baseline in (f.baseline for f in plan if f.baseline is not None):
-            list(read_results(baseline))
-        runtime = _runtime(args, scratch)
-        stack.callback(runtime.close)
+    # Read before --output (possibly the same file) is opened for writing; a baseline is
+    # refused now rather than after the run.
+    resumes = [None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan]
+    for baseline in (f.baseline for f in plan if f.baseline is not None):
+        list(read_results(baseline))
+    runtime = _runtime(args, scratch)
+
+    async def run_all() -> list[Summary]:
         judges = [judge_evaluator(path, runtime) for path in args.judge or ()]
-        evaluators = [*(args.evaluator or ()), *judges]
+        summaries = []
+        for files, resume in zip(plan, resumes, strict=True):
+            kept = files.results == files.output
+            with _open(files.results) as stream, _interrupted(files.results, err, kept):
+                report = await arun_eval(
+                    files.contract,
+                    runtime=runtime,
+                    cases=cases,
+                    capabilities=args.capability,
+                    concurrency=args.concurrency,
+                    repeat=args.repeat,
+                    shard=shard,
+                    run_name=args.run_name,
+                    evaluators=[*(args.evaluator or ()), *judges],
+                    output=stream,
+                    resume=resume,
+                    retry_errors=args.retry_errors,
+                    progress=None if args.no_progress or not err.isatty() else err,
+                    dataset=dataset,
+                    keep="failures",
+                    repair=args.repair,
+                )
+            summaries.append(report.summary)
+        return summaries
 
-        async def run_all() -> list[Summary]:
-            summaries = []
-            for files, resume in zip(plan, resumes, strict=True):
-                kept = files.results == files.output
-                with _open(files.results) as stream, _interrupted(files.results, err, kept):
-                    report = await arun_eval(
-                        files.contract,
-                        runtime=runtime,
-                        cases=cases,
-                        capabilities=args.capability,
-                        concurrency=args.concurrency,
-                        repeat=args.repeat,
-                        shard=shard,
-                        run_name=args.run_name,
-                        evaluators=evaluators,
-                        output=stream,
-                        resume=resume,
-                        retry_errors=args.retry_errors,
-                        progress=progress,
-                        dataset=dataset,
-                        keep="failures",
-                        repair=args.repair,
-                    )
-                summaries.append(report.summary)
-            return summaries
-
-        summaries = asyncio.run(run_all())
-        for files, summary in zip(plan, summaries, strict=True):
-            _print_report(args, files, summary, out, err)
-    return _gate(args, summaries, gate, promotions, err)
+    try:
+        return asyncio.run(run_all())
+    finally:
+        runtime.close()
 
 
-def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _merge(paths: list[Path], files: _Files) -> Summary:
     """One results document from the shards' files (complete or cut short): every case
-    once (a later file's record of a case wins), the summary recomputed, the gate."""
-    if len(args.contract) != 1:
-        raise InvalidData("--merge combines the results of one contract")
-    if args.promote is not None and "#" not in str(args.contract[0]):
-        raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
-    gate, promotions = _checked(args)
-    contract = resolve_contract(args.contract[0])
-    merged: dict[tuple[str, int], CaseResult] = {}
+    once (a later file's record of a case wins), the summary recomputed."""
+    contract, merged = files.contract, dict[tuple[str, int], CaseResult]()
     summary = Summary(contract.id, contract.version, "")
-    for path in args.merge:
+    for path in paths:
         merged.update((case.key, case) for case in read_results(path, contract, "--merge"))
         found = read_summary(path) or {}
         summary.run_name = summary.run_name or found.get("run_name") or ""
         summary.run_url = summary.run_url or found.get("run_url")
     summary.run_name = summary.run_name or "merged"
-    with contextlib.ExitStack() as stack:
-        if args.output is not None and args.format != "junit":
-            results = args.output
-        else:
-            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
-            results = Path(scratch) / "results.json"
-        with _open(results) as stream:
-            writer = ResultsWriter(stream, contract.id, contract.version)
-            for key in sorted(merged):
-                summary.add(merged[key])
-                writer.write(merged[key])
-            writer.close(summary)
-        files = _Files(contract, results, args.output, None, args.baseline)
-        _print_report(args, files, summary, out, err)
-    return _gate(args, [summary], gate, promotions, err)
-
-
-def _gate(
-    args: argparse.Namespace,
-    summaries: list[Summary],
-    gate: float | None,
-    promotions: list[tuple[str, int]],
-    err: TextIO,
-) -> int:
-    """The exit code; a passed gate moves ``--promote``'s label (a failure: exit 1)."""
-    if not all(summary.gate(gate) for summary in summaries):
-        return EXIT_GATE
-    from .._prompts import promote_label
-
-    for name, version in promotions:
-        promote_label(name, version, args.promote)
-        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
-    return EXIT_OK
+    with _open(files.results) as stream:
+        writer = ResultsWriter(stream, contract.id, contract.version)
+        for key in sorted(merged):
+            summary.add(merged[key])
+            writer.write(merged[key])
+        writer.close(summary)
+    return summary
 
 
 @contextlib.contextmanager
