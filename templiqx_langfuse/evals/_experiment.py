@@ -15,7 +15,7 @@ import json
 import logging
 import random
 import urllib.parse
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -181,7 +181,7 @@ class LangfuseExperiment:
                         expected_output=case.expected_output,
                         metadata={"case_id": case.id, **case.metadata},
                     )
-                    await self._spawn(self._call("dataset item", create))
+                    await self._spawn("dataset item", create)
             except Exception as error:  # the cases' file, changed under the run
                 self._failed("dataset item", type(error).__name__)
 
@@ -274,16 +274,13 @@ class LangfuseExperiment:
         assert self._api is not None
         while self._scores:
             batch, self._scores = self._scores[:_SCORE_BATCH], self._scores[_SCORE_BATCH:]
-            send = functools.partial(self._api.scores.create, request=batch)
-            await self._spawn(self._call("scores", send))
+            await self._spawn("scores", functools.partial(self._api.scores.create, request=batch))
 
-    async def _spawn(self, call: Coroutine[Any, Any, Any]) -> None:
+    async def _spawn(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
         while len(self._pending) >= _IN_FLIGHT + 1:  # the items' feeder is one of them
             await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
-        if self._broken:  # a call failed past the client's retries: send nothing more
-            call.close()
-            return
-        self._track(asyncio.ensure_future(call))
+        if not self._broken:  # a call failed past the client's retries: send nothing more
+            self._track(asyncio.ensure_future(self._call(what, call)))
 
     def _track(self, task: asyncio.Future[Any]) -> None:
         self._pending.add(task)
@@ -297,16 +294,12 @@ class LangfuseExperiment:
             self._broken = True  # so a Langfuse down costs one timeout, not one per case
             self._failed(what, f"HTTP {status}" if status else type(error).__name__)
             return None
-        rejected = getattr(answer, "rejected", 0)
-        if rejected:  # a 207: some scores refused
+        if rejected := getattr(answer, "rejected", 0):  # a 207: some scores refused
             self._failed(what, f"{rejected} refused")
         return answer
 
     def _failed(self, what: str, why: str) -> None:
         self.failures += 1
         if self.failures == 1:
-            logger.warning(
-                "Langfuse experiment: sending a %s failed (%s); the eval's results are unaffected",
-                what,
-                why,
-            )
+            why = f"sending a {what} failed ({why})"
+            logger.warning("Langfuse experiment: %s; the eval's results are unaffected", why)
