@@ -189,20 +189,18 @@ class LangfuseExperiment:
 
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
         """The ``langfuse.experiment.*`` attributes of the case's generation."""
+        expected = case.expected_output
         attributes = {
             A.EXPERIMENT_ID: self.experiment_id,
             A.EXPERIMENT_NAME: self.run_name,
             A.EXPERIMENT_ITEM_ID: item_id_of(self.dataset, case),
             A.EXPERIMENT_ITEM_METADATA: json.dumps({"case_id": case.id, **case.metadata}),
             A.EXPERIMENT_METADATA: json.dumps({"experiment_run_name": self.run_name}),
+            A.EXPERIMENT_DESCRIPTION: self.description,
+            A.EXPERIMENT_DATASET_ID: self.dataset_id,
+            A.EXPERIMENT_ITEM_EXPECTED_OUTPUT: None if expected is None else json.dumps(expected),
         }
-        if self.description:
-            attributes[A.EXPERIMENT_DESCRIPTION] = self.description
-        if self.dataset_id is not None:
-            attributes[A.EXPERIMENT_DATASET_ID] = self.dataset_id
-        if case.expected_output is not None:
-            attributes[A.EXPERIMENT_ITEM_EXPECTED_OUTPUT] = json.dumps(case.expected_output)
-        return attributes
+        return {key: value for key, value in attributes.items() if value}
 
     async def record(self, result: CaseResult) -> None:
         """Queue the finished case's scores on its trace and generation: each check as a
