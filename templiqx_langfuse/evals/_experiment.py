@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import urllib.parse
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -57,12 +58,10 @@ def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
 def _case_of(item: Any) -> EvalCaseSpec:
     value, metadata = item.input, item.metadata
     metadata = dict(metadata) if isinstance(metadata, dict) else {}
-    if not isinstance(value, dict):
-        raise InvalidData(f"Langfuse dataset item {item.id}: input is not an object")
-    if set(value) <= {"inputs", "context"}:  # the shape templiqx upserts
-        inputs, context = value.get("inputs", {}), value.get("context", {})
-    else:
-        inputs, context = value, {}
+    upserted = isinstance(value, dict) and set(value) <= {"inputs", "context"}  # by templiqx
+    inputs, context = (
+        (value.get("inputs", {}), value.get("context", {})) if upserted else (value, {})
+    )
     case_id = metadata.get("case_id")
     try:
         return EvalCaseSpec.model_validate(
@@ -99,11 +98,9 @@ def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSp
         pages, page = min(int(found.meta.total_pages), 10_000), page + 1
     if not cases:
         raise InvalidData(f"Langfuse dataset {dataset!r} has no active items")
-    seen: set[str] = set()
-    for case in cases:  # results, resumption and scores key on the case id
-        if case.id in seen:
-            raise InvalidData(f"Langfuse dataset {dataset!r}: case id {case.id!r} names two items")
-        seen.add(case.id)
+    # Results, resumption and scores key on the case id.
+    if twice := [key for key, n in Counter(case.id for case in cases).items() if n > 1]:
+        raise InvalidData(f"Langfuse dataset {dataset!r}: case id {twice[0]!r} names two items")
     return cases
 
 
