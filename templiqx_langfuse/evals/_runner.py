@@ -416,9 +416,7 @@ def experiment_for(
     traced = _traced(runtime)
 
     def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
-        if traced is None or not traced.langfuse_config.enabled:
-            return None
-        if traced.tracing.pipeline is None:
+        if traced is None or traced.tracing.pipeline is None or not traced.langfuse_config.enabled:
             return None
         return LangfuseExperiment(
             traced.langfuse_config,
