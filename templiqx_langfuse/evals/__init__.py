@@ -1,14 +1,9 @@
-"""Evals that run real models: cases checked, scored, gated, and landed in Langfuse.
-
-``run_eval`` / ``arun_eval`` run a contract's cases on a runtime (the native async path,
-bounded concurrency) and return an ``EvalReport``, landing the run in Langfuse as an
-experiment when the runtime traces; ``assert_eval_passes`` is the pytest helper.
-"""
+"""Evals that run real models: cases checked, scored, gated, and landed in Langfuse as an
+experiment; ``assert_eval_passes`` is the pytest helper."""
 
 from __future__ import annotations
 
 from ._experiment import LangfuseExperiment, stable_item_id
-from ._pytest import assert_eval_passes
 from ._report import (
     CaseResult,
     EvalReport,
@@ -21,6 +16,7 @@ from ._report import (
 )
 from ._runner import (
     arun_eval,
+    assert_eval_passes,
     contract_cases,
     default_run_name,
     experiment_for,

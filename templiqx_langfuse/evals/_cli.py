@@ -1,9 +1,6 @@
-"""``templiqx eval CONTRACT --runtime NAME``: the command's run, its output and exit code.
-
-The core CLI reaches this module through its ``templiqx.commands`` entry point ``eval``
-for the command lines its own scripted self-check cannot parse. Exit codes: 0 the gate
-passed, 2 it did not or a usage error, 1 the command itself failed (raised as a typed
-error the CLI prints on one line).
+"""``templiqx eval CONTRACT --runtime NAME`` (the core CLI's ``templiqx.commands`` entry
+point ``eval``). Exit codes: 0 the gate passed, 2 it did not or a usage error, 1 the
+command itself failed (a typed error the CLI prints on one line).
 """
 
 from __future__ import annotations
@@ -19,32 +16,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TextIO
 
-from templiqx_core import InvalidData, RuntimeAdapter, read_contract
+from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
 from templiqx_core.adapters import load_document
-from templiqx_core.evals import (
-    EvalCaseSpec,
-    RuntimeOptions,
-    load_runtime,
-)
+from templiqx_core.evals import EvalCaseSpec, RuntimeOptions, load_runtime
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
 from ._experiment import fetch_dataset_cases
 from ._report import (
     CaseResult,
-    EvalReport,
     ResultsWriter,
     Summary,
     baseline_diff,
-    check_origin,
     read_results,
     read_summary,
     table,
     write_junit,
 )
-from ._runner import arun_eval, judge_evaluator, parse_shard
-
-__all__ = ["main", "merge_command", "run_command"]
+from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
 
 EXIT_OK, EXIT_GATE = 0, 2
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
@@ -92,37 +81,19 @@ def main(argv: list[str]) -> int:
     """The ``eval`` command entry point: ``--merge`` or a run on ``--runtime``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    out, err = sys.stdout, sys.stderr
-    if args.merge is not None:
-        if args.runtime is not None:
-            parser.error("--merge combines results files; it runs no --runtime")
-        return merge_command(args, out, err)
-    if args.runtime is None:
+    if args.merge is not None and args.runtime is not None:
+        parser.error("--merge combines results files; it runs no --runtime")
+    if args.merge is None and args.runtime is None:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
         given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
-    return run_command(args, out, err)
-
-
-def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
-    replay: Path | None = args.replay
-    if replay is not None and replay.is_dir():
-        replay = merge_cassettes(replay, scratch / "cassette.yaml")
-    elif replay is not None and not replay.is_file():
-        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
-    options = RuntimeOptions(replay=replay, env=dict(os.environ))
-    inner = load_runtime(args.runtime, options)
-    # A 429 waits its retry-after and tries again; only what still fails is errored.
-    return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
+    return run_command(args, sys.stdout, sys.stderr)
 
 
 def merge_cassettes(directory: Path, target: Path) -> Path:
-    """One cassette holding every interaction of the ``*.yaml`` cassettes in a directory
-    (one per case, say): replay matches a request by method, URI and body, so each case
-    finds its own answer, in any order and concurrently."""
+    """One cassette of every ``*.yaml`` cassette's interactions in a directory (one per
+    case, say): replay matches by method, URI and body, so each case finds its answer."""
     import yaml
-
-    from templiqx_core import PortError
 
     interactions: list[object] = []
     for path in sorted(directory.glob("*.yaml")):
@@ -136,163 +107,36 @@ def merge_cassettes(directory: Path, target: Path) -> Path:
     return target
 
 
-def _gate_value(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidData(f"--min-pass-rate {text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise InvalidData("--min-pass-rate must be within [0, 1]")
-    return value
+def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
+    replay: Path | None = args.replay
+    if replay is not None and replay.is_dir():
+        replay = merge_cassettes(replay, scratch / "cassette.yaml")
+    elif replay is not None and not replay.is_file():
+        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
+    inner = load_runtime(args.runtime, RuntimeOptions(replay=replay, env=dict(os.environ)))
+    # A 429 waits its retry-after and tries again; only what still fails is errored.
+    return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Files:
-    """Where one contract's results go and come from."""
-
-    contract: Path
-    results: Path
-    output: Path | None
-    resume: Path | None
-    baseline: Path | None
-
-
-def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
-    """Each contract's files: the paths given for one contract; for several, ``--output``,
-    ``--resume`` and ``--baseline`` are directories holding ``<contract id>.json`` (the
-    JUnit file ``<contract id>.xml``)."""
-    contracts: list[Path] = args.contract
-    several = len(contracts) > 1
-    if several and args.format == "json" and args.output is None:
-        raise InvalidData("--format json with several contracts needs --output DIR")
-    for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
-        if several and path is not None and not path.is_dir():
-            raise InvalidData(f"{flag}: with several contracts, a directory of results")
-    if several and args.output is not None:
-        args.output.mkdir(parents=True, exist_ok=True)
-    found = []
-    for index, path in enumerate(contracts):
-        parsed, diagnostics = read_contract(path)
-        if parsed is None:
-            first = diagnostics[0]
-            raise InvalidData(f"{path}: {first.code} {first.json_pointer or ''}: {first.message}")
-
-        def at(directory: Path | None, suffix: str = ".json", name: str = parsed.id) -> Path | None:
-            if directory is None or not several:
-                return directory
-            return directory / f"{name}{suffix}"
-
-        output = at(args.output, ".xml" if args.format == "junit" else ".json")
-        if output is not None and args.format != "junit":
-            results = output
-        else:
-            results = scratch / f"results-{index}.json"
-        resume = at(args.resume)
-        if resume is not None:
-            check_origin(resume, parsed.id, parsed.version, "--resume")
-        found.append(_Files(path, results, output, resume, at(args.baseline)))
-    return found
-
-
-def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the eval the arguments describe, contract by contract; print each report;
-    the exit code (2 when any contract's gate failed).
-
-    The results always stream to a JSON file (``--output``, or a temporary one), and the
-    table, JUnit and the baseline diff are read back from it: the run holds only its
-    failed cases, so memory does not grow with the suite.
-    """
-    if args.retry_errors and args.resume is None:
-        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
-    if args.concurrency < 1 or args.repeat < 1:
-        raise InvalidData("--concurrency and --repeat must be at least 1")
-    if args.repair is not None and args.repair < 1:
-        raise InvalidData("--repair N counts every try: at least 1")
-    gate = _gate_value(args.min_pass_rate)
-    shard = None if args.shard is None else parse_shard(args.shard)
-    promotions = _pin_for_promotion(args)
-    progress = None if args.no_progress or not err.isatty() else err
-    cases: Path | list[EvalCaseSpec] | None = args.cases
-    dataset: str | None = args.dataset
-    if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
-        name = str(args.cases).removeprefix(LANGFUSE_CASES)
-        cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
-        dataset = dataset or name  # the run lands on the dataset it read
-    with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
-        plan = _files(args, scratch)
-        # Read before --output (possibly the same file) is opened for writing.
-        resumes = [None if f.resume is None else list(read_results(f.resume)) for f in plan]
-        for files in plan:
-            if files.baseline is not None:
-                list(read_results(files.baseline))  # refused now rather than after the run
-        runtime = _runtime(args, scratch)
-        stack.callback(runtime.close)
-        evaluators = [
-            *(args.evaluator or ()),
-            *(judge_evaluator(path, runtime) for path in args.judge or ()),
-        ]
-
-        async def run_all() -> list[Summary]:
-            summaries = []
-            for files, resume in zip(plan, resumes, strict=True):
-                kept = files.results == files.output
-                with (
-                    _open(files.results) as stream,
-                    _interrupted_note(files.results, err, kept=kept),
-                ):
-                    report = await arun_eval(
-                        files.contract,
-                        runtime=runtime,
-                        cases=cases,
-                        capabilities=args.capability,
-                        concurrency=args.concurrency,
-                        repeat=args.repeat,
-                        shard=shard,
-                        run_name=args.run_name,
-                        evaluators=evaluators,
-                        output=stream,
-                        resume=resume,
-                        retry_errors=args.retry_errors,
-                        progress=progress,
-                        dataset=dataset,
-                        keep="failures",
-                        repair=args.repair,
-                    )
-                summaries.append(report.summary)
-            return summaries
-
-        summaries = asyncio.run(run_all())
-        for files, summary in zip(plan, summaries, strict=True):
-            _print_report(args, files, summary, out, err)
-    gates = [EvalReport(summary, []).gate(gate) for summary in summaries]
-    if not all(gates):
-        return EXIT_GATE
-    _promote(args, promotions, err)
-    return EXIT_OK
-
-
-def _promote(args: argparse.Namespace, promotions: list[tuple[str, int]], err: TextIO) -> None:
-    """The gate passed: move ``--promote``'s label (a failure: exit 1, said on one line)."""
-    from .._prompts import promote_label
-
-    for name, version in promotions:
-        promote_label(name, version, args.promote)
-        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
-
-
-def _pin_for_promotion(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """With ``--promote``: each ``langfuse:`` contract pinned to the version its label
-    names now, so the run evaluates, and the gate promotes, that version."""
-    if getattr(args, "promote", None) is None:
-        return []
+def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, int]]]:
+    """The gate (``--min-pass-rate``) and the versions ``--promote`` pins, or a refusal."""
+    gate = None
+    if args.min_pass_rate is not None:
+        try:
+            gate = float(args.min_pass_rate)
+        except ValueError:
+            raise InvalidData(f"--min-pass-rate {args.min_pass_rate!r} is not a number") from None
+        if not 0.0 <= gate <= 1.0:
+            raise InvalidData("--min-pass-rate must be within [0, 1]")
+    if args.promote is None:
+        return gate, []
+    # Each langfuse: contract pinned to the version its label names now, so the run
+    # evaluates, and the gate promotes, that version.
     from .._prompt_cache import SCHEME, pin
     from .._prompts import check_label
 
     check_label(args.promote)
-    if getattr(args, "shard", None) is not None:
+    if args.shard is not None:
         raise InvalidData("--promote gates on the whole run: promote from --merge of all shards")
     pinned = []
     for index, path in enumerate(args.contract):
@@ -301,54 +145,151 @@ def _pin_for_promotion(args: argparse.Namespace) -> list[tuple[str, int]]:
         reference, name, version = pin(str(path))
         args.contract[index] = Path(reference)
         pinned.append((name, version))
-    return pinned
+    return gate, pinned
 
 
-def merge_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """One results document from the shards' files (complete or cut short): every case
-    once (a later file's record of a case wins), the summary recomputed, the gate."""
-    if len(args.contract) != 1:
+@dataclasses.dataclass(frozen=True)
+class _Files:
+    """Where one contract's results go and come from."""
+
+    contract: Contract
+    results: Path
+    output: Path | None
+    resume: Path | None
+    baseline: Path | None
+
+
+def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
+    """Each contract's files: the paths given for one contract; for several, ``--output``,
+    ``--resume`` and ``--baseline`` are directories of ``<contract id>.json`` (``.xml``
+    for JUnit)."""
+    several = len(args.contract) > 1
+    if several and args.format == "json" and args.output is None:
+        raise InvalidData("--format json with several contracts needs --output DIR")
+    for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
+        if several and path is not None and not path.is_dir():
+            raise InvalidData(f"{flag}: with several contracts, a directory of results")
+    if several and args.output is not None:
+        args.output.mkdir(parents=True, exist_ok=True)
+
+    def at(directory: Path | None, name: str, suffix: str = ".json") -> Path | None:
+        return directory / f"{name}{suffix}" if directory is not None and several else directory
+
+    found = []
+    for index, path in enumerate(args.contract):
+        contract = resolve_contract(path)
+        output = at(args.output, contract.id, ".xml" if args.format == "junit" else ".json")
+        junit = output is None or args.format == "junit"
+        results = scratch / f"results-{index}.json" if junit or output is None else output
+        resume, baseline = at(args.resume, contract.id), at(args.baseline, contract.id)
+        found.append(_Files(contract, results, output, resume, baseline))
+    return found
+
+
+def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run the eval contract by contract (or ``--merge`` shards' results), print each
+    report; the exit code. The results go to a JSON file (``--output``, or a temporary
+    one) and every report is read back from it: a run holds only its failed cases."""
+    if args.merge is not None and len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
-    if getattr(args, "promote", None) is not None and "#" not in str(args.contract[0]):
+    if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
-    promotions = _pin_for_promotion(args)
-    (path,) = args.contract
-    contract, diagnostics = read_contract(path)
-    if contract is None:
-        raise InvalidData(f"{path}: {diagnostics[0].code}: {diagnostics[0].message}")
-    gate = _gate_value(args.min_pass_rate)
-    merged: dict[tuple[str, int], CaseResult] = {}
-    run_name, run_url = None, None
-    for path in args.merge:
-        check_origin(path, contract.id, contract.version, "--merge")
-        merged.update((case.key, case) for case in read_results(path))
-        found = read_summary(path) or {}
-        run_name = run_name or found.get("run_name")
-        run_url = run_url or found.get("run_url")
-    summary = Summary(contract.id, contract.version, run_name or "merged")
-    summary.run_url = run_url
+    if args.retry_errors and args.resume is None:
+        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
+    if args.concurrency < 1 or args.repeat < 1:
+        raise InvalidData("--concurrency and --repeat must be at least 1")
+    if args.repair is not None and args.repair < 1:
+        raise InvalidData("--repair N counts every try: at least 1")
+    gate, promotions = _checked(args)
     with contextlib.ExitStack() as stack:
-        if args.output is not None and args.format != "junit":
-            results = args.output
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+        plan = _files(args, scratch)
+        if args.merge is not None:
+            summaries = [_merge(args.merge, plan[0])]
         else:
-            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-"))
-            results = Path(scratch) / "results.json"
-        with _open(results) as stream:
-            writer = ResultsWriter(stream, (contract.id, contract.version))
-            for key in sorted(merged):
-                summary.add(merged[key])
-                writer.write(merged[key])
-            writer.close(summary)
-        files = _Files(path, results, args.output, None, args.baseline)
-        _print_report(args, files, summary, out, err)
-    if not EvalReport(summary, []).gate(gate):
+            summaries = _run(args, plan, scratch, err)
+        for files, summary in zip(plan, summaries, strict=True):
+            _print_report(args, files, summary, out, err)
+    if not all(summary.gate(gate) for summary in summaries):
         return EXIT_GATE
-    _promote(args, promotions, err)
+    from .._prompts import promote_label
+
+    for name, version in promotions:  # a failure: exit 1, said on one line
+        promote_label(name, version, args.promote)
+        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
+    shard = None if args.shard is None else parse_shard(args.shard)
+    cases: Path | list[EvalCaseSpec] | None = args.cases
+    dataset: str | None = args.dataset
+    if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
+        name = str(args.cases).removeprefix(LANGFUSE_CASES)
+        cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
+        dataset = dataset or name  # the run lands on the dataset it read
+    # Read before --output (possibly the same file) is opened for writing; a baseline is
+    # refused now rather than after the run.
+    resumes = [None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan]
+    for baseline in (f.baseline for f in plan if f.baseline is not None):
+        list(read_results(baseline))
+    runtime = _runtime(args, scratch)
+
+    async def run_all() -> list[Summary]:
+        judges = [judge_evaluator(path, runtime) for path in args.judge or ()]
+        summaries = []
+        for files, resume in zip(plan, resumes, strict=True):
+            kept = files.results == files.output
+            with _open(files.results) as stream, _interrupted(files.results, err, kept):
+                report = await arun_eval(
+                    files.contract,
+                    runtime=runtime,
+                    cases=cases,
+                    capabilities=args.capability,
+                    concurrency=args.concurrency,
+                    repeat=args.repeat,
+                    shard=shard,
+                    run_name=args.run_name,
+                    evaluators=[*(args.evaluator or ()), *judges],
+                    output=stream,
+                    resume=resume,
+                    retry_errors=args.retry_errors,
+                    progress=None if args.no_progress or not err.isatty() else err,
+                    dataset=dataset,
+                    keep="failures",
+                    repair=args.repair,
+                )
+            summaries.append(report.summary)
+        return summaries
+
+    try:
+        return asyncio.run(run_all())
+    finally:
+        runtime.close()
+
+
+def _merge(paths: list[Path], files: _Files) -> Summary:
+    """One results document from the shards' files (complete or cut short): every case
+    once (a later file's record of a case wins), the summary recomputed."""
+    contract, merged = files.contract, dict[tuple[str, int], CaseResult]()
+    summary = Summary(contract.id, contract.version, "")
+    for path in paths:
+        merged.update((case.key, case) for case in read_results(path, contract, "--merge"))
+        found = read_summary(path) or {}
+        summary.run_name = summary.run_name or found.get("run_name") or ""
+        summary.run_url = summary.run_url or found.get("run_url")
+    summary.run_name = summary.run_name or "merged"
+    with _open(files.results) as stream:
+        writer = ResultsWriter(stream, contract.id, contract.version)
+        for key in sorted(merged):
+            summary.add(merged[key])
+            writer.write(merged[key])
+        writer.close(summary)
+    return summary
+
+
 @contextlib.contextmanager
-def _interrupted_note(results: Path, err: TextIO, *, kept: bool) -> Iterator[None]:
+def _interrupted(results: Path, err: TextIO, kept: bool) -> Iterator[None]:
     """Ctrl-C: the results file holds every finished case and a partial summary."""
     try:
         yield
@@ -375,15 +316,11 @@ def _print_report(
     elif args.format == "json" and files.output is None:
         out.write(results.read_text(encoding="utf-8"))
     elif args.format == "junit":
-        if files.output is None:
-            write_junit(summary, read_results(results), out)
-        else:
-            with _open(files.output) as handle:
-                write_junit(summary, read_results(results), handle)
+        with contextlib.nullcontext(out) if files.output is None else _open(files.output) as to:
+            write_junit(summary, read_results(results), to)
     if files.baseline is not None:
-        human = out if args.format == "table" else err
         diff = baseline_diff(summary, read_results(results), read_results(files.baseline))
-        human.write(diff + "\n")
+        (out if args.format == "table" else err).write(diff + "\n")
     if summary.total == 0:
         err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
     if args.format != "table":

@@ -1,18 +1,9 @@
-"""An eval run landing in Langfuse as an experiment, through the langfuse SDK's API client.
-
-The server builds the experiment from the traces (``OtelIngestionProcessor.
-extractExperimentFields``): each case's generation carries ``langfuse.experiment.*``
-attributes (experiment id and name, dataset id, item id, expected output, metadata) and
-names itself the item's root observation. Before the cases run, the dataset is upserted;
-while they run, each case becomes an item with a stable id (both calls upsert, so a rerun
-or another shard creates nothing twice). Each finished case gets its scores on its trace
-and generation; the run gets its own (``datasetRunId`` = the experiment id, as the SDK's
-``run_experiment`` attaches them).
-
-The calls go through the SDK's generated client (``AsyncLangfuseAPI``: no singleton, no
-tracer; it retries 429 and 5xx with backoff), or the host's own ``Langfuse`` client's
-``async_api`` when given (never shut down here). Like tracing, it fails open: a refusing
-Langfuse is one warning, and the eval's results do not change.
+"""An eval run landing in Langfuse as an experiment, through the langfuse SDK's generated
+API client (``AsyncLangfuseAPI``: no singleton, no tracer, retries 429/5xx) or a host's
+``Langfuse().async_api``. Each case's generation carries the ``langfuse.experiment.*``
+attributes the server builds the experiment from (``extractExperimentFields``); dataset,
+items and scores are upserted under stable ids, so a rerun or a shard adds nothing twice.
+Like tracing it fails open: a refusing Langfuse is one warning, the results unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +15,8 @@ import json
 import logging
 import random
 import urllib.parse
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -34,19 +26,11 @@ from templiqx_core import InvalidData, IoFailure
 from templiqx_core.evals import EvalCaseSpec
 
 from .._config import LangfuseConfig
+from .._prompts import async_api, sync_api
 from ._report import CaseResult, Summary
 
 if TYPE_CHECKING:
     from langfuse.api import AsyncLangfuseAPI, CreateScoreRequest
-
-__all__ = [
-    "DATASET_ITEM_KEY",
-    "LangfuseExperiment",
-    "case_scores",
-    "fetch_dataset_cases",
-    "score_request",
-    "stable_item_id",
-]
 
 logger = logging.getLogger("templiqx_langfuse")
 
@@ -74,12 +58,10 @@ def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
 def _case_of(item: Any) -> EvalCaseSpec:
     value, metadata = item.input, item.metadata
     metadata = dict(metadata) if isinstance(metadata, dict) else {}
-    if not isinstance(value, dict):
-        raise InvalidData(f"Langfuse dataset item {item.id}: input is not an object")
-    if set(value) <= {"inputs", "context"}:  # the shape templiqx upserts
-        inputs, context = value.get("inputs", {}), value.get("context", {})
-    else:
-        inputs, context = value, {}
+    upserted = isinstance(value, dict) and set(value) <= {"inputs", "context"}  # by templiqx
+    inputs, context = (
+        (value.get("inputs", {}), value.get("context", {})) if upserted else (value, {})
+    )
     case_id = metadata.get("case_id")
     try:
         return EvalCaseSpec.model_validate(
@@ -95,48 +77,30 @@ def _case_of(item: Any) -> EvalCaseSpec:
         raise InvalidData(f"Langfuse dataset item {item.id}: not a case ({error})") from None
 
 
-def _http(config: LangfuseConfig, timeout_s: float) -> dict[str, Any]:
-    public, secret = config.keys()
-    return {
-        "base_url": config.base_url,
-        "username": public,
-        "password": secret,
-        "timeout": timeout_s,
-    }
-
-
-def fetch_dataset_cases(
-    config: LangfuseConfig, dataset: str, *, timeout_s: float = 30.0
-) -> list[EvalCaseSpec]:
+def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSpec]:
     """The active items of a Langfuse dataset as cases, page by page: ``input``
     ``{inputs, context}`` (or the inputs themselves), ``expectedOutput``, ``metadata``
     (``case_id`` names the case, else the item id)."""
-    from langfuse.api import LangfuseAPI
-
     if not config.public_key or not config.secret_key:
         raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
-    cases: list[EvalCaseSpec] = []
-    with httpx.Client(timeout=timeout_s) as http:
-        api = LangfuseAPI(**_http(config, timeout_s), httpx_client=http)
-        page, pages = 1, 1
-        while page <= pages:
-            try:
-                found = api.dataset_items.list(dataset_name=dataset, page=page, limit=_PAGE)
-            except Exception as error:  # the client's ApiError, httpx's, a bad body
-                status = getattr(error, "status_code", None)
-                why = f"HTTP {status}" if status else type(error).__name__
-                # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
-                kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData
-                raise kind(f"Langfuse dataset {dataset!r}: cannot read items ({why})") from None
-            cases += [_case_of(item) for item in found.data if item.status == "ACTIVE"]
-            pages, page = min(int(found.meta.total_pages), 10_000), page + 1
+    api, cases = sync_api(config, None), list[EvalCaseSpec]()
+    page, pages = 1, 1
+    while page <= pages:
+        try:
+            found = api.dataset_items.list(dataset_name=dataset, page=page, limit=_PAGE)
+        except Exception as error:  # the client's ApiError, httpx's, a bad body
+            status = getattr(error, "status_code", None)
+            why = f"HTTP {status}" if status else type(error).__name__
+            # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
+            kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData
+            raise kind(f"Langfuse dataset {dataset!r}: cannot read items ({why})") from None
+        cases += [_case_of(item) for item in found.data if item.status == "ACTIVE"]
+        pages, page = min(int(found.meta.total_pages), 10_000), page + 1
     if not cases:
         raise InvalidData(f"Langfuse dataset {dataset!r} has no active items")
-    seen: set[str] = set()
-    for case in cases:  # results, resumption and scores key on the case id
-        if case.id in seen:
-            raise InvalidData(f"Langfuse dataset {dataset!r}: case id {case.id!r} names two items")
-        seen.add(case.id)
+    # Results, resumption and scores key on the case id.
+    if twice := [key for key, n in Counter(case.id for case in cases).items() if n > 1]:
+        raise InvalidData(f"Langfuse dataset {dataset!r}: case id {twice[0]!r} names two items")
     return cases
 
 
@@ -153,59 +117,11 @@ def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: 
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def score_request(
-    name: str,
-    value: bool | float | str,
-    *,
-    target: Mapping[str, str | None],
-    comment: str | None = None,
-    environment: str | None = None,
-) -> CreateScoreRequest:
-    """A score the server's schema accepts: BOOLEAN for a bool (0/1), NUMERIC for a
-    number, CATEGORICAL for text; its id derived from its target and name, so sending it
-    again updates it rather than adding a second."""
-    from langfuse.api import CreateScoreRequest
-
-    kind = {bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC")
-    seed = json.dumps([*target.values(), name])
-    if isinstance(value, str):
-        value = _clip(value)
-    given = {  # the client sends a None as null, which the server refuses for some
-        "comment": _clip(comment) if comment else None,
-        "environment": environment,
-        "trace_id": target.get("trace_id"),
-        "observation_id": target.get("observation_id"),
-        "dataset_run_id": target.get("dataset_run_id"),
-    }
-    return CreateScoreRequest(
-        id=hashlib.sha256(seed.encode()).hexdigest()[:32],
-        name=name,
-        value=value if isinstance(value, str) else float(value),
-        data_type=kind,
-        **{key: ref for key, ref in given.items() if ref is not None},
-    )
-
-
 def _clip(text: str) -> str:
-    """Text within ``SCORE_TEXT_LIMIT``: a batch of scores stays far below the server's
-    1 MiB body limit whatever an evaluator says."""
+    """Within ``SCORE_TEXT_LIMIT``: a batch stays far below the server's 1 MiB body limit."""
     if len(text) <= SCORE_TEXT_LIMIT:
         return text
     return text[: SCORE_TEXT_LIMIT - 13] + "…[truncated]"
-
-
-def case_scores(result: CaseResult) -> list[tuple[str, bool | float | str, str | None]]:
-    """What a finished case scores in Langfuse: each of its checks as a boolean named by
-    its position and check (the pointer and kind, or its own name), ``passed``, and the
-    evaluators' scores."""
-    checks = [check for check in result.assertions if not check.get("evaluator")]
-    found: list[tuple[str, bool | float | str, str | None]] = [
-        (f"check {index}: {check['name']}", bool(check["passed"]), check.get("detail") or None)
-        for index, check in enumerate(checks)
-    ]
-    found.append(("passed", result.passed, None))
-    found += [(str(s["name"]), s["value"], s.get("comment")) for s in result.scores]
-    return found
 
 
 class LangfuseExperiment:
@@ -219,7 +135,6 @@ class LangfuseExperiment:
         dataset: str,
         description: str | None = None,
         api: AsyncLangfuseAPI | None = None,
-        timeout_s: float = 10.0,
     ) -> None:
         self.config, self.run_name, self.dataset = config, run_name, dataset
         self.description = description
@@ -228,23 +143,14 @@ class LangfuseExperiment:
         self.experiment_id = experiment_id_for(None, None, run_name)
         self.failures = 0
         self._broken = False
-        self._http: httpx.AsyncClient | None = None
         self._api = api
-        self._timeout_s = timeout_s
         self._scores: list[CreateScoreRequest] = []
         self._pending: set[asyncio.Future[Any]] = set()
 
     async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
         """Upsert the dataset (before any case runs), then, while the cases run, one item
         per case (a bounded number in flight, however many cases)."""
-        if self._api is None:
-            from langfuse.api import AsyncLangfuseAPI
-
-            self._http = httpx.AsyncClient(timeout=self._timeout_s)
-            self._api = AsyncLangfuseAPI(
-                **_http(self.config, self._timeout_s), httpx_client=self._http
-            )
-        api = self._api
+        api = self._api = self._api or async_api(self.config, None)
         created = await self._call(
             "dataset",
             lambda: api.datasets.create(
@@ -262,52 +168,51 @@ class LangfuseExperiment:
         async def items() -> None:
             try:
                 for case in cases:
-                    if DATASET_ITEM_KEY not in case.metadata:  # else read from it: it is there
-                        await self._spawn(self._item(case))
+                    if DATASET_ITEM_KEY in case.metadata:  # read from the dataset: it is there
+                        continue
+                    create = functools.partial(
+                        api.dataset_items.create,
+                        dataset_name=self.dataset,
+                        id=item_id_of(self.dataset, case),
+                        input={"inputs": case.inputs, "context": case.context},
+                        expected_output=case.expected_output,
+                        metadata={"case_id": case.id, **case.metadata},
+                    )
+                    await self._spawn("dataset item", create)
             except Exception as error:  # the cases' file, changed under the run
                 self._failed("dataset item", type(error).__name__)
 
         self._track(asyncio.create_task(items()))
 
-    def _item(self, case: EvalCaseSpec) -> Coroutine[Any, Any, Any]:
-        api = self._api
-        assert api is not None
-        return self._call(
-            "dataset item",
-            lambda: api.dataset_items.create(
-                dataset_name=self.dataset,
-                id=item_id_of(self.dataset, case),
-                input={"inputs": case.inputs, "context": case.context},
-                expected_output=case.expected_output,
-                metadata={"case_id": case.id, **case.metadata},
-            ),
-        )
-
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
         """The ``langfuse.experiment.*`` attributes of the case's generation."""
+        expected = case.expected_output
         attributes = {
             A.EXPERIMENT_ID: self.experiment_id,
             A.EXPERIMENT_NAME: self.run_name,
             A.EXPERIMENT_ITEM_ID: item_id_of(self.dataset, case),
             A.EXPERIMENT_ITEM_METADATA: json.dumps({"case_id": case.id, **case.metadata}),
             A.EXPERIMENT_METADATA: json.dumps({"experiment_run_name": self.run_name}),
+            A.EXPERIMENT_DESCRIPTION: self.description,
+            A.EXPERIMENT_DATASET_ID: self.dataset_id,
+            A.EXPERIMENT_ITEM_EXPECTED_OUTPUT: None if expected is None else json.dumps(expected),
         }
-        if self.description:
-            attributes[A.EXPERIMENT_DESCRIPTION] = self.description
-        if self.dataset_id is not None:
-            attributes[A.EXPERIMENT_DATASET_ID] = self.dataset_id
-        if case.expected_output is not None:
-            attributes[A.EXPERIMENT_ITEM_EXPECTED_OUTPUT] = json.dumps(case.expected_output)
-        return attributes
+        return {key: value for key, value in attributes.items() if value}
 
     async def record(self, result: CaseResult) -> None:
-        """Queue the finished case's scores on its trace and generation; a full batch
-        leaves at once (a case waits only for room among the batches in flight)."""
+        """Queue the finished case's scores on its trace and generation: each check as a
+        boolean named by its position and check, ``passed``, and the evaluators' scores; a
+        full batch leaves at once."""
         if result.trace_id is None:
             return
         target = {"trace_id": result.trace_id, "observation_id": result.observation_id}
-        for name, value, comment in case_scores(result):
-            self._scores.append(self._score(name, value, target, comment))
+        checks = [check for check in result.assertions if not check.get("evaluator")]
+        for index, check in enumerate(checks):
+            name, comment = f"check {index}: {check['name']}", check.get("detail") or None
+            self._score(name, bool(check["passed"]), target, comment)
+        self._score("passed", result.passed, target)
+        for score in result.scores:
+            self._score(str(score["name"]), score["value"], target, score.get("comment"))
         if len(self._scores) >= _SCORE_BATCH:
             await self._send_scores()
 
@@ -316,19 +221,34 @@ class LangfuseExperiment:
         name: str,
         value: bool | float | str,
         target: Mapping[str, str | None],
-        comment: str | None,
-    ) -> CreateScoreRequest:
-        return score_request(
-            name, value, target=target, comment=comment, environment=self.config.environment
+        comment: str | None = None,
+    ) -> None:
+        """Queue a score the server's schema accepts (BOOLEAN, NUMERIC, or CATEGORICAL for
+        text), its id derived from target and name: sent again, it updates, not adds."""
+        from langfuse.api import CreateScoreRequest
+
+        given = {  # the client sends a None as null, which the server refuses for some
+            "comment": _clip(comment) if comment else None,
+            "environment": self.config.environment,
+            **target,
+        }
+        self._scores.append(
+            CreateScoreRequest(
+                id=hashlib.sha256(json.dumps([*target.values(), name]).encode()).hexdigest()[:32],
+                name=name,
+                value=_clip(value) if isinstance(value, str) else float(value),
+                data_type={bool: "BOOLEAN", str: "CATEGORICAL"}.get(type(value), "NUMERIC"),
+                **{key: ref for key, ref in given.items() if ref is not None},
+            )
         )
 
     async def finish(self, summary: Summary) -> str | None:
         """Send what is queued, then the run-level scores; the run's URL if known."""
         run = {"dataset_run_id": self.experiment_id}
         rate = f"{summary.passed}/{summary.total} passed"
-        self._scores.append(self._score("pass_rate", summary.pass_rate, run, rate))
+        self._score("pass_rate", summary.pass_rate, run, rate)
         for name, mean in summary.score_means().items():
-            self._scores.append(self._score(f"mean_{name}", mean, run, None))
+            self._score(f"mean_{name}", mean, run)
         await self._send_scores()
         while self._pending:
             await asyncio.wait(set(self._pending))
@@ -344,24 +264,18 @@ class LangfuseExperiment:
         for task in self._pending:
             task.cancel()
         await asyncio.gather(*self._pending, return_exceptions=True)
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
 
     async def _send_scores(self) -> None:
         assert self._api is not None
         while self._scores:
             batch, self._scores = self._scores[:_SCORE_BATCH], self._scores[_SCORE_BATCH:]
-            send = functools.partial(self._api.scores.create, request=batch)
-            await self._spawn(self._call("scores", send))
+            await self._spawn("scores", functools.partial(self._api.scores.create, request=batch))
 
-    async def _spawn(self, call: Coroutine[Any, Any, Any]) -> None:
+    async def _spawn(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
         while len(self._pending) >= _IN_FLIGHT + 1:  # the items' feeder is one of them
             await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
-        if self._broken:  # a call failed past the client's retries: send nothing more
-            call.close()
-            return
-        self._track(asyncio.ensure_future(call))
+        if not self._broken:  # a call failed past the client's retries: send nothing more
+            self._track(asyncio.ensure_future(self._call(what, call)))
 
     def _track(self, task: asyncio.Future[Any]) -> None:
         self._pending.add(task)
@@ -375,16 +289,12 @@ class LangfuseExperiment:
             self._broken = True  # so a Langfuse down costs one timeout, not one per case
             self._failed(what, f"HTTP {status}" if status else type(error).__name__)
             return None
-        rejected = getattr(answer, "rejected", 0)
-        if rejected:  # a 207: some scores refused
+        if rejected := getattr(answer, "rejected", 0):  # a 207: some scores refused
             self._failed(what, f"{rejected} refused")
         return answer
 
     def _failed(self, what: str, why: str) -> None:
         self.failures += 1
         if self.failures == 1:
-            logger.warning(
-                "Langfuse experiment: sending a %s failed (%s); the eval's results are unaffected",
-                what,
-                why,
-            )
+            why = f"sending a {what} failed ({why})"
+            logger.warning("Langfuse experiment: %s; the eval's results are unaffected", why)

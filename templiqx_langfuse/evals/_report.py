@@ -1,14 +1,15 @@
 """Eval results: one record per case run, a running summary, and the report formats.
 
-Records stream to the results file as cases finish, one per line inside one JSON
-document, so a file cut short by Ctrl-C (or a crash) still yields every finished case:
-``--resume`` reads it back line by line. The summary is a handful of running sums, so
-memory does not grow with the number of cases.
+The results file holds one finished case per line inside one JSON document, so a file cut
+short (Ctrl-C, a crash) still yields every finished case to ``--resume``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import heapq
+import io
 import json
 import math
 import re
@@ -19,22 +20,12 @@ from typing import IO, Any
 from xml.sax import saxutils
 
 import orjson
+from pydantic import TypeAdapter
 
-from templiqx_core import InvalidData
-
-__all__ = [
-    "CaseResult",
-    "EvalReport",
-    "ResultsWriter",
-    "Summary",
-    "baseline_diff",
-    "junit_xml",
-    "read_results",
-    "table",
-    "write_junit",
-]
+from templiqx_core import Contract, InvalidData
 
 FORMAT = "templiqx.eval/v1"
+_ORIGIN = ("contract_id", "contract_version")
 
 
 @dataclass(frozen=True)
@@ -61,50 +52,36 @@ class CaseResult:
     def key(self) -> tuple[str, int]:
         return self.id, self.repeat
 
+    @property
+    def label(self) -> str:
+        return self.id if self.repeat == 0 else f"{self.id}#{self.repeat}"
+
     def to_json(self) -> dict[str, Any]:
-        tries = {} if self.attempts is None else {"attempts": self.attempts}
-        return {
-            "id": self.id,
-            "repeat": self.repeat,
-            "passed": self.passed,
-            "errored": self.errored,
-            "assertions": list(self.assertions),
-            "scores": list(self.scores),
-            "error": self.error,
-            "output": self.output,
-            "trace_id": self.trace_id,
-            "observation_id": self.observation_id,
-            "latency_ms": self.latency_ms,
-            "usage": self.usage,
-            "output_fingerprint": self.output_fingerprint,
-            **tries,
-        }
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["assertions"], data["scores"] = list(self.assertions), list(self.scores)
+        if self.attempts is None:
+            del data["attempts"]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseResult:
-        return cls(
-            id=str(data["id"]),
-            repeat=int(data.get("repeat", 0)),
-            passed=bool(data["passed"]),
-            errored=bool(data.get("errored", False)),
-            assertions=tuple(data.get("assertions", ())),
-            scores=tuple(data.get("scores", ())),
-            error=data.get("error"),
-            output=data.get("output"),
-            trace_id=data.get("trace_id"),
-            observation_id=data.get("observation_id"),
-            latency_ms=data.get("latency_ms"),
-            usage=dict(data.get("usage") or {}),
-            output_fingerprint=data.get("output_fingerprint"),
-            attempts=data.get("attempts"),
-        )
+        return _CASE.validate_python({"repeat": 0, "errored": False, **data})
 
     @property
     def total_tokens(self) -> int | None:
-        usage = self.usage
-        if "total" in usage:
-            return usage["total"]
-        return sum(usage.values()) if usage else None
+        if "total" in self.usage:
+            return self.usage["total"]
+        return sum(self.usage.values()) if self.usage else None
+
+    def why(self, *, named: bool = True) -> str:
+        """What failed: the error, or each failed check's detail (after its name)."""
+        if self.error is not None:
+            return f"{self.error['code']}: {self.error['detail']}"
+        failed = [a for a in self.assertions if not a["passed"]]
+        return "; ".join(f"{a['name']}: {a['detail']}" if named else a["detail"] for a in failed)
+
+
+_CASE = TypeAdapter(CaseResult)
 
 
 @dataclass
@@ -133,8 +110,7 @@ class Summary:
         if result.latency_ms is not None:
             self.latency_sum += result.latency_ms
             self.latency_n += 1
-        tokens = result.total_tokens
-        if tokens is not None:
+        if (tokens := result.total_tokens) is not None:
             self.tokens_sum += tokens
             self.tokens_n += 1
         for score in result.scores:
@@ -155,7 +131,18 @@ class Summary:
     def score_means(self) -> dict[str, float]:
         return {name: self.score_sums[name] / n for name, n in self.score_counts.items()}
 
+    def mean_latency(self) -> float | None:
+        return round(self.latency_sum / self.latency_n, 3) if self.latency_n else None
+
+    def gate(self, min_pass_rate: float | None) -> bool:
+        """Every case passed (vacuously for none: a CI shard may hold no case), or at
+        least ``min_pass_rate`` of them."""
+        if min_pass_rate is None or self.total == 0:
+            return self.passed == self.total
+        return self.pass_rate >= min_pass_rate
+
     def to_json(self) -> dict[str, Any]:
+        tokens = round(self.tokens_sum / self.tokens_n, 3) if self.tokens_n else None
         return {
             "contract_id": self.contract_id,
             "contract_version": self.contract_version,
@@ -166,17 +153,13 @@ class Summary:
             "errored": self.errored,
             "pass_rate": round(self.pass_rate, 6),
             "averages": {
-                "latency_ms": _mean(self.latency_sum, self.latency_n),
-                "total_tokens": _mean(self.tokens_sum, self.tokens_n),
+                "latency_ms": self.mean_latency(),
+                "total_tokens": tokens,
                 "scores": {k: round(v, 6) for k, v in self.score_means().items()},
             },
             "run_url": self.run_url,
             "interrupted": self.interrupted,
         }
-
-
-def _mean(total: float, count: int) -> float | None:
-    return round(total / count, 3) if count else None
 
 
 @dataclass
@@ -189,23 +172,18 @@ class EvalReport:
     @property
     def passed(self) -> bool:
         """Every case passed (vacuously for none: a CI shard may hold no case)."""
-        return self.summary.passed == self.summary.total
+        return self.summary.gate(None)
 
     def gate(self, min_pass_rate: float | None) -> bool:
         """True when the run passes: every case, or at least ``min_pass_rate`` of them."""
-        if min_pass_rate is None or self.summary.total == 0:
-            return self.passed
-        return self.summary.pass_rate >= min_pass_rate
+        return self.summary.gate(min_pass_rate)
 
     def failures(self) -> list[CaseResult]:
         return [case for case in self.cases if not case.passed]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "cases": [case.to_json() for case in self.cases],
-            "summary": self.summary.to_json(),
-        }
+        cases = [case.to_json() for case in self.cases]
+        return {"format": FORMAT, "cases": cases, "summary": self.summary.to_json()}
 
 
 def _dumps(value: Any) -> str:
@@ -213,77 +191,64 @@ def _dumps(value: Any) -> str:
 
 
 class ResultsWriter:
-    """Writes ``{"format", "cases": [...], "summary"}`` one case per line as they finish.
+    """Writes ``{"format", contract, "cases": [...], "summary"}`` one case per line as they
+    finish: valid JSON once closed, and ``read_results`` reads it cut short too."""
 
-    The file is valid JSON once closed; until then every line after the first is one
-    finished case (a leading comma aside), which is what ``read_results`` relies on.
-    """
-
-    def __init__(self, stream: IO[str], contract: tuple[str, str] | None = None) -> None:
-        self._stream = stream
-        self._count = 0
+    def __init__(self, stream: IO[str], contract_id: str, version: str) -> None:
+        self._stream, self._count = stream, 0
         # The contract in the first line too: a file cut short still says whose it is.
-        named = (
-            ""
-            if contract is None
-            else f", {_dumps(dict(zip(_ORIGIN, contract, strict=True)))[1:-1]}"
-        )
-        stream.write(f'{{"format": "{FORMAT}"{named}, "cases": [\n')
-        stream.flush()
+        origin = _dumps(dict(zip(_ORIGIN, (contract_id, version), strict=True)))[1:-1]
+        self._put(f'{{"format": "{FORMAT}", {origin}, "cases": [\n')
+
+    def _put(self, text: str) -> None:
+        self._stream.write(text)
+        self._stream.flush()
 
     def write(self, result: CaseResult) -> None:
-        """One line of JSON: a value orjson refuses (an integer past 64 bits) is written
-        by the standard library, anything JSON cannot hold by its ``repr``."""
+        """One line: a value orjson refuses (an integer past 64 bits) is written by the
+        standard library, anything JSON cannot hold by its ``repr``."""
         data = result.to_json()
         try:
             line = _dumps(data)
         except (TypeError, orjson.JSONEncodeError):
             line = json.dumps(data, allow_nan=False, default=repr, separators=(",", ":"))
-        self._stream.write(("," if self._count else "") + line + "\n")
-        self._stream.flush()
+        self._put(("," if self._count else "") + line + "\n")
         self._count += 1
 
     def close(self, summary: Summary) -> None:
-        self._stream.write('], "summary": ' + _dumps(summary.to_json()) + "}\n")
-        self._stream.flush()
+        self._put('], "summary": ' + _dumps(summary.to_json()) + "}\n")
 
 
-def read_results(path: Path) -> Iterator[CaseResult]:
-    """The finished cases of a results file, complete or cut short, one line at a time."""
+def read_results(
+    path: Path, contract: Contract | None = None, flag: str = "--resume"
+) -> Iterator[CaseResult]:
+    """The finished cases of a results file, complete or cut short, one line at a time;
+    refused if it names a contract or version other than ``contract``."""
     try:
         with path.open(encoding="utf-8") as lines:
-            if not next(lines, "").startswith(f'{{"format": "{FORMAT}"'):
+            first = next(lines, "").rstrip()
+            if not first.startswith(f'{{"format": "{FORMAT}"'):
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
+            if contract is not None:
+                found: Any = {}
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    found = orjson.loads(first + "]}")
+                if not found.keys() & set(_ORIGIN):  # an older file: its summary says
+                    found = read_summary(path) or {}
+                for key, wanted in zip(_ORIGIN, (contract.id, contract.version), strict=True):
+                    if found.get(key, wanted) != wanted:
+                        what = "version " if key == "contract_version" else ""
+                        held = f"{what}{found[key]!r}, not {wanted!r}"
+                        raise InvalidData(f"{flag}: {path} holds results of {held}")
             for line in lines:
                 text = line.removeprefix(",")
-                if not text.startswith('{"id"'):
-                    continue
-                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                    yield CaseResult.from_json(orjson.loads(text))
+                if text.startswith('{"id"'):
+                    try:
+                        yield CaseResult.from_json(orjson.loads(text))
+                    except ValueError:  # a line cut short, or not a case
+                        continue
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
-
-
-_ORIGIN = ("contract_id", "contract_version")
-
-
-def check_origin(path: Path, contract_id: str, version: str, flag: str) -> None:
-    """Refuse a results file of another contract or version (its first line or summary
-    says; a file that says neither passes)."""
-    try:
-        with path.open(encoding="utf-8") as lines:
-            first = lines.readline(65_536).rstrip()
-        found: Any = orjson.loads(first + "]}") if first.endswith("[") else {}
-    except (OSError, UnicodeDecodeError, orjson.JSONDecodeError):
-        found = {}
-    if not isinstance(found, dict) or not found.keys() & set(_ORIGIN):
-        found = read_summary(path) or {}
-    for key, wanted in zip(_ORIGIN, (contract_id, version), strict=True):
-        if found.get(key, wanted) != wanted:
-            what = "version " if key == "contract_version" else ""
-            raise InvalidData(
-                f"{flag}: {path} holds results of {what}{found[key]!r}, not {wanted!r}"
-            )
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
@@ -298,77 +263,70 @@ def read_summary(path: Path) -> dict[str, Any] | None:
 # -- for a person ---------------------------------------------------------------------
 
 
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} ms"
 
 
-def _score_text(scores: Iterable[Mapping[str, Any]]) -> str:
-    parts = []
-    for score in scores:
-        value = score.get("value")
-        shown = f"{value:.3g}" if isinstance(value, float) else str(value)
-        parts.append(f"{score['name']}={shown}")
-    return " ".join(parts)
+def _score(score: Mapping[str, Any]) -> str:
+    value = score.get("value")
+    return f"{score['name']}={_num(value) if isinstance(value, float) else value}"
 
 
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
-    """The results table: case, ✔/✗ per assertion, scores, latency, tokens (and the tries
-    of a repairing run); then the averages and the run URL. Failed cases first; at most
-    ``limit`` rows (read from an iterable, so the cases of a large run need not be held)."""
-    failed: list[CaseResult] = []
-    passed: list[CaseResult] = []
-    hidden = 0
-    for case in cases:
-        bucket = passed if case.passed else failed
-        if len(failed) + len(passed) < limit:
-            bucket.append(case)
-        elif not case.passed and passed:
-            passed.pop()
-            failed.append(case)
-            hidden += 1
-        else:
-            hidden += 1
-    shown = sorted(failed, key=lambda c: c.key) + sorted(passed, key=lambda c: c.key)
+    """Case, ✔/✗ per assertion, scores, latency, tokens (and the tries of a repairing run),
+    failed cases first, at most ``limit`` rows read from an iterable; then the averages."""
+    read = 0
+
+    def counted() -> Iterator[CaseResult]:
+        nonlocal read
+        for case in cases:
+            read += 1
+            yield case
+
+    shown = heapq.nsmallest(limit, counted(), key=lambda case: (case.passed, case.key))
+    failed = [case for case in shown if not case.passed]
     repeats = any(case.repeat for case in shown)
     tries = any(case.attempts is not None for case in shown)
     rows = [("case", "assertions", "scores", "latency", "tokens", *(("tries",) if tries else ()))]
     for case in shown:
-        name = f"{case.id}#{case.repeat}" if repeats else case.id
         if case.errored and case.error is not None:
             checks = f"ERROR {case.error.get('code', '')}"
         else:
             marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
             names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
             checks = f"{marks} {names}".strip()
-        tokens = case.total_tokens
-        row = (name, checks, _score_text(case.scores), _ms(case.latency_ms), str(tokens or "-"))
+        row = (
+            f"{case.id}#{case.repeat}" if repeats else case.id,
+            checks,
+            " ".join(_score(score) for score in case.scores),
+            _ms(case.latency_ms),
+            str(case.total_tokens or "-"),
+        )
         rows.append((*row, str(case.attempts or "-")) if tries else row)
     widths = [min(max(len(row[i]) for row in rows), 60) for i in range(len(rows[0]))]
     lines = [
         "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if hidden:
-        lines.append(f"... {hidden} more case(s) in the results file")
+    if read > len(shown):
+        lines.append(f"... {read - len(shown)} more case(s) in the results file")
     averages = summary.to_json()["averages"]
-    lines.append("")
-    lines.append(
-        f"{summary.contract_id} {summary.contract_version} · run {summary.run_name!r}: "
-        f"{summary.passed}/{summary.total} passed, {summary.failed} failed, "
-        f"{summary.errored} errored (pass rate {summary.pass_rate:.1%})"
-    )
     extras = [f"avg latency {_ms(averages['latency_ms'])}"]
     if averages["total_tokens"] is not None:
         extras.append(f"avg tokens {averages['total_tokens']:.0f}")
     extras.extend(f"avg {k} {v:.3g}" for k, v in averages["scores"].items())
-    lines.append(", ".join(extras))
-    for case in sorted(failed, key=lambda c: c.key)[:20]:
-        why = (
-            f"{case.error['code']}: {case.error['detail']}"
-            if case.error
-            else "; ".join(a["detail"] for a in case.assertions if not a["passed"])
-        )
-        lines.append(f"✗ {case.id}: {why}")
+    lines += [
+        "",
+        f"{summary.contract_id} {summary.contract_version} · run {summary.run_name!r}: "
+        f"{summary.passed}/{summary.total} passed, {summary.failed} failed, "
+        f"{summary.errored} errored (pass rate {summary.pass_rate:.1%})",
+        ", ".join(extras),
+        *(f"✗ {case.id}: {case.why(named=False)}" for case in failed[:20]),
+    ]
     if summary.run_url:
         lines.append(f"run: {summary.run_url}")
     return "\n".join(lines)
@@ -379,47 +337,38 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _quoteattr(text: str) -> str:
-    return saxutils.quoteattr(_NOT_XML.sub("\ufffd", text))
-
-
-def _escape(text: str) -> str:
-    return saxutils.escape(_NOT_XML.sub("\ufffd", text))
+def _xml(text: str, *, attribute: bool = True) -> str:
+    clean = _NOT_XML.sub("\ufffd", text)
+    return saxutils.quoteattr(clean) if attribute else saxutils.escape(clean)
 
 
 def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) -> None:
     """One ``testcase`` per case and repetition, a ``failure`` (or ``error``) per failed
     one, as CI systems show them; written as the cases are read."""
-    suite = _quoteattr(summary.contract_id)
+    suite = _xml(summary.contract_id)
     counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
-    seconds = summary.latency_sum / 1000
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(f"<testsuites name={suite} {counts}>\n")
-    stream.write(f'  <testsuite name={suite} {counts} time="{seconds:.3f}">\n')
+    stream.write(f'  <testsuite name={suite} {counts} time="{summary.latency_sum / 1000:.3f}">\n')
     for case in cases:
-        name = _quoteattr(case.id if case.repeat == 0 else f"{case.id}#{case.repeat}")
-        time_s = (case.latency_ms or 0.0) / 1000
-        head = f'    <testcase classname={suite} name={name} time="{time_s:.3f}"'
+        seconds = (case.latency_ms or 0.0) / 1000
+        head = f'    <testcase classname={suite} name={_xml(case.label)} time="{seconds:.3f}"'
         if case.passed:
             stream.write(head + "/>\n")
             continue
-        stream.write(head + ">\n")
         if case.errored and case.error is not None:
-            message = _quoteattr(f"{case.error['code']}: {case.error['detail']}")
-            stream.write(f"      <error message={message}/>\n")
+            body = f"<error message={_xml(case.why())}/>"
         else:
             failed = [a for a in case.assertions if not a["passed"]]
-            message = _quoteattr("; ".join(str(a["name"]) for a in failed))
-            body = _escape("\n".join(f"{a['name']}: {a['detail']}" for a in failed))
-            stream.write(f"      <failure message={message}>{body}</failure>\n")
-        stream.write("    </testcase>\n")
+            message = _xml("; ".join(str(a["name"]) for a in failed))
+            text = _xml("\n".join(f"{a['name']}: {a['detail']}" for a in failed), attribute=False)
+            body = f"<failure message={message}>{text}</failure>"
+        stream.write(f"{head}>\n      {body}\n    </testcase>\n")
     stream.write("  </testsuite>\n</testsuites>\n")
 
 
 def junit_xml(report: EvalReport) -> str:
     """``write_junit`` of a report, as text."""
-    import io
-
     buffer = io.StringIO()
     write_junit(report.summary, report.cases, buffer)
     return buffer.getvalue()
@@ -437,34 +386,27 @@ def baseline_diff(
     regressions, fixes, new = [], [], []
     for case in cases:
         old = before.get(case.key)
-        label = case.id if case.repeat == 0 else f"{case.id}#{case.repeat}"
         if old is None:
-            new.append((case.key, f"  + {label}: {'✔' if case.passed else '✗'} (not in baseline)"))
+            mark = "✔" if case.passed else "✗"
+            new.append((case.key, f"  + {case.label}: {mark} (not in baseline)"))
         elif old and not case.passed:
-            regressions.append((case.key, f"  ✔ → ✗ {label}"))
+            regressions.append((case.key, f"  ✔ → ✗ {case.label}"))
         elif case.passed and not old:
-            fixes.append((case.key, f"  ✗ → ✔ {label}"))
-    lines = ["Evaluation diff: baseline → this run"]
-    lines.append(
+            fixes.append((case.key, f"  ✗ → ✔ {case.label}"))
+    lines = [
+        "Evaluation diff: baseline → this run",
         f"  pass rate {base.pass_rate:.1%} → {summary.pass_rate:.1%} "
-        f"({len(regressions)} regression(s), {len(fixes)} fix(es))"
-    )
+        f"({len(regressions)} regression(s), {len(fixes)} fix(es))",
+    ]
     for group in (regressions, fixes, new):
         lines += [line for _, line in sorted(group)]
     old_means, new_means = base.score_means(), summary.score_means()
-    for name in sorted(set(old_means) | set(new_means)):
+    for name in sorted(old_means.keys() | new_means.keys()):
         old_v, new_v = old_means.get(name), new_means.get(name)
         if old_v is None or new_v is None:
             lines.append(f"  score {name}: {_num(old_v)} → {_num(new_v)}")
-            continue
-        delta = new_v - old_v
-        if not math.isclose(delta, 0.0, abs_tol=1e-9):
+        elif not math.isclose(delta := new_v - old_v, 0.0, abs_tol=1e-9):
             lines.append(f"  score {name}: {old_v:.3g} → {new_v:.3g} ({delta:+.3g})")
-    old_latency = _mean(base.latency_sum, base.latency_n)
-    new_latency = _mean(summary.latency_sum, summary.latency_n)
-    lines.append(f"  avg latency {_ms(old_latency)} → {_ms(new_latency)}")
+    latency = f"{_ms(base.mean_latency())} → {_ms(summary.mean_latency())}"
+    lines.append(f"  avg latency {latency}")
     return "\n".join(lines)
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"

@@ -1,10 +1,6 @@
-"""Running eval cases against a real runtime, concurrently, on the native async path.
-
-``concurrency`` workers pull from one iterator of (case, repeat), so at most that many
-calls are in flight and nothing is built per case ahead of time; each finished case is
-checked (pure functions), scored by the custom evaluators, written to the results file
-and forgotten but for a compact record. Rate limits are the retry policy's job
-(``RetryingRuntime`` honours retry-after): a case that still fails counts as errored.
+"""Running eval cases on a runtime's native async path, in one direction: read the cases,
+run each (``concurrency`` workers pulling from one iterator), check and score it, record
+it (results file, Langfuse), report. Rate limits are the retry policy's job.
 """
 
 from __future__ import annotations
@@ -13,10 +9,10 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-import importlib
 import inspect
 import math
 import os
+import pkgutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,29 +35,25 @@ from templiqx_core import (
 )
 from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases
 
-from .._redaction import Redactor
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
-from ._report import CaseResult, EvalReport, ResultsWriter, Summary, check_origin, read_results
-
-__all__ = [
-    "Evaluator",
-    "arun_eval",
-    "contract_cases",
-    "default_run_name",
-    "in_shard",
-    "judge_evaluator",
-    "load_evaluator",
-    "parse_shard",
-    "run_eval",
-    "select_shard",
-]
+from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_results
 
 Evaluator = Callable[..., Any]
 #: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
 ExperimentFactory = Callable[[str, str], "LangfuseExperiment | None"]
 Keep = Literal["all", "failures"]
+
+
+def resolve_contract(contract: Contract | str | Path) -> Contract:
+    if isinstance(contract, Contract):
+        return contract
+    parsed, diagnostics = read_contract(contract)
+    if parsed is None:
+        first = diagnostics[0]
+        raise InvalidData(f"{contract}: {first.code} {first.json_pointer or ''}: {first.message}")
+    return parsed
 
 
 def contract_cases(contract: Contract) -> list[EvalCaseSpec]:
@@ -102,34 +94,31 @@ def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[
 
 
 def load_evaluator(spec: str) -> Evaluator:
-    """``module:function``, called as Langfuse calls evaluators: ``(input=, output=,
-    expected_output=, metadata=)`` returning ``{name, value, comment}`` (or a list, or an
-    object with those attributes); a coroutine function is awaited."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
+    """``module:function`` (of the working directory too, as pytest's rootdir), called as
+    Langfuse calls evaluators: ``(input=, output=, expected_output=, metadata=)`` returning
+    ``{name, value, comment}`` (or a list, or an object with those attributes)."""
+    if not all(spec.partition(":")[::2]):
         raise InvalidData(f"evaluator {spec!r} is not module:function")
     here = os.getcwd()
     added = here not in sys.path and "" not in sys.path
-    if added:  # as pytest's rootdir: a module of the working directory imports
+    if added:
         sys.path.insert(0, here)
     try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or the module itself failing
-        raise InvalidData(
-            f"evaluator {spec!r}: cannot import {module_name} ({type(error).__name__}: {error})"
-        ) from None
+        function: Evaluator = pkgutil.resolve_name(spec)
+    except Exception as error:  # ImportError, AttributeError, or the module itself failing
+        why = f"{type(error).__name__}: {error}"
+        raise InvalidData(f"evaluator {spec!r}: cannot import it ({why})") from None
     finally:
         if added:
             sys.path.remove(here)
-    function = getattr(module, attribute, None)
     if not callable(function):
-        raise InvalidData(f"evaluator {spec!r}: {attribute} is not a function of {module_name}")
-    return function  # type: ignore[no-any-return]
+        raise InvalidData(f"evaluator {spec!r} is not a function")
+    return function
 
 
-def _evaluation(value: Any, fallback: str) -> dict[str, Any]:
-    """One evaluation as a score Langfuse's schema accepts (a boolean, a finite number
-    as a float, a string), or ``InvalidData`` saying why it is none."""
+def _score(value: Any, fallback: str) -> dict[str, Any]:
+    """A score Langfuse's schema accepts (a boolean, a finite number as a float, a string),
+    or ``InvalidData`` saying why it is none."""
 
     def get(key: str) -> Any:
         return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
@@ -153,7 +142,7 @@ def _evaluation(value: Any, fallback: str) -> dict[str, Any]:
 async def _evaluate(
     evaluators: Sequence[Evaluator], case: EvalCaseSpec, output: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Scores and the checks they imply (a BOOLEAN score of false fails the case)."""
+    """Scores and the checks they imply (a boolean score of false fails the case)."""
     scores: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     for evaluator in evaluators:
@@ -168,17 +157,16 @@ async def _evaluate(
             if inspect.isawaitable(found):
                 found = await found
             items = found if isinstance(found, list | tuple) else [found]
-            results = [_evaluation(item, label) for item in items]
+            found = [_score(item, label) for item in items]
         except Exception as error:  # a user's evaluator: its failure is the case's
-            why = f"{error.code}: {error}" if isinstance(error, PortError) else "raised"
-            detail = f"raised {type(error).__name__}" if why == "raised" else why
-            checks.append({"name": label, "passed": False, "detail": detail, "evaluator": True})
+            why = f"{error.code}: {error}" if isinstance(error, PortError) else None
+            why = why or f"raised {type(error).__name__}"
+            checks.append({"name": label, "passed": False, "detail": why, "evaluator": True})
             continue
-        for score in results:
-            scores.append(score)
-            if isinstance(score["value"], bool):
-                detail = "" if score["value"] else (score["comment"] or "scored false")
-                passed = score["value"]
+        scores += found
+        for score in found:
+            if isinstance(passed := score["value"], bool):
+                detail = "" if passed else score["comment"] or "scored false"
                 checks.append(
                     {"name": score["name"], "passed": passed, "detail": detail, "evaluator": True}
                 )
@@ -186,12 +174,10 @@ async def _evaluate(
 
 
 def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) -> Evaluator:
-    """An evaluator that is itself a contract, executed on ``runtime`` (traced like any
-    other call). It receives, of ``input``, ``output``, ``expected_output`` and
-    ``metadata``, the ones it declares as inputs, and answers ``{score, comment}``: a
-    boolean score is a check, a number a score, named after the judge's contract id."""
-    judge = _resolve_contract(contract)
-    declared = set(judge.inputs)
+    """An evaluator that is itself a contract, executed on ``runtime``: it receives the
+    evaluator arguments it declares as inputs and answers ``{score, comment}`` (a boolean
+    score is a check, a number a score), named after the judge's contract id."""
+    judge = resolve_contract(contract)
 
     async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
         offered = {
@@ -200,7 +186,7 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
             "expected_output": expected_output,
             "metadata": metadata,
         }
-        values = {k: v for k, v in offered.items() if k in declared and v is not None}
+        values = {k: v for k, v in offered.items() if k in judge.inputs and v is not None}
         compiled = compile_contract(judge, RenderRequest(inputs=values))
         if compiled.interaction is None:
             first = compiled.diagnostics[0]
@@ -209,128 +195,10 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
         verdict = receipt.output
         if not isinstance(verdict, dict) or "score" not in verdict:
             raise InvalidData(f"judge {judge.id} answered without a score")
-        comment = verdict.get("comment")
-        return {"name": judge.id, "value": verdict["score"], "comment": comment}
+        return {"name": judge.id, "value": verdict["score"], "comment": verdict.get("comment")}
 
     evaluate.__name__ = judge.id
     return evaluate
-
-
-@dataclasses.dataclass
-class _Run:
-    contract: Contract
-    runtime: RuntimeAdapter
-    capabilities: list[str]
-    evaluators: Sequence[Evaluator]
-    experiment: LangfuseExperiment | None
-    repair: int | None = None
-
-    async def one(self, case: EvalCaseSpec, repeat: int) -> CaseResult:
-        compiled = compile_contract(
-            self.contract,
-            RenderRequest(inputs=case.inputs, context=case.context),
-            self.capabilities,
-        )
-        if compiled.interaction is None:
-            first = compiled.diagnostics[0]
-            error = {"code": first.code, "detail": f"{first.json_pointer or ''} {first.message}"}
-            tried = None if self.repair is None else 0  # no call made
-            return CaseResult(case.id, repeat, False, True, error=error, attempts=tried)
-        request = ExecutionRequest(
-            interaction=compiled.interaction, fixture_output=case.fake_output
-        )
-        attributes = self.experiment.attributes(case) if self.experiment else None
-        started = time.perf_counter()
-        with (
-            experiment_attributes(attributes),
-            collect_traces() as refs,
-            collect_usage() as used,
-            collect_attempts() as counted,
-        ):
-            try:
-                receipt = await self.runtime.aexecute(request)
-            except PortError as failure:
-                latency = (time.perf_counter() - started) * 1000
-                ref = refs[-1] if refs else None
-                return CaseResult(
-                    case.id,
-                    repeat,
-                    passed=False,
-                    errored=True,
-                    error={"code": failure.code, "detail": str(failure)},
-                    trace_id=None if ref is None else ref.trace_id,
-                    observation_id=None if ref is None else ref.observation_id,
-                    latency_ms=round(latency, 3),
-                    attempts=self._tries(counted),
-                )
-        latency = (time.perf_counter() - started) * 1000
-        usage = used[-1] if used else {}
-        total = usage.get("total")
-        observed = Observed(receipt.output, receipt.output_schema_valid, latency, total)
-        checks = [r.to_json() for r in check_case(case.assert_, case.expected_output, observed)]
-        scores, evaluated = await _evaluate(self.evaluators, case, receipt.output)
-        checks += evaluated
-        ref = refs[-1] if refs else None
-        return CaseResult(
-            case.id,
-            repeat,
-            passed=all(check["passed"] for check in checks),
-            errored=False,
-            assertions=tuple(checks),
-            scores=tuple(scores),
-            output=receipt.output,
-            trace_id=None if ref is None else ref.trace_id,
-            observation_id=None if ref is None else ref.observation_id,
-            latency_ms=round(latency, 3),
-            usage=usage,
-            output_fingerprint=receipt.output_fingerprint,
-            attempts=self._tries(counted),
-        )
-
-    def _tries(self, counted: list[int]) -> int | None:
-        # One try (``repair=1``) is the runtime as it is, which reports nothing.
-        return None if self.repair is None else counted[-1] if counted else 1
-
-
-class _Progress:
-    """One stderr line, redrawn at most ten times a second (a terminal only)."""
-
-    def __init__(self, stream: IO[str] | None, total: int, label: str) -> None:
-        self.stream, self.total, self.label = stream, total, label
-        self.done = self.failed = self.errored = 0
-        self._drawn = 0.0
-        self._started = time.perf_counter()
-
-    def update(self, result: CaseResult) -> None:
-        self.done += 1
-        self.failed += not result.passed and not result.errored
-        self.errored += result.errored
-        now = time.perf_counter()
-        if self.stream is not None and (now - self._drawn >= 0.1 or self.done == self.total):
-            self._drawn = now
-            width = 24
-            filled = width * self.done // max(self.total, 1)
-            self.stream.write(
-                f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                f"{self.done}/{self.total} ✗ {self.failed} errored {self.errored} "
-                f"{now - self._started:.1f}s"
-            )
-            self.stream.flush()
-
-    def end(self) -> None:
-        if self.stream is not None and self.done:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def _resolve_contract(contract: Contract | str | Path) -> Contract:
-    if isinstance(contract, Contract):
-        return contract
-    parsed, diagnostics = read_contract(contract)
-    if parsed is None:
-        first = diagnostics[0]
-        raise InvalidData(f"{contract}: {first.code} {first.json_pointer or ''}: {first.message}")
-    return parsed
 
 
 def _traced(runtime: RuntimeAdapter) -> LangfuseTracedRuntime | None:
@@ -341,17 +209,6 @@ def _traced(runtime: RuntimeAdapter) -> LangfuseTracedRuntime | None:
             break
         inner = inner.inner
     return inner if isinstance(inner, LangfuseTracedRuntime) else None
-
-
-def _redacting(runtime: RuntimeAdapter) -> Callable[[CaseResult], CaseResult]:
-    """Results as traces are: free of the runtime's secrets (a model answer echoing its
-    API key, say), before any file, report or Langfuse score sees them."""
-    traced = _traced(runtime)
-    redactor: Redactor | None = None if traced is None else traced.redactor
-    if not redactor:
-        return lambda result: result
-    scrub = redactor
-    return lambda result: CaseResult.from_json(scrub.value(result.to_json()))
 
 
 async def arun_eval(
@@ -377,38 +234,41 @@ async def arun_eval(
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
-    One direction: read the cases, run each, check and score it, record it (the
-    results file, Langfuse), report. ``cases`` default to the contract's ``evals:`` (a
-    path is read again for each pass, never held whole); ``resume`` (records or a
-    results file) skips the cases it finished (``retry_errors``: all but the errored
-    ones); ``output`` receives the results as they finish; ``keep`` says which records
-    the report holds (``"failures"`` keeps memory flat for any number of cases).
-
-    When ``runtime`` traces to Langfuse, the run lands there as an experiment on
-    ``dataset`` (default: the contract id) through ``langfuse`` (a host's own
-    ``Langfuse`` client, never shut down here) or the SDK's API client;
-    ``experiment=False`` opts out. The runtime is not closed here.
-
-    ``repair=N`` runs each case through ``RepairingRuntime(runtime, attempts=N)`` (an
-    answer that is not JSON or fails the schema is sent back, up to N tries in all);
-    each result then says its ``attempts``.
+    ``cases`` default to the contract's ``evals:`` (a path is read again for each pass,
+    never held whole); ``resume`` (records or a results file) skips the cases it finished
+    (``retry_errors``: all but the errored ones); ``output`` receives the results as they
+    finish; ``keep="failures"`` keeps memory flat for any number of cases. A runtime that
+    traces lands the run in Langfuse as an experiment on ``dataset`` (default: the
+    contract id) through ``langfuse`` (a host's client, not shut down here) or the SDK's
+    API client; ``experiment=False`` opts out. ``repair=N`` runs each case through
+    ``RepairingRuntime(runtime, attempts=N)`` and each result says its ``attempts``.
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
-    parsed = _resolve_contract(contract)
-    source = _source(parsed, cases, shard)
+    parsed = resolve_contract(contract)
+    path = cases if isinstance(cases, Path) else None
+    held: list[EvalCaseSpec] = []
+    if not isinstance(cases, Path):
+        held = contract_cases(parsed) if cases is None else list(cases)
+
+    def source() -> Iterator[EvalCaseSpec]:
+        every = iter_cases(path) if path is not None else held
+        return (case for case in every if shard is None or in_shard(case.id, shard))
+
     total = sum(1 for _ in source())  # every case is valid before any call is made
     name = run_name or default_run_name(parsed)
     loaded = [load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
     targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
-    writer = ResultsWriter(output, (parsed.id, parsed.version)) if output is not None else None
-    redact = _redacting(runtime)
+    writer = None if output is None else ResultsWriter(output, parsed.id, parsed.version)
+    traced = _traced(runtime)
+    redactor = None if traced is None else traced.redactor
     repairing = runtime if repair is None else RepairingRuntime(runtime, attempts=repair)
 
     def accept(result: CaseResult) -> CaseResult:
-        result = redact(result)
+        if redactor:  # free of the runtime's secrets before any file, report or score
+            result = CaseResult.from_json(redactor.value(result.to_json()))
         if writer is not None:  # first: the summary counts only what the file holds
             writer.write(result)
         summary.add(result)
@@ -418,37 +278,100 @@ async def arun_eval(
 
     finished: set[tuple[str, int]] = set()
     if isinstance(resume, Path):
-        check_origin(resume, parsed.id, parsed.version, "resume")
-    for result in read_results(resume) if isinstance(resume, Path) else resume or ():
+        resume = read_results(resume, parsed, "resume")
+    for result in resume or ():
         if not (retry_errors and result.errored) and result.key not in finished:
             finished.add(result.key)
             accept(result)
 
-    def jobs_of() -> Iterator[tuple[EvalCaseSpec, int]]:
-        for k in range(repeat):
-            for case in source():
-                if (case.id, k) not in finished:
-                    yield case, k
-
     if experiment is True:
         experiment = experiment_for(runtime, dataset=dataset or parsed.id, langfuse=langfuse)
     lane = experiment(name, parsed.id) if experiment else None
-    run = _Run(parsed, repairing, targets, loaded, lane, repair)
-    bar = _Progress(progress, total * repeat - len(finished), f"eval {parsed.id}")
-    jobs = jobs_of()
+
+    async def one(case: EvalCaseSpec, k: int) -> CaseResult:
+        render = RenderRequest(inputs=case.inputs, context=case.context)
+        compiled = compile_contract(parsed, render, targets)
+        if compiled.interaction is None:
+            first = compiled.diagnostics[0]
+            detail = f"{first.json_pointer or ''} {first.message}"
+            tried = None if repair is None else 0  # no call made
+            failed = {"code": first.code, "detail": detail}
+            return CaseResult(case.id, k, False, True, error=failed, attempts=tried)
+        request = ExecutionRequest(
+            interaction=compiled.interaction, fixture_output=case.fake_output
+        )
+        error: dict[str, str] | None = None
+        receipt, started = None, time.perf_counter()
+        with (
+            experiment_attributes(lane.attributes(case) if lane else None),
+            collect_traces() as refs,
+            collect_usage() as used,
+            collect_attempts() as counted,
+        ):
+            try:
+                receipt = await repairing.aexecute(request)
+            except PortError as failure:
+                error = {"code": failure.code, "detail": str(failure)}
+        latency = (time.perf_counter() - started) * 1000
+        result = CaseResult(
+            case.id,
+            k,
+            passed=False,
+            errored=receipt is None,
+            error=error,
+            trace_id=refs[-1].trace_id if refs else None,
+            observation_id=refs[-1].observation_id if refs else None,
+            latency_ms=round(latency, 3),
+            # One try (``repair=1``) is the runtime as it is, which reports nothing.
+            attempts=None if repair is None else counted[-1] if counted else 1,
+        )
+        if receipt is None:
+            return result
+        usage = used[-1] if used else {}
+        observed = Observed(
+            receipt.output, receipt.output_schema_valid, latency, usage.get("total")
+        )
+        checks = [r.to_json() for r in check_case(case.assert_, case.expected_output, observed)]
+        scores, evaluated = await _evaluate(loaded, case, receipt.output)
+        return dataclasses.replace(
+            result,
+            passed=all(check["passed"] for check in checks + evaluated),
+            assertions=(*checks, *evaluated),
+            scores=tuple(scores),
+            output=receipt.output,
+            usage=usage,
+            output_fingerprint=receipt.output_fingerprint,
+        )
+
+    todo = total * repeat - len(finished)
+    goal = summary.total + todo  # the resumed cases count as done
+    started, drawn = time.perf_counter(), 0.0
+
+    def draw() -> None:  # one stderr line, redrawn at most ten times a second
+        nonlocal drawn
+        now = time.perf_counter()
+        if progress is not None and (now - drawn >= 0.1 or summary.total == goal):
+            drawn, filled = now, 24 * summary.total // max(goal, 1)
+            progress.write(
+                f"\reval {parsed.id} [{'#' * filled}{'.' * (24 - filled)}] {summary.total}/{goal}"
+                f" ✗ {summary.failed} errored {summary.errored} {now - started:.1f}s"
+            )
+            progress.flush()
+
+    jobs = ((case, k) for k in range(repeat) for case in source() if (case.id, k) not in finished)
+
+    async def worker() -> None:
+        for case, k in jobs:
+            result = accept(await one(case, k))
+            draw()
+            if lane is not None:
+                await lane.record(result)
+
     try:
         if lane is not None:
             await lane.start(source())
-
-        async def worker() -> None:
-            for case, k in jobs:
-                result = accept(await run.one(case, k))
-                bar.update(result)
-                if lane is not None:
-                    await lane.record(result)
-
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, max(bar.total, 1))):  # no idle worker for a short run
+            for _ in range(min(concurrency, max(todo, 1))):  # no idle worker for a short run
                 group.create_task(worker())
         if lane is not None:
             summary.run_url = await lane.finish(summary)
@@ -456,34 +379,15 @@ async def arun_eval(
         summary.interrupted = True
         raise
     finally:
-        bar.end()
+        if progress is not None and drawn:
+            progress.write("\n")
+            progress.flush()
         if lane is not None:
             with contextlib.suppress(Exception):
                 await lane.aclose()
         if writer is not None:
             writer.close(summary)
     return EvalReport(summary, kept)
-
-
-def _source(
-    contract: Contract, cases: Iterable[EvalCaseSpec] | Path | None, shard: tuple[int, int] | None
-) -> Callable[[], Iterator[EvalCaseSpec]]:
-    """A fresh pass over the cases each call (of the shard, if one is given)."""
-    if isinstance(cases, Path):
-        path = cases
-
-        def every() -> Iterator[EvalCaseSpec]:
-            return iter_cases(path)
-
-    else:
-        held = contract_cases(contract) if cases is None else list(cases)
-
-        def every() -> Iterator[EvalCaseSpec]:
-            return iter(held)
-
-    if shard is None:
-        return every
-    return lambda: (case for case in every() if in_shard(case.id, shard))
 
 
 def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
@@ -512,14 +416,36 @@ def experiment_for(
     traced = _traced(runtime)
 
     def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
-        if traced is None:
+        if traced is None or traced.tracing.pipeline is None or not traced.langfuse_config.enabled:
             return None
-        config = traced.langfuse_config
-        if not (config.enabled and traced.tracing.pipeline is not None):
-            return None
-        api = None if langfuse is None else langfuse.async_api
         return LangfuseExperiment(
-            config, run_name=run_name, dataset=dataset, description=description, api=api
+            traced.langfuse_config,
+            run_name=run_name,
+            dataset=dataset,
+            description=description,
+            api=None if langfuse is None else langfuse.async_api,
         )
 
     return build
+
+
+def assert_eval_passes(
+    contract: Contract | str | Path,
+    *,
+    runtime: RuntimeAdapter,
+    min_pass_rate: float | None = None,
+    **options: Any,
+) -> EvalReport:
+    """``run_eval`` as one pytest assertion: an ``AssertionError`` naming every failing
+    case and why, unless the run passes the gate."""
+    report = run_eval(contract, runtime=runtime, **options)
+    if report.gate(min_pass_rate):
+        return report
+    summary = report.summary
+    wanted = "every case" if min_pass_rate is None else f"pass rate >= {min_pass_rate:.1%}"
+    lines = [
+        f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed "
+        f"(pass rate {summary.pass_rate:.1%}; wanted {wanted})",
+        *(f"  {case.id}#{case.repeat}: {case.why()}" for case in report.failures()),
+    ]
+    raise AssertionError("\n".join(lines))
