@@ -47,3 +47,19 @@ def test_eval_of_an_uncompilable_contract_prints_its_diagnostics_as_without_eval
         plain.stdout,
         plain.stderr,
     )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".yaml"])
+def test_cases_file_may_start_with_a_utf8_bom_as_a_contract_may(
+    tmp_path: Path, suffix: str
+) -> None:
+    case = '{"id": "ada", "inputs": {"name": "Ada"}, "context": {"organization": "Blinqx"}, '
+    case += '"fake_output": {"greeting": "Hello Ada"}}'
+    cases = tmp_path / f"cases{suffix}"
+    cases.write_text("\ufeff" + (case if suffix == ".jsonl" else f"[{case}]") + "\n")
+    contract = tmp_path / "greeting.yaml"
+    contract.write_text("\ufeff" + GREETING.read_text())
+    assert templiqx("check", contract).returncode == 0
+    ran = templiqx("eval", contract, "--runtime", "scripted", "--cases", cases, "--no-progress")
+    assert ran.returncode == 0, ran.stderr
+    assert "1/1 passed" in ran.stdout
