@@ -246,6 +246,8 @@ def _runtime_name(args: argparse.Namespace) -> str:
 
 
 def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
+    from pydantic import JsonValue, TypeAdapter
+
     from ._application import execute_contract
     from ._runtimes import load_runtime
     from ._scenarios import load_scenario
@@ -259,6 +261,11 @@ def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     request = _render_request(args, scenario)
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output")
+        try:  # what a model answers is JSON: so is what stands in for it
+            TypeAdapter(JsonValue).validate_python(fixture)
+        except ValueError as error:
+            what = f"not a JSON value ({type(error).__name__})"
+            raise CommandError(f"--fixture-output: {what}") from None
     elif args.eval_id is not None:
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:

@@ -63,3 +63,18 @@ def test_cases_file_may_start_with_a_utf8_bom_as_a_contract_may(
     ran = templiqx("eval", contract, "--runtime", "scripted", "--cases", cases, "--no-progress")
     assert ran.returncode == 0, ran.stderr
     assert "1/1 passed" in ran.stdout
+
+
+@pytest.mark.parametrize(
+    "fixture", ["greeting: 2020-01-01", "greeting: !!binary aGk=", "1: Hello"], ids=str
+)
+def test_fixture_output_that_is_not_json_is_a_typed_input_failure(
+    tmp_path: Path, fixture: str
+) -> None:
+    """As ``--inputs`` holding a YAML value JSON has not: the input file failed (exit 1)."""
+    path = tmp_path / "output.yaml"
+    path.write_text(fixture + "\n")
+    ran = templiqx("execute", GREETING, "--eval", "ryan", "--fixture-output", path)
+    assert (ran.returncode, ran.stdout) == (1, "")
+    assert ran.stderr.startswith("templiqx: --fixture-output: "), ran.stderr
+    assert ran.stderr.count("\n") == 1
