@@ -261,15 +261,15 @@ def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     request = _render_request(args, scenario)
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output")
-        try:  # what a model answers is JSON: so is what stands in for it
-            TypeAdapter(JsonValue).validate_python(fixture)
-        except ValueError as error:
-            what = f"not a JSON value ({type(error).__name__})"
-            raise CommandError(f"--fixture-output: {what}") from None
     elif args.eval_id is not None:
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:
         fixture = None if scenario is None else scenario.expected_output
+    try:  # what a model answers is JSON: so is what stands in for it
+        TypeAdapter(JsonValue).validate_python(fixture)
+    except ValueError as error:
+        flag = "--scenario" if args.fixture_output is None else "--fixture-output"
+        raise CommandError(f"{flag}: not a JSON value ({type(error).__name__})") from None
     with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
         return execute_contract(
             args.contract,
