@@ -366,8 +366,10 @@ def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
     try:
         with reading_each_file_once():
             return int(command(argv))
-    except SystemExit as exit:  # its argparse: --help (0) or a usage error (2)
-        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+    except SystemExit as exit:  # its argparse (--help 0, a usage error 2) or sys.exit(...)
+        if exit.code is None or isinstance(exit.code, int):
+            return exit.code or EXIT_OK
+        raise CommandError(f"{entry.name}: {exit.code}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

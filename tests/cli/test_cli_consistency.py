@@ -15,16 +15,16 @@ from tests.conftest import REPO_ROOT
 GREETING = REPO_ROOT / "examples" / "greeting.yaml"
 
 
-def templiqx(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def templiqx(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("templiqx")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
+    host = {k: v for k, v in os.environ.items() if not k.startswith(("LANGFUSE_", "TEMPLIQX_"))}
     return subprocess.run(
         [str(script), *map(str, args)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=120,
-        env=env,
+        env={**host, **env},
         check=False,
     )
 
@@ -89,3 +89,28 @@ def test_fixture_output_that_is_not_json_is_a_typed_input_failure(
     assert (ran.returncode, ran.stdout) == (1, ""), ran.stdout
     assert ran.stderr.startswith(f"templiqx: {flag}: not a JSON value"), ran.stderr
     assert ran.stderr.count("\n") == 1
+
+
+_EXITING = """
+import sys
+
+def bye(argv):
+    sys.exit(int(argv[0]) if argv[0].isdigit() else None if argv[0] == "none" else argv[0])
+"""
+
+
+@pytest.mark.parametrize(
+    ("argument", "code", "stderr"),
+    [("none", 0, ""), ("3", 3, ""), ("cannot say bye", 1, "templiqx: bye: cannot say bye\n")],
+)
+def test_a_command_leaving_by_sys_exit_exits_as_python_would(
+    tmp_path: Path, argument: str, code: int, stderr: str
+) -> None:
+    """``sys.exit()`` is success and ``sys.exit("why")`` a failure saying why, as for any script."""
+    (tmp_path / "tqx_bye.py").write_text(_EXITING)
+    info = tmp_path / "tqx_bye-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tqx-bye\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[templiqx.commands]\nbye = tqx_bye:bye\n")
+    ran = templiqx("bye", argument, PYTHONPATH=str(tmp_path))
+    assert (ran.returncode, ran.stderr) == (code, stderr)
