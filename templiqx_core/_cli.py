@@ -215,8 +215,11 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
 
 
 def _print(text: str, out: TextIO) -> None:
-    out.write(text + "\n")
-    out.flush()
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except OSError as error:  # a closed pipe (``| head``), a full disk
+        raise CommandError(f"cannot write the output ({type(error).__name__})") from None
 
 
 def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:

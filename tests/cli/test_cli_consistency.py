@@ -114,3 +114,30 @@ def test_a_command_leaving_by_sys_exit_exits_as_python_would(
     (info / "entry_points.txt").write_text("[templiqx.commands]\nbye = tqx_bye:bye\n")
     ran = templiqx("bye", argument, PYTHONPATH=str(tmp_path))
     assert (ran.returncode, ran.stderr) == (code, stderr)
+
+
+@pytest.mark.parametrize("sink", ["closed pipe", "full disk"])
+def test_output_that_cannot_be_written_is_one_line_not_an_internal_error(sink: str) -> None:
+    """``templiqx ... | head -1``, or a full disk: the command failed (exit 1), said once."""
+    read, write = os.pipe()
+    if sink == "full disk":
+        if not Path("/dev/full").exists():
+            pytest.skip("no /dev/full")
+        os.close(write)
+        write = os.open("/dev/full", os.O_WRONLY)
+    os.close(read)  # every write to the pipe now fails, as after `head` has read its line
+    script = Path(sys.executable).with_name("templiqx")
+    try:
+        ran = subprocess.run(
+            [str(script), "compile", str(GREETING), "--eval", "ryan"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert ran.returncode == 1
+    assert ran.stderr.startswith("templiqx: cannot write the output ("), ran.stderr
+    assert ran.stderr.count("\n") == 1, ran.stderr
