@@ -1,5 +1,5 @@
-"""The console script in a real process: each way of naming the same input ends the same
-way (exit code, stdout, stderr) whatever the flag that points at it."""
+"""The console script in a real process: each failure ends as docs/cli.md says (the
+envelope and exit 2, or one stderr line and exit 1), whichever flag or file it comes from."""
 
 from __future__ import annotations
 
