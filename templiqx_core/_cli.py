@@ -151,11 +151,11 @@ def _read_document(path: Path, what: str) -> Any:
 
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
-    from ._compiler import read_contract
+    from ._compiler import EvalCase, read_contract
 
-    contract, diagnostics = read_contract(args.contract)
-    if contract is None:
-        raise CommandError(_diagnostic_line(diagnostics[0]))
+    contract = read_contract(args.contract)[0]
+    if contract is None:  # no eval to read: compiling the contract says why (exit 2)
+        return EvalCase.model_construct(id=args.eval_id, fake_output=None)
     case = next((c for c in contract.evals if c.id == args.eval_id), None)
     if case is None:
         known = ", ".join(c.id for c in contract.evals) or "none"
@@ -215,8 +215,11 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
 
 
 def _print(text: str, out: TextIO) -> None:
-    out.write(text + "\n")
-    out.flush()
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except OSError as error:  # a closed pipe (``| head``), a full disk
+        raise CommandError(f"cannot write the output ({type(error).__name__})") from None
 
 
 def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
@@ -246,6 +249,8 @@ def _runtime_name(args: argparse.Namespace) -> str:
 
 
 def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
+    from pydantic import JsonValue, TypeAdapter
+
     from ._application import execute_contract
     from ._runtimes import load_runtime
     from ._scenarios import load_scenario
@@ -263,6 +268,11 @@ def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:
         fixture = None if scenario is None else scenario.expected_output
+    try:  # what a model answers is JSON: so is what stands in for it
+        TypeAdapter(JsonValue).validate_python(fixture)
+    except ValueError as error:
+        flag = "--scenario" if args.fixture_output is None else "--fixture-output"
+        raise CommandError(f"{flag}: not a JSON value ({type(error).__name__})") from None
     with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
         return execute_contract(
             args.contract,
@@ -359,8 +369,10 @@ def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
     try:
         with reading_each_file_once():
             return int(command(argv))
-    except SystemExit as exit:  # its argparse: --help (0) or a usage error (2)
-        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+    except SystemExit as exit:  # its argparse (--help 0, a usage error 2) or sys.exit(...)
+        if exit.code is None or isinstance(exit.code, int):
+            return exit.code or EXIT_OK
+        raise CommandError(f"{entry.name}: {exit.code}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -243,8 +243,8 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
     from ._loading import compose_and_load
 
     try:
-        if path.suffix == ".jsonl":  # read a line at a time
-            with path.open(encoding="utf-8") as lines:
+        if path.suffix == ".jsonl":  # read a line at a time; a leading BOM, as YAML's
+            with path.open(encoding="utf-8-sig") as lines:
                 for number, line in enumerate(lines, start=1):
                     if not line.strip():
                         continue
