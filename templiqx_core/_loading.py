@@ -6,7 +6,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +34,9 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
     yield mapping
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, Hashable):  # as PyYAML's own constructor: a located error
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(None, None, "found unhashable key", mark)
         if key in mapping:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
@@ -167,7 +170,7 @@ def load_document(path: str | Path) -> Any:
     ``InvalidData``."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a BOM, as contracts accept it
     except FileNotFoundError:
         raise NotFound(f"{file}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:

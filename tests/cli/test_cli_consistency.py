@@ -141,3 +141,29 @@ def test_output_that_cannot_be_written_is_one_line_not_an_internal_error(sink: s
     assert ran.returncode == 1
     assert ran.stderr.startswith("templiqx: cannot write the output ("), ran.stderr
     assert ran.stderr.count("\n") == 1, ran.stderr
+
+
+def test_an_unhashable_yaml_key_is_a_located_parse_failure_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    contract = tmp_path / "greeting.yaml"
+    contract.write_text(GREETING.read_text() + "? [1, 2]\n: 3\n")
+    checked = templiqx("check", contract, "--json")
+    assert checked.returncode == 2, checked.stderr
+    assert "TQX_PARSE_YAML" in checked.stdout
+    assert "unhashable key" in checked.stdout
+    inputs = tmp_path / "inputs.yaml"
+    inputs.write_text("? [1, 2]\n: 3\n")
+    compiled = templiqx("compile", GREETING, "--inputs", inputs)
+    assert compiled.returncode == 1
+    assert "internal error" not in compiled.stderr
+    assert "unhashable key" in compiled.stderr
+
+
+def test_a_json_document_may_start_with_a_utf8_bom_as_a_contract_may(tmp_path: Path) -> None:
+    document = tmp_path / "doc.json"
+    document.write_text('\ufeff{"b": 1, "a": 2}')
+    with_bom = templiqx("fingerprint", document, "--json")
+    document.write_text('{"b": 1, "a": 2}')
+    assert with_bom.returncode == 0, with_bom.stderr
+    assert with_bom.stdout == templiqx("fingerprint", document, "--json").stdout
