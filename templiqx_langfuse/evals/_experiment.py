@@ -26,7 +26,7 @@ from templiqx_core import InvalidData, IoFailure
 from templiqx_core.evals import EvalCaseSpec
 
 from .._config import LangfuseConfig
-from .._prompts import async_api, sync_api
+from .._prompts import MAX_PROMPT_BYTES, async_api, sync_api
 from ._report import CaseResult, Summary
 
 if TYPE_CHECKING:
@@ -84,12 +84,21 @@ def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSp
     if not config.public_key or not config.secret_key:
         raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
     api, cases = sync_api(config, None), list[EvalCaseSpec]()
-    page, pages = 1, 1
+    page, pages, limit = 1, 1, _PAGE
     while page <= pages:
         try:
-            found = api.dataset_items.list(dataset_name=dataset, page=page, limit=_PAGE)
+            found = api.dataset_items.list(dataset_name=dataset, page=page, limit=limit)
         except Exception as error:  # the client's ApiError, httpx's, a bad body
             status = getattr(error, "status_code", None)
+            if status == 200 and limit > 1:  # a page past MAX_PROMPT_BYTES: big items, one by one
+                page = pages = (page - 1) * limit + 1
+                limit = 1
+                continue
+            if status == 200:
+                raise InvalidData(
+                    f"Langfuse dataset {dataset!r}: item {page} is past the "
+                    f"{MAX_PROMPT_BYTES} bytes an answer may be"
+                ) from None
             why = f"HTTP {status}" if status else type(error).__name__
             # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
             kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData

@@ -229,3 +229,21 @@ def test_long_evaluator_text_is_clipped_in_langfuse_and_kept_whole_in_the_result
     assert landed.value.endswith("…[truncated]")
     assert landed.comment is not None
     assert len(landed.comment) <= 2000
+
+
+def test_a_dataset_whose_page_is_past_the_answer_bound_is_read_an_item_at_a_time(
+    cli: Cli, langfuse: FakeLangfuse
+) -> None:
+    # Five items of 1 MB: one page of them is past the 4 MiB any Langfuse answer may be.
+    for n in range(5):
+        inputs = {"inputs": {"name": f"N{n}"}, "context": {"organization": "Blinqx"}}
+        langfuse.seed("big", f"item-{n}", input=inputs, metadata={"pad": "x" * 1_000_000})
+    ran = cli(
+        "eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:big", "--format", "json",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert sorted(c["id"] for c in json.loads(ran.out)["cases"]) == [f"item-{n}" for n in range(5)]
+    langfuse.seed("big", "item-huge", input={"name": "H"}, metadata={"pad": "x" * 5_000_000})
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:big")
+    assert ran.code == 1
+    assert "Langfuse dataset 'big': item 6 is past the 4194304 bytes an answer may be" in ran.err
