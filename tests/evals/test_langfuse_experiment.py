@@ -246,4 +246,4 @@ def test_a_dataset_whose_page_is_past_the_answer_bound_is_read_an_item_at_a_time
     langfuse.seed("big", "item-huge", input={"name": "H"}, metadata={"pad": "x" * 5_000_000})
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:big")
     assert ran.code == 1
-    assert "Langfuse dataset 'big': item 6 is past the 4194304 bytes an answer may be" in ran.err
+    assert "Langfuse dataset 'big': item 6 could not be read" in ran.err
