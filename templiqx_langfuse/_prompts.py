@@ -167,7 +167,7 @@ def _own(
 ) -> _Api:
     config = config or env_config()
     if config.public_key is None or config.secret_key is None:
-        raise InvalidData("Langfuse prompts need LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
+        raise InvalidData("Langfuse's API needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
     public, secret = config.keys()
     key = (config.base_url, public, secret, config.timeout_s)
     if key not in mine:
