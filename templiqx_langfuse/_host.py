@@ -5,10 +5,12 @@ redactor, a client on another transport) breaks a guarantee silently."""
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import ssl
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,13 +18,19 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 
-from templiqx_core import InvalidData, RuntimeAdapter, RuntimeFailureCode, Unsupported
+from templiqx_core import (
+    CompiledInteraction,
+    InvalidData,
+    RuntimeAdapter,
+    RuntimeFailureCode,
+    Unsupported,
+)
 from templiqx_core.adapters import CallOutcome, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
-from ._tracing import Tracing
+from ._tracing import GenerationRecord, JsonText, TraceRef
 from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
@@ -30,6 +38,13 @@ if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracin
 
     from langfuse import Langfuse
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from ._export import ExportPipeline
+
+logger = logging.getLogger("templiqx_langfuse")
+#: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
+ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
+_INPUT_CACHE_SIZE = 256
 
 
 class WiringOptions(TypedDict, total=False):
@@ -47,6 +62,126 @@ class WiringOptions(TypedDict, total=False):
 def default_ssl_context() -> ssl.SSLContext:
     """httpx's verifying TLS context, loaded once per process (the CA store costs ~30 ms)."""
     return httpx.create_ssl_context()
+
+
+class Tracing:
+    """Turns executions into Langfuse generations: on the adapter-owned export path, or
+    through a host's Langfuse client (its pipeline, never flushed or shut down here).
+    Best effort: a tracing failure is logged once and never reaches the caller."""
+
+    def __init__(
+        self,
+        config: LangfuseConfig,
+        redactor: Redactor,
+        *,
+        client: Langfuse | None = None,
+        pipeline: ExportPipeline | None = None,
+    ) -> None:
+        self.config, self.redactor, self.client, self.pipeline = config, redactor, client, pipeline
+        self._error_logged = threading.Event()
+        #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
+        self.on_ref: Callable[[TraceRef], None] | None = None
+        # Holding the interaction keeps its id from being reused while it is cached.
+        self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
+        self._inputs_lock = threading.Lock()
+        self._open: Callable[[Tracing, RuntimeCall, RequestBody, str], Any] | None = None
+        if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
+            from ._recording import open_generation
+
+            self._open = open_generation
+
+    @classmethod
+    def build(
+        cls,
+        config: LangfuseConfig,
+        redactor: Redactor,
+        *,
+        client: Langfuse | None = None,
+        span_exporter: SpanExporter | None = None,
+    ) -> Tracing:
+        """Use the host's client as is, or the adapter-owned export path."""
+        if not config.tracing:
+            return cls(config, redactor)  # switched off on purpose: nothing to warn of
+        if client is not None:
+            return cls(config, redactor, client=client)
+        if os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true":
+            # OTel's TracerProvider reads it too and would record nothing, silently.
+            logger.warning(
+                "Langfuse tracing disabled: %s=true turns OpenTelemetry off; executions still run",
+                ENV_OTEL_SDK_DISABLED,
+            )
+            return cls(config, redactor)
+        if not config.enabled:
+            logger.warning(
+                "Langfuse tracing disabled: LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set; "
+                "executions still run"
+            )
+            return cls(config, redactor)
+        from ._export import ExportPipeline
+
+        # Never a Langfuse client of its own: the SDK keeps one per public key for the
+        # whole process (a host's would be handed over). The owned path shares nothing.
+        return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
+
+    @property
+    def enabled(self) -> bool:
+        return self.client is not None or self.pipeline is not None
+
+    def report_error(self, what: str, error: BaseException) -> None:
+        if not self._error_logged.is_set():
+            self._error_logged.set()
+            logger.warning(
+                "Langfuse tracing error while %s (%s); executions are unaffected",
+                what,
+                type(error).__name__,
+            )
+
+    def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
+        """The call's generation; off, closed, failed or sampled out, one that only
+        collects the usage."""
+        if self._open is not None and self.enabled:
+            try:
+                opened: GenerationRecord | None = self._open(self, call, body, model)
+            except Exception as error:
+                self.report_error("starting a generation", error)
+            else:
+                if opened is not None:
+                    return opened
+        return GenerationRecord()
+
+    def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
+        """The messages as redacted JSON, once per (frozen, often re-executed) interaction;
+        with a mask, masked afresh every call (a mask need not be pure)."""
+        hit = self._inputs.get(id(interaction))
+        if hit is not None and hit[0] is interaction:
+            return hit[1]
+        messages: Any = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        if self.config.mask is not None:
+            messages = self.masked("input", messages)
+            return None if messages is None else JsonText(self.redactor.json_text(messages))
+        text = JsonText(self.redactor.json_text(messages))
+        with self._inputs_lock:
+            self._inputs[id(interaction)] = (interaction, text)
+            if len(self._inputs) > _INPUT_CACHE_SIZE:
+                self._inputs.popitem(last=False)
+        return text
+
+    def masked(self, field: str, data: Any) -> Any:
+        """``data`` through the configured mask; None (the field is dropped) if it raises."""
+        try:
+            return self.config.mask(data=data) if self.config.mask is not None else data
+        except Exception as error:  # a host's mask must never fail the call
+            self.report_error(f"masking a generation's {field}", error)
+            return None
+
+    def close(self) -> None:
+        """Flush the adapter-owned export path within the configured bound; never a host's."""
+        pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            try:
+                pipeline.close()
+            except Exception as error:
+                self.report_error("flushing", error)
 
 
 class Clients:
@@ -275,18 +410,11 @@ class HostWiring:
     ) -> RequestBody:
         """The call's request body; its generation is opened, and finished by the port's
         outcome (``first_token``: when a streaming adapter saw the first token)."""
-        interaction = call.request.interaction
         model, strict = self.model.model, self.model.strict
-        body = build_request_body(interaction, model=model, strict=strict, formats=self.formats)
-        record = self.tracing.start(
-            interaction,
-            model=self.model.model,
-            model_parameters=body.model_parameters,
-            request_fp=call.request_fingerprint,
-            adapter=call.adapter,
-            ignored_policy_keys=body.ignored_policy_keys,
-            strict=body.strict,
+        body = build_request_body(
+            call.request.interaction, model=model, strict=strict, formats=self.formats
         )
+        record = self.tracing.start(call, body, model)
         calls = self.calls
         calls.enter()
 
