@@ -104,18 +104,15 @@ class Tracing:
             return cls(config, redactor)  # switched off on purpose: nothing to warn of
         if client is not None:
             return cls(config, redactor, client=client)
+        # OTel's TracerProvider reads it too and would record nothing, silently.
         if os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true":
-            # OTel's TracerProvider reads it too and would record nothing, silently.
-            logger.warning(
-                "Langfuse tracing disabled: %s=true turns OpenTelemetry off; executions still run",
-                ENV_OTEL_SDK_DISABLED,
-            )
-            return cls(config, redactor)
-        if not config.enabled:
-            logger.warning(
-                "Langfuse tracing disabled: LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set; "
-                "executions still run"
-            )
+            why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
+        elif not config.enabled:
+            why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
+        else:
+            why = None
+        if why is not None:
+            logger.warning("Langfuse tracing disabled: %s; executions still run", why)
             return cls(config, redactor)
         from ._export import ExportPipeline
 
@@ -245,35 +242,20 @@ class Clients:
                     entry = self._async[loop] = (client, transport)
         return entry[0]
 
-    def _take(self) -> list[tuple[asyncio.AbstractEventLoop, AsyncDeadlineTransport]]:
+    def close(self, here: asyncio.AbstractEventLoop | None = None) -> list[AsyncDeadlineTransport]:
+        """Close everything (a lent transport stays open): an async pool on its own loop (a
+        task there if it runs, nothing if it is closed: its sockets went with it), but the
+        pools of the loop ``here`` are returned, for the caller to await."""
         with self._lock:
-            owned = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
+            taken = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
             self._async.clear()
-        return owned
-
-    async def aclose(self) -> None:
-        """Close everything; the running loop's pool is awaited, others' are scheduled."""
-        import asyncio
-
-        here = asyncio.get_running_loop()
-        for loop, transport in self._take():
-            if loop is here:
-                await transport.aclose()
-            else:
+        self.sync.close()  # later calls fail fast
+        for owned in self._owned:
+            owned.close()
+        for loop, transport in taken:
+            if loop is not here:
                 _close_elsewhere(loop, transport)
-        self._close_sync()
-
-    def close(self) -> None:
-        """Close everything from sync code: an async pool is closed on its own loop (a
-        task there if it runs, nothing if it is closed: its sockets went with it)."""
-        for loop, transport in self._take():
-            _close_elsewhere(loop, transport)
-        self._close_sync()
-
-    def _close_sync(self) -> None:
-        self.sync.close()  # later calls fail fast; a lent transport stays open
-        for transport in self._owned:
-            transport.close()
+        return [transport for loop, transport in taken if loop is here]
 
 
 _CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they finish
@@ -304,8 +286,8 @@ CLOSE_WAIT_S = 2.0
 
 
 class InFlight:
-    """The calls of a wiring between ``begin`` and their outcome, for ``close`` to wait
-    for: a generation finished after the export closed would be lost."""
+    """The calls between ``begin`` and their outcome, for ``close`` to wait for: a
+    generation finished after the export closed would be lost."""
 
     __slots__ = ("_count", "_idle")
 
@@ -445,20 +427,19 @@ class HostWiring:
             self.log_filter.uninstall()
 
     async def aclose(self) -> None:
-        """``close`` from the event loop; the waits run in a thread, calls on this loop
-        end meanwhile."""
+        """``close`` from the event loop: its pools awaited, the waits on a thread (calls on
+        this loop end meanwhile)."""
         import asyncio
 
         try:
-            asyncio.get_running_loop()
+            here = asyncio.get_running_loop()
         except RuntimeError:  # trio & co: no asyncio pool can be open; close as sync code
             return self.close()
         try:
-            await self.clients.aclose()
-            await asyncio.to_thread(self.calls.wait_idle)
-            await asyncio.to_thread(self.tracing.close)
+            for transport in self.clients.close(here):
+                await transport.aclose()
         finally:
-            self.log_filter.uninstall()
+            await asyncio.to_thread(self.close)
 
 
 class _Settled:

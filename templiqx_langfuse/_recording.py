@@ -21,28 +21,12 @@ from opentelemetry.trace import Status, StatusCode
 from templiqx_core import CompiledInteraction, codes
 from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
-from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE, ExportPipeline
+from ._config import LangfuseConfig
+from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE
 from ._prompt_links import linked_prompt
 from ._tracing import (
     CALL_ATTRIBUTES,
     EXPERIMENT_ATTRIBUTES,
-    META_ADAPTER_ID,
-    META_ADAPTER_VERSION,
-    META_COMPILER,
-    META_CONTRACT_ID,
-    META_CONTRACT_VERSION,
-    META_ERROR_CODE,
-    META_ERROR_DETAIL,
-    META_FINISH_REASON,
-    META_IGNORED_POLICY_KEYS,
-    META_OUTPUT_FINGERPRINT,
-    META_OUTPUT_SCHEMA_VALID,
-    META_REPAIR_ATTEMPT,
-    META_REPAIR_OF,
-    META_REQUEST_FINGERPRINT,
-    META_REQUESTED_MODEL,
-    META_RESPONSE_ID,
-    META_STRICT,
     TRACE_COLLECTORS,
     GenerationRecord,
     JsonText,
@@ -56,6 +40,25 @@ if TYPE_CHECKING:
     from ._host import Tracing
 
 __all__ = ["MAX_JSON_BYTES", "MAX_TEXT_BYTES", "Generation", "bounded", "open_generation"]
+
+# Metadata keys: constants, so tests and call sites cannot drift apart.
+META_CONTRACT_ID = "contract_id"
+META_CONTRACT_VERSION = "contract_version"
+META_COMPILER = "compiler"
+META_REQUEST_FINGERPRINT = "request_fingerprint"
+META_OUTPUT_FINGERPRINT = "output_fingerprint"
+META_OUTPUT_SCHEMA_VALID = "output_schema_valid"
+META_ADAPTER_ID = "adapter_id"
+META_ADAPTER_VERSION = "adapter_version"
+META_FINISH_REASON = "finish_reason"
+META_RESPONSE_ID = "response_id"
+META_REQUESTED_MODEL = "requested_model"
+META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
+META_STRICT = "json_schema_strict"  # the strict flag sent (what ``strict="auto"`` chose)
+META_ERROR_CODE = "error_code"
+META_ERROR_DETAIL = "error_detail"
+META_REPAIR_ATTEMPT = "repair_attempt"
+META_REPAIR_OF = "repair_of"
 
 #: Bound of one JSON document (input, output, metadata, ...), in UTF-8 bytes: above any
 #: answer the 2 MiB response bound lets through, so only a host's own data reaches it.
@@ -166,62 +169,47 @@ class Generation(GenerationRecord):
         self._fields = fields  # input, model parameters and prompt: set when it ends
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
-        super().finish(outcome)
-        receipt, completion, repair = outcome.receipt, outcome.details, self._repair
-        if receipt is None or not isinstance(completion, Completion):
-            code, error, detail = outcome.code or "", outcome.error, outcome.detail
-            repaired = repair is not None and error is not None and repair.repairs(error)
-            fields: dict[str, Any] = {
-                # An answer sent back for repair is an earlier try, not the call's failure.
-                A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
-                # The code, then why (a provider's own reason included): what the UI shows.
-                A.OBSERVATION_STATUS_MESSAGE: f"{code}: {detail}" if detail else code,
-            }
-            metadata = {**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail}
-            self._close(fields, None, metadata, first_token_at)
-            return
-        valid = receipt.output_schema_valid
-        repaired = repair is not None and repair.repairs(receipt)  # it failed a host's rules
-        tracing, name = self._tracing, self._tracing.config.schema_score_name
-        posts_scores = tracing.pipeline is not None and tracing.pipeline.posts_scores
-        if not posts_scores and tracing.client is not None and name is not None:
-            try:
-                tracing.client.create_score(
-                    name=name,
-                    value=1.0 if valid else 0.0,
-                    data_type="BOOLEAN",
-                    trace_id=self.ref.trace_id,
-                    observation_id=self.ref.observation_id,
-                )
-            except Exception as error:  # scoring must never fail the call
-                tracing.report_error("scoring a generation", error)
-        fields = {
-            A.OBSERVATION_USAGE_DETAILS: _json(tracing.redactor.json_text, dict(completion.usage))
-            if completion.usage
-            else None,
-            # Langfuse infers cost from the model it is told: the one that answered (as
-            # Langfuse's own OpenAI integration reports it), the requested one otherwise.
-            A.OBSERVATION_MODEL: completion.provider_model or None,
-            A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",
-            A.OBSERVATION_STATUS_MESSAGE: None if valid else codes.OUTPUT_SCHEMA,
-            SCORE_ATTRIBUTE: valid if posts_scores else None,  # posted once the span arrived
-        }
-        metadata = {
-            **self._metadata,
-            META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
-            META_OUTPUT_SCHEMA_VALID: valid,
-            META_FINISH_REASON: completion.finish_reason,
-            META_RESPONSE_ID: completion.response_id,
-        }
-        self._close(fields, receipt.output, metadata, first_token_at)
-
-    def _close(
-        self, fields: dict[str, Any], output: Any, metadata: Any, first_token_at: datetime | None
-    ) -> None:
         """Set what the SDK's ``update()`` would, serialized once here (its per-field
         ``json.dumps`` and media scan cost more than the model call itself), then end."""
-        tracing, redactor = self._tracing, self._tracing.redactor
+        super().finish(outcome)
+        tracing, redactor, repair = self._tracing, self._tracing.redactor, self._repair
+        receipt, completion, output = outcome.receipt, outcome.details, None
         try:
+            if receipt is None or not isinstance(completion, Completion):
+                code, error, detail = outcome.code or "", outcome.error, outcome.detail
+                repaired = repair is not None and error is not None and repair.repairs(error)
+                fields: dict[str, Any] = {
+                    # An answer sent back for repair is an earlier try, not the call's failure.
+                    A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
+                    # The code, then why (a provider's own reason included): what the UI shows.
+                    A.OBSERVATION_STATUS_MESSAGE: f"{code}: {detail}" if detail else code,
+                }
+                metadata = {**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail}
+            else:
+                valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
+                repaired = repair is not None and repair.repairs(receipt)  # a host's rules
+                pipeline = tracing.pipeline
+                posts_scores = pipeline is not None and pipeline.posts_scores
+                if not posts_scores:
+                    self._score_by_client(valid)
+                fields = {
+                    A.OBSERVATION_USAGE_DETAILS: _json(redactor.json_text, usage)
+                    if usage
+                    else None,
+                    # Langfuse infers cost from the model it is told: the one that answered (as
+                    # Langfuse's OpenAI integration reports it), the requested one otherwise.
+                    A.OBSERVATION_MODEL: completion.provider_model or None,
+                    A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",
+                    A.OBSERVATION_STATUS_MESSAGE: None if valid else codes.OUTPUT_SCHEMA,
+                    SCORE_ATTRIBUTE: valid if posts_scores else None,  # posted once it arrived
+                }
+                metadata = {
+                    **self._metadata,
+                    META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
+                    META_OUTPUT_SCHEMA_VALID: valid,
+                    META_FINISH_REASON: completion.finish_reason,
+                    META_RESPONSE_ID: completion.response_id,
+                }
             # Plain text from the provider is redacted too (a gateway may echo the key).
             for key in (A.OBSERVATION_MODEL, A.OBSERVATION_STATUS_MESSAGE):
                 if isinstance(fields.get(key), str):
@@ -256,6 +244,23 @@ class Generation(GenerationRecord):
         finally:  # ended whatever happened: an open span is never exported
             self._end()
 
+    def _score_by_client(self, valid: bool) -> None:
+        """The schema-validity score through a host's client (the owned export path posts
+        it from the generation's ``SCORE_ATTRIBUTE``)."""
+        tracing, name = self._tracing, self._tracing.config.schema_score_name
+        if tracing.client is None or name is None:
+            return
+        try:
+            tracing.client.create_score(
+                name=name,
+                value=1.0 if valid else 0.0,
+                data_type="BOOLEAN",
+                trace_id=self.ref.trace_id,
+                observation_id=self.ref.observation_id,
+            )
+        except Exception as error:  # scoring must never fail the call
+            tracing.report_error("scoring a generation", error)
+
 
 def open_generation(
     tracing: Tracing, call: RuntimeCall, body: RequestBody, model: str
@@ -263,17 +268,22 @@ def open_generation(
     """The call's generation (as root, or nested under the active span); None if sampled
     out. The tries of a repairing call share one trace: later ones nest under the first
     try's generation and name the previous try's (``repair_of``)."""
-    interaction = call.request.interaction
-    repair = current_repair()
+    interaction, repair = call.request.interaction, current_repair()
     within = None if repair is None else repair.notes.get(_REPAIR_ANCHOR)
     if within is None:
-        opened = _open(tracing, interaction, model, None)
+        started = _start(tracing, interaction, model)
     else:
         with otel_trace.use_span(within, end_on_exit=False, record_exception=False):
-            opened = _open(tracing, interaction, model, f"{within.get_span_context().span_id:016x}")
-    if opened is None:
+            started = _start(tracing, interaction, model)
+    if started is None:
         return None
-    span, _, ref, _ = opened
+    span, _, ref, _ = started
+    experiment = EXPERIMENT_ATTRIBUTES.get()
+    if experiment is not None:
+        # Server (extractExperimentFields): the item's root observation is this one
+        # (a repair's: the first try's).
+        root = f"{within.get_span_context().span_id:016x}" if within else ref.observation_id
+        span.set_attributes(bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root}))
     metadata: dict[str, Any] = {
         META_CONTRACT_ID: interaction.contract_id,
         META_CONTRACT_VERSION: interaction.contract_version,
@@ -310,17 +320,34 @@ def open_generation(
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.
         fields[A.OBSERVATION_PROMPT_NAME], fields[A.OBSERVATION_PROMPT_VERSION] = prompt
-    return Generation(tracing, opened, metadata, repair, fields)
+    return Generation(tracing, started, metadata, repair, fields)
 
 
-def _open(
-    tracing: Tracing, interaction: CompiledInteraction, model: str, root: str | None
+def _start(
+    tracing: Tracing, interaction: CompiledInteraction, model: str
 ) -> tuple[otel_trace.Span, Callable[[], object], TraceRef, dict[str, Any]] | None:
-    parent = otel_trace.get_current_span()
-    trace = _trace_level(tracing, interaction.contract_id, parent)
-    redact = tracing.redactor.text  # what a generation opens with leaves the process too
+    """The span under the current one, how to end it, where it lands and its trace-level
+    attributes; None if sampled out. What it opens with is redacted, as all that leaves."""
+    config, redact = tracing.config, tracing.redactor.text
+    trace = _trace_level(config, interaction.contract_id, otel_trace.get_current_span())
     if tracing.pipeline is not None:
-        started = _start_owned(tracing, tracing.pipeline, interaction, model, trace)
+        tracing.pipeline.adopt()  # a forked child's exit hooks, once
+        # What the SDK writes when it opens a generation.
+        attributes: dict[str, Any] = {
+            A.OBSERVATION_TYPE: "generation",
+            A.VERSION: redact(interaction.contract_version),
+            A.OBSERVATION_MODEL: redact(model),
+            A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
+            A.RELEASE: None if config.release is None else redact(config.release),
+            A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
+        }
+        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
+        span = tracing.pipeline.tracer.start_span(name, attributes=bounded(attributes))
+        if not span.is_recording():  # sampled out
+            return None
+        context = span.get_span_context()
+        trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+        end: Callable[[], object] = span.end
     elif tracing.client is not None:
         # The SDK opens the observation; its span is current only long enough to get it.
         with tracing.client.start_as_current_observation(
@@ -331,21 +358,10 @@ def _open(
             end_on_exit=False,
         ) as observation:
             span = otel_trace.get_current_span()
-        url = tracing.config.trace_url(observation.trace_id)
-        started = span, observation.end, TraceRef(observation.trace_id, observation.id, url)
+        trace_id, observation_id, end = observation.trace_id, observation.id, observation.end
     else:
         return None
-    if started is None:
-        return None
-    experiment = EXPERIMENT_ATTRIBUTES.get()
-    if experiment is not None:
-        # Server (extractExperimentFields): the item's root observation is this one
-        # (a repair's: the first try's).
-        root = root or started[2].observation_id
-        started[0].set_attributes(
-            bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root})
-        )
-    return (*started, trace)
+    return span, end, TraceRef(trace_id, observation_id, config.trace_url(trace_id)), trace
 
 
 def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
@@ -356,9 +372,11 @@ def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
     }
 
 
-def _trace_level(tracing: Tracing, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
+def _trace_level(
+    config: LangfuseConfig, contract_id: str, parent: otel_trace.Span
+) -> dict[str, Any]:
     """Trace attributes for where the generation lands (server rules in comments)."""
-    per_call, config = CALL_ATTRIBUTES.get(), tracing.config
+    per_call = CALL_ATTRIBUTES.get()
     if _is_langfuse_span(parent):
         # The host owns the trace; an explicit call-site value still reaches it (the
         # server applies a non-root span's trace attributes, ``hasTraceUpdates``).
@@ -374,34 +392,6 @@ def _trace_level(tracing: Tracing, contract_id: str, parent: otel_trace.Span) ->
         # ``as_root`` makes this a Langfuse trace of its own, keeping the trace id.
         trace[A.AS_ROOT] = True
     return trace
-
-
-def _start_owned(
-    tracing: Tracing,
-    pipeline: ExportPipeline,
-    interaction: CompiledInteraction,
-    model: str,
-    trace: dict[str, Any],
-) -> tuple[otel_trace.Span, Callable[[], object], TraceRef] | None:
-    pipeline.adopt()  # a forked child's exit hooks, once
-    config, redact = tracing.config, tracing.redactor.text
-    # What the SDK writes when it opens a generation.
-    attributes: dict[str, Any] = {
-        A.OBSERVATION_TYPE: "generation",
-        A.VERSION: redact(interaction.contract_version),
-        A.OBSERVATION_MODEL: redact(model),
-        A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
-        A.RELEASE: None if config.release is None else redact(config.release),
-        A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
-    }
-    name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
-    span = pipeline.tracer.start_span(name, attributes=bounded(attributes))
-    if not span.is_recording():  # sampled out
-        return None
-    context = span.get_span_context()
-    trace_hex = f"{context.trace_id:032x}"
-    ref = TraceRef(trace_hex, f"{context.span_id:016x}", config.trace_url(trace_hex))
-    return span, span.end, ref
 
 
 def _is_langfuse_span(span: otel_trace.Span) -> bool:

@@ -32,25 +32,6 @@ __all__ = [
     "trace_attributes",
 ]
 
-# Metadata keys: constants, so tests and call sites cannot drift apart.
-META_CONTRACT_ID = "contract_id"
-META_CONTRACT_VERSION = "contract_version"
-META_COMPILER = "compiler"
-META_REQUEST_FINGERPRINT = "request_fingerprint"
-META_OUTPUT_FINGERPRINT = "output_fingerprint"
-META_OUTPUT_SCHEMA_VALID = "output_schema_valid"
-META_ADAPTER_ID = "adapter_id"
-META_ADAPTER_VERSION = "adapter_version"
-META_FINISH_REASON = "finish_reason"
-META_RESPONSE_ID = "response_id"
-META_REQUESTED_MODEL = "requested_model"
-META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
-META_STRICT = "json_schema_strict"  # the strict flag sent (what ``strict="auto"`` chose)
-META_ERROR_CODE = "error_code"
-META_ERROR_DETAIL = "error_detail"
-META_REPAIR_ATTEMPT = "repair_attempt"
-META_REPAIR_OF = "repair_of"
-
 #: The contract extension naming the Langfuse prompt a generation is linked to.
 PROMPT_EXTENSION = "langfuse.prompt"
 #: The capability that extension declares (the runtime offers it).
