@@ -130,16 +130,14 @@ def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
         yield spans[start:]
 
 
-def _post(
-    http: httpx.Client,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    sent: int,
-    budget_s: float,
-) -> int:
+#: The scores route: the client, URL and headers it is posted with.
+_Route = tuple[httpx.Client, str, Mapping[str, str]]
+
+
+def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
     """One scores request, retried as the generated client retries: how many scores the API
     rejected (a 207 names them; it is not retried); raises when the request failed."""
+    http, url, headers = route
     until = time.monotonic() + budget_s
     for attempt in range(SCORE_TRIES):
         try:
@@ -165,14 +163,9 @@ def _post(
 
 class _Delivery(SpanExporter):
     """The OTLP exporter (or a host's) fed byte-bounded batches; with ours, each arrived
-    generation's schema-validity score follows (``scores``: its client, URL and headers)."""
+    generation's schema-validity score follows."""
 
-    def __init__(
-        self,
-        inner: SpanExporter,
-        config: LangfuseConfig,
-        scores: tuple[httpx.Client, str, Mapping[str, str]] | None,
-    ) -> None:
+    def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Route | None) -> None:
         self.inner, self._config, self._scores = inner, config, scores
         self.dropped = 0
         self.scores_dropped = 0
@@ -195,7 +188,6 @@ class _Delivery(SpanExporter):
         name = self._config.schema_score_name
         if self._scores is None or name is None:
             return
-        http, url, headers = self._scores
         env = self._config.environment
         # Unset, not null: the server defaults a missing environment, refuses null.
         environment = {"environment": env} if env else {}
@@ -220,8 +212,9 @@ class _Delivery(SpanExporter):
         for start in range(0, len(scores), per_request):
             chunk = scores[start : start + per_request]
             try:
-                body, budget_s = orjson.dumps(chunk), self._config.timeout_s
-                rejected, why = _post(http, url, headers, body, len(chunk), budget_s), "rejected"
+                body = orjson.dumps(chunk)
+                rejected = _post(self._scores, body, len(chunk), self._config.timeout_s)
+                why = "rejected"
             except Exception as error:  # what it says is a status or an error's type
                 rejected, why = len(chunk), str(error)
             if rejected:
@@ -260,24 +253,24 @@ class ExportPipeline:
         self._http: httpx.Client | None = None
         scores = None
         if span_exporter is None:  # a host's exporter sends where and how it sees fit
-            public_key = config.keys()[0]
-            credentials = base64.b64encode(":".join(config.keys()).encode()).decode()
-            # Who sends this (the server attributes ingestion by it); in no plain local:
+            credentials = ":".join(config.keys()).encode()
+            # Who sends (the server attributes ingestion by it); in no plain local:
             # tracebacks may print their locals.
-            headers = {
-                "authorization": f"Basic {credentials}",
-                "user-agent": f"{DISTRIBUTION}/{__version__}",
-                "x-langfuse-sdk-name": DISTRIBUTION,
-                "x-langfuse-sdk-version": __version__,
-                "x-langfuse-public-key": public_key,
-            }
+            headers = SecretHeaders(
+                {
+                    "authorization": f"Basic {base64.b64encode(credentials).decode()}",
+                    "user-agent": f"{DISTRIBUTION}/{__version__}",
+                    "x-langfuse-sdk-name": DISTRIBUTION,
+                    "x-langfuse-sdk-version": __version__,
+                    "x-langfuse-public-key": config.keys()[0],
+                }
+            )
             otlp_headers = {
-                **headers,
                 "content-type": "application/x-protobuf",
                 "content-encoding": "gzip",
                 "x-langfuse-ingestion-version": "4",
             }
-            self._session = _PinnedSession(SecretHeaders(otlp_headers))
+            self._session = _PinnedSession(SecretHeaders({**headers, **otlp_headers}))
             span_exporter = OTLPSpanExporter(
                 endpoint=base + OTLP_TRACES_PATH,
                 timeout=config.timeout_s,

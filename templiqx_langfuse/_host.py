@@ -48,8 +48,7 @@ _INPUT_CACHE_SIZE = 256
 
 
 class WiringOptions(TypedDict, total=False):
-    """What a host may lend an adapter's wiring; an adapter hands its ``**options`` to
-    ``HostWiring.build`` unchanged, so a new one reaches every adapter, typed."""
+    """What a host may lend an adapter's wiring (handed on unchanged to ``HostWiring.build``)."""
 
     transport: DeadlineTransport | None
     async_transport: AsyncDeadlineTransport | None
@@ -134,8 +133,7 @@ class Tracing:
             )
 
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
-        """The call's generation; off, closed, failed or sampled out, one that only
-        collects the usage."""
+        """The call's generation (off, closed, failed or sampled out: usage only)."""
         if self._open is not None and self.enabled:
             try:
                 opened: GenerationRecord | None = self._open(self, call, body, model)
@@ -182,7 +180,7 @@ class Tracing:
 
 
 class Clients:
-    """HTTP clients on bounded transports: one for sync calls, one per event loop (a pool
+    """HTTP clients on deadline transports: one for sync calls, one per event loop (a pool
     holds its loop's sockets). Each goes through ``httpx.MockTransport``, which vcrpy
     patches: a host's cassettes record and replay these calls as any httpx call's."""
 
@@ -306,8 +304,8 @@ class InFlight:
                 self._idle.notify_all()
 
     def wait_idle(self) -> None:
-        """Wait, bounded, for none to be in flight; not on a thread running an event loop
-        (its calls could not end while it waits)."""
+        """Wait (bounded) for none to be in flight; not on a thread running an event loop
+        (its calls could not end meanwhile)."""
         try:
             asyncio = sys.modules.get("asyncio")  # never imported for this alone
             waits = asyncio is None or not asyncio.get_running_loop()
@@ -319,8 +317,8 @@ class InFlight:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
-    """A host adapter's wiring: build it in ``__init__``, ``close`` it in ``release``;
-    one wiring (and its pools) serves all calls, on any thread."""
+    """A host adapter's wiring: built in its ``__init__``, closed in its ``release``; it
+    serves all calls, on any thread."""
 
     model: ModelConfig
     langfuse: LangfuseConfig

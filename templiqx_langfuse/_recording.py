@@ -1,11 +1,7 @@
 """Opening and ending Langfuse generations: the part of tracing that needs the SDK, so
-imported only with tracing on (langfuse and OpenTelemetry cost ~0.2 s to import).
-
-The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
-each rule relied on is named where it is used. Every value is bounded as it is set
-(``bounded``), so no span can outgrow an export batch: OTel's processor batches by count
-only, and its exporter drops a whole batch over 64 MiB.
-"""
+imported only with tracing on. The attributes follow the Langfuse server's OTel mapping
+(``OtelIngestionProcessor``; each rule relied on is named where it is used), every value
+bounded as it is set, so no span can outgrow an export batch."""
 
 from __future__ import annotations
 
