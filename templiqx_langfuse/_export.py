@@ -351,25 +351,50 @@ class ExportPipeline:
                 resource.close()
 
 
-# ``flush_on_sigterm``: one chained handler. On SIGTERM, every live pipeline flushes within
-# its bound, then the signal does what it would have done (the handler before ours, nothing
-# if ignored, or the default action, which ends the process past ``atexit``). Python runs
-# it on the main thread between bytecodes; the flushes run on threads of their own, waited
-# for with a deadline, so a lock the interrupted code holds can delay them, never hang them.
-_LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()
-#: The handlers ours was put in front of, oldest first (a host may put its own between two
-#: runtimes, and call ours back as its previous one).
-_previous: list[Any] = []
-_depth = 0  # how many of our calls are under way: the one to hand on to is that far back
+_LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()  # flushed on SIGTERM
 _flushing = False
 
 
+class _OnSigterm:
+    """``flush_on_sigterm``: every live pipeline flushes within its bound, then the signal
+    does what it would have done (``previous``: a host's handler, ignored, or the default
+    action, which ends the process past ``atexit``). Python runs it on the main thread
+    between bytecodes; the flushes run on threads of their own, waited for with a deadline,
+    so a lock the interrupted code holds can delay them, never hang them."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        global _flushing
+        if not _flushing:  # a second SIGTERM during the flush means now: handed on at once
+            _flushing = True
+            try:
+                pipelines = list(_LIVE)
+                flushes = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
+                deadline = time.monotonic() + max(
+                    (p.config.flush_timeout_s for p in pipelines), default=0.0
+                )
+                for flushing in flushes:
+                    flushing.join(max(0.0, deadline - time.monotonic()))
+            except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
+                logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
+            finally:
+                _flushing = False
+        if callable(self.previous):
+            self.previous(signum, frame)
+        elif self.previous != signal.SIG_IGN:  # the default (or a C handler's None): it ends us
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
+    """Ours in front of the current handler, unless it is ours (a host may have put its own
+    in between, calling ours back as its previous one: that flushes what came since)."""
     try:
         current = signal.getsignal(signal.SIGTERM)
-        if current is not _on_sigterm:
-            signal.signal(signal.SIGTERM, _on_sigterm)
-            _previous.append(current)
+        if not isinstance(current, _OnSigterm):
+            signal.signal(signal.SIGTERM, _OnSigterm(current))
     except ValueError:  # not the main thread (or not the main interpreter)
         logger.warning(
             "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
@@ -377,33 +402,3 @@ def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
         )
         return
     _LIVE.add(pipeline)
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    global _depth, _flushing
-    # Not called back by a host handler we handed on to, nor a second SIGTERM during the
-    # flush (that one means now: it is handed on at once).
-    if _depth == 0 and not _flushing:
-        _flushing = True
-        try:
-            pipelines = list(_LIVE)
-            flushes = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
-            bound = max((p.config.flush_timeout_s for p in pipelines), default=0.0)
-            deadline = time.monotonic() + bound
-            for flushing in flushes:
-                flushing.join(max(0.0, deadline - time.monotonic()))
-        except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
-            logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
-        finally:
-            _flushing = False
-    index = len(_previous) - 1 - _depth
-    previous = _previous[index] if index >= 0 else signal.SIG_DFL
-    _depth += 1
-    try:
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:  # the default (or a C handler's None): it ends us
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-    finally:
-        _depth -= 1
