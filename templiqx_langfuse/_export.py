@@ -39,8 +39,6 @@ from ._config import LangfuseConfig
 from ._redaction import SecretHeaders
 from ._version import DISTRIBUTION, __version__
 
-__all__ = ["LANGFUSE_SCOPE", "SCORE_ATTRIBUTE", "ExportPipeline"]
-
 logger = logging.getLogger("templiqx_langfuse")
 
 OTLP_TRACES_PATH = "/api/public/otel/v1/traces"

@@ -35,7 +35,6 @@ from ._wire import Completion, RequestBody
 if TYPE_CHECKING:
     from ._host import Tracing
 
-__all__ = ["MAX_JSON_BYTES", "MAX_TEXT_BYTES", "Generation", "bounded", "open_generation"]
 
 # Metadata keys: constants, so tests and call sites cannot drift apart.
 META_CONTRACT_ID = "contract_id"

@@ -16,8 +16,6 @@ from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces, collect_
 from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
 
-__all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
-
 ADAPTER_ID = "templiqx-langfuse"
 CAPABILITIES = ("structured_output", PROMPT_CAPABILITY)
 

@@ -17,21 +17,6 @@ from templiqx_core.adapters import CallOutcome
 
 from ._wire import Completion, Usage
 
-__all__ = [
-    "CALL_ATTRIBUTES",
-    "EXPERIMENT_ATTRIBUTES",
-    "TRACE_COLLECTORS",
-    "GenerationRecord",
-    "JsonText",
-    "TraceAttributes",
-    "TraceRef",
-    "TracedReceipt",
-    "collect_traces",
-    "collect_usage",
-    "experiment_attributes",
-    "trace_attributes",
-]
-
 #: The contract extension naming the Langfuse prompt a generation is linked to.
 PROMPT_EXTENSION = "langfuse.prompt"
 #: The capability that extension declares (the runtime offers it).
