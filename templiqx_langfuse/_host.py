@@ -11,7 +11,8 @@ import ssl
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -407,11 +408,19 @@ class HostWiring:
         call.on_finish(finish)
         return body
 
-    def settled(self, runtime: RuntimeAdapter) -> _Settled:
+    @contextmanager
+    def settled(self, runtime: RuntimeAdapter) -> Iterator[None]:
         """Around a call's I/O: a ``WireFailure`` raised inside leaves as ``runtime``'s
         failure, redacted; a call done once ``runtime`` began closing leaves as a failure
         too (the port names it ``TQX_RUNTIME_CLOSED``): close never races a result out."""
-        return _Settled(runtime, self.redactor)
+        try:
+            yield
+            if runtime.closed:
+                raise WireFailure(
+                    RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
+                )
+        except WireFailure as failure:
+            raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
     def close(self) -> None:
         """Release the pools (a lent transport stays open: its calls end at the check of
@@ -438,23 +447,3 @@ class HostWiring:
                 await transport.aclose()
         finally:
             await asyncio.to_thread(self.close)
-
-
-class _Settled:
-    """``HostWiring.settled``: a class, not a generator, as every call enters one."""
-
-    __slots__ = ("_redactor", "_runtime")
-
-    def __init__(self, runtime: RuntimeAdapter, redactor: Redactor) -> None:
-        self._runtime, self._redactor = runtime, redactor
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
-        if error is None and self._runtime.closed:
-            error = WireFailure(
-                RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
-            )
-        if isinstance(error, WireFailure):
-            raise error.to_error(self._runtime.descriptor(), self._redactor) from None
