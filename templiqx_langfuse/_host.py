@@ -46,6 +46,7 @@ logger = logging.getLogger("templiqx_langfuse")
 #: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
 ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 _INPUT_CACHE_SIZE = 256
+_Opener = Callable[["Tracing", RuntimeCall, RequestBody, str], GenerationRecord | None]
 
 
 class WiringOptions(TypedDict, total=False):
@@ -84,7 +85,7 @@ class Tracing:
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
-        self._open: Callable[[Tracing, RuntimeCall, RequestBody, str], Any] | None = None
+        self._open: _Opener | None = None
         if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._recording import open_generation
 
@@ -137,7 +138,7 @@ class Tracing:
         """The call's generation (off, closed, failed or sampled out: usage only)."""
         if self._open is not None and self.enabled:
             try:
-                opened: GenerationRecord | None = self._open(self, call, body, model)
+                opened = self._open(self, call, body, model)
             except Exception as error:
                 self.report_error("starting a generation", error)
             else:
