@@ -1,12 +1,10 @@
-"""Traces and scores to Langfuse through OpenTelemetry's own pipeline.
-
-Each runtime owns a private ``TracerProvider`` (never the global one, never shared: the
-SDK's one-client-per-public-key would hand one runtime's spans to another's shutdown)
-with OTel's ``BatchSpanProcessor`` and gzip ``OTLPSpanExporter``, which batch, retry and
-back off. Added here, only what they lack: batches bounded in bytes, the exporter pinned
-to this package's settings whatever a host's ``OTEL_*`` variables say, answers read up
-to ``MAX_RESPONSE_BYTES``, each exported generation's score posted to the scores API
-once its span has arrived, and ``close()`` bounded by ``flush_timeout_s``.
+"""Traces and scores to Langfuse through OpenTelemetry's own pipeline: a private
+``TracerProvider`` per runtime (the SDK's one-client-per-public-key would hand one runtime's
+spans to another's shutdown), OTel's ``BatchSpanProcessor`` and gzip ``OTLPSpanExporter``,
+which batch, retry and back off. By hand, only what they lack: batches bounded in bytes,
+settings pinned whatever a host's ``OTEL_*`` variables say, answers read up to
+``MAX_RESPONSE_BYTES``, each arrived generation's score, a bounded ``close()``, and the
+``flush_on_sigterm`` handler.
 """
 
 from __future__ import annotations
@@ -16,10 +14,13 @@ import base64
 import io
 import logging
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -33,17 +34,15 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Tracer
 
-from . import _sigterm as sigterm
 from ._bounded_http import BoundedTransport
 from ._config import LangfuseConfig
 from ._redaction import SecretHeaders
 from ._version import DISTRIBUTION, __version__
 
-__all__ = ["LANGFUSE_SCOPE", "ExportPipeline"]
-
 logger = logging.getLogger("templiqx_langfuse")
 
 OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
+SCORES_PATH = "/api/public/scores"
 #: Spans waiting for export; a burst beyond it loses its oldest (OTel warns), the caller
 #: never waits. Every span is bounded (``_recording.bounded``), so is its memory.
 MAX_QUEUE = 10_000
@@ -56,7 +55,6 @@ MAX_SCORE_BATCH_BYTES = 512 * 2**10
 MAX_RESPONSE_BYTES = 64 * 1024
 #: A generation's schema validity, from which its score is posted once it has arrived.
 SCORE_ATTRIBUTE = "templiqx.score.output_schema_valid"
-SCORES_PATH = "/api/public/scores"
 #: Tries of one scores request on 429/408/409/5xx or a failed connection, as the
 #: generated client's (its pauses: 1 s, then 2 s, within ``timeout_s`` here).
 SCORE_TRIES = 3
@@ -109,25 +107,19 @@ class _PinnedSession(requests.Session):
         return response
 
 
-def _span_bytes(span: ReadableSpan) -> int:
-    """About what ``span`` adds to a request: its strings, plus fixed fields."""
-    size = 256 + len(span.name)
-    for key, value in (span.attributes or {}).items():
-        size += len(key) + 8
-        for item in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(item, str):
-                size += len(item) if item.isascii() else len(item.encode("utf-8", "replace"))
-            else:
-                size += 16
-    return size
-
-
 def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
-    """``spans`` in runs of at most ``MAX_BATCH_BYTES`` (a larger span alone: each is
-    bounded well below the exporter's 64 MiB)."""
+    """``spans`` in runs of about ``MAX_BATCH_BYTES`` at most, counting their strings (a
+    larger span alone: each is bounded well below the exporter's 64 MiB)."""
     start, total = 0, 0
     for index, span in enumerate(spans):
-        size = _span_bytes(span)
+        size = 256 + len(span.name)
+        for key, value in (span.attributes or {}).items():
+            size += len(key) + 8
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, str):
+                    size += len(item) if item.isascii() else len(item.encode("utf-8", "replace"))
+                else:
+                    size += 16
         if total + size > MAX_BATCH_BYTES and index > start:
             yield spans[start:index]
             start, total = index, 0
@@ -136,51 +128,42 @@ def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
         yield spans[start:]
 
 
-class _Scores:
-    """Posts schema-validity scores, the body the scores API takes (its field names as the
-    SDK's ``CreateScoreRequest`` writes them). Not through the generated client: its
-    serializer walks type annotations per score (about 100 us each, a seventh of a traced
-    call's CPU); orjson writes the same list in about 1 us."""
-
-    def __init__(self, http: httpx.Client, url: str, headers: Mapping[str, str]) -> None:
-        self._http, self._url, self._headers = http, url, headers
-
-    def post(self, scores: list[dict[str, Any]], budget_s: float) -> int:
-        """One request, retried as the generated client retries: how many scores the API
-        rejected (a 207 names them; it is not retried); raises when the request failed."""
-        body, until = orjson.dumps(scores), time.monotonic() + budget_s
-        for attempt in range(SCORE_TRIES):
-            try:
-                answer = self._http.post(self._url, content=body, headers=self._headers)
-                if answer.status_code == 207:
-                    return _rejected(answer.content, len(scores))
-                if answer.status_code < 300:
-                    return 0
-                retry = answer.status_code >= 500 or answer.status_code in (408, 409, 429)
-                why = f"HTTP {answer.status_code}"
-            except httpx.TransportError as error:
-                retry, why = True, type(error).__name__
-            pause = 2.0**attempt
-            if not retry or attempt + 1 == SCORE_TRIES or time.monotonic() + pause > until:
-                raise RuntimeError(why)
-            time.sleep(pause)
-        raise AssertionError("unreachable: the last try returns or raises")
+#: The scores route: the client, URL and headers it is posted with.
+_Route = tuple[httpx.Client, str, Mapping[str, str]]
 
 
-def _rejected(body: bytes, sent: int) -> int:
-    """The ``rejected`` count of a 207 answer; all of them when it cannot be read."""
-    try:
-        count = orjson.loads(body).get("rejected")
-    except (orjson.JSONDecodeError, AttributeError):
-        return sent
-    return min(count, sent) if isinstance(count, int) and count >= 0 else sent
+def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
+    """One scores request, retried as the generated client retries: how many scores the API
+    rejected (a 207 names them; it is not retried); raises when the request failed."""
+    http, url, headers = route
+    until = time.monotonic() + budget_s
+    for attempt in range(SCORE_TRIES):
+        try:
+            answer = http.post(url, content=body, headers=headers)
+            if answer.status_code == 207:
+                try:
+                    count = orjson.loads(answer.content).get("rejected")
+                except (orjson.JSONDecodeError, AttributeError):
+                    return sent
+                return min(count, sent) if isinstance(count, int) and count >= 0 else sent
+            if answer.status_code < 300:
+                return 0
+            retry = answer.status_code >= 500 or answer.status_code in (408, 409, 429)
+            why = f"HTTP {answer.status_code}"
+        except httpx.TransportError as error:
+            retry, why = True, type(error).__name__
+        pause = 2.0**attempt
+        if not retry or attempt + 1 == SCORE_TRIES or time.monotonic() + pause > until:
+            raise RuntimeError(why)
+        time.sleep(pause)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 class _Delivery(SpanExporter):
     """The OTLP exporter (or a host's) fed byte-bounded batches; with ours, each arrived
     generation's schema-validity score follows."""
 
-    def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Scores | None) -> None:
+    def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Route | None) -> None:
         self.inner, self._config, self._scores = inner, config, scores
         self.dropped = 0
         self.scores_dropped = 0
@@ -206,6 +189,8 @@ class _Delivery(SpanExporter):
         env = self._config.environment
         # Unset, not null: the server defaults a missing environment, refuses null.
         environment = {"environment": env} if env else {}
+        # The body of the scores API, its field names as the SDK's ``CreateScoreRequest``
+        # writes them: the generated client's serializer costs a seventh of a traced call.
         scores = [
             {
                 # One id per generation: a retried post updates, never duplicates.
@@ -225,7 +210,9 @@ class _Delivery(SpanExporter):
         for start in range(0, len(scores), per_request):
             chunk = scores[start : start + per_request]
             try:
-                rejected, why = self._scores.post(chunk, self._config.timeout_s), "rejected"
+                body = orjson.dumps(chunk)
+                rejected = _post(self._scores, body, len(chunk), self._config.timeout_s)
+                why = "rejected"
             except Exception as error:  # what it says is a status or an error's type
                 rejected, why = len(chunk), str(error)
             if rejected:
@@ -246,6 +233,14 @@ class _Delivery(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+def _in_thread(work: Callable[[], object]) -> threading.Thread:
+    """OTel's flush and shutdown have no deadline of their own (they wait for the export
+    under way, or join for 30 s): they run on a thread the caller joins with its own."""
+    thread = threading.Thread(target=work, name="templiqx-langfuse-flush", daemon=True)
+    thread.start()
+    return thread
+
+
 class ExportPipeline:
     """One runtime's tracer provider, processor and exporter."""
 
@@ -257,22 +252,23 @@ class ExportPipeline:
         scores = None
         if span_exporter is None:  # a host's exporter sends where and how it sees fit
             credentials = ":".join(config.keys()).encode()
-            # In no plain local: tracebacks may print their locals.
-            self._session = _PinnedSession(
-                SecretHeaders(
-                    {
-                        "authorization": f"Basic {base64.b64encode(credentials).decode()}",
-                        "content-type": "application/x-protobuf",
-                        "content-encoding": "gzip",
-                        "user-agent": f"{DISTRIBUTION}/{__version__}",
-                        # Who sends this (the server attributes ingestion by it).
-                        "x-langfuse-sdk-name": DISTRIBUTION,
-                        "x-langfuse-sdk-version": __version__,
-                        "x-langfuse-public-key": config.keys()[0],
-                        "x-langfuse-ingestion-version": "4",
-                    }
-                )
+            # Who sends (the server attributes ingestion by it); in no plain local:
+            # tracebacks may print their locals.
+            headers = SecretHeaders(
+                {
+                    "authorization": f"Basic {base64.b64encode(credentials).decode()}",
+                    "user-agent": f"{DISTRIBUTION}/{__version__}",
+                    "x-langfuse-sdk-name": DISTRIBUTION,
+                    "x-langfuse-sdk-version": __version__,
+                    "x-langfuse-public-key": config.keys()[0],
+                }
             )
+            otlp_headers = {
+                "content-type": "application/x-protobuf",
+                "content-encoding": "gzip",
+                "x-langfuse-ingestion-version": "4",
+            }
+            self._session = _PinnedSession(SecretHeaders({**headers, **otlp_headers}))
             span_exporter = OTLPSpanExporter(
                 endpoint=base + OTLP_TRACES_PATH,
                 timeout=config.timeout_s,
@@ -285,17 +281,8 @@ class ExportPipeline:
                 timeout=config.timeout_s,
                 headers={"accept-encoding": "identity"},
             )
-            headers = SecretHeaders(  # in no plain local: tracebacks may print their locals
-                {
-                    "authorization": f"Basic {base64.b64encode(credentials).decode()}",
-                    "content-type": "application/json",
-                    "user-agent": f"{DISTRIBUTION}/{__version__}",
-                    "x-langfuse-sdk-name": DISTRIBUTION,
-                    "x-langfuse-sdk-version": __version__,
-                    "x-langfuse-public-key": config.keys()[0],
-                }
-            )
-            scores = _Scores(self._http, base + SCORES_PATH, headers)
+            json_headers = SecretHeaders({**headers, "content-type": "application/json"})
+            scores = (self._http, base + SCORES_PATH, json_headers)
         self.delivery = _Delivery(span_exporter, config, scores)
         #: Whether generations carry ``SCORE_ATTRIBUTE`` (scores are posted from it).
         self.posts_scores = scores is not None and config.schema_score_name is not None
@@ -324,7 +311,7 @@ class ExportPipeline:
         self._pid = -1
         self.adopt()
         if config.flush_on_sigterm:
-            sigterm.flush_on_sigterm(self)
+            _flush_on_sigterm(self)
 
     def adopt(self) -> None:
         """Exit hooks for this process (again in a forked child: ``multiprocessing``
@@ -338,15 +325,6 @@ class ExportPipeline:
         util = sys.modules.get("multiprocessing.util")
         self._finalizer = util.Finalize(None, self.close, exitpriority=10) if util else None
 
-    def start_flush(self) -> threading.Thread:
-        """Send what is queued, on a thread of its own: OTel's ``force_flush`` has no
-        deadline (it waits for the export under way), so callers join it with theirs."""
-        flushing = threading.Thread(
-            target=self.provider.force_flush, name="templiqx-langfuse-flush", daemon=True
-        )
-        flushing.start()
-        return flushing
-
     def close(self) -> None:
         """Send what is queued within ``flush_timeout_s``, then release everything."""
         atexit.unregister(self.close)
@@ -357,12 +335,8 @@ class ExportPipeline:
             if self._closed:
                 return
             self._closed = True
-        sigterm.forget(self)
-        # BatchSpanProcessor.shutdown has no deadline of its own (it joins for 30 s).
-        closing = threading.Thread(
-            target=self.provider.shutdown, name="templiqx-langfuse-flush", daemon=True
-        )
-        closing.start()
+        _LIVE.discard(self)
+        closing = _in_thread(self.provider.shutdown)
         closing.join(self.config.flush_timeout_s)
         if closing.is_alive():
             self.delivery.shutdown()  # cuts a retry pause short; a request in flight
@@ -373,3 +347,56 @@ class ExportPipeline:
         for resource in (self._session, self._http):
             if resource is not None:
                 resource.close()
+
+
+_LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()  # flushed on SIGTERM
+_flushing = False
+
+
+class _OnSigterm:
+    """``flush_on_sigterm``: every live pipeline flushes within its bound, then the signal
+    does what it would have done (``previous``: a host's handler, ignored, or the default
+    action, which ends the process past ``atexit``). Python runs it on the main thread
+    between bytecodes; the flushes run on threads of their own, waited for with a deadline,
+    so a lock the interrupted code holds can delay them, never hang them."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        global _flushing
+        if not _flushing:  # a second SIGTERM during the flush means now: handed on at once
+            _flushing = True
+            try:
+                pipelines = list(_LIVE)
+                flushes = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
+                deadline = time.monotonic() + max(
+                    (p.config.flush_timeout_s for p in pipelines), default=0.0
+                )
+                for flushing in flushes:
+                    flushing.join(max(0.0, deadline - time.monotonic()))
+            except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
+                logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
+            finally:
+                _flushing = False
+        if callable(self.previous):
+            self.previous(signum, frame)
+        elif self.previous != signal.SIG_IGN:  # the default (or a C handler's None): it ends us
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
+    """Ours in front of the current handler, unless it is ours (a host may have put its own
+    in between, calling ours back as its previous one: that flushes what came since)."""
+    try:
+        current = signal.getsignal(signal.SIGTERM)
+        if not isinstance(current, _OnSigterm):
+            signal.signal(signal.SIGTERM, _OnSigterm(current))
+    except ValueError:  # not the main thread (or not the main interpreter)
+        logger.warning(
+            "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
+            "SIGTERM will not flush"
+        )
+        return
+    _LIVE.add(pipeline)

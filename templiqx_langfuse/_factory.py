@@ -9,8 +9,8 @@ from templiqx_core import RuntimeAdapter, Unsupported
 from templiqx_core.adapters import RuntimeOptions
 
 from ._config import LangfuseConfig
-from ._context import TraceRef
 from ._runtime import LangfuseTracedRuntime
+from ._tracing import TraceRef
 
 if TYPE_CHECKING:
     from .testing.replay import ReplayingRuntime

@@ -5,24 +5,33 @@ redactor, a client on another transport) breaks a guarantee silently."""
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 
-from templiqx_core import InvalidData, RuntimeAdapter, RuntimeFailureCode, Unsupported
+from templiqx_core import (
+    CompiledInteraction,
+    InvalidData,
+    RuntimeAdapter,
+    RuntimeFailureCode,
+    Unsupported,
+)
 from templiqx_core.adapters import CallOutcome, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
-from ._tracing import Tracing
+from ._tracing import GenerationRecord, JsonText, TraceRef
 from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
@@ -31,10 +40,17 @@ if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracin
     from langfuse import Langfuse
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from ._export import ExportPipeline
+
+logger = logging.getLogger("templiqx_langfuse")
+#: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
+ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
+_INPUT_CACHE_SIZE = 256
+_Opener = Callable[["Tracing", RuntimeCall, RequestBody, str], GenerationRecord | None]
+
 
 class WiringOptions(TypedDict, total=False):
-    """What a host may lend an adapter's wiring; an adapter hands its ``**options`` to
-    ``HostWiring.build`` unchanged, so a new one reaches every adapter, typed."""
+    """What a host may lend an adapter's wiring (handed on unchanged to ``HostWiring.build``)."""
 
     transport: DeadlineTransport | None
     async_transport: AsyncDeadlineTransport | None
@@ -49,8 +65,124 @@ def default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+class Tracing:
+    """Turns executions into Langfuse generations: on the adapter-owned export path, or
+    through a host's Langfuse client (its pipeline, never flushed or shut down here).
+    Best effort: a tracing failure is logged once and never reaches the caller."""
+
+    def __init__(
+        self,
+        config: LangfuseConfig,
+        redactor: Redactor,
+        *,
+        client: Langfuse | None = None,
+        pipeline: ExportPipeline | None = None,
+    ) -> None:
+        self.config, self.redactor, self.client, self.pipeline = config, redactor, client, pipeline
+        self._error_logged = threading.Event()
+        #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
+        self.on_ref: Callable[[TraceRef], None] | None = None
+        # Holding the interaction keeps its id from being reused while it is cached.
+        self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
+        self._inputs_lock = threading.Lock()
+        self._open: _Opener | None = None
+        if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
+            from ._recording import open_generation
+
+            self._open = open_generation
+
+    @classmethod
+    def build(
+        cls,
+        config: LangfuseConfig,
+        redactor: Redactor,
+        *,
+        client: Langfuse | None = None,
+        span_exporter: SpanExporter | None = None,
+    ) -> Tracing:
+        """Use the host's client as is, or the adapter-owned export path."""
+        if not config.tracing:
+            return cls(config, redactor)  # switched off on purpose: nothing to warn of
+        if client is not None:
+            return cls(config, redactor, client=client)
+        # OTel's TracerProvider reads it too and would record nothing, silently.
+        if os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true":
+            why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
+        elif not config.enabled:
+            why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
+        else:
+            why = None
+        if why is not None:
+            logger.warning("Langfuse tracing disabled: %s; executions still run", why)
+            return cls(config, redactor)
+        from ._export import ExportPipeline
+
+        # Never a Langfuse client of its own: the SDK keeps one per public key for the
+        # whole process (a host's would be handed over). The owned path shares nothing.
+        return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
+
+    @property
+    def enabled(self) -> bool:
+        return self.client is not None or self.pipeline is not None
+
+    def report_error(self, what: str, error: BaseException) -> None:
+        if not self._error_logged.is_set():
+            self._error_logged.set()
+            logger.warning(
+                "Langfuse tracing error while %s (%s); executions are unaffected",
+                what,
+                type(error).__name__,
+            )
+
+    def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
+        """The call's generation (off, closed, failed or sampled out: usage only)."""
+        if self._open is not None and self.enabled:
+            try:
+                opened = self._open(self, call, body, model)
+            except Exception as error:
+                self.report_error("starting a generation", error)
+            else:
+                if opened is not None:
+                    return opened
+        return GenerationRecord()
+
+    def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
+        """The messages as redacted JSON, once per (frozen, often re-executed) interaction;
+        with a mask, masked afresh every call (a mask need not be pure)."""
+        hit = self._inputs.get(id(interaction))
+        if hit is not None and hit[0] is interaction:
+            return hit[1]
+        messages: Any = [{"role": m.role, "content": m.content} for m in interaction.messages]
+        if self.config.mask is not None:
+            messages = self.masked("input", messages)
+            return None if messages is None else JsonText(self.redactor.json_text(messages))
+        text = JsonText(self.redactor.json_text(messages))
+        with self._inputs_lock:
+            self._inputs[id(interaction)] = (interaction, text)
+            if len(self._inputs) > _INPUT_CACHE_SIZE:
+                self._inputs.popitem(last=False)
+        return text
+
+    def masked(self, field: str, data: Any) -> Any:
+        """``data`` through the configured mask; None (the field is dropped) if it raises."""
+        try:
+            return self.config.mask(data=data) if self.config.mask is not None else data
+        except Exception as error:  # a host's mask must never fail the call
+            self.report_error(f"masking a generation's {field}", error)
+            return None
+
+    def close(self) -> None:
+        """Flush the adapter-owned export path within the configured bound; never a host's."""
+        pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            try:
+                pipeline.close()
+            except Exception as error:
+                self.report_error("flushing", error)
+
+
 class Clients:
-    """HTTP clients on bounded transports: one for sync calls, one per event loop (a pool
+    """HTTP clients on deadline transports: one for sync calls, one per event loop (a pool
     holds its loop's sockets). Each goes through ``httpx.MockTransport``, which vcrpy
     patches: a host's cassettes record and replay these calls as any httpx call's."""
 
@@ -110,35 +242,20 @@ class Clients:
                     entry = self._async[loop] = (client, transport)
         return entry[0]
 
-    def _take(self) -> list[tuple[asyncio.AbstractEventLoop, AsyncDeadlineTransport]]:
+    def close(self, here: asyncio.AbstractEventLoop | None = None) -> list[AsyncDeadlineTransport]:
+        """Close everything (a lent transport stays open): an async pool on its own loop (a
+        task there if it runs, nothing if it is closed: its sockets went with it), but the
+        pools of the loop ``here`` are returned, for the caller to await."""
         with self._lock:
-            owned = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
+            taken = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
             self._async.clear()
-        return owned
-
-    async def aclose(self) -> None:
-        """Close everything; the running loop's pool is awaited, others' are scheduled."""
-        import asyncio
-
-        here = asyncio.get_running_loop()
-        for loop, transport in self._take():
-            if loop is here:
-                await transport.aclose()
-            else:
+        self.sync.close()  # later calls fail fast
+        for owned in self._owned:
+            owned.close()
+        for loop, transport in taken:
+            if loop is not here:
                 _close_elsewhere(loop, transport)
-        self._close_sync()
-
-    def close(self) -> None:
-        """Close everything from sync code: an async pool is closed on its own loop (a
-        task there if it runs, nothing if it is closed: its sockets went with it)."""
-        for loop, transport in self._take():
-            _close_elsewhere(loop, transport)
-        self._close_sync()
-
-    def _close_sync(self) -> None:
-        self.sync.close()  # later calls fail fast; a lent transport stays open
-        for transport in self._owned:
-            transport.close()
+        return [transport for loop, transport in taken if loop is here]
 
 
 _CLOSING: set[Any] = set()  # tasks closing a pool on its loop, kept until they finish
@@ -169,8 +286,8 @@ CLOSE_WAIT_S = 2.0
 
 
 class InFlight:
-    """The calls of a wiring between ``begin`` and their outcome, for ``close`` to wait
-    for: a generation finished after the export closed would be lost."""
+    """The calls between ``begin`` and their outcome, for ``close`` to wait for: a
+    generation finished after the export closed would be lost."""
 
     __slots__ = ("_count", "_idle")
 
@@ -189,8 +306,8 @@ class InFlight:
                 self._idle.notify_all()
 
     def wait_idle(self) -> None:
-        """Wait, bounded, for none to be in flight; not on a thread running an event loop
-        (its calls could not end while it waits)."""
+        """Wait (bounded) for none to be in flight; not on a thread running an event loop
+        (its calls could not end meanwhile)."""
         try:
             asyncio = sys.modules.get("asyncio")  # never imported for this alone
             waits = asyncio is None or not asyncio.get_running_loop()
@@ -202,8 +319,8 @@ class InFlight:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
-    """A host adapter's wiring: build it in ``__init__``, ``close`` it in ``release``;
-    one wiring (and its pools) serves all calls, on any thread."""
+    """A host adapter's wiring: built in its ``__init__``, closed in its ``release``; it
+    serves all calls, on any thread."""
 
     model: ModelConfig
     langfuse: LangfuseConfig
@@ -275,18 +392,11 @@ class HostWiring:
     ) -> RequestBody:
         """The call's request body; its generation is opened, and finished by the port's
         outcome (``first_token``: when a streaming adapter saw the first token)."""
-        interaction = call.request.interaction
         model, strict = self.model.model, self.model.strict
-        body = build_request_body(interaction, model=model, strict=strict, formats=self.formats)
-        record = self.tracing.start(
-            interaction,
-            model=self.model.model,
-            model_parameters=body.model_parameters,
-            request_fp=call.request_fingerprint,
-            adapter=call.adapter,
-            ignored_policy_keys=body.ignored_policy_keys,
-            strict=body.strict,
+        body = build_request_body(
+            call.request.interaction, model=model, strict=strict, formats=self.formats
         )
+        record = self.tracing.start(call, body, model)
         calls = self.calls
         calls.enter()
 
@@ -299,11 +409,19 @@ class HostWiring:
         call.on_finish(finish)
         return body
 
-    def settled(self, runtime: RuntimeAdapter) -> _Settled:
+    @contextmanager
+    def settled(self, runtime: RuntimeAdapter) -> Iterator[None]:
         """Around a call's I/O: a ``WireFailure`` raised inside leaves as ``runtime``'s
         failure, redacted; a call done once ``runtime`` began closing leaves as a failure
         too (the port names it ``TQX_RUNTIME_CLOSED``): close never races a result out."""
-        return _Settled(runtime, self.redactor)
+        try:
+            yield
+            if runtime.closed:
+                raise WireFailure(
+                    RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
+                )
+        except WireFailure as failure:
+            raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
     def close(self) -> None:
         """Release the pools (a lent transport stays open: its calls end at the check of
@@ -317,37 +435,16 @@ class HostWiring:
             self.log_filter.uninstall()
 
     async def aclose(self) -> None:
-        """``close`` from the event loop; the waits run in a thread, calls on this loop
-        end meanwhile."""
+        """``close`` from the event loop: its pools awaited, the waits on a thread (calls on
+        this loop end meanwhile)."""
         import asyncio
 
         try:
-            asyncio.get_running_loop()
+            here = asyncio.get_running_loop()
         except RuntimeError:  # trio & co: no asyncio pool can be open; close as sync code
             return self.close()
         try:
-            await self.clients.aclose()
-            await asyncio.to_thread(self.calls.wait_idle)
-            await asyncio.to_thread(self.tracing.close)
+            for transport in self.clients.close(here):
+                await transport.aclose()
         finally:
-            self.log_filter.uninstall()
-
-
-class _Settled:
-    """``HostWiring.settled``: a class, not a generator, as every call enters one."""
-
-    __slots__ = ("_redactor", "_runtime")
-
-    def __init__(self, runtime: RuntimeAdapter, redactor: Redactor) -> None:
-        self._runtime, self._redactor = runtime, redactor
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
-        if error is None and self._runtime.closed:
-            error = WireFailure(
-                RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
-            )
-        if isinstance(error, WireFailure):
-            raise error.to_error(self._runtime.descriptor(), self._redactor) from None
+            await asyncio.to_thread(self.close)

@@ -1,39 +1,59 @@
 """Opening and ending Langfuse generations: the part of tracing that needs the SDK, so
-imported only with tracing on (langfuse and OpenTelemetry cost ~0.2 s to import).
-
-The attributes follow the Langfuse server's OTel mapping (``OtelIngestionProcessor``):
-each rule relied on is named where it is used. Every value is bounded as it is set
-(``bounded``), so no span can outgrow an export batch: OTel's processor batches by count
-only, and its exporter drops a whole batch over 64 MiB.
-"""
+imported only with tracing on. The attributes follow the Langfuse server's OTel mapping
+(``OtelIngestionProcessor``; each rule relied on is named where it is used), every value
+bounded as it is set, so no span can outgrow an export batch."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from langfuse import Langfuse
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from templiqx_core import CompiledInteraction
+from templiqx_core import CompiledInteraction, codes
+from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
 from ._config import LangfuseConfig
-from ._context import CALL_ATTRIBUTES, EXPERIMENT_ATTRIBUTES, JsonText, TraceAttributes, TraceRef
-from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE, ExportPipeline
-from ._redaction import json_text
+from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE
+from ._prompt_links import linked_prompt
+from ._tracing import (
+    CALL_ATTRIBUTES,
+    EXPERIMENT_ATTRIBUTES,
+    TRACE_COLLECTORS,
+    GenerationRecord,
+    JsonText,
+    TraceAttributes,
+    TraceRef,
+    prompt_link,
+)
+from ._wire import Completion, RequestBody
 
-__all__ = [
-    "MAX_JSON_BYTES",
-    "MAX_TEXT_BYTES",
-    "Generation",
-    "Recorder",
-    "bounded",
-    "generation_attributes",
-]
+if TYPE_CHECKING:
+    from ._host import Tracing
+
+
+# Metadata keys: constants, so tests and call sites cannot drift apart.
+META_CONTRACT_ID = "contract_id"
+META_CONTRACT_VERSION = "contract_version"
+META_COMPILER = "compiler"
+META_REQUEST_FINGERPRINT = "request_fingerprint"
+META_OUTPUT_FINGERPRINT = "output_fingerprint"
+META_OUTPUT_SCHEMA_VALID = "output_schema_valid"
+META_ADAPTER_ID = "adapter_id"
+META_ADAPTER_VERSION = "adapter_version"
+META_FINISH_REASON = "finish_reason"
+META_RESPONSE_ID = "response_id"
+META_REQUESTED_MODEL = "requested_model"
+META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
+META_STRICT = "json_schema_strict"  # the strict flag sent (what ``strict="auto"`` chose)
+META_ERROR_CODE = "error_code"
+META_ERROR_DETAIL = "error_detail"
+META_REPAIR_ATTEMPT = "repair_attempt"
+META_REPAIR_OF = "repair_of"
 
 #: Bound of one JSON document (input, output, metadata, ...), in UTF-8 bytes: above any
 #: answer the 2 MiB response bound lets through, so only a host's own data reaches it.
@@ -54,6 +74,10 @@ _JSON_KEYS = frozenset(
     }
 )
 _MARKER = "[truncated by templiqx-langfuse: {kept} of {size} bytes kept]"
+# Keys of what a repairing call's tries share (``RepairAttempt.notes``): the first try's
+# generation, under which the others open, and each try's last generation.
+_REPAIR_ANCHOR = "templiqx_langfuse.anchor"
+_REPAIR_REF = "templiqx_langfuse.ref"
 
 
 def _size(text: str) -> int:
@@ -87,8 +111,8 @@ def _bounded_text(text: str, limit: int, *, as_json: bool) -> str:
 
 
 def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """``attributes`` with every string within its bound (``MAX_JSON_BYTES`` for JSON
-    documents, ``MAX_TEXT_BYTES`` otherwise) and encodable; tags share one bound."""
+    """``attributes`` without None values, every string within its bound (``MAX_JSON_BYTES``
+    for JSON documents, ``MAX_TEXT_BYTES`` otherwise) and encodable; tags share one bound."""
     result: dict[str, Any] = {}
     for key, value in attributes.items():
         if isinstance(value, str):
@@ -107,7 +131,8 @@ def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
                 items.append(_bounded_text(item, room - 128, as_json=False))
                 room -= _size(items[-1]) + 8
             value = items
-        result[key] = value
+        if value is not None:
+            result[key] = value
     return result
 
 
@@ -115,85 +140,223 @@ def _json(serialize: Callable[[Any], str], value: Any) -> str:
     """``value`` as JSON, or a marker saying why not (a mask may return a circular or
     otherwise unserializable value): the generation is never lost over one field."""
     try:
-        return serialize(value)
+        return value if isinstance(value, JsonText) else serialize(value)
     except Exception as error:
         return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
 
 
-def generation_attributes(
-    *,
-    trace: Mapping[str, Any],
-    input: Any = None,
-    output: Any = None,
-    metadata: Mapping[str, Any] | None = None,
-    model: str | None = None,
-    model_parameters: Mapping[str, Any] | None = None,
-    usage_details: Mapping[str, int] | None = None,
-    level: str | None = None,
-    status_message: str | None = None,
-    prompt: tuple[str, int] | None = None,
-    completion_start_time: datetime | None = None,
-    schema_valid: bool | None = None,
-    serialize: Callable[[Any], str] = json_text,
-) -> dict[str, Any]:
-    """The attributes the SDK's ``update()`` writes, serialized once here: its per-field
-    ``json.dumps`` and media scan cost more than the model call itself. Metadata is one JSON
-    object, which the server parses (``parseMetadataAttribute``); None values are dropped.
-    """
-    attributes: dict[str, Any] = {
-        **trace,
-        A.OBSERVATION_MODEL: model,
-        A.OBSERVATION_LEVEL: level,
-        A.OBSERVATION_STATUS_MESSAGE: status_message,
-        SCORE_ATTRIBUTE: schema_valid,
+class Generation(GenerationRecord):
+    """A live generation, on the runtime's own provider or a host client's (whose SDK ends
+    its own, ``end``, so its bookkeeping sees it)."""
+
+    def __init__(
+        self,
+        tracing: Tracing,
+        opened: tuple[otel_trace.Span, Callable[[], object], TraceRef, dict[str, Any]],
+        metadata: dict[str, Any],
+        repair: RepairAttempt | None,
+        fields: dict[str, Any],
+    ) -> None:
+        super().__init__()
+        self._tracing, self._metadata, self._repair = tracing, metadata, repair
+        # ``trace``: trace-level attributes (root, or explicit trace updates).
+        self._span, self._end, self.ref, self._trace = opened
+        self._fields = fields  # input, model parameters and prompt: set when it ends
+
+    def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
+        """Set what the SDK's ``update()`` would, serialized once here (its per-field
+        ``json.dumps`` and media scan cost more than the model call itself), then end."""
+        super().finish(outcome)
+        tracing, redactor, repair = self._tracing, self._tracing.redactor, self._repair
+        receipt, completion, output = outcome.receipt, outcome.details, None
+        try:
+            if receipt is None or not isinstance(completion, Completion):
+                code, error, detail = outcome.code or "", outcome.error, outcome.detail
+                repaired = repair is not None and error is not None and repair.repairs(error)
+                fields: dict[str, Any] = {
+                    # An answer sent back for repair is an earlier try, not the call's failure.
+                    A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
+                    # The code, then why (a provider's own reason included): what the UI shows.
+                    A.OBSERVATION_STATUS_MESSAGE: f"{code}: {detail}" if detail else code,
+                }
+                metadata = {**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail}
+            else:
+                valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
+                repaired = repair is not None and repair.repairs(receipt)  # a host's rules
+                pipeline = tracing.pipeline
+                posts_scores = pipeline is not None and pipeline.posts_scores
+                if not posts_scores:
+                    self._score_by_client(valid)
+                fields = {
+                    A.OBSERVATION_USAGE_DETAILS: _json(redactor.json_text, usage)
+                    if usage
+                    else None,
+                    # Langfuse infers cost from the model it is told: the one that answered (as
+                    # Langfuse's OpenAI integration reports it), the requested one otherwise.
+                    A.OBSERVATION_MODEL: completion.provider_model or None,
+                    A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",
+                    A.OBSERVATION_STATUS_MESSAGE: None if valid else codes.OUTPUT_SCHEMA,
+                    SCORE_ATTRIBUTE: valid if posts_scores else None,  # posted once it arrived
+                }
+                metadata = {
+                    **self._metadata,
+                    META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
+                    META_OUTPUT_SCHEMA_VALID: valid,
+                    META_FINISH_REASON: completion.finish_reason,
+                    META_RESPONSE_ID: completion.response_id,
+                }
+            # Plain text from the provider is redacted too (a gateway may echo the key).
+            for key in (A.OBSERVATION_MODEL, A.OBSERVATION_STATUS_MESSAGE):
+                if isinstance(fields.get(key), str):
+                    fields[key] = redactor.text(fields[key])
+            if tracing.config.mask is not None:  # the input was masked when serialized
+                output = None if output is None else tracing.masked("output", output)
+                metadata = tracing.masked("metadata", metadata)
+            # Tags are a list of strings: redacted item by item, as every string that leaves.
+            attributes = {
+                key: redactor.value(value) if isinstance(value, (str, list, tuple)) else value
+                for key, value in self._trace.items()
+            }
+            attributes |= self._fields | fields
+            if output is not None:
+                attributes[A.OBSERVATION_OUTPUT] = _json(redactor.json_text, output)
+            if metadata:  # one JSON object, which the server parses (parseMetadataAttribute)
+                present = {key: value for key, value in metadata.items() if value is not None}
+                attributes[A.OBSERVATION_METADATA] = _json(redactor.json_text, present)
+            if first_token_at is not None:  # time to first token: a plain ISO string
+                attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
+                    first_token_at.astimezone(UTC)
+                    .isoformat(timespec="microseconds")
+                    .replace("+00:00", "Z")
+                )
+            attributes = bounded(attributes)
+            self._span.set_attributes(attributes)
+            if attributes.get(A.OBSERVATION_LEVEL) == "ERROR":
+                message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
+                self._span.set_status(Status(StatusCode.ERROR, message))
+        except Exception as error:  # tracing must never fail the call
+            tracing.report_error("ending a generation", error)
+        finally:  # ended whatever happened: an open span is never exported
+            self._end()
+
+    def _score_by_client(self, valid: bool) -> None:
+        """The schema-validity score through a host's client (the owned export path posts
+        it from the generation's ``SCORE_ATTRIBUTE``)."""
+        tracing, name = self._tracing, self._tracing.config.schema_score_name
+        if tracing.client is None or name is None:
+            return
+        try:
+            tracing.client.create_score(
+                name=name,
+                value=1.0 if valid else 0.0,
+                data_type="BOOLEAN",
+                trace_id=self.ref.trace_id,
+                observation_id=self.ref.observation_id,
+            )
+        except Exception as error:  # scoring must never fail the call
+            tracing.report_error("scoring a generation", error)
+
+
+def open_generation(
+    tracing: Tracing, call: RuntimeCall, body: RequestBody, model: str
+) -> Generation | None:
+    """The call's generation (as root, or nested under the active span); None if sampled
+    out. The tries of a repairing call share one trace: later ones nest under the first
+    try's generation and name the previous try's (``repair_of``)."""
+    interaction, repair = call.request.interaction, current_repair()
+    within = None if repair is None else repair.notes.get(_REPAIR_ANCHOR)
+    if within is None:
+        started = _start(tracing, interaction, model)
+    else:
+        with otel_trace.use_span(within, end_on_exit=False, record_exception=False):
+            started = _start(tracing, interaction, model)
+    if started is None:
+        return None
+    span, _, ref, _ = started
+    experiment = EXPERIMENT_ATTRIBUTES.get()
+    if experiment is not None:
+        # Server (extractExperimentFields): the item's root observation is this one
+        # (a repair's: the first try's).
+        root = f"{within.get_span_context().span_id:016x}" if within else ref.observation_id
+        span.set_attributes(bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root}))
+    metadata: dict[str, Any] = {
+        META_CONTRACT_ID: interaction.contract_id,
+        META_CONTRACT_VERSION: interaction.contract_version,
+        META_COMPILER: interaction.compiler,
+        META_REQUEST_FINGERPRINT: call.request_fingerprint,
+        META_ADAPTER_ID: call.adapter.id,
+        META_ADAPTER_VERSION: call.adapter.version,
+        META_REQUESTED_MODEL: model,
+        META_IGNORED_POLICY_KEYS: list(body.ignored_policy_keys),
+        META_STRICT: body.strict,
     }
-    attributes = {key: value for key, value in attributes.items() if value is not None}
-    for key, value in (
-        (A.OBSERVATION_INPUT, input),
-        (A.OBSERVATION_OUTPUT, output),
-        (A.OBSERVATION_MODEL_PARAMETERS, model_parameters),
-        (A.OBSERVATION_USAGE_DETAILS, usage_details),
-    ):
-        if value is not None:
-            attributes[key] = value if isinstance(value, JsonText) else _json(serialize, value)
-    if metadata:
-        present = {key: value for key, value in metadata.items() if value is not None}
-        attributes[A.OBSERVATION_METADATA] = _json(serialize, present)
-    if completion_start_time is not None:
-        # Time to first token (streaming adapters); the server reads a plain ISO string.
-        attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
-            completion_start_time.astimezone(UTC)
-            .isoformat(timespec="microseconds")
-            .replace("+00:00", "Z")
-        )
+    if repair is not None:
+        notes = repair.notes
+        notes.setdefault(_REPAIR_ANCHOR, span)
+        previous = notes.get((_REPAIR_REF, repair.number - 1))
+        notes[(_REPAIR_REF, repair.number)] = ref
+        if previous is not None:
+            metadata[META_REPAIR_ATTEMPT] = repair.number
+            metadata[META_REPAIR_OF] = previous.observation_id
+    for collector in TRACE_COLLECTORS.get():
+        collector.append(ref)
+    if tracing.on_ref is not None:
+        try:
+            tracing.on_ref(ref)
+        except Exception as error:  # a surface's callback never fails the call
+            tracing.report_error("reporting a trace URL", error)
+    prompt = prompt_link(interaction.extensions) or linked_prompt(
+        interaction.contract_id, interaction.contract_version
+    )
+    fields: dict[str, Any] = {
+        A.OBSERVATION_INPUT: tracing.input_json(interaction),
+        A.OBSERVATION_MODEL_PARAMETERS: _json(tracing.redactor.json_text, body.model_parameters),
+    }
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.
-        attributes[A.OBSERVATION_PROMPT_NAME], attributes[A.OBSERVATION_PROMPT_VERSION] = prompt
-    return bounded(attributes)
+        fields[A.OBSERVATION_PROMPT_NAME], fields[A.OBSERVATION_PROMPT_VERSION] = prompt
+    return Generation(tracing, started, metadata, repair, fields)
 
 
-class Generation:
-    """One open generation, on the runtime's own provider or a host client's; the host's
-    Langfuse SDK ends its own (``end``) so its bookkeeping sees it."""
-
-    __slots__ = ("end_span", "span")
-
-    def __init__(self, span: otel_trace.Span, end: Callable[[], object] | None = None) -> None:
-        self.span = span
-        self.end_span = end or span.end
-
-    def finish(
-        self, trace: Mapping[str, Any], update: dict[str, Any], serialize: Callable[[Any], str]
-    ) -> None:
-        """End it with ``update`` (the ``generation_attributes`` fields, redacted)."""
-        try:
-            attributes = generation_attributes(trace=trace, serialize=serialize, **update)
-            self.span.set_attributes(attributes)
-            if update.get("level") == "ERROR":
-                message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
-                self.span.set_status(Status(StatusCode.ERROR, message))
-        finally:  # ended whatever happened: an open span is never exported
-            self.end_span()
+def _start(
+    tracing: Tracing, interaction: CompiledInteraction, model: str
+) -> tuple[otel_trace.Span, Callable[[], object], TraceRef, dict[str, Any]] | None:
+    """The span under the current one, how to end it, where it lands and its trace-level
+    attributes; None if sampled out. What it opens with is redacted, as all that leaves."""
+    config, redact = tracing.config, tracing.redactor.text
+    trace = _trace_level(config, interaction.contract_id, otel_trace.get_current_span())
+    if tracing.pipeline is not None:
+        tracing.pipeline.adopt()  # a forked child's exit hooks, once
+        # What the SDK writes when it opens a generation.
+        attributes: dict[str, Any] = {
+            A.OBSERVATION_TYPE: "generation",
+            A.VERSION: redact(interaction.contract_version),
+            A.OBSERVATION_MODEL: redact(model),
+            A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
+            A.RELEASE: None if config.release is None else redact(config.release),
+            A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
+        }
+        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
+        span = tracing.pipeline.tracer.start_span(name, attributes=bounded(attributes))
+        if not span.is_recording():  # sampled out
+            return None
+        context = span.get_span_context()
+        trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+        end: Callable[[], object] = span.end
+    elif tracing.client is not None:
+        # The SDK opens the observation; its span is current only long enough to get it.
+        with tracing.client.start_as_current_observation(
+            name=redact(interaction.contract_id),
+            as_type="generation",
+            model=redact(model),
+            version=redact(interaction.contract_version),
+            end_on_exit=False,
+        ) as observation:
+            span = otel_trace.get_current_span()
+        trace_id, observation_id, end = observation.trace_id, observation.id, observation.end
+    else:
+        return None
+    return span, end, TraceRef(trace_id, observation_id, config.trace_url(trace_id)), trace
 
 
 def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
@@ -204,127 +367,26 @@ def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
     }
 
 
-class Recorder:
-    """Opens generations for one ``Tracing``: on its export path, or through a host's client."""
-
-    def __init__(self, config: LangfuseConfig, redact: Callable[[str], str]) -> None:
-        # What a generation opens with leaves the process too: redacted like the rest.
-        self.config, self._redact = config, redact
-
-    def open(
-        self,
-        interaction: CompiledInteraction,
-        model: str,
-        *,
-        pipeline: ExportPipeline | None,
-        client: Langfuse | None,
-        within: otel_trace.Span | None = None,
-    ) -> tuple[Generation, TraceRef, dict[str, Any]] | None:
-        """The generation, where it lands and its trace-level attributes; None if sampled
-        out. The adapter-owned ``pipeline`` is used when there is one, else ``client``;
-        ``within`` (a repair's first generation) is its parent instead of the current span."""
-        if within is None:
-            return self._open(interaction, model, pipeline, client, None)
-        with otel_trace.use_span(within, end_on_exit=False, record_exception=False):
-            root = f"{within.get_span_context().span_id:016x}"
-            return self._open(interaction, model, pipeline, client, root)
-
-    def _open(
-        self,
-        interaction: CompiledInteraction,
-        model: str,
-        pipeline: ExportPipeline | None,
-        client: Langfuse | None,
-        root: str | None,
-    ) -> tuple[Generation, TraceRef, dict[str, Any]] | None:
-        parent = otel_trace.get_current_span()
-        trace = self._trace_level(interaction.contract_id, parent)
-        if pipeline is not None:
-            started = self._start_owned(pipeline, interaction, model, trace)
-        elif client is not None:
-            started = self._start_sdk(client, interaction, model)
-        else:
-            return None
-        if started is None:
-            return None
-        handle, ref = started
-        experiment = EXPERIMENT_ATTRIBUTES.get()
-        if experiment is not None:
-            # Server (extractExperimentFields): the item's root observation is this one
-            # (a repair's: the first try's).
-            root = root or ref.observation_id
-            handle.span.set_attributes(
-                bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root})
-            )
-        return handle, ref, trace
-
-    def _trace_level(self, contract_id: str, parent: otel_trace.Span) -> dict[str, Any]:
-        """Trace attributes for where the generation lands (server rules in comments)."""
-        per_call = CALL_ATTRIBUTES.get()
-        if _is_langfuse_span(parent):
-            # The host owns the trace; an explicit call-site value still reaches it (the
-            # server applies a non-root span's trace attributes, ``hasTraceUpdates``).
-            return _trace_attribute_map(per_call) if per_call is not None else {}
-        attributes = per_call or TraceAttributes(
-            self.config.tags, self.config.session_id, self.config.user_id
-        )
-        trace = {
-            A.TRACE_NAME: contract_id,
-            **_trace_attribute_map(attributes),
-            A.ENVIRONMENT: self.config.environment,
-        }
-        if parent.get_span_context().is_valid:
-            # Under a span Langfuse never receives (plain OpenTelemetry, a remote parent):
-            # ``as_root`` makes this a Langfuse trace of its own, keeping the trace id.
-            trace[A.AS_ROOT] = True
-        return trace
-
-    def _start_owned(
-        self,
-        pipeline: ExportPipeline,
-        interaction: CompiledInteraction,
-        model: str,
-        trace: dict[str, Any],
-    ) -> tuple[Generation, TraceRef] | None:
-        pipeline.adopt()  # a forked child's exit hooks, once
-        # What the SDK writes when it opens a generation.
-        redact = self._redact
-        attributes: dict[str, Any] = {
-            A.OBSERVATION_TYPE: "generation",
-            A.VERSION: redact(interaction.contract_version),
-            A.OBSERVATION_MODEL: redact(model),
-        }
-        if self.config.environment is not None:
-            attributes[A.ENVIRONMENT] = redact(self.config.environment)
-        if self.config.release is not None:
-            attributes[A.RELEASE] = redact(self.config.release)
-        if A.TRACE_NAME in trace:
-            attributes[A.IS_APP_ROOT] = True
-        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
-        span = pipeline.tracer.start_span(name, attributes=bounded(attributes))
-        if not span.is_recording():  # sampled out
-            return None
-        context = span.get_span_context()
-        trace_hex = f"{context.trace_id:032x}"
-        ref = TraceRef(trace_hex, f"{context.span_id:016x}", self.config.trace_url(trace_hex))
-        return Generation(span), ref
-
-    def _start_sdk(
-        self, client: Langfuse, interaction: CompiledInteraction, model: str
-    ) -> tuple[Generation, TraceRef]:
-        # The SDK opens the observation; its span is current only long enough to get it.
-        with client.start_as_current_observation(
-            name=self._redact(interaction.contract_id),
-            as_type="generation",
-            model=self._redact(model),
-            version=self._redact(interaction.contract_version),
-            end_on_exit=False,
-        ) as generation:
-            span = otel_trace.get_current_span()
-        ref = TraceRef(
-            generation.trace_id, generation.id, self.config.trace_url(generation.trace_id)
-        )
-        return Generation(span, generation.end), ref
+def _trace_level(
+    config: LangfuseConfig, contract_id: str, parent: otel_trace.Span
+) -> dict[str, Any]:
+    """Trace attributes for where the generation lands (server rules in comments)."""
+    per_call = CALL_ATTRIBUTES.get()
+    if _is_langfuse_span(parent):
+        # The host owns the trace; an explicit call-site value still reaches it (the
+        # server applies a non-root span's trace attributes, ``hasTraceUpdates``).
+        return _trace_attribute_map(per_call) if per_call is not None else {}
+    attributes = per_call or TraceAttributes(config.tags, config.session_id, config.user_id)
+    trace = {
+        A.TRACE_NAME: contract_id,
+        **_trace_attribute_map(attributes),
+        A.ENVIRONMENT: config.environment,
+    }
+    if parent.get_span_context().is_valid:
+        # Under a span Langfuse never receives (plain OpenTelemetry, a remote parent):
+        # ``as_root`` makes this a Langfuse trace of its own, keeping the trace id.
+        trace[A.AS_ROOT] = True
+    return trace
 
 
 def _is_langfuse_span(span: otel_trace.Span) -> bool:

@@ -1,9 +1,6 @@
-"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per ``execute``.
-
-It deliberately inherits the port's default streaming projection (one ``Complete`` or
-one ``Failed``): SSE framing and tool-call assembly are provider wire concerns that
-belong to a separate host adapter (``templiqx_streaming_host``).
-"""
+"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per ``execute``. It keeps
+the port's default streaming projection (one ``Complete`` or one ``Failed``): SSE framing
+belongs to a separate host adapter (``templiqx_streaming_host``)."""
 
 from __future__ import annotations
 
@@ -19,20 +16,14 @@ from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces, collect_
 from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
 
-__all__ = ["ADAPTER_ID", "CAPABILITIES", "LangfuseTracedRuntime"]
-
 ADAPTER_ID = "templiqx-langfuse"
 CAPABILITIES = ("structured_output", PROMPT_CAPABILITY)
 
 
 class LangfuseTracedRuntime(RuntimeAdapter):
-    """Executes compiled interactions against an OpenAI-compatible endpoint, traced.
-
-    Thread-safe and loop-safe: one instance serves concurrent calls from threads
-    (``execute``) and tasks (``aexecute``, natively async: one pool per event loop).
-    Close it (``close``/``aclose``, or a context manager) to release connections and
-    flush traces.
-    """
+    """Executes compiled interactions against an OpenAI-compatible endpoint, traced. One
+    instance serves threads (``execute``) and tasks (``aexecute``, natively async: a pool
+    per event loop); close it to release connections and flush traces."""
 
     def __init__(
         self,
@@ -51,7 +42,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseTracedRuntime:
-        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables ."""
+        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables."""
         return cls(*HostWiring.configs_from_env(env), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
@@ -62,25 +53,20 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         return self.langfuse_config.trace_url(trace_id)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        """``execute``, plus the trace id, generation id and URL of where it landed.
-
-        The receipt is a wire contract and stays unchanged; the ids come alongside it.
-        Failures raise exactly as ``execute`` does.
-        """
+        """``execute``, plus the trace id, generation id and URL of where it landed, beside
+        the (unchanged) receipt; failures raise exactly as ``execute`` does."""
         with collect_traces() as found, collect_usage() as used:
             receipt = self.execute(request)
         return TracedReceipt.of(receipt, found, used)
 
     async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        """``execute_traced`` for async hosts (the trace of this task's call, whatever
-        else runs concurrently)."""
+        """``execute_traced`` for async hosts (this task's trace, whatever else runs)."""
         with collect_traces() as found, collect_usage() as used:
             receipt = await self.aexecute(request)
         return TracedReceipt.of(receipt, found, used)
 
     def produce_output(self, call: RuntimeCall) -> Produced:
-        """One bounded POST, traced. The port builds the receipt and maps the unexpected;
-        the generation is finished by the port's outcome, whatever it is."""
+        """One bounded POST, traced; the port builds the receipt and finishes the generation."""
         wiring = self._wiring
         with wiring.settled(self):
             with open_bounded(wiring.http, wiring.url, **self._begin(call)) as stream:
@@ -88,7 +74,6 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             return _produced(stream, body)  # parsed once the connection is back
 
     async def aproduce_output(self, call: RuntimeCall) -> Produced:
-        """``produce_output`` on the event loop: the same round trip on the loop's client."""
         wiring = self._wiring
         with wiring.settled(self):
             client = wiring.clients.for_loop()

@@ -1,10 +1,6 @@
-"""The parts ``LangfuseTracedRuntime`` is built from, for host adapters of the same endpoints.
-
-A host adapter that talks to an OpenAI-compatible endpoint another way (streaming, say)
-reuses these rather than copying them, and so keeps the Langfuse adapter's request bytes,
-bounded transport (sync and async), failure mapping, secret rules and generations.
-``HostWiring`` builds and releases the shared ones. Transports, ``Redactor`` and
-``REDACTED`` are in ``templiqx_langfuse`` itself.
+"""The parts ``LangfuseTracedRuntime`` is built from, for host adapters of the same endpoints
+(streaming, say): reused, not copied, they keep its request bytes, bounded transport, failure
+mapping, secret rules and generations. Transports and ``Redactor`` are in the package itself.
 """
 
 from ._deadline import deadline_at

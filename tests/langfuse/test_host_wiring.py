@@ -35,8 +35,8 @@ from templiqx_langfuse import (
     LangfuseConfig,
     ModelConfig,
 )
+from templiqx_langfuse._host import Tracing
 from templiqx_langfuse._redaction import _SHARED
-from templiqx_langfuse._tracing import Tracing
 from templiqx_langfuse.building_blocks import (
     HostWiring,
     WiringOptions,

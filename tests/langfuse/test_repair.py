@@ -28,12 +28,12 @@ from templiqx_core import (
 )
 from templiqx_core.adapters import request_fingerprint
 from templiqx_langfuse import RetryingRuntime, collect_traces
-from templiqx_langfuse._tracing import (
+from templiqx_langfuse._recording import (
     META_REPAIR_ATTEMPT,
     META_REPAIR_OF,
     META_REQUEST_FINGERPRINT,
-    experiment_attributes,
 )
+from templiqx_langfuse._tracing import experiment_attributes
 from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory
 from tests.loopback import (
     LoopbackModelServer,

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import CompiledInteraction, ExecutionRequest, OutputSchemaStrictError, codes
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse._tracing import META_STRICT
+from templiqx_langfuse._recording import META_STRICT
 from tests.conftest import BOTH_IO, MODEL_KEY, PUBLIC_KEY, SECRET_KEY, async_driven
 from tests.loopback import LoopbackModelServer, chat_completion, json_reply
 

@@ -39,7 +39,7 @@ from templiqx_langfuse import (
     trace_attributes,
 )
 from templiqx_langfuse._factory import runtime_factory
-from templiqx_langfuse._tracing import (
+from templiqx_langfuse._recording import (
     META_ADAPTER_ID,
     META_ADAPTER_VERSION,
     META_COMPILER,
