@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from langfuse import LangfuseOtelSpanAttributes as A
@@ -33,7 +33,25 @@ from ._tracing import (
 from ._wire import Completion, RequestBody
 
 if TYPE_CHECKING:
-    from ._host import Tracing
+    from langfuse import Langfuse
+
+    from ._export import ExportPipeline
+    from ._redaction import Redactor
+
+
+class Tracing(Protocol):
+    """What a generation needs of the wiring's ``Tracing`` (which imports this module only
+    when tracing is on, so this one cannot import it back)."""
+
+    config: LangfuseConfig
+    redactor: Redactor
+    client: Langfuse | None
+    pipeline: ExportPipeline | None
+    on_ref: Callable[[TraceRef], None] | None
+
+    def report_error(self, what: str, error: BaseException) -> None: ...
+    def input_json(self, interaction: CompiledInteraction) -> JsonText | None: ...
+    def masked(self, field: str, data: Any) -> Any: ...
 
 
 # Metadata keys: constants, so tests and call sites cannot drift apart.
