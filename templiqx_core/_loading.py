@@ -6,7 +6,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,9 +34,10 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
     yield mapping
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in mapping:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
+        hashable = isinstance(key, Hashable)  # ``? [a, b]`` makes a list
+        if not hashable or key in mapping:
+            problem = f"duplicate key {key!r}" if hashable else "found unhashable key"
+            raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
         mapping[key] = loader.construct_object(value_node)
 
 
