@@ -125,8 +125,8 @@ class Scrubber:
 
     def body(self, value: Any) -> Any:
         """``text`` of a str, bytes (binary as latin-1: ASCII secrets still match) or a list
-        of them; any other value unchanged."""
-        if isinstance(value, list):
+        or tuple of them; any other value unchanged."""
+        if isinstance(value, (list, tuple)):  # header values, whatever shape a hook left
             return [self.body(item) for item in value]
         if isinstance(value, str):
             return self.text(value)
