@@ -87,6 +87,7 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
             current = current[part]
         elif (
             isinstance(current, list)
+            and part.isascii()  # RFC 6901 indexes: ASCII digits ("²".isdigit() too)
             and part.isdigit()
             and (part == "0" or part[0] != "0")
             and int(part) < len(current)

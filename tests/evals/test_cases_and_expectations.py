@@ -49,6 +49,8 @@ def results(
         ({"pointer": "/score", "type": "integer"}, False),
         ({"pointer": "/missing", "type": "null"}, False),
         ({"pointer": "/tags/1", "equals": "b"}, True),
+        ({"pointer": "/tags/\u0661", "equals": "b"}, False),  # an Arabic-Indic 1: no index
+        ({"pointer": "/tags/\u00b2", "equals": "b"}, False),  # a superscript 2: no index
         ({"max_latency_ms": 50}, True),
         ({"max_latency_ms": 5}, False),
         ({"max_tokens": 20}, True),
