@@ -88,8 +88,10 @@ def _encode(value: Any) -> str:
     path: list[str] = []  # the segment being written in each open container
 
     def put(item: Any) -> None:
-        if isinstance(item, float) and not math.isfinite(item):
-            raise NotJson(f"a non-finite number ({item})", json_pointer(path))
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise NotJson(f"a non-finite number ({item})", json_pointer(path))
+            item = float(item)  # orjson refuses float subclasses (numpy.float64)
         if isinstance(item, int) and not _I64_MIN <= item <= _U64_MAX:  # serde's nearest f64
             if abs(item) >= _F64_LIMIT:
                 raise NotJson("an integer beyond the f64 range", json_pointer(path))

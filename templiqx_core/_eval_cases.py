@@ -87,6 +87,7 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
             current = current[part]
         elif (
             isinstance(current, list)
+            and part.isascii()  # RFC 6901 indexes: ASCII digits ("²".isdigit() too)
             and part.isdigit()
             and (part == "0" or part[0] != "0")
             and int(part) < len(current)
@@ -97,14 +98,15 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
     return current
 
 
-# Outputs are parsed JSON: their classes are exactly these.
+# In this order: a bool is an int. Subclasses count (a host's output may hold enums).
 _JSON_TYPES: Final = {type(None): "null", bool: "boolean", int: "integer", str: "string"}
 
 
 def _type_of(value: Any) -> str:
     if isinstance(value, float):
         return "integer" if value.is_integer() else "number"
-    return "array" if isinstance(value, list) else _JSON_TYPES.get(type(value), "object")
+    found = (name for kind, name in _JSON_TYPES.items() if isinstance(value, kind))
+    return next(found, "array" if isinstance(value, list) else "object")
 
 
 def _is_number(value: Any) -> bool:

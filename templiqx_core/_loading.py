@@ -34,12 +34,10 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
     yield mapping
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, Hashable):  # as PyYAML's own constructor: a located error
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(None, None, "found unhashable key", mark)
-        if key in mapping:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
+        hashable = isinstance(key, Hashable)  # ``? [a, b]`` makes a list
+        if not hashable or key in mapping:
+            problem = f"duplicate key {key!r}" if hashable else "found unhashable key"
+            raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
         mapping[key] = loader.construct_object(value_node)
 
 

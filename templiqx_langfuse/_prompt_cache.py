@@ -161,7 +161,7 @@ class _Source:
             await self.afetch()
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024, typed=True)  # typed: True is not version 1
 def _target(reference: str, label: str | None, version: int | None) -> tuple[str, str, int | None]:
     """``(name, label, version)`` of a ``langfuse:NAME[@LABEL|#VERSION]`` reference."""
     found = _REFERENCE.fullmatch(reference)

@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,8 +125,8 @@ class Scrubber:
 
     def body(self, value: Any) -> Any:
         """``text`` of a str, bytes (binary as latin-1: ASCII secrets still match) or a list
-        of them; any other value unchanged."""
-        if isinstance(value, list):
+        or tuple of them; any other value unchanged."""
+        if isinstance(value, (list, tuple)):  # header values, whatever shape a hook left
             return [self.body(item) for item in value]
         if isinstance(value, str):
             return self.text(value)
@@ -364,7 +364,13 @@ def open_cassette(
     scrubber = Scrubber(secrets, env)
     config = cassette_config(scrubber=scrubber)
     config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
-    with vcr.VCR().use_cassette(str(path), record_mode=mode, **config) as cassette:
+    with ExitStack() as stack:
+        try:
+            cassette = stack.enter_context(
+                vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
+            )
+        except (LookupError, TypeError, ValueError, AttributeError) as error:  # vcrpy's load
+            raise InvalidData(f"{path}: not a readable cassette ({type(error).__name__})") from None
         active = ActiveCassette(path, cassette, scrubber)
         with offline() if active.replaying else nullcontext():
             yield active

@@ -88,6 +88,11 @@ class ReplayingRuntime(RuntimeAdapter):
         self.active, self.runtime, self.brief_misses = active, runtime, brief_misses
         self._stack = cassette_stack.pop_all()
 
+    @property
+    def inner(self) -> RuntimeAdapter:
+        """``runtime``, named as a wrapper's is (the eval runner finds its redactor there)."""
+        return self.runtime
+
     def descriptor(self) -> AdapterDescriptor:
         return self.runtime.descriptor()
 

@@ -102,6 +102,11 @@ BAD_CASSETTES = {
     "no interactions": b"version: 1\n",
     "request is a number": b"interactions: [{request: 5}]\n",
     "response missing": b"interactions: [{request: {method: P, uri: u, body: b, headers: {}}}]\n",
+    # well-shaped pairs that vcrpy itself cannot load
+    "headers are text": b"interactions: [{request: {method: P, uri: u, body: b, headers: abc},"
+    b" response: {status: {code: 200}, headers: {}, body: {string: ''}}}]\n",
+    "response body is a number": b"interactions: [{request: {method: P, uri: u, body: b,"
+    b" headers: {}}, response: {status: {code: 200}, headers: {}, body: 5}}]\n",
 }
 
 

@@ -123,6 +123,15 @@ def test_deep_nesting_takes_the_slow_path_with_same_bytes() -> None:
     assert canonical_json(deep) == ("[" * 300 + '"x"' + "]" * 300).encode()
 
 
+def test_float_subclasses_encode_as_their_value() -> None:
+    # numpy.float64 is one: eval scores, dataframe-built inputs.
+    class Score(float):
+        pass
+
+    assert canonical_json({"a": Score(2.5)}) == b'{"a":2.5}'
+    assert canonical_json(Score(1.0)) == b"1.0"
+
+
 def test_non_json_values_are_named() -> None:
     with pytest.raises(InvalidData, match=r"/a/0 is set"):
         canonical_json({"a": [{1, 2}]})

@@ -455,6 +455,14 @@ def test_duplicate_keys_are_rejected() -> None:
     assert "duplicate key" in diagnostics[0].message
 
 
+@pytest.mark.parametrize("text", ["? [a, b]\n: 1\nid: x\n", "id: x\n? {a: 1}\n: 2\n"])
+def test_a_sequence_or_mapping_as_a_key_is_a_located_diagnostic(text: str) -> None:
+    parsed, diagnostics = parse_contract(text)
+    assert parsed is None
+    assert "unhashable key" in diagnostics[0].message
+    assert diagnostics[0].span is not None
+
+
 @pytest.mark.parametrize(
     ("node", "field"),
     [

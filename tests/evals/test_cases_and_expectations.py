@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import IntEnum, StrEnum
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,8 @@ def results(
         ({"pointer": "/score", "type": "integer"}, False),
         ({"pointer": "/missing", "type": "null"}, False),
         ({"pointer": "/tags/1", "equals": "b"}, True),
+        ({"pointer": "/tags/\u0661", "equals": "b"}, False),  # an Arabic-Indic 1: no index
+        ({"pointer": "/tags/\u00b2", "equals": "b"}, False),  # a superscript 2: no index
         ({"max_latency_ms": 50}, True),
         ({"max_latency_ms": 5}, False),
         ({"max_tokens": 20}, True),
@@ -59,6 +62,20 @@ def test_each_check_passes_or_fails_on_the_output(check: dict, passed: bool) -> 
     assert [r.passed for r in found] == [True, passed]  # schema validity, then the check
     if not passed:
         assert found[1].detail
+
+
+def test_type_checks_see_a_host_s_enum_values_as_their_json_type() -> None:
+    """A host's own harness may observe a ``model_dump()``: enums subclass str and int."""
+
+    class Tier(StrEnum):
+        GOLD = "gold"
+
+    class Level(IntEnum):
+        HIGH = 3
+
+    output = {"tier": Tier.GOLD, "level": Level.HIGH}
+    checks = [{"pointer": "/tier", "type": "string"}, {"pointer": "/level", "type": "integer"}]
+    assert [r.passed for r in results(checks, output=output)] == [True, True, True]
 
 
 def test_a_failed_pointer_check_says_where_what_and_what_was_found() -> None:

@@ -151,6 +151,19 @@ def test_a_model_answer_echoing_the_api_key_is_redacted_in_every_result_format(
         assert SECRET not in text
 
 
+def test_a_recording_replay_runtime_s_key_is_redacted_from_eval_results(
+    greeting_model: GreetingModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime a cassette wraps is found through the replaying runtime, as any wrapper's."""
+    monkeypatch.setenv("TEMPLIQX_MODEL_API_KEY", SECRET)
+    cases = write_cases(tmp_path / "cases.jsonl", [SECRET])
+    stream = io.StringIO()
+    with replaying_runtime(tmp_path / "recorded.yaml", record_mode="once") as runtime:
+        run_eval(GREETING, runtime=runtime, cases=cases, output=stream)
+    assert "Hello [REDACTED]" in stream.getvalue()
+    assert SECRET not in stream.getvalue()
+
+
 @pytest.fixture
 def langfuse(greeting_model: GreetingModel) -> Iterator[FakeLangfuse]:
     fake = FakeLangfuse().start()

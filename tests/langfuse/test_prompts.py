@@ -229,6 +229,15 @@ def test_by_version_and_the_reference_forms(fake: FakePromptApi, config: Langfus
             load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=ttl)
 
 
+def test_a_bool_version_is_refused_even_after_version_1_was_loaded(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    publish_contract(CONTRACT, config=config)
+    assert load_contract(f"langfuse:{NAME}", version=1, config=config).id == NAME
+    with pytest.raises(InvalidData, match="whole number"):  # True == 1 to a plain cache key
+        load_contract(f"langfuse:{NAME}", version=True, config=config)
+
+
 def test_a_cold_start_with_langfuse_down_serves_the_fallback_within_the_timeout(
     fake: FakePromptApi, config: LangfuseConfig, caplog: pytest.LogCaptureFixture
 ) -> None:

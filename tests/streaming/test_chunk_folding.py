@@ -183,3 +183,12 @@ def test_a_call_that_never_gets_a_name_is_invalid() -> None:
 def test_other_choices_are_ignored() -> None:
     _, events = fold({"choices": [{"index": 1, "delta": {"content": "other"}}]})
     assert events == []
+
+
+@pytest.mark.parametrize("code", ["\u00b2", "abc"])  # "²".isdigit(), yet no int
+def test_an_error_event_whose_code_is_not_a_number_is_the_provider_breaking_off(
+    code: str,
+) -> None:
+    with pytest.raises(WireFailure) as raised:
+        ChunkFolder().fold({"error": {"code": code, "message": "x"}})
+    assert raised.value.code == "TQX_RUNTIME_UNAVAILABLE"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -142,3 +143,26 @@ def test_host_vcr_config_scrubs_environment_keys(
     (path,) = (pytester.path / "cassettes").rglob("*.yaml")
     response = assert_clean(path)
     assert response["status"]["message"] == "OK [REDACTED]"  # type: ignore[index]
+
+
+def test_the_persister_scrubs_header_values_a_host_hook_left_as_a_tuple() -> None:
+    """The last line of defence: whatever shape a host's ``before_record_response`` gave."""
+    from vcr.request import Request
+
+    from templiqx_langfuse.testing.cassettes import ScrubbingPersister
+
+    saved: list[dict[str, Any]] = []
+
+    class Inner:
+        def save_cassette(self, path: str, data: dict[str, Any], serializer: Any) -> None:
+            saved.append(data)
+
+    response = {
+        "status": {"code": 200, "message": "OK"},
+        "headers": {"x-echo": (PLAIN_SECRET,), "x-one": PLAIN_SECRET},
+        "body": {"string": b"{}"},
+    }
+    request = Request("POST", "http://127.0.0.1:1/v1/chat/completions", b"{}", {})
+    persister = ScrubbingPersister(Inner(), Scrubber([PLAIN_SECRET], env={}))
+    persister.save_cassette("c.yaml", {"requests": [request], "responses": [response]}, None)
+    assert PLAIN_SECRET not in repr(saved)

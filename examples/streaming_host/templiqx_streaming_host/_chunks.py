@@ -93,7 +93,7 @@ def stream_error(error: Any) -> WireFailure:
     status = None
     for key in ("status_code", "status", "code") if isinstance(error, dict) else ():
         value = error.get(key)
-        if isinstance(value, str) and value.isdigit():
+        if isinstance(value, str) and value.isascii() and value.isdigit():  # "²" is a digit
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):
             status = value
