@@ -73,7 +73,7 @@ class RoundTrip:
                 return b""  # the status names the failure (a 429 stays retryable) unread
             raise _invalid("response is compressed although identity was asked for")
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
             raise self._too_large()
         return None
 

@@ -110,6 +110,10 @@ NOT_HTTP = {
     "status not a number": b"HTTP/1.1 2x0 OK\r\ncontent-length: 2\r\n\r\n{}",
     "header without colon": b"HTTP/1.1 200 OK\r\nnot a header\r\ncontent-length: 2\r\n\r\n{}",
     "length not a number": b"HTTP/1.1 200 OK\r\ncontent-length: two\r\n\r\n{}",
+    "length past int's digits": b"HTTP/1.1 200 OK\r\ncontent-length: "
+    + b"9" * 5000
+    + b"\r\n\r\n{}",
+    "length in other digits": "HTTP/1.1 200 OK\r\ncontent-length: ²\r\n\r\n{}".encode(),
     "conflicting lengths": b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
     "bad chunk size": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
     "unknown transfer coding": b"HTTP/1.1 200 OK\r\ntransfer-encoding: bogus\r\n\r\n{}",
