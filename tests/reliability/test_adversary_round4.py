@@ -572,3 +572,20 @@ def test_a_langfuse_refusing_prompt_calls_is_an_io_error_for_load_and_publish(
     )
     with pytest.raises(IoFailure, match=f"HTTP {status}"):
         publish_contract(PROMPT_CONTRACT, labels=["production"], config=config)
+
+
+def test_a_proxy_the_environment_names_is_used_within_the_answer_bound(
+    prompts: tuple[HostilePrompts, LangfuseConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: httpx mounted its own transport for ``HTTP_PROXY``, so answers through a
+    proxy bypassed the 4 MiB bound (20 MB read whole)."""
+    api, config = prompts
+    api.edit = lambda a: a["config"].__setitem__("pad", "x" * 20_000_000)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", api.base_url)  # the fake answers absolute-form targets
+    behind = config.model_copy(update={"base_url": "http://langfuse.invalid"})
+    api.requests.clear()
+    with pytest.raises(InvalidData, match="could not be read"):
+        load_contract("langfuse:support-triage", config=behind)
+    assert any(request.startswith("GET ") for request in api.requests)  # through the proxy
