@@ -12,14 +12,13 @@ import functools
 import json
 import os
 import re
-import urllib.request
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
@@ -164,7 +163,7 @@ def _own(
     config: LangfuseConfig | None,
     api: Callable[..., _Api],
     http: Callable[..., Any],
-    transport: Callable[..., Any],
+    transport: Callable[[int], Any],
 ) -> _Api:
     config = config or env_config()
     if config.public_key is None or config.secret_key is None:
@@ -177,23 +176,9 @@ def _own(
             username=public,
             password=secret,
             timeout=config.timeout_s,
-            httpx_client=http(
-                transport=transport(MAX_PROMPT_BYTES, proxy=_env_proxy(config.base_url)),
-                timeout=config.timeout_s,
-                trust_env=False,  # httpx would mount its own, unbounded proxy transport
-            ),
+            httpx_client=http(transport=transport(MAX_PROMPT_BYTES), timeout=config.timeout_s),
         )
     return mine[key]
-
-
-def _env_proxy(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (``*_PROXY``, ``NO_PROXY``), as httpx would."""
-    parts = urlsplit(url)
-    if urllib.request.proxy_bypass(parts.hostname or ""):
-        return None
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    return proxy if proxy is None or "://" in proxy else f"http://{proxy}"
 
 
 def env_config() -> LangfuseConfig:

@@ -574,18 +574,19 @@ def test_a_langfuse_refusing_prompt_calls_is_an_io_error_for_load_and_publish(
         publish_contract(PROMPT_CONTRACT, labels=["production"], config=config)
 
 
-def test_a_proxy_the_environment_names_is_used_within_the_answer_bound(
+def test_langfuse_api_calls_read_no_proxy_from_the_environment(
     prompts: tuple[HostilePrompts, LangfuseConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before: httpx mounted its own transport for ``HTTP_PROXY``, so answers through a
-    proxy bypassed the 4 MiB bound (20 MB read whole)."""
+    """As every model and export call: a proxy is opt-in. (httpx mounts no environment
+    proxy beside a transport it is given; one would bypass the 4 MiB answer bound.)"""
     api, config = prompts
-    api.edit = lambda a: a["config"].__setitem__("pad", "x" * 20_000_000)
-    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+    for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", api.base_url)  # the fake answers absolute-form targets
-    behind = config.model_copy(update={"base_url": "http://langfuse.invalid"})
-    api.requests.clear()
-    with pytest.raises(InvalidData, match="could not be read"):
-        load_contract("langfuse:support-triage", config=behind)
-    assert any(request.startswith("GET ") for request in api.requests)  # through the proxy
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    away = config.model_copy(update={"timeout_s": 2.5})  # clients are per configuration
+    clear_cache()
+    asked = api.gets()
+    assert load_contract("langfuse:support-triage", config=away).id == "support-triage"
+    assert api.gets() > asked  # Langfuse itself answered
+    assert publish_contract(PROMPT_CONTRACT, labels=["staging"], config=away).version == 1
