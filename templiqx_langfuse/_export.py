@@ -365,20 +365,18 @@ class _OnSigterm:
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         global _flushing
-        if not _flushing:  # a second SIGTERM during the flush means now: handed on at once
-            _flushing = True
-            try:
-                pipelines = list(_LIVE)
-                flushes = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
-                deadline = time.monotonic() + max(
-                    (p.config.flush_timeout_s for p in pipelines), default=0.0
-                )
-                for flushing in flushes:
-                    flushing.join(max(0.0, deadline - time.monotonic()))
-            except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
-                logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
-            finally:
-                _flushing = False
+        # Nested in ours (a second SIGTERM during the flush, a host handler we handed on to
+        # calling another of ours back): handed on at once, the flush bound counted once.
+        if _flushing:
+            return self._hand_on(signum, frame)
+        _flushing = True
+        try:
+            _flush_live()
+            self._hand_on(signum, frame)
+        finally:
+            _flushing = False
+
+    def _hand_on(self, signum: int, frame: FrameType | None) -> None:
         if callable(self.previous):
             self.previous(signum, frame)
         elif self.previous != signal.SIG_IGN:  # the default (or a C handler's None): it ends us
@@ -386,9 +384,22 @@ class _OnSigterm:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _flush_live() -> None:
+    try:
+        pipelines = list(_LIVE)
+        flushes = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
+        deadline = time.monotonic() + max(
+            (p.config.flush_timeout_s for p in pipelines), default=0.0
+        )
+        for flushing in flushes:
+            flushing.join(max(0.0, deadline - time.monotonic()))
+    except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
+        logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
+
+
 def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
     """Ours in front of the current handler, unless it is ours (a host may have put its own
-    in between, calling ours back as its previous one: that flushes what came since)."""
+    in between, calling ours back as its previous one: that one hands on at once)."""
     try:
         current = signal.getsignal(signal.SIGTERM)
         if not isinstance(current, _OnSigterm):

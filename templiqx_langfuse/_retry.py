@@ -60,7 +60,7 @@ class RetryingRuntime(WrappingRuntime):
         if base_wait_s < 0 or max_wait_s < 0 or (deadline_s is not None and deadline_s <= 0):
             raise InvalidData("waits must be non-negative and the deadline positive")
         super().__init__(inner)
-        self.deadline_s = deadline_s
+        self.attempts, self.max_wait_s, self.deadline_s = attempts, max_wait_s, deadline_s
         backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
 
         def wait(state: RetryCallState) -> float:

@@ -106,10 +106,11 @@ class RequestBody:
 
 
 @functools.lru_cache(maxsize=256)
-def _strict_form(canonical: bytes) -> StrictForm:
-    """Keyed by canonical bytes: each compile builds a new schema object, and bringing one
-    into the subset costs far more than serializing it."""
-    return to_strict_schema(orjson.loads(canonical))
+def _strict_form(written: bytes) -> StrictForm:
+    """Keyed by the schema's bytes in its written order (a strict form's ``required`` keeps
+    it): each compile builds a new schema object, and bringing one into the subset costs
+    far more than serializing it."""
+    return to_strict_schema(orjson.loads(written))
 
 
 class ResponseFormats:
@@ -124,7 +125,7 @@ class ResponseFormats:
         if (last := self._last) is not None and last[0] is schema:
             return last[1]
         try:
-            form = _strict_form(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+            form = _strict_form(orjson.dumps(schema))
         except (TypeError, orjson.JSONEncodeError):
             return to_strict_schema(schema)  # the body's serialization names what fails
         self._last = (schema, form)

@@ -97,6 +97,11 @@ def test_rejects_nonsense_settings() -> None:
         RetryingRuntime(scripted(ScriptedSuccess()), attempts=0)
 
 
+def test_settings_stay_readable_as_repairing_runtimes_do() -> None:
+    runtime = RetryingRuntime(scripted(ScriptedSuccess()), attempts=4, max_wait_s=3.0, deadline_s=9)
+    assert (runtime.attempts, runtime.max_wait_s, runtime.deadline_s) == (4, 3.0, 9)
+
+
 def test_wrapper_passes_the_conformance_kit(request_: ExecutionRequest) -> None:
     failing = RetryingRuntime(
         scripted(ScriptedFailure(CODE.UNAVAILABLE, "down")), attempts=2, sleep=lambda s: None

@@ -94,6 +94,20 @@ def test_auto_sends_the_strict_form_and_still_enforces_what_it_left_out(
     assert strict_metadata(exporter, runtime) == [True, True]
 
 
+def test_the_strict_form_requires_optional_properties_in_the_contracts_order(
+    build: Build, greeting: CompiledInteraction, model_server: LoopbackModelServer
+) -> None:
+    """``required`` is a list: its order is the contract's property order, as the schema
+    was written (request bytes, and recorded cassettes, depend on it)."""
+    schema = {
+        "type": "object",
+        "properties": {"zeta": {"type": "string"}, "alpha": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    build("auto").execute(asking(greeting, schema))
+    assert sent_format(model_server)["schema"]["required"] == ["zeta", "alpha"]
+
+
 def test_auto_sends_a_schema_without_strict_form_non_strict_warning_once_per_version(
     build: Build,
     greeting: CompiledInteraction,

@@ -99,6 +99,7 @@ SCRIPT = textwrap.dedent(
                 LangfuseConfig(
                     public_key="pk-lf-0123", secret_key="sk-lf-0123", base_url=langfuse_url,
                     flush_interval_s=60, flush_at=2048,
+                    flush_timeout_s=2.0 if "quick" in mode else 5.0,
                     flush_on_sigterm=mode not in ("off", "exit"),
                 ),
             )
@@ -235,6 +236,21 @@ def test_a_handler_put_after_a_runtime_runs_once_after_the_flush(
     assert code == ends
     assert output.count("host handler ran") == 1
     assert receiver.span_names() == ["greeting"] * 30
+
+
+def test_a_host_handler_calling_ours_back_adds_no_second_flush_wait() -> None:
+    """The runtime in front flushes every runtime within ``flush_timeout_s`` (2 s here);
+    the host handler behind it calling the first runtime's back hands on at once: a
+    Langfuse that hangs costs the bound once, not once per handler in the chain."""
+    with (
+        otlp_receiver("hang", hang_s=30.0) as hanging,
+        script_ready(hanging, "host-chains-quick-later") as process,
+    ):
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == -signal.SIGTERM
+        took = time.monotonic() - sent
+    assert took < 3.0, f"SIGTERM took {took:.2f} s"
 
 
 def test_without_opting_in_sigterm_keeps_pythons_default(receiver: LoopbackOtlpReceiver) -> None:
