@@ -68,17 +68,20 @@ class CallOutcome:
 
 @dataclass(slots=True)
 class _Stream:
-    """The host's sink for one call: remembers an exception it raised (a host cancel), and
-    sends nothing once the awaiting task was cancelled."""
+    """The host's sink for one call: remembers an exception it raised (a host cancel) and
+    whether its terminal event went, and sends nothing once the awaiting task was cancelled."""
 
     sink: EventSink
     error: BaseException | None = None
     cancelled: bool = False
+    ended: bool = False
 
     def send(self, event: StreamEvent) -> None:
-        if self.cancelled:
-            if isinstance(event, (CompleteEvent, FailedEvent)):
+        if isinstance(event, (CompleteEvent, FailedEvent)):
+            if self.ended or self.cancelled:
                 return
+            self.ended = True
+        elif self.cancelled:
             import asyncio  # only a cancelled async host gets here
 
             self.error = asyncio.CancelledError()
@@ -261,21 +264,31 @@ class RuntimeAdapter(ABC):
     def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         call, validator = self._port_open(request, sink)
         try:
-            produced = self.produce_output(call)
-        except BaseException as error:
-            self._port_failed(call, error)
-        return self._port_receipt(call, validator, produced)
+            try:
+                produced = self.produce_output(call)
+            except BaseException as error:
+                self._port_failed(call, error)
+            return self._port_receipt(call, validator, produced)
+        except BaseException as error:  # an observer's KeyboardInterrupt: still one terminal
+            _terminal_failure(call._stream, error)
+            raise
 
     async def _arun(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         import asyncio
 
         call, validator = self._port_open(request, sink)
         try:
-            produced = await self.aproduce_output(call)
-        except BaseException as error:
-            # A cancelled task: the host stopped listening, nothing more is sent to it.
-            self._port_failed(call, error, quiet=isinstance(error, asyncio.CancelledError))
-        return self._port_receipt(call, validator, produced)
+            try:
+                produced = await self.aproduce_output(call)
+            except BaseException as error:
+                # A cancelled task: the host stopped listening, nothing more is sent to it.
+                self._port_failed(call, error, quiet=isinstance(error, asyncio.CancelledError))
+            return self._port_receipt(call, validator, produced)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # an observer's KeyboardInterrupt: still one terminal
+            _terminal_failure(call._stream, error)
+            raise
 
     def _port_open(
         self, request: ExecutionRequest, sink: EventSink | None

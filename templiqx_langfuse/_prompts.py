@@ -8,12 +8,13 @@ still the ones its contract renders (a version edited in the Langfuse UI is refu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
 import re
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,10 +134,8 @@ _Api = TypeVar("_Api")
 _Keys = tuple[str, str, str, float]
 _sync_apis: dict[_Keys, LangfuseAPI] = {}
 # An async client's pooled connections belong to the loop that opened them: ours are per
-# loop (a host may run asyncio.run more than once), dropped with it.
-_async_apis: weakref.WeakKeyDictionary[Any, dict[_Keys, AsyncLangfuseAPI]] = (
-    weakref.WeakKeyDictionary()
-)
+# loop (a host may run asyncio.run more than once), closed when it shuts down.
+_async_apis: weakref.WeakKeyDictionary[Any, _LoopApis] = weakref.WeakKeyDictionary()
 
 
 def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
@@ -154,8 +153,36 @@ def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLa
 
     if client is not None:
         return client.async_api
-    mine = _async_apis.setdefault(asyncio.get_running_loop(), {})
-    return _own(mine, config, AsyncLangfuseAPI, httpx.AsyncClient, AsyncBoundedTransport)
+    loop = asyncio.get_running_loop()
+    if (mine := _async_apis.get(loop)) is None:
+        mine = _async_apis[loop] = _LoopApis()
+    return _own(mine.apis, config, AsyncLangfuseAPI, mine.opened, AsyncBoundedTransport)
+
+
+class _LoopApis:
+    """One event loop's API clients. Their ``httpx.AsyncClient`` are closed when the loop
+    shuts down (``asyncio.run`` closes the async generators started on it): sockets a run
+    opened never outlive it."""
+
+    def __init__(self) -> None:
+        self.apis: dict[_Keys, AsyncLangfuseAPI] = {}
+        self.https: list[httpx.AsyncClient] = []
+        self._closer = self._close_at_shutdown()
+        with contextlib.suppress(StopIteration):  # runs to its yield: the loop holds it now
+            next(self._closer.__anext__().__await__())
+
+    def opened(self, **settings: Any) -> httpx.AsyncClient:
+        self.https.append(httpx.AsyncClient(**settings))
+        return self.https[-1]
+
+    async def _close_at_shutdown(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            _async_apis.pop(asyncio.get_running_loop(), None)
+            for http in self.https:
+                with contextlib.suppress(Exception):
+                    await http.aclose()
 
 
 def _own(

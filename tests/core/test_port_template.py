@@ -387,3 +387,29 @@ def test_an_output_validated_past_the_calls_deadline_is_a_timeout(
     assert "validating the model output" in raised.value.failure.detail
     assert [type(e) for e in events] == [FailedEvent]
     assert [o.code for o in late.outcomes] == ["TQX_RUNTIME_TIMEOUT"]
+
+
+@pytest.mark.parametrize("lane", ["sync", "async"])
+@pytest.mark.parametrize("name", ["success", "value error", "not json", "port error"])
+def test_an_observer_raising_a_base_exception_still_ends_the_stream_once(
+    name: str, lane: str, bli61_request: ExecutionRequest
+) -> None:
+    behave, _ = OUTCOMES[name]
+
+    def interrupting(call: RuntimeCall) -> Any:
+        call.on_finish(raise_(KeyboardInterrupt()))
+        return behave(call)
+
+    adapter = Misbehaving(interrupting)
+    events: list[StreamEvent] = []
+
+    def run() -> Any:
+        if lane == "sync":
+            return adapter.execute_streaming(bli61_request, events.append)
+        return asyncio.run(adapter.aexecute_streaming(bli61_request, events.append))
+
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    terminal = validate_event_order(events)
+    assert isinstance(terminal, FailedEvent)
+    assert terminal.code == codes.RUNTIME_INTERRUPTED

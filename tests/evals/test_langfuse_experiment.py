@@ -8,7 +8,9 @@ generation, run-level scores on the run.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +249,19 @@ def test_a_dataset_whose_page_is_past_the_answer_bound_is_read_an_item_at_a_time
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:big")
     assert ran.code == 1
     assert "Langfuse dataset 'big': item 6 could not be read" in ran.err
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open descriptors")
+def test_runs_on_fresh_event_loops_leave_no_langfuse_connection_open(
+    cli: Cli, langfuse: FakeLangfuse, tmp_path: Path
+) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", NAMES)
+    _eval(cli, cases)  # whatever is opened once per process (pools, exporters)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):  # each run is one asyncio.run, its own event loop
+        _eval(cli, cases)
+    gc.collect()
+    # A leaking run leaves one socket per connection it opened (six here); other tests'
+    # connections may still be closing, a few descriptors' worth.
+    assert len(os.listdir("/proc/self/fd")) - before < 10
