@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ._errors import PortError
-from ._version import __version__
+from ._version import REFERENCE_VERSION, __version__
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -63,6 +63,7 @@ def _attempts(text: str) -> int:
 
 _JSON = "print compact JSON (one line)"
 _CAPABILITY = "target capability (repeatable); default: what the contract declares"
+_CONTRACT = "contract YAML (templiqx/v1alpha1), or langfuse:NAME[@LABEL] (templiqx-langfuse)"
 
 
 def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
@@ -72,7 +73,10 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         epilog="exit status: 0 envelope ok, 2 envelope not ok or usage error, "
         "1 the command itself failed",
     )
-    parser.add_argument("--version", action="version", version=f"templiqx {__version__}")
+    version = (
+        f"templiqx {__version__} (compiles as templiqx-core/{REFERENCE_VERSION}, the reference)"
+    )
+    parser.add_argument("--version", action="version", version=version)
     parser.add_argument("--json", action="store_true", help=_JSON)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -85,7 +89,7 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     compile_ = command("compile", "compile a contract; print the envelope")
     execute = command("execute", "compile and execute a contract on a runtime")
     for sub in (compile_, execute):
-        sub.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
+        sub.add_argument("contract", type=Path, help=_CONTRACT)
         sub.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
         sub.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
         values = "JSON/YAML render request {inputs, context} (instead of the two)"
@@ -95,7 +99,9 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         sub.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
     stream = "print each stream event as NDJSON as it arrives, then the envelope"
     execute.add_argument("--stream", action="store_true", help=stream)
-    repair = "try up to N times in all, each invalid answer sent back with its failed rules"
+    repair = (
+        "try up to N times in all (default 1), each invalid answer sent back with its failed rules"
+    )
     execute.add_argument("--repair", type=_attempts, metavar="N", help=repair)
     fixture = "JSON/YAML output the scripted runtime returns"
     execute.add_argument("--fixture-output", type=Path, metavar="FILE", help=fixture)
@@ -105,7 +111,7 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         "check a contract without inputs: schemas, references, components, extensions "
         "and its eval fixtures (inputs, context, fake_output)",
     )
-    check.add_argument("contract", type=Path, help="contract YAML (templiqx/v1alpha1)")
+    check.add_argument("contract", type=Path, help=_CONTRACT)
     strict = "an output schema with no strict structured-outputs form is an error, not a warning"
     check.add_argument("--strict-schema", action="store_true", help=strict)
     evals = command(
@@ -116,13 +122,15 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     evals.add_argument("contract", type=Path, nargs="+", help="contract YAML")
     evals.add_argument("--capability", action="append", metavar="NAME", help=_CAPABILITY)
     fingerprint = command("fingerprint", "canonical-JSON SHA-256 of a JSON/YAML document")
-    fingerprint.add_argument("file", type=Path)
+    fingerprint.add_argument("file", type=Path, help="JSON or YAML document")
     command("runtimes", "list the installed runtimes")
     mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
     for sub, default in ((execute, None), (mcp, "scripted")):
-        runtime = "runtime entry point: scripted, langfuse, or a host's own"
+        runtime = (
+            "runtime entry point: scripted, langfuse, or a host's own (see: templiqx runtimes)"
+        )
         sub.add_argument("--runtime", default=default, help=runtime)
-        replay = "replay the runtime's HTTP calls from a vcrpy cassette (offline)"
+        replay = "replay the runtime's HTTP calls from a vcrpy cassette (offline, untraced)"
         sub.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
         scenario = "scripted runtime: a templiqx.mock/v1alpha1 manifest to play"
         sub.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)

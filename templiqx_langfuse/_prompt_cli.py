@@ -11,9 +11,12 @@ from templiqx_core import PortError
 def publish_command(argv: list[str]) -> int:
     """Exit 0 with one line on stdout saying what happened, 1 on failure, 2 on bad usage."""
     about = "publish a contract as a version of the Langfuse chat prompt named after its id"
-    parser = argparse.ArgumentParser(prog="templiqx publish", description=about)
+    keys = "Langfuse from LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY and LANGFUSE_BASE_URL"
+    parser = argparse.ArgumentParser(prog="templiqx publish", description=about, epilog=keys)
     parser.add_argument("contract", help="contract YAML (templiqx/v1alpha1)")
-    parser.add_argument("--label", action="append", default=[], help="label the version gets")
+    parser.add_argument(
+        "--label", action="append", default=[], help="a label the version gets (repeatable)"
+    )
     parser.add_argument("--message", help="the version's commit message")
     try:
         args = parser.parse_args(argv)
