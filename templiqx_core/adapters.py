@@ -8,23 +8,38 @@ errors, ends every stream with one terminal event and owns the lifecycle. Wrappe
 ``load_document``, bounded as contracts are.
 """
 
-from ._canonical import MAX_DEPTH as MAX_DEPTH
-from ._canonical import NotJson as NotJson
-from ._loading import load_document as load_document
-from ._ports import CallOutcome as CallOutcome
-from ._ports import Produced as Produced
-from ._ports import RuntimeCall as RuntimeCall
-from ._ports import WrappingRuntime as WrappingRuntime
-from ._ports import failed_event as failed_event
-from ._ports import project_terminal as project_terminal
-from ._receipts import build_receipt as build_receipt
-from ._receipts import request_fingerprint as request_fingerprint
-from ._repair import RepairAttempt as RepairAttempt
-from ._repair import current_repair as current_repair
-from ._runtimes import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
-from ._runtimes import RuntimeFactory as RuntimeFactory
-from ._runtimes import RuntimeOptions as RuntimeOptions
-from ._schema import SchemaValidator as SchemaValidator
-from ._schema import compile_schema as compile_schema
+from ._canonical import MAX_DEPTH, NotJson
+from ._loading import load_document
+from ._ports import (
+    CallOutcome,
+    Produced,
+    RuntimeCall,
+    WrappingRuntime,
+    failed_event,
+    project_terminal,
+)
+from ._receipts import build_receipt, request_fingerprint
+from ._repair import RepairAttempt, current_repair
+from ._runtimes import ENTRY_POINT_GROUP, RuntimeFactory, RuntimeOptions
+from ._schema import SchemaValidator, compile_schema
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MAX_DEPTH",
+    "CallOutcome",
+    "NotJson",
+    "Produced",
+    "RepairAttempt",
+    "RuntimeCall",
+    "RuntimeFactory",
+    "RuntimeOptions",
+    "SchemaValidator",
+    "WrappingRuntime",
+    "build_receipt",
+    "compile_schema",
+    "current_repair",
+    "failed_event",
+    "load_document",
+    "project_terminal",
+    "request_fingerprint",
+]

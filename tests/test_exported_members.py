@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 import types
@@ -18,6 +19,8 @@ import pytest
 
 import templiqx_core
 import templiqx_langfuse
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Checks of the source: run once, in the lint step of .ci/run.
 pytestmark = pytest.mark.lint
@@ -365,3 +368,16 @@ def test_type_checkers_reject_a_misspelled_public_name(tmp_path: Path) -> None:
         'Module "templiqx_core" has no attribute "ExecutionReqest"',
         'Module "templiqx_langfuse" has no attribute "LangfuseConfg"',
     ]
+
+
+DOCUMENTED = re.findall(r"^::: (\S+)$", (ROOT / "docs" / "api.md").read_text("utf-8"), re.M)
+
+
+@pytest.mark.parametrize("name", DOCUMENTED)
+def test_the_api_reference_sees_exactly_what_a_namespace_exports(name: str) -> None:
+    """mkdocstrings reads ``__all__`` statically (griffe): one computed at run time renders an
+    empty page, or every private helper of the module."""
+    griffe = pytest.importorskip("griffe")
+    exports = griffe.load(name, search_paths=[str(ROOT)]).exports
+    assert exports is not None
+    assert sorted(map(str, exports)) == sorted(importlib.import_module(name).__all__)
