@@ -32,42 +32,9 @@ from ._ports import EventSink, RuntimeAdapter
 if TYPE_CHECKING:  # a synchronous host (the CLI) need not import asyncio
     import asyncio
 
-__all__ = [
-    "ASYNC_CHECKS",
-    "CONFORMANCE_CHECKS",
-    "STREAMING_CHECKS",
-    "AssembledToolCall",
-    "ConformanceError",
-    "ConformanceReport",
-    "StreamRun",
-    "assemble_tool_calls",
-    "check_adapter",
-    "check_async_adapter",
-    "check_async_cancellation",
-    "check_async_concurrent_use",
-    "check_async_failure_projection",
-    "check_async_parity",
-    "check_cancellation",
-    "check_concurrent_use",
-    "check_delta_order",
-    "check_failure_projection",
-    "check_midstream_failure",
-    "check_single_terminal",
-    "check_sink_exception_propagates",
-    "check_size_bound",
-    "check_streaming_adapter",
-    "check_streaming_parity",
-    "check_tool_call_assembly",
-    "receipts_equal",
-    "run_check",
-    "run_stream",
-    "validate_event_order",
-]
-
 
 _T = TypeVar("_T")
 _DELTAS = (DeltaEvent, ToolCallDeltaEvent)
-_INVALID_RESPONSE = codes.RUNTIME_INVALID_RESPONSE
 
 
 class ConformanceError(AssertionError):
@@ -468,9 +435,9 @@ def _cancellation(
     cancel: Callable[[], None] | None = None,
     cancel_after_s: float | None = None,
 ) -> None:
-    """Cancel a call at its first delta (or ``cancel_after_s`` in): the sink raises, another
-    thread calls ``cancel``, or the awaiting task is cancelled. The call must end within
-    ``within_s`` raising that, emit nothing after it, and release its connection."""
+    """Cancel at the first delta (or ``cancel_after_s`` in) by the sink raising, ``cancel``
+    from another thread, or cancelling the task; the call must raise that within
+    ``within_s``, emit nothing after it and release its connection."""
     first_delta, finished = threading.Event(), threading.Event()
     sentinel = _Cancelled("cancelled by the conformance kit")
     events: list[StreamEvent] = []
@@ -509,8 +476,7 @@ def _cancellation(
         return await task
 
     helper = threading.Thread(target=signal_cancel, daemon=True)
-    if cancel is not None:
-        helper.start()
+    helper.start()
     raised: BaseException | None = None
     try:
         if lane.loop is None:
@@ -524,8 +490,7 @@ def _cancellation(
     ended = time.monotonic()
     finished.set()
     first_delta.set()
-    if cancel is not None:
-        helper.join(timeout=5)
+    helper.join(timeout=5)
     if not cancelled:
         raise ConformanceError("the call to cancel ended before it was cancelled")
     if raised is None:
@@ -542,8 +507,16 @@ def _cancellation(
     if late:
         name = type(late[0]).__name__
         raise ConformanceError(f"a cancelled stream emitted {name} after the cancel")
-    what = "the call" if lane.loop is not None else "reading"
-    _stopped(what, cancelled_at, ended, within_s, connection_released)
+    if ended - cancelled_at > within_s:
+        what = "the call" if lane.loop is not None else "reading"
+        raise ConformanceError(
+            f"{what} went on for {ended - cancelled_at:.2f} s after the cancel "
+            f"(allowed {within_s:g} s)"
+        )
+    while not connection_released():
+        if time.monotonic() - ended > within_s:
+            raise ConformanceError(f"the connection was not released within {within_s:g} s")
+        time.sleep(0.01)
 
 
 def check_cancellation(
@@ -575,21 +548,6 @@ def check_async_cancellation(
         _cancellation(lane, request, connection_released, within_s, cancel_after_s=cancel_after_s)
 
 
-def _stopped(
-    what: str, cancelled_at: float, ended: float, within_s: float, released: Callable[[], bool]
-) -> None:
-    """The cancelled call ended within ``within_s``, and its connection is released then."""
-    if ended - cancelled_at > within_s:
-        raise ConformanceError(
-            f"{what} went on for {ended - cancelled_at:.2f} s after the cancel "
-            f"(allowed {within_s:g} s)"
-        )
-    while not released():
-        if time.monotonic() - ended > within_s:
-            raise ConformanceError(f"the connection was not released within {within_s:g} s")
-        time.sleep(0.01)
-
-
 def check_size_bound(
     adapter: RuntimeAdapter,
     request: ExecutionRequest,
@@ -601,9 +559,11 @@ def check_size_bound(
     (``Failed``, then the raise) without reading it all: no more delta text than the bound,
     and, with the host's ``bytes_sent`` probe, not the whole stream."""
     run = run_stream(adapter, request)
-    if run.error is None or run.error.code != _INVALID_RESPONSE:
+    if run.error is None or run.error.code != codes.RUNTIME_INVALID_RESPONSE:
         got = "a receipt" if run.error is None else run.error.code
-        raise ConformanceError(f"an oversized stream gave {got}, not {_INVALID_RESPONSE}")
+        raise ConformanceError(
+            f"an oversized stream gave {got}, not {codes.RUNTIME_INVALID_RESPONSE}"
+        )
     emitted = sum(
         len((e.text if isinstance(e, DeltaEvent) else e.arguments_fragment).encode())
         for e in run.deltas
@@ -751,3 +711,12 @@ def check_async_adapter(
 def _preview(text: Any, limit: int = 60) -> str:
     value = repr(text)
     return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+# The kit's own classes, functions and check tables (pinned by tests/test_exported_members.py).
+__all__ = sorted(
+    name
+    for name, value in dict(globals()).items()
+    if not name.startswith("_")
+    and (name.endswith("_CHECKS") or getattr(value, "__module__", None) == __name__)
+)
