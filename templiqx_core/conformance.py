@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import orjson
 
@@ -28,10 +29,6 @@ from ._contracts import (
 )
 from ._errors import PortError
 from ._ports import EventSink, RuntimeAdapter
-
-if TYPE_CHECKING:  # a synchronous host (the CLI) need not import asyncio
-    import asyncio
-
 
 _T = TypeVar("_T")
 _DELTAS = (DeltaEvent, ToolCallDeltaEvent)
@@ -81,11 +78,9 @@ class _Lane:
 
     def __init__(self, adapter: RuntimeAdapter, asynchronous: bool) -> None:
         self.adapter = adapter
-        self.a = "a" if asynchronous else ""
+        self.prefix = "a" if asynchronous else ""
         self.loop: asyncio.AbstractEventLoop | None = None
         if asynchronous:
-            import asyncio
-
             self.loop = loop = asyncio.new_event_loop()
 
             def serve() -> None:
@@ -102,9 +97,7 @@ class _Lane:
             self.loop.call_soon_threadsafe(self.loop.stop)
 
     def wait(self, main: Coroutine[Any, Any, _T], *, limit_s: float = 120, what: str) -> _T:
-        import asyncio
-
-        loop = cast("asyncio.AbstractEventLoop", self.loop)  # only async lanes wait
+        loop = cast(asyncio.AbstractEventLoop, self.loop)  # only async lanes wait
         outcome = asyncio.run_coroutine_threadsafe(main, loop)
         if not wait([outcome], timeout=limit_s).done:
             raise ConformanceError(
@@ -181,7 +174,7 @@ def run_stream(
 
 
 def _parity(lane: _Lane, request: ExecutionRequest) -> None:
-    call = f"{lane.a}execute_streaming"
+    call = f"{lane.prefix}execute_streaming"
     direct = lane.adapter.execute(request)
     if lane.loop is not None and not receipts_equal(lane.execute(request), direct):
         raise ConformanceError("aexecute() returned a receipt that differs from execute()")
@@ -214,7 +207,7 @@ def _failure(lane: _Lane, request: ExecutionRequest) -> tuple[StreamRun, PortErr
     run = _streamed(lane, request)
     if run.error is None:
         raise ConformanceError(
-            f"{lane.a}execute_streaming() on the failing request did not raise a PortError"
+            f"{lane.prefix}execute_streaming() on the failing request did not raise a PortError"
         )
     if lane.loop is None:
         return run, run.error
@@ -305,8 +298,6 @@ def check_async_concurrent_use(
     """``tasks`` concurrent tasks on one loop, each asking its own thing, each get the
     receipt ``execute`` gives for it; and no call holds the loop ``max_stall_s`` or longer
     (a blocking call inside ``aproduce_output``)."""
-    import asyncio
-
     requests = [_distinct(request, i) for i in range(tasks)]
     expected = [adapter.execute(r) for r in requests]
 
@@ -467,8 +458,6 @@ def _cancellation(
             cancel()
 
     async def run() -> ExecutionReceipt:
-        import asyncio
-
         nonlocal task
         task = asyncio.ensure_future(lane.adapter.aexecute_streaming(request, sink))
         if cancel_after_s is not None:
@@ -494,7 +483,7 @@ def _cancellation(
     if not cancelled:
         raise ConformanceError("the call to cancel ended before it was cancelled")
     if raised is None:
-        raise ConformanceError(f"cancelled, but {lane.a}execute_streaming() returned normally")
+        raise ConformanceError(f"cancelled, but {lane.prefix}execute_streaming() returned normally")
     if lane.loop is not None and not isinstance(raised, FutureCancelled):
         raise ConformanceError(
             f"a cancelled call raised {type(raised).__name__}, not CancelledError"
