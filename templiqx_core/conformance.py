@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -93,8 +94,12 @@ class _Lane:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.loop is not None:  # a task ignoring cancellation is left pending
-            self.loop.call_soon_threadsafe(self.loop.stop)
+        """Wait for worker threads as ``asyncio.run`` does, then stop the loop; one stuck for
+        5 s keeps it running (as a task ignoring cancellation keeps the call)."""
+        if self.loop is not None:
+            with contextlib.suppress(ConformanceError):
+                self.wait(self.loop.shutdown_default_executor(), limit_s=5, what="shutdown")
+                self.loop.call_soon_threadsafe(self.loop.stop)
 
     def wait(self, main: Coroutine[Any, Any, _T], *, limit_s: float = 120, what: str) -> _T:
         loop = cast(asyncio.AbstractEventLoop, self.loop)  # only async lanes wait
