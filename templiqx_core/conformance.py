@@ -1,5 +1,6 @@
 """A conformance kit hosts run against their own ``RuntimeAdapter``: each check raises
-``ConformanceError`` (an ``AssertionError``) naming the invariant that broke. A
+``ConformanceError`` (an ``AssertionError``) naming the invariant that broke. An async check
+awaits all its calls on one event loop of a daemon thread, each wait bounded. A
 ``ToolCallDelta`` with a ``name`` opens the next call, a nameless one continues the last.
 """
 
