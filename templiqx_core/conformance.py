@@ -487,7 +487,10 @@ def _cancellation(
     first_delta.set()
     helper.join(timeout=5)
     if not cancelled:
-        raise ConformanceError("the call to cancel ended before it was cancelled")
+        early = "stream to cancel ended before its first delta"
+        if cancel_after_s is not None:
+            early = "call to cancel ended before it was cancelled"
+        raise ConformanceError(f"the {early}")
     if raised is None:
         raise ConformanceError(f"cancelled, but {lane.prefix}execute_streaming() returned normally")
     if lane.loop is not None and not isinstance(raised, FutureCancelled):
@@ -500,8 +503,8 @@ def _cancellation(
     # A signal's KeyboardInterrupt still ends a synchronous stream with Failed.
     late = [e for e in events[seen:] if lane.loop is not None or isinstance(e, CompleteEvent)]
     if late:
-        name = type(late[0]).__name__
-        raise ConformanceError(f"a cancelled stream emitted {name} after the cancel")
+        name = "Complete" if lane.loop is None else f"{type(late[0]).__name__} after the cancel"
+        raise ConformanceError(f"a cancelled stream emitted {name}")
     if ended - cancelled_at > within_s:
         what = "the call" if lane.loop is not None else "reading"
         raise ConformanceError(
