@@ -155,24 +155,26 @@ class TiedToItsFirstLoop(Diverges):
         return {"greeting": "sync"}
 
 
-@pytest.mark.parametrize("check", [check_async_parity, check_async_failure_projection])
+class FailsOnItsFirstLoop(TiedToItsFirstLoop):
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        await super().aproduce_output(call)
+        failure = RuntimeFailure.for_adapter(call.adapter, RuntimeFailureCode.UNAVAILABLE, "down")
+        raise RuntimeFailureError(failure)
+
+
+@pytest.mark.parametrize(
+    ("check", "adapter"),
+    [
+        (check_async_parity, TiedToItsFirstLoop),
+        (check_async_failure_projection, FailsOnItsFirstLoop),
+    ],
+)
 def test_an_async_check_runs_its_calls_on_one_event_loop(
-    check: Any, plain_request: ExecutionRequest
+    check: Any, adapter: type[RuntimeAdapter], plain_request: ExecutionRequest
 ) -> None:
-    """As a host does: an adapter tied to its first loop passes parity, and its failing
-    calls fail alike (before, each call got a fresh loop: a raw RuntimeFailureError)."""
-    if check is check_async_parity:
-        check(TiedToItsFirstLoop(), plain_request)
-    else:
-
-        class FailsOnItsFirstLoop(TiedToItsFirstLoop):
-            async def aproduce_output(self, call: RuntimeCall) -> Any:
-                await super().aproduce_output(call)
-                raise RuntimeFailureError(
-                    RuntimeFailure.for_adapter(call.adapter, RuntimeFailureCode.UNAVAILABLE, "down")
-                )
-
-        check(FailsOnItsFirstLoop(), plain_request)
+    """As a host does: an adapter tied to its first loop passes (each call used to get a
+    fresh loop, failing with a raw RuntimeFailureError instead of a ConformanceError)."""
+    check(adapter(), plain_request)
 
 
 def test_async_parity_catches_an_adapter_that_answers_differently_on_the_loop(
