@@ -1,9 +1,6 @@
-"""The ``RuntimeAdapter`` port: a template method around one adapter hook.
-
-The port, not each adapter, owns what must hold for every adapter: one guarded place
-builds the receipt; unexpected errors become a ``PortError``; every stream ends with one
-terminal event; observers hear the outcome once; a closed runtime raises ``RuntimeClosed``.
-"""
+"""The ``RuntimeAdapter`` port: a template method around one adapter hook, so the port, not
+each adapter, builds the receipt, maps unexpected errors, ends every stream with one terminal
+event, tells observers the outcome once and refuses calls once closed."""
 
 from __future__ import annotations
 
@@ -40,9 +37,8 @@ _Self = TypeVar("_Self", bound="RuntimeAdapter")
 
 @dataclass(frozen=True)
 class Produced:
-    """What ``produce_output`` may return instead of a bare output: ``details`` go to the
-    call's observers, never into the receipt; ``output_schema_valid`` overrides the schema's
-    verdict (scripted fakes); a receipt finished after ``deadline_at`` is a timeout."""
+    """An output with ``details`` for observers (never the receipt), a declared schema verdict
+    (scripted fakes) and a ``deadline_at`` past which the receipt is a timeout."""
 
     output: Any
     details: Any = None
@@ -52,8 +48,7 @@ class Produced:
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """How one call ended, as its observers see it once: ``receipt``, or the ``code`` the
-    caller sees and a ``detail`` free of request data."""
+    """How one call ended: ``receipt``, or the caller's ``code`` and a request-free ``detail``."""
 
     receipt: ExecutionReceipt | None = None
     details: Any = None
@@ -68,8 +63,8 @@ class CallOutcome:
 
 @dataclass(slots=True)
 class _Stream:
-    """The host's sink for one call: remembers an exception it raised (a host cancel) and
-    whether its terminal event went, and sends nothing once the awaiting task was cancelled."""
+    """The host's sink for one call: remembers the exception it raised (a host cancel) and its
+    terminal event, and sends nothing once the awaiting task was cancelled."""
 
     sink: EventSink
     error: BaseException | None = None
@@ -92,12 +87,9 @@ class _Stream:
             self.error = error
             raise
 
-    def raised(self, error: BaseException) -> bool:
-        return error is self.error
-
 
 def _terminal_failure(stream: _Stream | None, error: BaseException) -> None:
-    if stream is not None and not stream.raised(error):
+    if stream is not None and error is not stream.error:
         stream.send(failed_event(error))
 
 
@@ -121,16 +113,15 @@ class RuntimeCall:
         return self._stream is not None
 
     def emit(self, event: DeltaEvent | ToolCallDeltaEvent) -> None:
-        """Send a delta to a streaming host; the terminal event is the port's. An exception
-        the sink raises is how a host cancels: let it propagate."""
+        """Send a delta to a streaming host (the terminal is the port's); let the sink's
+        exception propagate: that is how a host cancels."""
         if not isinstance(event, (DeltaEvent, ToolCallDeltaEvent)):
             raise TypeError("adapters emit Delta/ToolCallDelta only; the port emits the terminal")
         if self._stream is not None:
             self._stream.send(event)
 
     def on_finish(self, observer: Callable[[CallOutcome], None]) -> None:
-        """Call ``observer`` once with the outcome, whatever it is (best effort: an
-        observer's own exception is logged, never raised over the outcome)."""
+        """Call ``observer`` once with the outcome; its own exception is logged, not raised."""
         self._observers.append(observer)
 
     def _finish(self, **outcome: Any) -> None:
@@ -152,9 +143,8 @@ def _interrupted(error: BaseException) -> str:
 
 
 def failed_event(error: BaseException) -> FailedEvent:
-    """The terminal ``Failed`` event for ``error``: a ``PortError``'s code, else
-    ``TQX_RUNTIME_PERMANENT`` (an ``Exception``) or ``TQX_RUNTIME_INTERRUPTED``; never
-    the exception's text."""
+    """``Failed`` with a ``PortError``'s code, else ``TQX_RUNTIME_PERMANENT`` (an ``Exception``)
+    or ``TQX_RUNTIME_INTERRUPTED``; never the exception's text."""
     if isinstance(error, PortError):
         return FailedEvent(code=error.code, message=str(error))
     if isinstance(error, Exception):
@@ -165,8 +155,8 @@ def failed_event(error: BaseException) -> FailedEvent:
 
 
 def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> ExecutionReceipt:
-    """Run ``run`` and emit its outcome as the stream's one terminal event; any exception
-    (``BaseException`` included) emits ``Failed`` and is re-raised unchanged."""
+    """Run ``run`` and emit its outcome as the one terminal event (``Failed`` for any
+    ``BaseException``, re-raised unchanged)."""
     try:
         receipt = run()
     except BaseException as error:
@@ -180,11 +170,9 @@ _NOT_IMPLEMENTED: Final = "implement produce_output (or override execute)"
 
 
 class RuntimeAdapter(ABC):
-    """A way to run a compiled interaction and get back a fingerprinted receipt.
-
-    Adapters implement ``descriptor`` and ``produce_output`` (and ``release`` if they own
-    resources); the port does the rest. One instance serves concurrent calls.
-    """
+    """Runs a compiled interaction into a fingerprinted receipt: adapters implement
+    ``descriptor`` and ``produce_output`` (``release`` if they own resources), the port the
+    rest. One instance serves concurrent calls."""
 
     _port_closing: threading.Lock
 
@@ -205,8 +193,8 @@ class RuntimeAdapter(ABC):
         """Identity and capabilities of this adapter."""
 
     def produce_output(self, call: RuntimeCall) -> Any:
-        """Run ``call.request`` once and return the parsed output (or ``Produced``); raise
-        a ``PortError`` for a failure you can name, the port maps anything else."""
+        """Run ``call.request`` once into the parsed output (or ``Produced``); raise a
+        ``PortError`` for a failure you can name, the port maps anything else."""
         raise NotImplementedError(_NOT_IMPLEMENTED)
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
@@ -214,16 +202,15 @@ class RuntimeAdapter(ABC):
         return self._run(request, None)
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """Run the request, streaming deltas then one terminal event to ``sink``:
-        ``Complete`` with ``execute``'s receipt, or ``Failed`` and the raise. An exception
-        raised by ``sink`` propagates unchanged: that is how a host cancels."""
+        """``execute``, streaming deltas then ``Complete`` (or ``Failed`` and the raise) to
+        ``sink``; an exception ``sink`` raises (a host cancelling) propagates unchanged."""
         if _own(self, "execute"):  # a wrapper: its outcome, projected
             return project_terminal(lambda: self.execute(request), sink)
         return self._run(request, sink)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts: on the loop with a native ``aproduce_output``, else
-        in a worker thread; cancelling the task interrupts the call."""
+        """``execute`` on the loop (a native ``aproduce_output``) or in a worker thread;
+        cancelling the task interrupts the call."""
         if _own(self, "execute") and not _own(self, "aproduce_output"):
             import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
 
@@ -233,8 +220,8 @@ class RuntimeAdapter(ABC):
     async def aexecute_streaming(
         self, request: ExecutionRequest, sink: EventSink
     ) -> ExecutionReceipt:
-        """``execute_streaming`` for async hosts (a worker-thread adapter calls ``sink`` from
-        its thread). Cancelling the task ends the stream where it is: no event follows."""
+        """``execute_streaming`` awaited (a worker-thread adapter calls ``sink`` from its
+        thread); cancelling the task ends the stream where it is, no event follows."""
         if _own(self, "aproduce_output") or not _own(self, "execute"):
             return await self._arun(request, sink)
         import asyncio
@@ -250,8 +237,8 @@ class RuntimeAdapter(ABC):
         return receipt
 
     async def aproduce_output(self, call: RuntimeCall) -> Any:
-        """The async hook; by default ``produce_output`` in a worker thread (a blocking
-        adapter never stalls the loop)."""
+        """The async hook; by default ``produce_output`` in a worker thread (never stalls
+        the loop)."""
         import asyncio
 
         try:
@@ -310,8 +297,7 @@ class RuntimeAdapter(ABC):
     def _port_receipt(
         self, call: RuntimeCall, validator: SchemaValidator, produced: Any
     ) -> ExecutionReceipt:
-        """The receipt from what the hook returned, built in this one place, then the
-        stream's ``Complete`` event."""
+        """The receipt from what the hook returned (built only here), then ``Complete``."""
         if not isinstance(produced, Produced):
             produced = Produced(produced)
         try:
@@ -340,10 +326,10 @@ class RuntimeAdapter(ABC):
     def _port_failed(
         self, call: RuntimeCall, error: BaseException, quiet: bool = False
     ) -> NoReturn:
-        """Map what the hook raised, tell the call's observers, end the stream (unless
-        ``quiet``: the awaiting task was cancelled, nobody listens) and raise."""
+        """Map what the hook raised, tell observers, end the stream (unless ``quiet``: the
+        awaiting task was cancelled) and raise."""
         stream = call._stream
-        if (stream is not None and stream.raised(error)) or not isinstance(error, Exception):
+        if (stream is not None and error is stream.error) or not isinstance(error, Exception):
             # A host cancel through its sink, or KeyboardInterrupt & co: re-raised as is.
             call._finish(error=error, code=codes.RUNTIME_INTERRUPTED, detail=_interrupted(error))
             if not quiet:
@@ -422,9 +408,8 @@ def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> Runtime
 
 
 class WrappingRuntime(RuntimeAdapter):
-    """Base of runtimes that wrap another (retrying, repairing): same descriptor, and
-    closing the wrapper closes ``inner``. Subclasses' ``execute`` start with
-    ``self._ensure_open()``."""
+    """Base of runtimes wrapping another (retrying, repairing): same descriptor, closing it
+    closes ``inner``; subclasses' ``execute`` start with ``self._ensure_open()``."""
 
     def __init__(self, inner: RuntimeAdapter) -> None:
         self.inner = inner

@@ -12,21 +12,13 @@ from ._contracts import AdapterDescriptor, CompiledInteraction, Diagnostic, Exec
 from ._errors import InvalidData
 from ._schema import SchemaValidator, compile_schema, schema_messages
 
-__all__ = [
-    "OUTPUT_SCHEMA_SUMMARY",
-    "build_receipt",
-    "output_schema_diagnostics",
-    "output_schema_messages",
-    "request_fingerprint",
-]
-
 OUTPUT_SCHEMA_SUMMARY = "runtime output does not satisfy the contract schema"
 """The reference application's one message for a schema-invalid output, at ``/output``."""
 
 
 def request_fingerprint(interaction: CompiledInteraction) -> str:
-    """Fingerprint of the compiled interaction (not of the whole request), computed once
-    and kept on it: its containers are frozen here, so it cannot change under the cache."""
+    """Fingerprint of the compiled interaction, kept on it once its containers are frozen
+    (so it cannot change under the cache)."""
     cached = interaction._fingerprint
     if cached is None:
         interaction._freeze()
@@ -74,8 +66,7 @@ def output_schema_messages(schema: Any, output: Any) -> list[str]:
 
 
 def output_schema_diagnostics(schema: Any, output: Any) -> list[Diagnostic]:
-    """``TQX_OUTPUT_SCHEMA`` diagnostics: the reference's summary at ``/output``, then one
-    per failed rule at the failing value's pointer."""
+    """``TQX_OUTPUT_SCHEMA``: the reference's summary at ``/output``, then one per failed rule."""
     failures = [("", OUTPUT_SCHEMA_SUMMARY), *_output_failures(schema, output)]
     return [
         Diagnostic(

@@ -1,8 +1,5 @@
-"""Runtime discovery through the ``templiqx.runtimes`` entry-point group.
-
-The core never imports an adapter package: an adapter distribution registers a factory
-``(RuntimeOptions) -> RuntimeAdapter`` under a name, and the CLI/MCP surfaces look it up.
-"""
+"""Runtime discovery through the ``templiqx.runtimes`` entry-point group, so the core never
+imports an adapter package: a distribution registers a ``(RuntimeOptions) -> RuntimeAdapter``."""
 
 from __future__ import annotations
 
@@ -17,13 +14,6 @@ from ._errors import Unsupported
 if TYPE_CHECKING:  # listing runtimes must not load the port (and pydantic)
     from ._ports import RuntimeAdapter
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "RuntimeFactory",
-    "RuntimeOptions",
-    "available_runtimes",
-    "load_runtime",
-]
 
 ENTRY_POINT_GROUP = "templiqx.runtimes"
 #: Runtimes of this repository's other distributions: where to get one that is missing.
@@ -34,10 +24,8 @@ _PROVIDED_BY = {
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """What a surface passes to a runtime factory: a cassette to ``replay``, a scripted
-    ``scenario``, the ``env`` to configure from, and ``on_trace_url``, called with each
-    execution's trace URL as it starts (a callback: concurrent calls would race for an
-    attribute)."""
+    """What a surface passes to a runtime factory; ``on_trace_url`` gets each execution's
+    trace URL as it starts (a callback: concurrent calls would race for an attribute)."""
 
     replay: Path | None = None
     scenario: Path | None = None

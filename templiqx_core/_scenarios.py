@@ -1,7 +1,5 @@
-"""Scripted scenario manifests (``templiqx.mock/v1alpha1``, the Rust reference mock's
-shapes and rules) and their inventory. Loading is fail-closed and stricter than the
-reference, so a wrong fixture fails at loading rather than in a result.
-"""
+"""Scenario manifests (``templiqx.mock/v1alpha1``, the Rust reference mock's shapes and
+rules) and their inventory, loaded fail-closed: a wrong fixture fails at loading."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A deterministic scripted runtime: the reference mock (``templiqx-mock``) for tests,
-evals and demos, receipt for receipt. It never sleeps or touches the network: delays
-advance a virtual clock, and scripted deltas stream before the port's terminal event.
-"""
+"""A deterministic scripted runtime, the reference mock (``templiqx-mock``) receipt for
+receipt: delays advance a virtual clock, it never sleeps or touches the network."""
 
 from __future__ import annotations
 
@@ -37,9 +35,8 @@ _NO_OUTPUT: Any = object()
 
 @dataclass(frozen=True)
 class ScriptedSuccess:
-    """Succeed with ``output`` (default: the request's ``fixture_output``), or with ``text``
-    as a model answers (not JSON: ``TQX_RUNTIME_INVALID_RESPONSE`` keeping it, for repair).
-    ``expect_schema_valid`` declares the receipt's validity, as the mock does."""
+    """Succeed with ``output`` (default: the request's ``fixture_output``) or a model's
+    ``text`` (not JSON: ``TQX_RUNTIME_INVALID_RESPONSE`` keeping it, for repair)."""
 
     output: Any = _NO_OUTPUT
     deltas: tuple[str, ...] = ()

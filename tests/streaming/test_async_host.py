@@ -14,6 +14,9 @@ from templiqx_core import (
     DeltaEvent,
     ExecutionRequest,
     RuntimeAdapter,
+    RuntimeFailure,
+    RuntimeFailureCode,
+    RuntimeFailureError,
     ScriptedRuntime,
     ScriptedSuccess,
     StreamEvent,
@@ -24,6 +27,7 @@ from templiqx_core.conformance import (
     check_async_adapter,
     check_async_cancellation,
     check_async_concurrent_use,
+    check_async_failure_projection,
     check_async_parity,
 )
 from tests.loopback import LoopbackModelServer, Reply
@@ -136,6 +140,41 @@ class IgnoresCancel(RuntimeAdapter):
             except asyncio.CancelledError:
                 continue  # swallowed: the stream goes on
         return {"greeting": "x"}
+
+
+class TiedToItsFirstLoop(Diverges):
+    """Answers the same either way, but only on the event loop it first ran on (a pool
+    bound to one loop, as a host's client is)."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        self.loop = self.loop or asyncio.get_running_loop()
+        if self.loop is not asyncio.get_running_loop():
+            raise RuntimeError("bound to a different event loop")
+        return {"greeting": "sync"}
+
+
+class FailsOnItsFirstLoop(TiedToItsFirstLoop):
+    async def aproduce_output(self, call: RuntimeCall) -> Any:
+        await super().aproduce_output(call)
+        failure = RuntimeFailure.for_adapter(call.adapter, RuntimeFailureCode.UNAVAILABLE, "down")
+        raise RuntimeFailureError(failure)
+
+
+@pytest.mark.parametrize(
+    ("check", "adapter"),
+    [
+        (check_async_parity, TiedToItsFirstLoop),
+        (check_async_failure_projection, FailsOnItsFirstLoop),
+    ],
+)
+def test_an_async_check_runs_its_calls_on_one_event_loop(
+    check: Any, adapter: type[RuntimeAdapter], plain_request: ExecutionRequest
+) -> None:
+    """As a host does: an adapter tied to its first loop passes (each call used to get a
+    fresh loop, failing with a raw RuntimeFailureError instead of a ConformanceError)."""
+    check(adapter(), plain_request)
 
 
 def test_async_parity_catches_an_adapter_that_answers_differently_on_the_loop(
