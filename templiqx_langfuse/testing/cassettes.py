@@ -268,8 +268,8 @@ def no_match_error(
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one ``CassetteMiss``: what the closest recorded request differs in
-    (``brief``: on one line, without vcrpy's matcher messages)."""
+    """vcrpy's miss as one ``CassetteMiss``: its reason and matchers' diff, scrubbed
+    (``brief``: on one line, without the diff)."""
     cassette, sent = error.cassette, error.failed_request
     scrub = (scrubber or Scrubber()).text
     request = cassette.filter_request(sent) or sent
@@ -285,18 +285,14 @@ def no_match_error(
     head += f" for {asked}"
     if not len(cassette):
         return CassetteMiss(f"{head}; the cassette is empty. Record it: pytest --record-mode=once")
-    similar = cassette.find_requests_with_most_matches(sent)
-    failed: list[tuple[str, str]] = similar[0][2] if similar else []
-    if not similar:
-        reason = "no recorded request is similar to it"
-    elif not failed:
-        reason = "its recorded twin was already played (an interaction plays once)"
-    else:
-        reason = f"closest recorded request differs in: {', '.join(n for n, _ in failed)}"
-        if [n for n, _ in failed] == ["body"] and _only_format_differs(
-            similar[0][0].body, sent.body
-        ):
-            reason += f"; {FORMAT_ONLY}"
+    failed = error.similar_requests[0][2] if error.reason == "no_match" else []
+    reason = {
+        "already_played": "its recorded twin was already played (an interaction plays once)",
+        "no_match": f"closest recorded request differs in: {', '.join(n for n, _ in failed)}",
+    }.get(error.reason, "no recorded request is similar to it")
+    if [n for n, _ in failed] == ["body"]:
+        recorded = error.similar_requests[0][0].body
+        reason += f"; {FORMAT_ONLY}" if _only_format_differs(recorded, sent.body) else ""
     if brief:
         return CassetteMiss(f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)")
     lines = [head, reason]

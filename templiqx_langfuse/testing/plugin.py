@@ -1,7 +1,5 @@
-"""pytest plugin (``pytest11``): a test using ``templiqx_cassette`` or
-``templiqx_replay_runtime`` is a ``@pytest.mark.vcr`` test, given our rules as its VCR's
-defaults (``vcr_config`` overrides them) and a scrubbing persister. Nothing heavy is
-imported at module level: pytest loads this in every host run."""
+"""pytest plugin: a test using our cassette fixtures is a ``@pytest.mark.vcr`` test whose VCR
+has our rules as defaults and a scrubbing persister. Imports stay lazy: every host run loads it."""
 
 from __future__ import annotations
 
@@ -116,9 +114,8 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
 def _templiqx_open(
     request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., ActiveCassette | None]]:
-    """Opens the test's cassettes until it ends: pytest-recording's own, or one at a path
-    from the VCR it configured (``None`` under ``--disable-recording``). Then, after a
-    passing test (a failed one already names its cause), unplayed interactions fail it."""
+    """Opens the test's cassettes (pytest-recording's, or one at a path with its VCR) until it
+    ends; unplayed interactions then fail a test that passed (a failed one names its cause)."""
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
