@@ -213,9 +213,8 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, with the scrubber its recordings and miss reports go through,
-    and the misses its replaying runtime met (the code under test may have swallowed them:
-    the pytest plugin still fails the test with each)."""
+    """A cassette in use, the scrubber its recordings and misses go through, and the misses
+    its replaying runtime met (the plugin fails the test with each, even if swallowed)."""
 
     path: Path
     cassette: Cassette
@@ -268,8 +267,8 @@ def no_match_error(
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one ``CassetteMiss``: its reason and matchers' diff, scrubbed
-    (``brief``: on one line, without the diff)."""
+    """vcrpy's miss as one ``CassetteMiss`` with vcrpy's reason and diff, scrubbed (``brief``:
+    one line, no diff)."""
     cassette, sent = error.cassette, error.failed_request
     scrub = (scrubber or Scrubber()).text
     request = cassette.filter_request(sent) or sent

@@ -120,16 +120,12 @@ class ReplayingRuntime(RuntimeAdapter):
         return runtime.trace_url(trace_id) if isinstance(runtime, LangfuseTracedRuntime) else None
 
     def release(self) -> None:
-        try:
+        with contextlib.closing(self._stack):  # the cassette saved even if closing fails
             self.runtime.close()
-        finally:
-            self._stack.close()
 
     async def arelease(self) -> None:
-        try:
+        with contextlib.closing(self._stack):
             await self.runtime.aclose()
-        finally:
-            self._stack.close()
 
 
 class _Options(TypedDict, total=False):
