@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import vcr
 from vcr.cassette import Cassette
 from vcr.errors import CannotOverwriteExistingCassetteException
+from vcr.persisters.filesystem import FilesystemPersister
 from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
@@ -190,14 +191,20 @@ def cassette_config(
 
 
 class ScrubbingPersister:
-    """A vcrpy persister that scrubs every interaction before ``inner`` writes it, so a
-    host's own ``before_record_*`` or ``filter_headers`` cannot let a secret through."""
+    """A vcrpy persister around ``inner``: it loads only what ``check_cassette`` passes (a
+    missing cassette is ``NotFound`` when ``required``), and scrubs every interaction before
+    ``inner`` writes it, so a host's ``before_record_*`` cannot let a secret through."""
 
-    def __init__(self, inner: Any, scrubber: Scrubber) -> None:
-        self.inner, self.scrubber = inner, scrubber
+    def __init__(self, inner: Any, scrubber: Scrubber, *, required: bool = False) -> None:
+        self.inner, self.scrubber, self.required = inner, scrubber, required
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        return self.inner.load_cassette(cassette_path, serializer)
+        check_cassette(Path(cassette_path), write_protected=self.required)
+        try:
+            return self.inner.load_cassette(cassette_path, serializer)
+        except (LookupError, TypeError, ValueError, AttributeError) as error:  # vcrpy's load
+            kind = type(error).__name__
+            raise InvalidData(f"{cassette_path}: not a readable cassette ({kind})") from None
 
     def save_cassette(
         self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
@@ -333,7 +340,9 @@ def check_cassette(path: Path, *, write_protected: bool) -> None:
             and isinstance(request["uri"], str)
             and isinstance(request["method"], str)
             and isinstance(item.get("response"), dict)
-            and isinstance(item["response"].get("status"), dict)
+            and all(
+                isinstance(item["response"].get(k), dict) for k in ("status", "headers", "body")
+            )
         ):
             raise InvalidData(
                 f"{path}: interactions[{index}] is not a recorded request/response pair"
@@ -355,17 +364,12 @@ def open_cassette(
     if mode == "rewrite":
         path.unlink(missing_ok=True)
         mode = "new_episodes"
-    check_cassette(path, write_protected=mode == "none")
     scrubber = Scrubber(secrets, env)
     config = cassette_config(scrubber=scrubber)
     config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
-    with ExitStack() as stack:
-        try:
-            cassette = stack.enter_context(
-                vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
-            )
-        except (LookupError, TypeError, ValueError, AttributeError) as error:  # vcrpy's load
-            raise InvalidData(f"{path}: not a readable cassette ({type(error).__name__})") from None
+    persister = ScrubbingPersister(FilesystemPersister, scrubber, required=mode == "none")
+    opened = vcr.VCR().use_cassette(str(path), record_mode=mode, persister=persister, **config)
+    with opened as cassette:
         active = ActiveCassette(path, cassette, scrubber)
         with offline() if active.replaying else nullcontext():
             yield active
