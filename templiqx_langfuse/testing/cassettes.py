@@ -4,6 +4,7 @@ matching, each interaction played once, Langfuse's API never recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -258,16 +259,6 @@ def cassette_miss(error: BaseException) -> CannotOverwriteExistingCassetteExcept
     return next(found, None)
 
 
-def _only_format_differs(recorded: Any, sent: Any) -> bool:
-    """Both bodies are JSON objects equal but for ``response_format``."""
-    try:
-        old, new = (json.loads(body or b"") for body in (recorded, sent))
-        formats = old.pop("response_format", None), new.pop("response_format", None)
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return bool(old == new and formats[0] != formats[1])
-
-
 def no_match_error(
     error: CannotOverwriteExistingCassetteException,
     *,
@@ -296,9 +287,13 @@ def no_match_error(
         "already_played": "its recorded twin was already played (an interaction plays once)",
         "no_match": f"closest recorded request differs in: {', '.join(n for n, _ in failed)}",
     }.get(error.reason, "no recorded request is similar to it")
-    if [n for n, _ in failed] == ["body"]:
-        recorded = error.similar_requests[0][0].body
-        reason += f"; {FORMAT_ONLY}" if _only_format_differs(recorded, sent.body) else ""
+    if [n for n, _ in failed] == ["body"]:  # JSON objects equal but for response_format?
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            old, new = (
+                json.loads(b or b"") for b in (error.similar_requests[0][0].body, sent.body)
+            )
+            formats = old.pop("response_format", None), new.pop("response_format", None)
+            reason += f"; {FORMAT_ONLY}" if old == new and formats[0] != formats[1] else ""
     if brief:
         return CassetteMiss(f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)")
     lines = [head, reason]

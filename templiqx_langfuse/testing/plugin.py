@@ -143,7 +143,7 @@ def _templiqx_open(
                 path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
             kwargs["path_transformer"] = None
             cassette = stack.enter_context(vcr.use_cassette(str(path), **kwargs))
-        # (a missing cassette replays as empty: a call says so, a test without one passes)
+        # A missing cassette replays as empty: a call says so, a test without one passes.
         active = ActiveCassette(Path(cassette.path), cassette, scrubber)
         blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
             "--block-network"
