@@ -4,13 +4,14 @@ matching, each interaction played once, Langfuse's API never recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import vcr
 from vcr.cassette import Cassette
 from vcr.errors import CannotOverwriteExistingCassetteException
+from vcr.persisters.filesystem import FilesystemPersister
 from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
@@ -190,14 +192,20 @@ def cassette_config(
 
 
 class ScrubbingPersister:
-    """A vcrpy persister that scrubs every interaction before ``inner`` writes it, so a
-    host's own ``before_record_*`` or ``filter_headers`` cannot let a secret through."""
+    """A vcrpy persister around ``inner``: it loads only what ``check_cassette`` passes (a
+    missing cassette is ``NotFound`` when ``required``), and scrubs every interaction before
+    ``inner`` writes it, so a host's ``before_record_*`` cannot let a secret through."""
 
-    def __init__(self, inner: Any, scrubber: Scrubber) -> None:
-        self.inner, self.scrubber = inner, scrubber
+    def __init__(self, inner: Any, scrubber: Scrubber, *, required: bool = False) -> None:
+        self.inner, self.scrubber, self.required = inner, scrubber, required
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        return self.inner.load_cassette(cassette_path, serializer)
+        check_cassette(Path(cassette_path), write_protected=self.required)
+        try:
+            return self.inner.load_cassette(cassette_path, serializer)
+        except (LookupError, TypeError, ValueError, AttributeError) as error:  # vcrpy's load
+            kind = type(error).__name__
+            raise InvalidData(f"{cassette_path}: not a readable cassette ({kind})") from None
 
     def save_cassette(
         self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any
@@ -213,9 +221,8 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, with the scrubber its recordings and miss reports go through,
-    and the misses its replaying runtime met (the code under test may have swallowed them:
-    the pytest plugin still fails the test with each)."""
+    """A cassette in use, the scrubber its recordings and misses go through, and the misses
+    its replaying runtime met (the plugin fails the test with each, even if swallowed)."""
 
     path: Path
     cassette: Cassette
@@ -252,24 +259,14 @@ def cassette_miss(error: BaseException) -> CannotOverwriteExistingCassetteExcept
     return next(found, None)
 
 
-def _only_format_differs(recorded: Any, sent: Any) -> bool:
-    """Both bodies are JSON objects equal but for ``response_format``."""
-    try:
-        old, new = (json.loads(body or b"") for body in (recorded, sent))
-        formats = old.pop("response_format", None), new.pop("response_format", None)
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return bool(old == new and formats[0] != formats[1])
-
-
 def no_match_error(
     error: CannotOverwriteExistingCassetteException,
     *,
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one ``CassetteMiss``: what the closest recorded request differs in
-    (``brief``: on one line, without vcrpy's matcher messages)."""
+    """vcrpy's miss as one ``CassetteMiss`` with vcrpy's reason and diff, scrubbed (``brief``:
+    one line, no diff)."""
     cassette, sent = error.cassette, error.failed_request
     scrub = (scrubber or Scrubber()).text
     request = cassette.filter_request(sent) or sent
@@ -285,18 +282,18 @@ def no_match_error(
     head += f" for {asked}"
     if not len(cassette):
         return CassetteMiss(f"{head}; the cassette is empty. Record it: pytest --record-mode=once")
-    similar = cassette.find_requests_with_most_matches(sent)
-    failed: list[tuple[str, str]] = similar[0][2] if similar else []
-    if not similar:
-        reason = "no recorded request is similar to it"
-    elif not failed:
-        reason = "its recorded twin was already played (an interaction plays once)"
-    else:
-        reason = f"closest recorded request differs in: {', '.join(n for n, _ in failed)}"
-        if [n for n, _ in failed] == ["body"] and _only_format_differs(
-            similar[0][0].body, sent.body
-        ):
-            reason += f"; {FORMAT_ONLY}"
+    failed = error.similar_requests[0][2] if error.reason == "no_match" else []
+    reason = {
+        "already_played": "its recorded twin was already played (an interaction plays once)",
+        "no_match": f"closest recorded request differs in: {', '.join(n for n, _ in failed)}",
+    }.get(error.reason, "no recorded request is similar to it")
+    if [n for n, _ in failed] == ["body"]:  # JSON objects equal but for response_format?
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            old, new = (
+                json.loads(b or b"") for b in (error.similar_requests[0][0].body, sent.body)
+            )
+            formats = old.pop("response_format", None), new.pop("response_format", None)
+            reason += f"; {FORMAT_ONLY}" if old == new and formats[0] != formats[1] else ""
     if brief:
         return CassetteMiss(f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)")
     lines = [head, reason]
@@ -338,7 +335,9 @@ def check_cassette(path: Path, *, write_protected: bool) -> None:
             and isinstance(request["uri"], str)
             and isinstance(request["method"], str)
             and isinstance(item.get("response"), dict)
-            and isinstance(item["response"].get("status"), dict)
+            and all(
+                isinstance(item["response"].get(k), dict) for k in ("status", "headers", "body")
+            )
         ):
             raise InvalidData(
                 f"{path}: interactions[{index}] is not a recorded request/response pair"
@@ -360,17 +359,12 @@ def open_cassette(
     if mode == "rewrite":
         path.unlink(missing_ok=True)
         mode = "new_episodes"
-    check_cassette(path, write_protected=mode == "none")
     scrubber = Scrubber(secrets, env)
     config = cassette_config(scrubber=scrubber)
     config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
-    with ExitStack() as stack:
-        try:
-            cassette = stack.enter_context(
-                vcr.VCR().use_cassette(str(path), record_mode=mode, **config)
-            )
-        except (LookupError, TypeError, ValueError, AttributeError) as error:  # vcrpy's load
-            raise InvalidData(f"{path}: not a readable cassette ({type(error).__name__})") from None
+    persister = ScrubbingPersister(FilesystemPersister, scrubber, required=mode == "none")
+    opened = vcr.VCR().use_cassette(str(path), record_mode=mode, persister=persister, **config)
+    with opened as cassette:
         active = ActiveCassette(path, cassette, scrubber)
         with offline() if active.replaying else nullcontext():
             yield active

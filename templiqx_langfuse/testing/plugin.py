@@ -1,7 +1,5 @@
-"""pytest plugin (``pytest11``): a test using ``templiqx_cassette`` or
-``templiqx_replay_runtime`` is a ``@pytest.mark.vcr`` test, given our rules as its VCR's
-defaults (``vcr_config`` overrides them) and a scrubbing persister. Nothing heavy is
-imported at module level: pytest loads this in every host run."""
+"""pytest plugin: a test using our cassette fixtures is a ``@pytest.mark.vcr`` test whose VCR
+has our rules as defaults and a scrubbing persister. Imports stay lazy: every host run loads it."""
 
 from __future__ import annotations
 
@@ -116,15 +114,14 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
 def _templiqx_open(
     request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., ActiveCassette | None]]:
-    """Opens the test's cassettes until it ends: pytest-recording's own, or one at a path
-    from the VCR it configured (``None`` under ``--disable-recording``). Then, after a
-    passing test (a failed one already names its cause), unplayed interactions fail it."""
+    """Opens the test's cassettes (pytest-recording's, or one at a path with its VCR) until it
+    ends; unplayed interactions then fail a test that passed (a failed one names its cause)."""
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
 
     from ._offline import offline
-    from .cassettes import ActiveCassette, check_cassette
+    from .cassettes import ActiveCassette
 
     fixture, stack = request.getfixturevalue, ExitStack()
 
@@ -144,11 +141,9 @@ def _templiqx_open(
             path = Path(path).absolute()  # the working directory's, not the cassette directory's
             if kwargs.pop("record_mode", fixture("record_mode")) == "rewrite":
                 path.unlink(missing_ok=True)  # as pytest-recording does to its own cassette
-            check_cassette(path, write_protected=False)
             kwargs["path_transformer"] = None
             cassette = stack.enter_context(vcr.use_cassette(str(path), **kwargs))
-        else:  # a missing one replays as empty: a call says so, a test without one passes
-            check_cassette(Path(cassette.path), write_protected=False)
+        # A missing cassette replays as empty: a call says so, a test without one passes.
         active = ActiveCassette(Path(cassette.path), cassette, scrubber)
         blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
             "--block-network"

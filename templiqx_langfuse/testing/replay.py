@@ -41,13 +41,11 @@ __all__ = [
     "runtime_on",
 ]
 
-_REPLAY_KEY = "replay-no-key"
 logger = logging.getLogger("templiqx_langfuse")
 
 
 def offline_langfuse(config: LangfuseConfig, cassette: Path) -> LangfuseConfig:
-    """``config`` with tracing off: a replay sends nothing anywhere, Langfuse included
-    (keys that were set are still redacted)."""
+    """``config`` with tracing off: a replay sends nothing anywhere (set keys still redacted)."""
     if config.enabled:
         logger.warning(
             "replaying %s offline: Langfuse tracing is off (LANGFUSE_* keys ignored)", cassette
@@ -72,10 +70,8 @@ def recorded_endpoint(path: Path) -> tuple[str, str]:
 
 
 class ReplayingRuntime(RuntimeAdapter):
-    """``runtime``'s calls, answered (or recorded) by a cassette: a request it cannot answer
-    raises ``CassetteMiss`` (one line when ``brief_misses``), whatever failure ``runtime``
-    mapped vcrpy's miss into. It takes over what ``cassette_stack`` would close: closing
-    the runtime flushes its traces, then closes (saves) the cassette."""
+    """``runtime``'s calls answered (or recorded) by a cassette; a miss is a ``CassetteMiss``
+    whatever ``runtime`` mapped it into. Closing flushes the traces, then saves the cassette."""
 
     def __init__(
         self,
@@ -86,12 +82,8 @@ class ReplayingRuntime(RuntimeAdapter):
         brief_misses: bool = False,
     ) -> None:
         self.active, self.runtime, self.brief_misses = active, runtime, brief_misses
+        self.inner = runtime  # named as a wrapper's is: the eval runner finds its redactor there
         self._stack = cassette_stack.pop_all()
-
-    @property
-    def inner(self) -> RuntimeAdapter:
-        """``runtime``, named as a wrapper's is (the eval runner finds its redactor there)."""
-        return self.runtime
 
     def descriptor(self) -> AdapterDescriptor:
         return self.runtime.descriptor()
@@ -128,16 +120,12 @@ class ReplayingRuntime(RuntimeAdapter):
         return runtime.trace_url(trace_id) if isinstance(runtime, LangfuseTracedRuntime) else None
 
     def release(self) -> None:
-        try:
+        with contextlib.closing(self._stack):  # the cassette saved even if closing fails
             self.runtime.close()
-        finally:
-            self._stack.close()
 
     async def arelease(self) -> None:
-        try:
+        with contextlib.closing(self._stack):
             await self.runtime.aclose()
-        finally:
-            self._stack.close()
 
 
 class _Options(TypedDict, total=False):
@@ -156,8 +144,7 @@ def replaying_runtime(
     ignore_hosts: Iterable[str] = (),
     **options: Unpack[_Options],
 ) -> ReplayingRuntime:
-    """The runtime on ``cassette`` opened with ``record_mode``; ``ignore_hosts``: vcrpy's
-    (an ASGI app under test); ``options``: as ``runtime_on`` takes them."""
+    """The runtime on ``cassette``; ``ignore_hosts`` pass through (an ASGI app under test)."""
     env = options.get("env")
     with contextlib.ExitStack() as stack:
         opened = open_cassette(
@@ -176,10 +163,8 @@ def runtime_on(
     brief_misses: bool = False,
     build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
 ) -> ReplayingRuntime:
-    """The runtime on a cassette already in use (``None``: real calls, no cassette), taking
-    over ``stack``. Langfuse follows ``langfuse`` or the environment; ``build`` is a port
-    adapter class (its ``produce_output`` is replayed), called as ``LangfuseTracedRuntime``
-    is. Every configured key is scrubbed from what gets recorded."""
+    """The runtime on a cassette in use (``None``: real calls), taking over ``stack``;
+    ``build`` is called as ``LangfuseTracedRuntime`` is, and every key it gets is scrubbed."""
     environ = os.environ if env is None else env
     langfuse = langfuse or LangfuseConfig.from_env(environ)
     ssl_context: ssl.SSLContext | None = None  # it may record: httpx's verifying context
@@ -193,7 +178,7 @@ def runtime_on(
             if active.path.is_file()
             else (f"{LOOPBACK_REPLAY_HOST}/v1", "unrecorded")
         )
-        model = ModelConfig(base_url=base_url, api_key=_REPLAY_KEY, model=model_name)
+        model = ModelConfig(base_url=base_url, api_key="replay-no-key", model=model_name)
         # Nothing connects while replaying: skip loading the CA store (~20 ms of a
         # ``--replay`` run); trusting no certificate, a connection would fail closed.
         ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)

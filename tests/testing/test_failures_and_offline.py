@@ -299,3 +299,36 @@ def test_a_replay_streams_live_when_awaited_and_a_closed_one_ends_its_stream_wit
         assert code == "TQX_RUNTIME_CLOSED"
         assert [(e.kind, e.code) for e in events] == [("Failed", "TQX_RUNTIME_CLOSED")]
     assert len(closed) == 2
+
+
+#: A well-shaped pair vcrpy itself cannot load (its headers are text, not a mapping).
+UNLOADABLE = (
+    "interactions: [{request: {method: P, uri: u, body: b, headers: abc},"
+    " response: {status: {code: 200}, headers: {}, body: {string: ''}}}]\n"
+)
+
+
+def test_a_cassette_vcrpy_cannot_load_is_invalid_data_in_a_host_suite(
+    pytester: pytest.Pytester,
+) -> None:
+    """As under ``--replay``: the plugin's default and explicit cassettes alike."""
+    (pytester.path / "cassettes" / "test_host").mkdir(parents=True)
+    (pytester.path / "cassettes" / "test_host" / "test_default.yaml").write_text(UNLOADABLE)
+    (pytester.path / "bad.yaml").write_text(UNLOADABLE)
+    pytester.makepyfile(
+        test_host="""
+        def test_default(templiqx_cassette):
+            templiqx_cassette()
+
+        def test_explicit(templiqx_replay_runtime):
+            templiqx_replay_runtime("bad.yaml")
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*InvalidData: */test_default.yaml: not a readable cassette (ValueError)",
+            "*InvalidData: */bad.yaml: not a readable cassette (ValueError)",
+        ]
+    )
