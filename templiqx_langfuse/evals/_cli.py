@@ -1,7 +1,6 @@
-"""``templiqx eval CONTRACT --runtime NAME`` (the core CLI's ``templiqx.commands`` entry
-point ``eval``). Exit codes: 0 the gate passed, 2 it did not or a usage error, 1 the
-command itself failed (a typed error the CLI prints on one line).
-"""
+"""``templiqx eval CONTRACT --runtime NAME``, the core CLI's ``templiqx.commands`` entry point
+``eval``. Exit 0 the gate passed, 2 it did not or a usage error, 5 no case ran (as pytest's "no
+tests ran"), 1 the command itself failed (a typed error the CLI prints on one line)."""
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ from ._report import (
 )
 from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
 
-EXIT_OK, EXIT_GATE = 0, 2
+EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
 LANGFUSE_CASES = "langfuse:"
 
@@ -47,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on them, or merge shards' results (--merge); without either, `templiqx eval "
         "CONTRACT` self-checks its fixtures on the scripted runtime.",
         epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
-        "1 the command itself failed",
+        "5 no case ran (an empty shard), 1 the command itself failed",
     )
     add, many = parser.add_argument, "append"
     add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
@@ -212,6 +211,8 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             _print_report(args, files, summary, out, err)
     if not all(summary.gate(gate) for summary in summaries):
         return EXIT_GATE
+    if any(summary.total == 0 for summary in summaries):
+        return EXIT_NO_CASES  # nothing passed: neither a pass nor a promotion
     from .._prompts import promote_label
 
     for name, version in promotions:  # a failure: exit 1, said on one line
