@@ -323,20 +323,6 @@ def _plugins() -> dict[str, EntryPoint]:
     return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
-def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, list[str]]:
-    """The entry point that runs this command line, if any, and its arguments: a name no
-    core command has, or a core command's line it cannot parse (``eval --runtime NAME``)."""
-    at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
-    if at is None:
-        return None, []
-    name, rest = argv[at], argv[at + 1 :]
-    if name in _CORE_COMMANDS and parsed:
-        helped = {"-h", "--help"} & set(rest)
-        if not (helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)):
-            return None, rest
-    return _plugins().get(name), rest
-
-
 def _plain_warnings(err: TextIO) -> None:
     """Library warnings (e.g. "tracing disabled") reach the user as one plain line each."""
     logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
@@ -364,14 +350,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        plugin, rest = _plugin_for(argv, parsed=True)
+        # A command entry point runs a name no core command has, or a core command's line the
+        # core cannot parse (``eval --runtime NAME ...``, its --help too); a core command's own
+        # line reads no entry point metadata.
+        at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+        name, rest = (argv[at] if at < len(argv) else ""), argv[at + 1 :]
+        helped = {"-h", "--help"} & set(rest)
+        theirs = helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)
+        plugin = _plugins().get(name) if name and (name not in _CORE_COMMANDS or theirs) else None
         if plugin is not None:
             return _run_plugin(plugin, rest, err)
         help_asked = not argv or argv[0] in ("-h", "--help")
         parser = build_parser(_plugins() if help_asked else None)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            plugin, rest = _plugin_for(argv, parsed=False)
+            plugin = _plugins().get(name)
             if plugin is None:
                 hint = "; the eval runner comes with templiqx-langfuse" * (args.command == "eval")
                 parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
