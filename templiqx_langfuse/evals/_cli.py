@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, TextIO
+from typing import IO, NamedTuple, TextIO
 
 from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
 from templiqx_core.adapters import load_document
@@ -177,8 +176,7 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, in
     return gate, pinned
 
 
-@dataclasses.dataclass(frozen=True)
-class _Files:
+class _Files(NamedTuple):
     """Where one contract's results go and come from."""
 
     contract: Contract
@@ -189,9 +187,8 @@ class _Files:
 
 
 def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
-    """Each contract's files: the paths given for one contract; for several, ``--output``,
-    ``--resume`` and ``--baseline`` are directories of ``<contract id>.json`` (``.xml``
-    for JUnit)."""
+    """Each contract's files: the paths given for one; for several, ``--output``, ``--resume``
+    and ``--baseline`` are directories of ``<contract id>.json`` (``.xml`` for JUnit)."""
     several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
