@@ -125,10 +125,8 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     fingerprint.add_argument("file", type=Path, help="JSON or YAML document")
     command("runtimes", "list the installed runtimes")
     mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
+    runtime = "runtime entry point: scripted, langfuse, or a host's own (see: templiqx runtimes)"
     for sub, default in ((execute, None), (mcp, "scripted")):
-        runtime = (
-            "runtime entry point: scripted, langfuse, or a host's own (see: templiqx runtimes)"
-        )
         sub.add_argument("--runtime", default=default, help=runtime)
         replay = "replay the runtime's HTTP calls from a vcrpy cassette (offline, untraced)"
         sub.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)

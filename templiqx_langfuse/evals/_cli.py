@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """The ``eval`` command entry point: run each contract's cases on ``--runtime`` (or merge
-    shards' results), print each report from its results file; the exit code."""
+    shards' results) and print each report, read back from its results file (a run keeps only
+    its failed cases in memory); the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.merge is not None and args.runtime is not None:
