@@ -125,10 +125,8 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     fingerprint.add_argument("file", type=Path, help="JSON or YAML document")
     command("runtimes", "list the installed runtimes")
     mcp = command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)")
+    runtime = "runtime entry point: scripted, langfuse, or a host's own (see: templiqx runtimes)"
     for sub, default in ((execute, None), (mcp, "scripted")):
-        runtime = (
-            "runtime entry point: scripted, langfuse, or a host's own (see: templiqx runtimes)"
-        )
         sub.add_argument("--runtime", default=default, help=runtime)
         replay = "replay the runtime's HTTP calls from a vcrpy cassette (offline, untraced)"
         sub.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
@@ -230,40 +228,22 @@ def _print(text: str, out: TextIO) -> None:
         raise CommandError(f"cannot write the output ({type(error).__name__})") from None
 
 
-def _eval(args: argparse.Namespace, err: TextIO) -> OperationEnvelope[Any]:
-    err.write(
-        "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
-        "--runtime NAME runs the cases against a model\n"
-    )
-    if len(args.contract) > 1:
-        raise UsageError("eval: the self-check takes one contract; --runtime NAME runs several")
-    from ._application import eval_envelope
-
-    return eval_envelope(args.contract[0], capabilities=args.capability)
-
-
-def _runtime_name(args: argparse.Namespace) -> str:
-    if args.runtime is not None:
-        return str(args.runtime)
-    if args.fixture_output is not None or args.scenario is not None or args.eval_id is not None:
-        return "scripted"
-    from ._runtimes import available_runtimes
-
-    installed = ", ".join(available_runtimes()) or "none"
-    raise UsageError(
-        f"execute: choose a runtime with --runtime NAME (installed: {installed}), "
-        "or give the scripted runtime --fixture-output FILE or --scenario MANIFEST"
-    )
-
-
 def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     from pydantic import JsonValue, TypeAdapter
 
     from ._application import execute_contract
-    from ._runtimes import load_runtime
+    from ._runtimes import available_runtimes, load_runtime
     from ._scenarios import load_scenario
 
-    name = _runtime_name(args)
+    name = args.runtime
+    if name is None:
+        if args.fixture_output is None and args.scenario is None and args.eval_id is None:
+            installed = ", ".join(available_runtimes()) or "none"
+            raise UsageError(
+                f"execute: choose a runtime with --runtime NAME (installed: {installed}), "
+                "or give the scripted runtime --fixture-output FILE or --scenario MANIFEST"
+            )
+        name = "scripted"
     options = _runtime_options(args, on_trace_url=_print_trace_url)
     scenario = None
     if args.scenario is not None:
@@ -281,7 +261,7 @@ def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
     except ValueError as error:
         flag = "--scenario" if args.fixture_output is None else "--fixture-output"
         raise CommandError(f"{flag}: not a JSON value ({type(error).__name__})") from None
-    with load_runtime(name, options) as runtime:  # a PortError: main's one line, exit 1
+    with load_runtime(str(name), options) as runtime:  # a PortError: main's one line, exit 1
         return execute_contract(
             args.contract,
             request,
@@ -294,53 +274,45 @@ def _execute(args: argparse.Namespace, out: TextIO) -> OperationEnvelope[Any]:
         )
 
 
-def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if args.command == "mcp":
-        try:
-            from ._mcp import serve  # the optional extra, imported only when asked for
-        except ImportError as error:
-            raise CommandError(str(error)) from None
-        serve(_runtime_options(args), runtime_name=args.runtime)
-        return EXIT_OK
+def _envelope(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
+    """The command's envelope; ``fingerprint`` and ``runtimes`` load no compiler."""
     from ._contracts import OperationEnvelope
 
-    envelope: OperationEnvelope[Any]
-    if args.command == "fingerprint":  # this and runtimes load no compiler
+    if args.command == "fingerprint":
         from ._canonical import fingerprint
 
         document = _read_document(args.file, "fingerprint")
         with _failing(f"fingerprint: {args.file}"):
             value = fingerprint(document)
-        envelope = OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
-    elif args.command == "runtimes":
+        return OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
+    if args.command == "runtimes":
         from ._runtimes import available_runtimes
 
         names = available_runtimes()
-        envelope = OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
-    else:
-        from ._application import check_envelope, compile_envelope
-        from ._compiler.model import reading_each_file_once
+        return OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+    from ._application import check_envelope, compile_envelope, eval_envelope
+    from ._compiler.model import reading_each_file_once
 
-        with reading_each_file_once():  # a contract is read and parsed once per run
-            if args.command == "compile":
-                request = _render_request(args, None)
-                envelope = compile_envelope(args.contract, request, capabilities=args.capability)
-            elif args.command == "check":
-                envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
-                for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
-                    err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
-            elif args.command == "eval":
-                envelope = _eval(args, err)
-            else:
-                envelope = _execute(args, out)
-    # Print the envelope (the reference's ``print``); its ``ok`` decides the exit code.
-    compact = args.json or getattr(args, "stream", False)
-    _print(envelope.model_dump_json(indent=None if compact else 2), out)
-    if envelope.ok:
-        return EXIT_OK
-    for diagnostic in envelope.diagnostics:
-        err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
-    return EXIT_NOT_OK
+    with reading_each_file_once():  # a contract is read and parsed once per run
+        if args.command == "compile":
+            request = _render_request(args, None)
+            return compile_envelope(args.contract, request, capabilities=args.capability)
+        if args.command == "check":
+            envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
+            for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
+                err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
+            return envelope
+        if args.command == "eval":
+            err.write(
+                "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
+                "--runtime NAME runs the cases against a model\n"
+            )
+            if len(args.contract) > 1:
+                raise UsageError(
+                    "eval: the self-check takes one contract; --runtime NAME runs several"
+                )
+            return eval_envelope(args.contract[0], capabilities=args.capability)
+        return _execute(args, out)
 
 
 def _plugins() -> dict[str, EntryPoint]:
@@ -349,31 +321,20 @@ def _plugins() -> dict[str, EntryPoint]:
     return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
-def _plugin_for(argv: list[str], *, parsed: bool) -> tuple[EntryPoint | None, list[str]]:
-    """The command entry point that runs this command line, if any, and its arguments: a
-    name no core command has, or a core command's line it cannot parse (``eval --runtime
-    NAME ...``) and its ``--help``. A core command's own line reads no entry point metadata."""
-    at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
-    if at is None:
-        return None, []
-    name, rest = argv[at], argv[at + 1 :]
-    if name in _CORE_COMMANDS and parsed:
-        helped = {"-h", "--help"} & set(rest)
-        if not (helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)):
-            return None, rest
-    return _plugins().get(name), rest
+def _plain_warnings(err: TextIO) -> None:
+    """Library warnings (e.g. "tracing disabled") reach the user as one plain line each."""
+    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
 
 
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
-    """Call a command entry point (``fn(argv) -> int``): its warnings as plain lines, each
-    contract file read once."""
+    """Call a command entry point, ``fn(argv) -> int``, each contract file read once."""
     from ._compiler.model import reading_each_file_once
 
     try:
         command = entry.load()
     except ImportError as error:
         raise CommandError(f"{entry.name}: cannot load {entry.value} ({error})") from None
-    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
+    _plain_warnings(err)
     try:
         with reading_each_file_once():
             return int(command(argv))
@@ -387,22 +348,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        plugin, rest = _plugin_for(argv, parsed=True)
+        # A command entry point runs a name no core command has, or a core command's line the
+        # core cannot parse (``eval --runtime NAME ...``, its --help too); a core command's own
+        # line reads no entry point metadata.
+        at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+        name, rest = (argv[at] if at < len(argv) else ""), argv[at + 1 :]
+        helped = {"-h", "--help"} & set(rest)
+        theirs = helped and any(a.startswith("--") and a not in _CORE_EVAL for a in rest)
+        plugin = _plugins().get(name) if name and (name not in _CORE_COMMANDS or theirs) else None
         if plugin is not None:
             return _run_plugin(plugin, rest, err)
         help_asked = not argv or argv[0] in ("-h", "--help")
         parser = build_parser(_plugins() if help_asked else None)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            plugin, rest = _plugin_for(argv, parsed=False)
+            plugin = _plugins().get(name)
             if plugin is None:
                 hint = "; the eval runner comes with templiqx-langfuse" * (args.command == "eval")
                 parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
             return _run_plugin(plugin, rest, err)
         if args.command in ("execute", "mcp"):
-            # Library warnings (e.g. "tracing disabled") reach the user as one plain line.
-            logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
-        return _run(args, out, err)
+            _plain_warnings(err)
+        if args.command == "mcp":
+            try:
+                from ._mcp import serve  # the optional extra, imported only when asked for
+            except ImportError as error:
+                raise CommandError(str(error)) from None
+            serve(_runtime_options(args), runtime_name=args.runtime)
+            return EXIT_OK
+        envelope = _envelope(args, out, err)
+        # Printed as the reference's ``print``; its ``ok`` decides the exit code.
+        compact = args.json or getattr(args, "stream", False)
+        _print(envelope.model_dump_json(indent=None if compact else 2), out)
+        if envelope.ok:
+            return EXIT_OK
+        for diagnostic in envelope.diagnostics:
+            err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
+        return EXIT_NOT_OK
     except (UsageError, CommandError) as error:
         err.write(f"templiqx: {error}\n")
         return EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILED

@@ -1,14 +1,12 @@
-"""MCP surface (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
-answering with the CLI's ``OperationEnvelope`` JSON (``stream=true``: each ``StreamEvent``
-as a progress notification). The caller is an agent: paths must resolve inside the working
-directory or ``TEMPLIQX_MCP_ROOTS``. Tool work runs on the server's own bounded threads, not
-anyio's limiter the stdio reader and writer need, and events go through a per-call buffer,
-so no tool thread waits on stdout."""
+"""MCP server (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
+answering with the CLI's ``OperationEnvelope`` JSON. The caller is an agent: paths must resolve
+inside the working directory or ``TEMPLIQX_MCP_ROOTS``."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import threading
@@ -53,8 +51,8 @@ T = TypeVar("T")
 
 
 async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) -> T:
-    """``work()`` on a daemon thread, holding one of ``slots`` while it runs (not anyio's
-    threads: they are no daemons, so a call stuck in I/O would outlive stdin)."""
+    """``work()`` on a daemon thread holding one of ``slots``: not on anyio's threads, which are
+    no daemons (a call stuck in I/O would outlive stdin) and whose limiter stdio needs."""
     async with slots:
         done, token = anyio.Event(), anyio.lowlevel.current_token()
         outcome: Future[T] = Future()
@@ -73,25 +71,21 @@ async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) ->
     return outcome.result()
 
 
-def _result(data: dict[str, Any], text: str, *, is_error: bool = False) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=data, is_error=is_error
-    )
-
-
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
     """The envelope as the reference MCP server returns it: a not-ok envelope is a normal
     result, ``result`` keys sorted at every level, the text compact JSON as serde writes."""
     data: dict[str, Any] = envelope.to_json()
     if "result" in data:
         data["result"] = sort_keys(data["result"])
-    return _result(data, wire_json(data))
+    text = [TextContent(type="text", text=wire_json(data))]
+    return CallToolResult(content=text, structured_content=data)
 
 
 def error_result(code: str, message: str) -> CallToolResult:
     """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
+    text = [TextContent(type="text", text=f"{code}: {message}")]
     data = {"error": {"code": code, "message": message}}
-    return _result(data, f"{code}: {message}", is_error=True)
+    return CallToolResult(content=text, structured_content=data, is_error=True)
 
 
 def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
@@ -240,10 +234,7 @@ def build_server(
         capabilities defaults to the contract's own declared capabilities.
         """
         path, request = call(contract, inputs, context)
-
-        def run() -> OperationEnvelope[Any]:
-            return compile_envelope(path, request, capabilities=capabilities)
-
+        run = functools.partial(compile_envelope, path, request, capabilities=capabilities)
         return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
     # Named for the wire; the Python name avoids shadowing the application function.

@@ -1,20 +1,17 @@
-"""``templiqx eval CONTRACT --runtime NAME`` (the core CLI's ``templiqx.commands`` entry
-point ``eval``). Exit codes: 0 the gate passed, 2 it did not or a usage error, 1 the
-command itself failed (a typed error the CLI prints on one line).
-"""
+"""``templiqx eval CONTRACT --runtime NAME``, the core CLI's ``templiqx.commands`` entry point
+``eval``. Exit 0 the gate passed, 2 it did not or a usage error, 5 no case ran (as pytest's "no
+tests ran"), 1 the command itself failed (a typed error the CLI prints on one line)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TextIO
+from typing import IO, NamedTuple, TextIO
 
 from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
 from templiqx_core.adapters import load_document
@@ -35,7 +32,7 @@ from ._report import (
 )
 from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
 
-EXIT_OK, EXIT_GATE = 0, 2
+EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
 LANGFUSE_CASES = "langfuse:"
 
@@ -47,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on them, or merge shards' results (--merge); without either, `templiqx eval "
         "CONTRACT` self-checks its fixtures on the scripted runtime.",
         epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
-        "1 the command itself failed",
+        "5 no case ran (an empty shard), 1 the command itself failed",
     )
     add, many = parser.add_argument, "append"
     add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
@@ -78,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """The ``eval`` command entry point: ``--merge`` or a run on ``--runtime``."""
+    """The ``eval`` command entry point: run each contract's cases on ``--runtime`` (or merge
+    shards' results) and print each report, read back from its results file (a run keeps only
+    its failed cases in memory); the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.merge is not None and args.runtime is not None:
@@ -87,7 +86,27 @@ def main(argv: list[str]) -> int:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
         given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
-    return run_command(args, sys.stdout, sys.stderr)
+    out, err = sys.stdout, sys.stderr
+    gate, promotions = _checked(args)
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+        plan = _files(args, scratch)
+        if args.merge is not None:
+            summaries = [_merge(args.merge, plan[0])]
+        else:
+            summaries = _run(args, plan, scratch, err)
+        for files, summary in zip(plan, summaries, strict=True):
+            _print_report(args, files, summary, out, err)
+    if not all(summary.gate(gate) for summary in summaries):
+        return EXIT_GATE
+    if any(summary.total == 0 for summary in summaries):
+        return EXIT_NO_CASES  # nothing passed: neither a pass nor a promotion
+    from .._prompts import promote_label
+
+    for name, version in promotions:  # a failure: exit 1, said on one line
+        promote_label(name, version, args.promote)
+        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
+    return EXIT_OK
 
 
 def merge_cassettes(directory: Path, target: Path) -> Path:
@@ -120,6 +139,16 @@ def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
 
 def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, int]]]:
     """The gate (``--min-pass-rate``) and the versions ``--promote`` pins, or a refusal."""
+    if args.merge is not None and len(args.contract) != 1:
+        raise InvalidData("--merge combines the results of one contract")
+    if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
+        raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
+    if args.retry_errors and args.resume is None:
+        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
+    if args.concurrency < 1 or args.repeat < 1:
+        raise InvalidData("--concurrency and --repeat must be at least 1")
+    if args.repair is not None and args.repair < 1:
+        raise InvalidData("--repair N counts every try: at least 1")
     gate = None
     if args.min_pass_rate is not None:
         try:
@@ -148,8 +177,7 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, in
     return gate, pinned
 
 
-@dataclasses.dataclass(frozen=True)
-class _Files:
+class _Files(NamedTuple):
     """Where one contract's results go and come from."""
 
     contract: Contract
@@ -160,9 +188,8 @@ class _Files:
 
 
 def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
-    """Each contract's files: the paths given for one contract; for several, ``--output``,
-    ``--resume`` and ``--baseline`` are directories of ``<contract id>.json`` (``.xml``
-    for JUnit)."""
+    """Each contract's files: the paths given for one; for several, ``--output``, ``--resume``
+    and ``--baseline`` are directories of ``<contract id>.json`` (``.xml`` for JUnit)."""
     several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
@@ -186,40 +213,6 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     return found
 
 
-def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the eval contract by contract (or ``--merge`` shards' results), print each
-    report; the exit code. The results go to a JSON file (``--output``, or a temporary
-    one) and every report is read back from it: a run holds only its failed cases."""
-    if args.merge is not None and len(args.contract) != 1:
-        raise InvalidData("--merge combines the results of one contract")
-    if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
-        raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
-    if args.retry_errors and args.resume is None:
-        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
-    if args.concurrency < 1 or args.repeat < 1:
-        raise InvalidData("--concurrency and --repeat must be at least 1")
-    if args.repair is not None and args.repair < 1:
-        raise InvalidData("--repair N counts every try: at least 1")
-    gate, promotions = _checked(args)
-    with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
-        plan = _files(args, scratch)
-        if args.merge is not None:
-            summaries = [_merge(args.merge, plan[0])]
-        else:
-            summaries = _run(args, plan, scratch, err)
-        for files, summary in zip(plan, summaries, strict=True):
-            _print_report(args, files, summary, out, err)
-    if not all(summary.gate(gate) for summary in summaries):
-        return EXIT_GATE
-    from .._prompts import promote_label
-
-    for name, version in promotions:  # a failure: exit 1, said on one line
-        promote_label(name, version, args.promote)
-        err.write(f"promoted langfuse:{name}#{version} to {args.promote}\n")
-    return EXIT_OK
-
-
 def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
     shard = None if args.shard is None else parse_shard(args.shard)
     cases: Path | list[EvalCaseSpec] | None = args.cases
@@ -239,26 +232,33 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
         judges = [judge_evaluator(path, runtime) for path in args.judge or ()]
         summaries = []
         for files, resume in zip(plan, resumes, strict=True):
-            kept = files.results == files.output
-            with _open(files.results) as stream, _interrupted(files.results, err, kept):
-                report = await arun_eval(
-                    files.contract,
-                    runtime=runtime,
-                    cases=cases,
-                    capabilities=args.capability,
-                    concurrency=args.concurrency,
-                    repeat=args.repeat,
-                    shard=shard,
-                    run_name=args.run_name,
-                    evaluators=[*(args.evaluator or ()), *judges],
-                    output=stream,
-                    resume=resume,
-                    retry_errors=args.retry_errors,
-                    progress=None if args.no_progress or not err.isatty() else err,
-                    dataset=dataset,
-                    keep="failures",
-                    repair=args.repair,
-                )
+            with _open(files.results) as stream:
+                try:
+                    report = await arun_eval(
+                        files.contract,
+                        runtime=runtime,
+                        cases=cases,
+                        capabilities=args.capability,
+                        concurrency=args.concurrency,
+                        repeat=args.repeat,
+                        shard=shard,
+                        run_name=args.run_name,
+                        evaluators=[*(args.evaluator or ()), *judges],
+                        output=stream,
+                        resume=resume,
+                        retry_errors=args.retry_errors,
+                        progress=None if args.no_progress or not err.isatty() else err,
+                        dataset=dataset,
+                        keep="failures",
+                        repair=args.repair,
+                    )
+                except (KeyboardInterrupt, asyncio.CancelledError):  # asyncio.run cancels on SIGINT
+                    # The results file holds every finished case and a partial summary.
+                    finished = sum(1 for _ in read_results(files.results))
+                    err.write(f"templiqx: eval interrupted after {finished} finished case(s)")
+                    kept = files.results == files.output
+                    err.write(f"; --resume {files.results} runs the rest\n" if kept else "\n")
+                    raise
             summaries.append(report.summary)
         return summaries
 
@@ -286,18 +286,6 @@ def _merge(paths: list[Path], files: _Files) -> Summary:
             writer.write(merged[key])
         writer.close(summary)
     return summary
-
-
-@contextlib.contextmanager
-def _interrupted(results: Path, err: TextIO, kept: bool) -> Iterator[None]:
-    """Ctrl-C: the results file holds every finished case and a partial summary."""
-    try:
-        yield
-    except (KeyboardInterrupt, asyncio.CancelledError):  # asyncio.run cancels on SIGINT
-        finished = sum(1 for _ in read_results(results))
-        err.write(f"templiqx: eval interrupted after {finished} finished case(s)")
-        err.write(f"; --resume {results} runs the rest\n" if kept else "\n")
-        raise
 
 
 def _open(path: Path) -> IO[str]:

@@ -307,15 +307,16 @@ def test_run_flags_without_a_runtime_are_a_usage_error(cli: Cli, tmp_path: Path)
     assert "--cases runs cases against a model: add --runtime NAME" in ran.err
 
 
-def test_an_empty_shard_passes_and_says_no_case_ran(
+def test_an_empty_shard_does_not_pass_silently(
     cli: Cli, greeting_model: GreetingModel, tmp_path: Path
 ) -> None:
+    # As pytest's "no tests ran" (exit 5): a shard that ran nothing is not a pass.
     cases = write_cases(tmp_path / "cases.jsonl", ["Ryan"])
     codes = []
     for shard in ("1/2", "2/2"):
         ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases, "--shard", shard)
         codes.append((ran.code, "no case ran" in ran.err))
-    assert sorted(codes) == [(0, False), (0, True)]
+    assert sorted(codes) == [(0, False), (5, True)]
 
 
 def test_the_shards_results_files_merge_into_one_run(

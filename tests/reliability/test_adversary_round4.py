@@ -344,7 +344,7 @@ def test_shard_edge_values_are_refused_or_split_every_case_exactly_once(tmp_path
             out = tmp_path / f"{count}-{index}.json"
             args = ("--cases", cases, "--shard", f"{index}/{count}", "--format", "json")
             code, _, err = cli("eval", GREETING, "--runtime", "langfuse", *args, "--output", out)
-            assert code == 0, err
+            assert code == 0 or (code == 5 and "no case ran" in err), err  # 5: an empty shard
             ran += [c["id"] for c in json.loads(out.read_text("utf-8"))["cases"]]
         if count <= 7:
             assert sorted(ran) == ["ada", "alan", "grace", "linus", "ryan"]
