@@ -1,7 +1,6 @@
-"""The ``templiqx/v1alpha1`` contract document as strict pydantic models (the one definition
-of a valid contract; the shipped JSON Schema for editors is generated from them), and its
-loading: YAML syntax and structure errors become located diagnostics.
-"""
+"""The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition of a valid
+contract; the JSON Schema shipped for editors is generated from them), and its loading: YAML
+syntax and structure errors become located diagnostics."""
 
 from __future__ import annotations
 
@@ -61,18 +60,13 @@ class NotExpr(WireModel):
     value: Expression
 
 
-class AndExpr(WireModel):
-    kind: Literal["and"]
-    values: list[Expression]
-
-
-class OrExpr(WireModel):
-    kind: Literal["or"]
+class LogicalExpr(WireModel):
+    kind: Literal["and", "or"]
     values: list[Expression]
 
 
 Expression = Annotated[
-    RefExpr | LiteralExpr | EqualsExpr | NotExpr | AndExpr | OrExpr,
+    RefExpr | LiteralExpr | EqualsExpr | NotExpr | LogicalExpr,
     Field(discriminator="kind"),
 ]
 
