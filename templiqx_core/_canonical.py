@@ -34,14 +34,10 @@ class NotJson(InvalidData):
         self.pointer = pointer
 
 
-def _reject(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not a JSON value")
-
-
 def canonical_json(value: Any) -> bytes:
     """The canonical UTF-8 JSON bytes of a JSON value; ``NotJson`` if it is none."""
     try:
-        data = orjson.dumps(value, default=_reject, option=_OPTIONS)
+        data = orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:  # the slow path encodes it or names what is wrong
         return _encode(value).encode("utf-8")
     if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out

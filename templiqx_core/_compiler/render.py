@@ -190,8 +190,7 @@ class Renderer:
     def node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         kind = node["kind"]
         if kind == "text":
-            text: str = node["value"]
-            return text
+            return str(node["value"])
         if kind == "interpolate":
             return self.interpolate(node, scope, pointer, active=active)
         if kind == "when":

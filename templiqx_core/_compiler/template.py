@@ -1,10 +1,6 @@
-"""Content written as a string: ``{{ PATH | filter | filter(name=JSON, ...) }}`` placeholders.
-
-Sugar for a node list: ``parse_template`` yields exactly the ``text``/``interpolate`` nodes
-the long form spells out (same bytes compiled); ``{{ "..." }}`` is literal text, the escape
-for ``{{``; ``print_template`` is the inverse. Hand-written: a template engine would bring
-its own grammar and semantics, this is one placeholder shape over the compiler's nodes.
-"""
+"""Content written as a string, ``{{ PATH | filter | filter(name=JSON) }}`` (``{{ "..." }}``
+is literal text): sugar for exactly the ``text``/``interpolate`` nodes the long form spells
+out. Hand-written: a template engine would bring its own grammar and semantics."""
 
 from __future__ import annotations
 
