@@ -16,7 +16,6 @@ from pydantic import (
     BeforeValidator,
     Discriminator,
     Field,
-    GetJsonSchemaHandler,
     JsonValue,
     ModelWrapValidatorHandler,
     PrivateAttr,
@@ -25,7 +24,7 @@ from pydantic import (
     ValidationInfo,
     model_validator,
 )
-from pydantic_core import CoreSchema, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
 from .. import codes
 from .._canonical import json_pointer
@@ -95,15 +94,11 @@ def _expand(value: Any, info: ValidationInfo) -> Any:
         raise PydanticCustomError("template_syntax", "{reason}", context) from None
 
 
-class _StringForm:  # in the JSON Schema, content is a node list or its string form
-    def __get_pydantic_json_schema__(
-        self, schema: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> dict[str, Any]:
-        string = {"type": "string", "description": "{{ path | filter }} placeholders"}
-        return {"anyOf": [string, handler(schema)]}
-
-
-Content = Annotated[list["ContentNode"], BeforeValidator(_expand), _StringForm()]
+_Placeholders = Annotated[str, Field(description="{{ path | filter }} placeholders")]
+Content = Annotated[
+    list["ContentNode"],
+    BeforeValidator(_expand, json_schema_input_type=_Placeholders | list["ContentNode"]),
+]
 """Content nodes, or a string with ``{{ ... }}`` placeholders standing for them."""
 
 
@@ -207,9 +202,9 @@ class Contract(WireModel):
     ) -> Contract:
         contract = handler(data)
         root = (info.context or {}).get("root")
-        for loc in _string_forms(data, []) if isinstance(data, dict) else ():
+        for loc, text in _string_forms(data, []) if isinstance(data, dict) else ():
             span = None if root is None else _span(_locate(data, root, loc)[1])
-            contract._strings[json_pointer(loc)] = (_value_at(data, loc), span)
+            contract._strings[json_pointer(loc)] = (text, span)
         return contract
 
     def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -235,10 +230,10 @@ class Contract(WireModel):
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
 
 
-def _string_forms(data: Any, loc: list[Any]) -> Iterator[list[Any]]:
+def _string_forms(data: Any, loc: list[Any]) -> Iterator[tuple[list[Any], str]]:
     """Where raw contract data writes a content as a string (in messages and components)."""
     if isinstance(data, str):
-        yield loc
+        yield loc, data
     elif isinstance(data, list):
         for index, item in enumerate(data):
             yield from _string_forms(item, [*loc, index])
@@ -248,12 +243,6 @@ def _string_forms(data: Any, loc: list[Any]) -> Iterator[list[Any]]:
             nested = isinstance(value, (list, dict)) and key not in ("with", "parameters")
             if (loc or key in ("messages", "components")) and (content or nested):
                 yield from _string_forms(value, [*loc, key])  # not roles, node values, ...
-
-
-def _value_at(data: Any, loc: list[Any]) -> Any:
-    for part in loc:
-        data = data[part]
-    return data
 
 
 def contract_json_schema() -> dict[str, Any]:
