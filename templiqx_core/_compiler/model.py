@@ -353,4 +353,6 @@ def read_contract(
     if memo is not None:
         memo[key] = found
     contract, diagnostics = found
-    return contract if partial or not diagnostics else None, list(diagnostics)
+    if not partial and any(d.severity == "error" for d in diagnostics):
+        contract = None
+    return contract, list(diagnostics)
