@@ -62,12 +62,12 @@ def check_envelope(
     contract_version, evals}``. A sound contract's output schema outside OpenAI's strict
     subset is a warning each place, or with ``strict_schema`` an error where no strict form
     exists (what ``strict=True`` refuses before any request)."""
-    parsed, diagnostics = read_contract(contract)
+    parsed, diagnostics = read_contract(contract, partial=True)  # syntax beside the rest
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
     located = parsed.locate(check_plain(plain))
-    found = [Diagnostic(**item, file=str(contract)) for item in located]
+    found = [*diagnostics, *(Diagnostic(**item, file=str(contract)) for item in located)]
     if not found:
         found = [
             Diagnostic(

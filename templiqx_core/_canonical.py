@@ -1,12 +1,6 @@
-"""JSON values as the Rust reference's serde_json writes them: canonical bytes, fingerprints,
-wire text, and frozen containers (what makes a cached fingerprint trustworthy).
-
-orjson with ``OPT_SORT_KEYS`` writes exactly the reference's bytes (escaping, float layout,
-code-point key order). What it refuses takes an iterative slow path (no input can exhaust
-the stack): integers beyond 64 bits (the reference's nearest f64) and nesting deeper than
-255. What is not JSON (NaN, a lone surrogate, a non-string key, another type, nesting deeper
-than ``MAX_DEPTH``) is ``NotJson`` naming the offending value's JSON pointer.
-"""
+"""JSON values as the reference's serde_json writes them: canonical bytes (orjson with sorted
+keys; what it refuses, integers beyond 64 bits or nesting past 255, takes an iterative slow
+path), fingerprints, wire text, and frozen containers (so a cached fingerprint holds)."""
 
 from __future__ import annotations
 
@@ -40,14 +34,10 @@ class NotJson(InvalidData):
         self.pointer = pointer
 
 
-def _reject(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not a JSON value")
-
-
 def canonical_json(value: Any) -> bytes:
     """The canonical UTF-8 JSON bytes of a JSON value; ``NotJson`` if it is none."""
     try:
-        data = orjson.dumps(value, default=_reject, option=_OPTIONS)
+        data = orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:  # the slow path encodes it or names what is wrong
         return _encode(value).encode("utf-8")
     if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out

@@ -4,23 +4,11 @@
 from __future__ import annotations
 
 import re
-from typing import Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, JsonValue, model_validator
+from pydantic import ConfigDict, Discriminator, Field, JsonValue, Tag, model_validator
 
 from ._contracts import WireModel
-
-__all__ = [
-    "Check",
-    "ContainsCheck",
-    "EqualsCheck",
-    "LatencyCheck",
-    "MatchesCheck",
-    "RangeCheck",
-    "SchemaValidCheck",
-    "TokensCheck",
-    "TypeCheck",
-]
 
 JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "null"]
 
@@ -102,14 +90,40 @@ class TokensCheck(WireModel):
     name: str | None = None
 
 
-# Each check has its own required key and forbids the others', so exactly one matches.
-Check = Union[
-    EqualsCheck,
-    ContainsCheck,
-    MatchesCheck,
-    RangeCheck,
-    TypeCheck,
-    SchemaValidCheck,
-    LatencyCheck,
-    TokensCheck,
+# Each check is told by its own key(s); an entry with none or several is one error.
+_KEYS = {
+    "equals": EqualsCheck,
+    "contains": ContainsCheck,
+    "matches": MatchesCheck,
+    "min/max": RangeCheck,
+    "type": TypeCheck,
+    "schema_valid": SchemaValidCheck,
+    "max_latency_ms": LatencyCheck,
+    "max_tokens": TokensCheck,
+}
+
+
+def _kind(entry: Any) -> str | None:
+    if isinstance(entry, WireModel):
+        return type(entry).__name__
+    if not isinstance(entry, dict):
+        return None
+    present = {model.__name__ for key, model in _KEYS.items() if set(key.split("/")) & set(entry)}
+    return present.pop() if len(present) == 1 else None
+
+
+Check = Annotated[
+    Annotated[EqualsCheck, Tag("EqualsCheck")]
+    | Annotated[ContainsCheck, Tag("ContainsCheck")]
+    | Annotated[MatchesCheck, Tag("MatchesCheck")]
+    | Annotated[RangeCheck, Tag("RangeCheck")]
+    | Annotated[TypeCheck, Tag("TypeCheck")]
+    | Annotated[SchemaValidCheck, Tag("SchemaValidCheck")]
+    | Annotated[LatencyCheck, Tag("LatencyCheck")]
+    | Annotated[TokensCheck, Tag("TokensCheck")],
+    Discriminator(
+        _kind,
+        custom_error_type="check_kind",
+        custom_error_message=f"an assert check has exactly one of {', '.join(_KEYS)}",
+    ),
 ]

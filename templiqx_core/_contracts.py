@@ -1,13 +1,9 @@
-"""Wire contracts, byte-identical to what the Rust reference's serde writes.
-
-Like serde, every model rejects unknown fields and does not coerce types. One serializer
-lays them out as serde does: fields in declaration order, optional ones omitted as the
-reference omits them, every map or JSON value with sorted keys (``BTreeMap``).
-"""
+"""Wire contracts, byte-identical to what the Rust reference's serde writes: unknown fields
+refused, no coercion, fields in declaration order, optional ones omitted as the reference
+omits them, every map or JSON value with sorted keys (``BTreeMap``)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Final, Generic, Literal, TypeVar
 
@@ -185,16 +181,16 @@ StreamEvent = Annotated[
 ]
 
 
-@functools.cache
-def _stream_event_adapter() -> TypeAdapter[StreamEvent]:
-    return TypeAdapter(StreamEvent)
+_STREAM_EVENT: TypeAdapter[StreamEvent] = TypeAdapter(
+    StreamEvent, config=ConfigDict(defer_build=True)
+)
 
 
 def parse_stream_event(data: Any) -> StreamEvent:
     """The ``StreamEvent`` variant a JSON object (or JSON text) is."""
     if isinstance(data, (str, bytes)):
-        return _stream_event_adapter().validate_json(data)
-    return _stream_event_adapter().validate_python(data)
+        return _STREAM_EVENT.validate_json(data)
+    return _STREAM_EVENT.validate_python(data)
 
 
 _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]

@@ -34,10 +34,8 @@ __all__ = [
 
 
 class PortError(Exception):
-    """Base of every error the core and its adapters raise on purpose.
-
-    Pickled from its state, not its arguments (subclasses take others than the message): an
-    error crosses a process boundary intact, as a Pool worker's does."""
+    """Base of every error the core and its adapters raise on purpose; pickled from its state
+    (subclasses take other arguments), so it crosses a process boundary intact."""
 
     code: str = codes.PORT
 

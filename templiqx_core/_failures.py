@@ -1,9 +1,6 @@
-"""Runtime failures: the stable codes an adapter reports and how they surface.
-
-A ``RuntimeFailure`` is a value (it fingerprints and serializes); ``RuntimeFailureError``
-carries it through the port; ``to_diagnostic`` is the one place a ``PortError`` becomes a
-wire ``Diagnostic``.
-"""
+"""Runtime failures: a ``RuntimeFailure`` is a value (it fingerprints and serializes),
+``RuntimeFailureError`` carries it through the port, and ``to_diagnostic`` is the one place a
+``PortError`` becomes a wire ``Diagnostic``."""
 
 from __future__ import annotations
 
@@ -29,9 +26,9 @@ class RuntimeFailureCode(StrEnum):
     def retryable(self) -> bool:
         """Whether trying the same request again may succeed."""
         return self in (
-            RuntimeFailureCode.TIMEOUT,
-            RuntimeFailureCode.RATE_LIMITED,
-            RuntimeFailureCode.UNAVAILABLE,
+            codes.RUNTIME_TIMEOUT,
+            codes.RUNTIME_RATE_LIMITED,
+            codes.RUNTIME_UNAVAILABLE,
         )
 
 
@@ -89,15 +86,6 @@ class RuntimeFailure:
             "detail": self.detail,
         }
 
-    def help_line(self) -> str:
-        """The ``help`` text of the diagnostic this failure becomes, as the reference's."""
-        retry = "none" if self.retry_after_ms is None else self.retry_after_ms
-        return (
-            f"adapter={self.adapter_id} version={self.adapter_version} "
-            f"scenario={self.scenario_id or 'none'} retry_after_ms={retry} "
-            f"fingerprint={self.fingerprint}"
-        )
-
 
 class RuntimeFailureError(PortError):
     """A runtime call failed; ``.failure`` says how, ``.code`` is its stable code."""
@@ -125,11 +113,16 @@ _DISPLAY_PREFIX = {
 
 def to_diagnostic(error: PortError) -> Diagnostic:
     """Any ``PortError`` as the reference application's one error ``Diagnostic`` (pointer
-    ``""``, the whole request); a runtime failure's has the ``help`` line."""
+    ``""``, the whole request); a runtime failure's has the reference's ``help`` line."""
+    message, help_text = _DISPLAY_PREFIX.get(error.code, "") + str(error), None
     if isinstance(error, RuntimeFailureError):
-        message, help_text = str(error), error.failure.help_line()
-    else:
-        message, help_text = _DISPLAY_PREFIX.get(error.code, "") + str(error), None
+        failure, message = error.failure, str(error)
+        retry = "none" if failure.retry_after_ms is None else failure.retry_after_ms
+        help_text = (
+            f"adapter={failure.adapter_id} version={failure.adapter_version} "
+            f"scenario={failure.scenario_id or 'none'} retry_after_ms={retry} "
+            f"fingerprint={failure.fingerprint}"
+        )
     return Diagnostic(
         code=error.code, severity="error", message=message, json_pointer="", help=help_text
     )

@@ -117,12 +117,12 @@ def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
-        if node is not None:
-            _check_alias_expansion(node, len(text))
-        data = loader.construct_document(node) if node is not None else None
+        if node is None:
+            return None, None
+        _check_alias_expansion(node, len(text))
+        return node, loader.construct_document(node)
     finally:
         loader.dispose()
-    return node, data
 
 
 class YamlDocumentError(InvalidData):

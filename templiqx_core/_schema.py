@@ -1,12 +1,7 @@
-"""Draft 2020-12 validation (formats enforced) and its failures as people read them.
-
-Validators are compiled once per distinct schema and shared across threads (jsonschema-rs
-validators are immutable); remote ``$ref`` retrieval is refused (no network); patterns run
-on the Rust ``regex`` engine, linear in the string (a backtracking lookaround can take
-seconds on a reply under the size limit). Failure texts are built from the schema, never
-from the validator's messages, which quote the instance (a reply, or a secret); for the same
-reason a pointer shows an object key only when the schema declares it (any other is ``*``).
-"""
+"""Draft 2020-12 validation (formats enforced, no remote ``$ref``, patterns on a linear-time
+engine), compiled once per schema, and its failures as people read them: built from the
+schema, never from the validator's messages, which quote the instance (a reply, a secret);
+so a pointer shows an object key only when the schema declares it (any other is ``*``)."""
 
 from __future__ import annotations
 

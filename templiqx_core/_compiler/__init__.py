@@ -1,7 +1,6 @@
 """The ``templiqx/v1alpha1`` contract compiler: ``compile_contract`` never raises for a bad
 contract or bad values, it returns diagnostics with a stable code and a JSON pointer. Its
-core works on the validated ``Contract`` dumped as plain data, as the reference's semantics.
-"""
+core works on the validated ``Contract`` dumped as plain data, as the reference does."""
 
 from __future__ import annotations
 
@@ -27,15 +26,6 @@ from .render import MISSING, Binding, Renderer, diagnostic
 COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
 
 
-def _not_json(value: Any, what: str, pointer: str) -> dict[str, Any]:
-    try:
-        canonical_json(value)
-    except NotJson as error:
-        message = f"{what} holds {error.reason} at {error.pointer or '/'} (not JSON)"
-        return diagnostic(codes.DATA_INVALID, message, pointer + error.pointer)
-    raise AssertionError(f"{pointer}: a JSON value the schema validator refused")
-
-
 def _bind_values(
     section: str, specs: Mapping[str, Any], values: Mapping[str, Any]
 ) -> tuple[Binding, list[dict[str, Any]]]:
@@ -59,8 +49,14 @@ def _bind_values(
         try:
             valid = validator.is_valid(values[name])
         except ValueError:  # not JSON (a lone surrogate): jsonschema-rs cannot take it
-            diagnostics.append(_not_json(values[name], f"{section}.{name}", pointer))
-            continue
+            try:
+                canonical_json(values[name])
+            except NotJson as error:
+                message = f"{section}.{name} holds {error.reason} at {error.pointer or '/'}"
+                where = pointer + error.pointer
+                diagnostics.append(diagnostic(codes.DATA_INVALID, f"{message} (not JSON)", where))
+                continue
+            raise
         if valid:
             continue
         # Per failed rule: ``/subject: shorter than minLength 1``, located in the request.

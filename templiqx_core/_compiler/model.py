@@ -1,7 +1,6 @@
-"""The ``templiqx/v1alpha1`` contract document as strict pydantic models (the one definition
-of a valid contract; the shipped JSON Schema for editors is generated from them), and its
-loading: YAML syntax and structure errors become located diagnostics.
-"""
+"""The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition of a valid
+contract; the JSON Schema shipped for editors is generated from them), and its loading: YAML
+syntax and structure errors become located diagnostics."""
 
 from __future__ import annotations
 
@@ -17,15 +16,15 @@ from pydantic import (
     BeforeValidator,
     Discriminator,
     Field,
-    GetJsonSchemaHandler,
     JsonValue,
     ModelWrapValidatorHandler,
     PrivateAttr,
     Tag,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
-from pydantic_core import CoreSchema, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
 from .. import codes
 from .._canonical import json_pointer
@@ -60,18 +59,13 @@ class NotExpr(WireModel):
     value: Expression
 
 
-class AndExpr(WireModel):
-    kind: Literal["and"]
-    values: list[Expression]
-
-
-class OrExpr(WireModel):
-    kind: Literal["or"]
+class LogicalExpr(WireModel):
+    kind: Literal["and", "or"]
     values: list[Expression]
 
 
 Expression = Annotated[
-    RefExpr | LiteralExpr | EqualsExpr | NotExpr | AndExpr | OrExpr,
+    RefExpr | LiteralExpr | EqualsExpr | NotExpr | LogicalExpr,
     Field(discriminator="kind"),
 ]
 
@@ -87,26 +81,24 @@ class InterpolateNode(WireModel):
     filters: list[Filter] = Field(default_factory=list)
 
 
-def _expand(value: Any) -> Any:
+def _expand(value: Any, info: ValidationInfo) -> Any:
     """A string form becomes the node list it stands for."""
     if not isinstance(value, str):
         return value
     try:
         return parse_template(value)
     except TemplateSyntaxError as error:
+        if (info.context or {}).get("partial"):
+            return []  # reported by the strict pass; ``check`` goes on to find the rest
         context = {"reason": str(error), "offset": error.offset}
         raise PydanticCustomError("template_syntax", "{reason}", context) from None
 
 
-class _StringForm:  # in the JSON Schema, content is a node list or its string form
-    def __get_pydantic_json_schema__(
-        self, schema: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> dict[str, Any]:
-        string = {"type": "string", "description": "{{ path | filter }} placeholders"}
-        return {"anyOf": [string, handler(schema)]}
-
-
-Content = Annotated[list["ContentNode"], BeforeValidator(_expand), _StringForm()]
+_Placeholders = Annotated[str, Field(description="{{ path | filter }} placeholders")]
+Content = Annotated[
+    list["ContentNode"],
+    BeforeValidator(_expand, json_schema_input_type=_Placeholders | list["ContentNode"]),
+]
 """Content nodes, or a string with ``{{ ... }}`` placeholders standing for them."""
 
 
@@ -200,22 +192,24 @@ class Contract(WireModel):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
     evals: list[EvalCase] = Field(default_factory=list)
 
-    _strings: dict[str, str] = PrivateAttr(default_factory=dict)  # pointer -> string form
+    # pointer -> the string form, and where it is in the YAML document parsed
+    _strings: dict[str, tuple[str, SourceSpan | None]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
     def _remember_string_forms(
-        cls, data: Any, handler: ModelWrapValidatorHandler[Contract]
+        cls, data: Any, handler: ModelWrapValidatorHandler[Contract], info: ValidationInfo
     ) -> Contract:
         contract = handler(data)
-        if isinstance(data, dict):
-            contract._strings = dict(_string_forms(data.get("messages"), "/messages"))
-            contract._strings.update(_string_forms(data.get("components"), "/components"))
+        root = (info.context or {}).get("root")
+        for loc, text in _string_forms(data, []) if isinstance(data, dict) else ():
+            span = None if root is None else _span(_locate(data, root, loc)[1])
+            contract._strings[json_pointer(loc)] = (text, span)
         return contract
 
     def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Diagnostics at a node of a string form moved to the string, with the character
-        where that node starts."""
+        where that node starts (and the string's line and column)."""
         for item in diagnostics:
             pointer = item.get("json_pointer") or ""
             owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
@@ -223,9 +217,10 @@ class Contract(WireModel):
                 continue
             owner = max(owners, key=len)
             index = pointer[len(owner) + 1 :].split("/")[0]
-            offsets = node_offsets(self._strings[owner])
+            text, span = self._strings[owner]
+            offsets = node_offsets(text)
             if index.isdigit() and int(index) < len(offsets):
-                item["json_pointer"] = owner
+                item.update(json_pointer=owner, span=span)
                 item["message"] = f"{item['message']} at character {offsets[int(index)]}"
         return diagnostics
 
@@ -235,19 +230,19 @@ class Contract(WireModel):
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
 
 
-def _string_forms(data: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    """Every content written as a string in raw contract data, by pointer."""
+def _string_forms(data: Any, loc: list[Any]) -> Iterator[tuple[list[Any], str]]:
+    """Where raw contract data writes a content as a string (in messages and components)."""
     if isinstance(data, str):
-        yield pointer, data
+        yield loc, data
     elif isinstance(data, list):
         for index, item in enumerate(data):
-            yield from _string_forms(item, f"{pointer}/{index}")
+            yield from _string_forms(item, [*loc, index])
     elif isinstance(data, dict):
         for key, value in data.items():
-            content = key in ("content", "then", "else", "body") or pointer == "/components"
+            content = key in ("content", "then", "else", "body") or loc == ["components"]
             nested = isinstance(value, (list, dict)) and key not in ("with", "parameters")
-            if content or nested:  # strings elsewhere (roles, node values) are not content
-                yield from _string_forms(value, f"{pointer}/{key}")
+            if (loc or key in ("messages", "components")) and (content or nested):
+                yield from _string_forms(value, [*loc, key])  # not roles, node values, ...
 
 
 def contract_json_schema() -> dict[str, Any]:
@@ -270,11 +265,17 @@ def reading_each_file_once() -> Iterator[None]:
         _READS.reset(token)
 
 
+def _span(mark: yaml.Mark | None) -> SourceSpan | None:
+    if mark is None:
+        return None
+    line, column = mark.line + 1, mark.column + 1
+    return SourceSpan(line=line, column=column, end_line=line, end_column=column)
+
+
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
-    if mark is not None:
-        line, column = mark.line + 1, mark.column + 1
-        at["span"] = SourceSpan(line=line, column=column, end_line=line, end_column=column)
-    return Diagnostic(code=codes.PARSE_YAML, severity="error", message=message, file=file, **at)
+    return Diagnostic(
+        code=codes.PARSE_YAML, severity="error", message=message, file=file, span=_span(mark), **at
+    )
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
@@ -295,9 +296,10 @@ def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], 
 
 
 def parse_contract(
-    text: str, *, file: str | None = None
+    text: str, *, file: str | None = None, partial: bool = False
 ) -> tuple[Contract | None, list[Diagnostic]]:
-    """Parse contract YAML; errors carry a JSON pointer and line/column."""
+    """Parse contract YAML; errors carry a JSON pointer and line/column. ``partial``: a
+    contract whose only errors are template syntax comes back too, those strings empty."""
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
     except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
@@ -310,24 +312,29 @@ def parse_contract(
     if not isinstance(data, dict) or root is None:
         return None, [_error("a contract is a YAML mapping", file)]
     try:
-        return Contract.model_validate(data), []
+        return Contract.model_validate(data, context={"root": root}), []
     except ValidationError as error:
-        diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
-        for item in error.errors(include_url=False, include_input=False):
-            loc, mark = _locate(data, root, item["loc"])
-            pointer, rule = json_pointer(loc), item["msg"]
-            if (pointer, rule) not in diagnostics:
-                message = f"{pointer or '/'}: {rule}"
-                found = _error(message, file, mark, json_pointer=pointer)
-                if item["type"] == "template_syntax":  # located by pointer and offset
-                    found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
-                diagnostics[pointer, rule] = found
-        return None, list(diagnostics.values())
+        errors = error.errors(include_url=False, include_input=False)
+    diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
+    for item in errors:
+        loc, mark = _locate(data, root, item["loc"])
+        pointer, rule = json_pointer(loc), item["msg"]
+        if (pointer, rule) not in diagnostics:
+            found = _error(f"{pointer or '/'}: {rule}", file, mark, json_pointer=pointer)
+            if item["type"] == "template_syntax":  # located by pointer and offset
+                found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
+            diagnostics[pointer, rule] = found
+    contract = None
+    if partial and all(item["type"] == "template_syntax" for item in errors):
+        contract = Contract.model_validate(data, context={"root": root, "partial": True})
+    return contract, list(diagnostics.values())
 
 
-def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
+def read_contract(
+    path: str | Path, *, partial: bool = False
+) -> tuple[Contract | None, list[Diagnostic]]:
     """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
-    file is a diagnostic too."""
+    file is a diagnostic too. ``partial`` as for ``parse_contract``."""
     memo, key = _READS.get(), os.fspath(path)
     if memo is not None and key in memo:
         found = memo[key]
@@ -336,7 +343,8 @@ def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     else:
         file = str(Path(path))
         try:
-            found = parse_contract(Path(path).read_text(encoding="utf-8"), file=file)
+            text = Path(path).read_text(encoding="utf-8")
+            found = parse_contract(text, file=file, partial=True)
         except (OSError, UnicodeDecodeError) as error:
             missing = isinstance(error, FileNotFoundError)
             code = NotFound.code if missing else IoFailure.code
@@ -345,4 +353,6 @@ def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     if memo is not None:
         memo[key] = found
     contract, diagnostics = found
+    if not partial and any(d.severity == "error" for d in diagnostics):
+        contract = None
     return contract, list(diagnostics)

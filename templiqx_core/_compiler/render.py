@@ -1,8 +1,6 @@
 """Rendering validated content nodes (plain dicts) into text, recording diagnostics.
-
-References resolve against the declared JSON Schema (a typo in an untaken ``when`` is still
-an error) and the value; a path that cannot exist or has no value is never an empty string.
-"""
+References resolve against the declared schema (a typo in an untaken ``when`` is an error)
+and the value; a path that cannot exist or has no value is never an empty string."""
 
 from __future__ import annotations
 
@@ -45,16 +43,12 @@ class _Abort(Exception):  # a node could not be rendered; its diagnostic is reco
     pass
 
 
+_JSON_TYPES = ((type(None), "null"), (bool, "boolean"), ((int, float), "number"), (str, "string"))
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
+    found = (name for kind, name in _JSON_TYPES if isinstance(value, kind))
+    return next(found, "array" if isinstance(value, list) else "object")
 
 
 def _schema_types(schema: Any) -> set[str] | None:
@@ -173,12 +167,10 @@ class Renderer:
             return _STRING_FILTERS[name](value)
         if name == "format_date":
             try:
-                parsed = dt.date.fromisoformat(value) if isinstance(value, str) else None
-            except ValueError:
-                parsed = None
-            if parsed is None:
+                parsed = dt.date.fromisoformat(value)
+            except (TypeError, ValueError):
                 message = "filter format_date needs an ISO date string (YYYY-MM-DD)"
-                raise self.fail(codes.FILTER_TYPE, message, pointer)
+                raise self.fail(codes.FILTER_TYPE, message, pointer) from None
             return parsed.strftime(call.get("format") or "%Y-%m-%d")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             message = f"filter format_number needs a number, got {_json_type(value)}"
@@ -198,8 +190,7 @@ class Renderer:
     def node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         kind = node["kind"]
         if kind == "text":
-            text: str = node["value"]
-            return text
+            return str(node["value"])
         if kind == "interpolate":
             return self.interpolate(node, scope, pointer, active=active)
         if kind == "when":

@@ -1,10 +1,6 @@
-"""Content written as a string: ``{{ PATH | filter | filter(name=JSON, ...) }}`` placeholders.
-
-Sugar for a node list: ``parse_template`` yields exactly the ``text``/``interpolate`` nodes
-the long form spells out (same bytes compiled); ``{{ "..." }}`` is literal text, the escape
-for ``{{``; ``print_template`` is the inverse. Hand-written: a template engine would bring
-its own grammar and semantics, this is one placeholder shape over the compiler's nodes.
-"""
+"""Content written as a string, ``{{ PATH | filter | filter(name=JSON) }}`` (``{{ "..." }}``
+is literal text): sugar for exactly the ``text``/``interpolate`` nodes the long form spells
+out. Hand-written: a template engine would bring its own grammar and semantics."""
 
 from __future__ import annotations
 
@@ -153,14 +149,6 @@ def _parse(text: str) -> tuple[list[dict[str, Any]], list[int]]:
     return nodes, starts
 
 
-def _escape(text: str, before_placeholder: bool) -> str:
-    # Each ``{{`` escaped, and a last ``{`` that a placeholder would join.
-    escaped = text.replace("{{", '{{ "{{" }}')
-    if before_placeholder and escaped.endswith("{"):
-        escaped = escaped[:-1] + '{{ "{" }}'
-    return escaped
-
-
 def _filter_text(item: str | Mapping[str, Any]) -> str:
     if isinstance(item, str):
         return item
@@ -184,7 +172,10 @@ def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
     for index, node in enumerate(items):
         following = items[index + 1]["kind"] if index + 1 < len(items) else None
         if node["kind"] == "text":
-            parts.append(_escape(node["value"], following == "interpolate"))
+            escaped = node["value"].replace("{{", '{{ "{{" }}')
+            if following == "interpolate" and escaped.endswith("{"):  # a placeholder would join
+                escaped = escaped[:-1] + '{{ "{" }}'
+            parts.append(escaped)
             continue
         expression = node.get("expression", {})
         if node["kind"] != "interpolate" or expression.get("kind") != "ref":
