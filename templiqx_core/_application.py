@@ -91,7 +91,6 @@ def _envelope(
     result: Any,
     diagnostics: list[Diagnostic],
     fingerprints: dict[str, str] | None = None,
-    *,
     stream_events: list[StreamEvent] | None = None,
 ) -> OperationEnvelope[Any]:
     """``OperationEnvelope::new``: ok unless a diagnostic is an error."""
@@ -141,10 +140,9 @@ def execute_contract(
         runtime = RepairingRuntime(runtime, attempts=repair)
     with collect_attempts() as tries:
         try:
-            if stream:
-                receipt = runtime.execute_streaming(execution, sink)
-            else:
-                receipt = runtime.execute(execution)
+            receipt = (
+                runtime.execute_streaming(execution, sink) if stream else runtime.execute(execution)
+            )
         except PortError as error:
             envelope = _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
         else:
@@ -155,9 +153,7 @@ def execute_contract(
                 "request": receipt.request_fingerprint,
                 "output": receipt.output_fingerprint,
             }
-            envelope = _envelope(
-                EXECUTE_OPERATION, receipt, diagnostics, fingerprints, stream_events=events
-            )
+            envelope = _envelope(EXECUTE_OPERATION, receipt, diagnostics, fingerprints, events)
     if repair is None:
         return envelope
     # One try (``repair=1``) is the runtime as it is, which reports nothing.

@@ -173,9 +173,7 @@ class ChunkFolder:
         self.text: list[str] = []
         self.refusal: list[str] = []
         self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.response_id: str | None = None
-        self.model: str | None = None
+        self.head: dict[str, Any] = {"id": None, "model": None, "usage": None}
         self.calls: dict[CallKey, ToolCall] = {}
         self._live: ToolCall | None = None  # the one call whose fragments go out at once
         self._last_unindexed: ToolCall | None = None
@@ -187,15 +185,14 @@ class ChunkFolder:
             raise _invalid("stream event is not a JSON object")
         if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
-        if self.response_id is None and isinstance(chunk.get("id"), str):
-            self.response_id = chunk["id"]
-        if self.model is None and isinstance(chunk.get("model"), str):
-            self.model = chunk["model"]
+        for key in ("id", "model"):  # the first of each
+            if self.head[key] is None and isinstance(chunk.get(key), str):
+                self.head[key] = chunk[key]
         usage = chunk.get("usage")
         if usage is None and isinstance(chunk.get("x_groq"), dict):
             usage = chunk["x_groq"].get("usage")
         if usage is not None:
-            self.usage = usage
+            self.head["usage"] = usage
         choices = chunk.get("choices")
         events: list[Emitted] = []
         for choice in choices if isinstance(choices, list) else ():

@@ -189,5 +189,4 @@ class _Reader:
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
         choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        completion = {"id": folder.response_id, "model": folder.model, "usage": folder.usage}
-        return self._produced(parse_completion(orjson.dumps(completion | {"choices": [choice]})))
+        return self._produced(parse_completion(orjson.dumps(folder.head | {"choices": [choice]})))
