@@ -130,6 +130,10 @@ class OutputSchemaStrictError(InvalidData):
         self.findings = findings
 
 
+def _one_schema(entries: list[Any]) -> bool:
+    return len(entries) == 1 and isinstance(entries[0], Mapping)
+
+
 @dataclass
 class _Walk:
     root: Mapping[str, Any]
@@ -166,7 +170,7 @@ class _Walk:
             elif key == "oneOf" and isinstance(value, list) and "anyOf" not in node:
                 self.note([*at, key], rule, fixable=True)
                 out["anyOf"] = value
-            elif key == "allOf" and isinstance(value, list) and len(value) == 1:
+            elif key == "allOf" and isinstance(value, list) and _one_schema(value):
                 self.note([*at, key], "allOf of one entry is merged", fixable=True)
                 merged = {**value[0], **{k: v for k, v in node.items() if k != "allOf"}}
                 return self.schema(merged, at, depth)
@@ -211,24 +215,15 @@ class _Walk:
                 out["required"] = names
 
     def _children(self, out: dict[str, Any], at: list[object], depth: int) -> dict[str, Any]:
-        inner = depth + 1 if "properties" in out else depth
-        if isinstance(out.get("properties"), Mapping):
-            out["properties"] = {
-                name: self.schema(sub, [*at, "properties", name], inner)
-                for name, sub in out["properties"].items()
-            }
-        if "items" in out:
-            out["items"] = self.schema(out["items"], [*at, "items"], depth)
-        if isinstance(out.get("anyOf"), list):
-            out["anyOf"] = [
-                self.schema(sub, [*at, "anyOf", i], depth) for i, sub in enumerate(out["anyOf"])
-            ]
-        for defs in ("$defs", "definitions"):
-            if isinstance(out.get(defs), Mapping):
-                out[defs] = {
-                    name: self.schema(sub, [*at, defs, name], depth)
-                    for name, sub in out[defs].items()
-                }
+        for key in ("properties", "items", "anyOf", "$defs", "definitions"):  # findings' order
+            value, here = out.get(key), [*at, key]
+            if key == "items" and key in out:
+                out[key] = self.schema(value, here, depth)
+            elif key == "anyOf" and isinstance(value, list):
+                out[key] = [self.schema(sub, [*here, i], depth) for i, sub in enumerate(value)]
+            elif key not in ("items", "anyOf") and isinstance(value, Mapping):
+                inner = depth + 1 if key == "properties" else depth
+                out[key] = {k: self.schema(sub, [*here, k], inner) for k, sub in value.items()}
         return out
 
 

@@ -125,6 +125,8 @@ BLOCKING = [
     ("any items", obj(v={"type": "array"}), "/properties/v"),
     ("tuples", obj(v={"type": "array", "prefixItems": [STRING]}), "/properties/v/prefixItems"),
     ("allOf of two", obj(v={"allOf": [STRING, STRING]}), "/properties/v/allOf"),
+    # a boolean schema cannot be merged into its parent: a finding, not a TypeError
+    ("allOf of a boolean", obj(v={"type": "string", "allOf": [True]}), "/properties/v/allOf"),
     (
         "pattern properties",
         obj(v={**obj(), "patternProperties": {"^x": STRING}}),
