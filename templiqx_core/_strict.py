@@ -184,14 +184,14 @@ class _Walk:
     ) -> None:
         kind = out.get("type")
         kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-        if any(k not in _TYPES for k in kinds):
+        if any(not isinstance(k, str) or k not in _TYPES for k in kinds):
             self.note([*at, "type"], _TYPE_NAME, fixable=False)
         if not ({"type", "enum", "const", "anyOf", "$ref"} & out.keys()):
             self.note(at, _ANY, fixable=False)
         ref = out.get("$ref")
         if "$ref" in out and not (isinstance(ref, str) and ref.startswith("#")):
             self.note([*at, "$ref"], _REF, fixable=False)
-        if "format" in out and out["format"] not in _FORMATS:
+        if "format" in out and not (isinstance(out["format"], str) and out["format"] in _FORMATS):
             self.note([*at, "format"], _FORMAT, fixable=True)
             del out["format"]
         if isinstance(out.get("enum"), list):
@@ -201,7 +201,7 @@ class _Walk:
         if "object" in kinds or "properties" in out:
             if depth >= MAX_DEPTH:
                 self.note(at, _DEPTH, fixable=False)
-            names = list(out.get("properties") or {})
+            names = list(out["properties"]) if isinstance(out.get("properties"), Mapping) else []
             extra = out.get("additionalProperties")
             if extra is not False and (extra is not None or not names):
                 self.note(at, _OPEN, fixable=False)
@@ -210,7 +210,8 @@ class _Walk:
                 out["additionalProperties"] = False
             self.properties += len(names)
             required = out.get("required")
-            if set(required if isinstance(required, list) else ()) != set(names):
+            listed = required if isinstance(required, list) else ()
+            if not all(isinstance(r, str) for r in listed) or set(listed) != set(names):
                 self.note([*at, "required"], _REQUIRE, fixable=True)
                 out["required"] = names
 
