@@ -151,12 +151,9 @@ class RepairAttempt:
 
     def result(self) -> ExecutionReceipt:
         """The receipt of the last try, fingerprinted as the original request."""
-        last = list(self)[-1]
-        assert last.receipt is not None  # the tries ended on a receipt, else they raised
-        if last.receipt.request_fingerprint == self.original_fingerprint:
-            return last.receipt
-        update = {"request_fingerprint": self.original_fingerprint}
-        return last.receipt.model_copy(update=update)
+        last = list(self)[-1].receipt
+        assert last is not None  # the tries ended on a receipt, else they raised
+        return last.model_copy(update={"request_fingerprint": self.original_fingerprint})
 
 
 class RepairingRuntime(WrappingRuntime):
