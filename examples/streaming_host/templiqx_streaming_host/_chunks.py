@@ -1,9 +1,6 @@
-"""The stream, sans I/O: an incremental Server-Sent Events parser (WHATWG HTML, "event
-stream interpretation") fed raw bytes, so the size bound and deadline count them (why not
-``httpx-sse``: docs/streaming.md), and the fold of ``chat.completion.chunk`` payloads into
-events and one final message. ``ToolCallDelta`` has no index, so one tool call streams live
-until its arguments close a JSON object or array; calls interleaved with it are held and
-emitted at the end, in index order."""
+"""The stream, sans I/O: a WHATWG Server-Sent Events parser fed raw bytes (so the size bound
+and deadline count them; why not ``httpx-sse``: docs/streaming.md), and the fold of
+``chat.completion.chunk`` payloads into events and one message (the tool-call rules too)."""
 
 from __future__ import annotations
 
@@ -167,7 +164,8 @@ def stream_error(error: Any) -> WireFailure:
 
 
 class ChunkFolder:
-    """Accumulates one streamed chat completion; ``fold`` returns the events to emit."""
+    """One streamed chat completion; ``fold`` returns the events to emit. Events carry no
+    call index: one tool call streams live until its arguments close, others are held."""
 
     def __init__(self) -> None:
         self.text: list[str] = []
