@@ -58,10 +58,8 @@ _NO_STRICT_FORM = "no strict form: sent non-strict under strict='auto', refused 
 def check_envelope(
     contract: str | Path, *, strict_schema: bool = False
 ) -> OperationEnvelope[dict[str, Any]]:
-    """Check a contract and its eval fixtures without a request; ok: ``{contract_id,
-    contract_version, evals}``. A sound contract's output schema outside OpenAI's strict
-    subset is a warning each place, or with ``strict_schema`` an error where no strict form
-    exists (what ``strict=True`` refuses before any request)."""
+    """Check a contract and its eval fixtures; where its output schema is outside OpenAI's
+    strict subset, a warning, or with ``strict_schema`` an error where no strict form exists."""
     parsed, diagnostics = read_contract(contract, partial=True)  # syntax beside the rest
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
@@ -93,7 +91,6 @@ def _envelope(
     result: Any,
     diagnostics: list[Diagnostic],
     fingerprints: dict[str, str] | None = None,
-    *,
     stream_events: list[StreamEvent] | None = None,
 ) -> OperationEnvelope[Any]:
     """``OperationEnvelope::new``: ok unless a diagnostic is an error."""
@@ -118,10 +115,8 @@ def execute_contract(
     on_event: Callable[[StreamEvent], None] | None = None,
     repair: int | None = None,
 ) -> OperationEnvelope[ExecutionReceipt]:
-    """Compile ``contract`` for ``request`` and execute it on ``runtime``: the reference
-    application's envelope, byte for byte, plus one diagnostic per failed schema rule. An
-    exception raised by ``on_event`` propagates (how a host cancels). ``repair=N`` runs it
-    through ``RepairingRuntime(runtime, attempts=N)``; the envelope says the ``attempts``."""
+    """The reference application's envelope, byte for byte, plus one diagnostic per failed
+    schema rule; ``on_event`` raising cancels; ``repair=N`` wraps ``RepairingRuntime``."""
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
         return _envelope(EXECUTE_OPERATION, None, compiled.diagnostics)
@@ -145,10 +140,9 @@ def execute_contract(
         runtime = RepairingRuntime(runtime, attempts=repair)
     with collect_attempts() as tries:
         try:
-            if stream:
-                receipt = runtime.execute_streaming(execution, sink)
-            else:
-                receipt = runtime.execute(execution)
+            receipt = (
+                runtime.execute_streaming(execution, sink) if stream else runtime.execute(execution)
+            )
         except PortError as error:
             envelope = _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
         else:
@@ -159,9 +153,7 @@ def execute_contract(
                 "request": receipt.request_fingerprint,
                 "output": receipt.output_fingerprint,
             }
-            envelope = _envelope(
-                EXECUTE_OPERATION, receipt, diagnostics, fingerprints, stream_events=events
-            )
+            envelope = _envelope(EXECUTE_OPERATION, receipt, diagnostics, fingerprints, events)
     if repair is None:
         return envelope
     # One try (``repair=1``) is the runtime as it is, which reports nothing.
@@ -183,8 +175,8 @@ class EvalResult:
 def run_evals(
     contract: Contract | str | Path, *, capabilities: Iterable[str] | None = None
 ) -> tuple[list[EvalResult], list[Diagnostic]]:
-    """Run every ``evals`` fixture of a contract (else its parse diagnostics), targeting by
-    default its declared capabilities: an eval checks the contract, not a deployment."""
+    """Every ``evals`` fixture run (else the parse diagnostics), by default on the declared
+    capabilities: an eval checks the contract, not a deployment."""
     if not isinstance(contract, Contract):
         parsed, diagnostics = read_contract(contract)
         if parsed is None:
@@ -211,8 +203,7 @@ def run_evals(
 def eval_envelope(
     contract: str | Path, *, capabilities: Iterable[str] | None = None
 ) -> OperationEnvelope[TestReport]:
-    """Run a contract's eval fixtures and report as the reference's ``test_package`` does
-    for a package holding this one contract (``TQX_TEST_FAILED`` when any fixture fails)."""
+    """The eval fixtures reported as the reference's ``test_package`` reports a package of one."""
     path = Path(contract)
     parsed, diagnostics = read_contract(path)
     if parsed is None:

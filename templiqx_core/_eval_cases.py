@@ -76,6 +76,7 @@ class CheckResult:
 
 
 _MISSING = object()
+_NO_USAGE: Final = "the call reported no token usage"
 
 
 def resolve_pointer(document: Any, pointer: str) -> Any:
@@ -144,31 +145,23 @@ def _short(value: Any) -> str:
 def _pointer_check(check: PointerCheck, output: Any) -> CheckResult:
     where = check.pointer or "/"
     value = resolve_pointer(output, check.pointer)
-    kind, passed, expected = "", False, ""
-    if isinstance(check, EqualsCheck):
-        kind, expected = "equals", _short(check.equals)
-        passed = value is not _MISSING and _same(value, check.equals)
-    elif isinstance(check, ContainsCheck):
-        kind, expected = "contains", _short(check.contains)
-        passed = value is not _MISSING and _contains(value, check.contains)
-    elif isinstance(check, MatchesCheck):
-        kind, expected = "matches", _short(check.matches)
-        passed = isinstance(value, str) and re.search(check.matches, value) is not None
-    elif isinstance(check, RangeCheck):
-        low = "-inf" if check.min is None else f"{check.min:g}"
-        high = "inf" if check.max is None else f"{check.max:g}"
-        kind, expected = "range", f"[{low}, {high}]"
-        passed = (
-            _is_number(value)
-            and (check.min is None or value >= check.min)
-            and (check.max is None or value <= check.max)
-        )
-    elif isinstance(check, TypeCheck):
-        kind, expected = "type", check.type
-        actual = _type_of(value)
-        passed = value is not _MISSING and (
-            actual == check.type or (check.type == "number" and actual == "integer")
-        )
+    found = value is not _MISSING
+    match check:
+        case EqualsCheck(equals=wanted):
+            kind, expected, passed = "equals", _short(wanted), found and _same(value, wanted)
+        case ContainsCheck(contains=wanted):
+            kind, expected, passed = "contains", _short(wanted), found and _contains(value, wanted)
+        case MatchesCheck(matches=pattern):
+            kind, expected = "matches", _short(pattern)
+            passed = isinstance(value, str) and re.search(pattern, value) is not None
+        case RangeCheck(min=low, max=high):
+            bounds = ("-inf" if low is None else f"{low:g}", "inf" if high is None else f"{high:g}")
+            kind, expected = "range", f"[{bounds[0]}, {bounds[1]}]"
+            passed = _is_number(value) and (low is None or value >= low)
+            passed = passed and (high is None or value <= high)
+        case TypeCheck(type=expected):
+            kind, actual = "type", _type_of(value)
+            passed = found and (actual == expected or (expected, actual) == ("number", "integer"))
     name = check.name or f"{where} {kind}"
     if passed:
         return CheckResult(name, True)
@@ -177,24 +170,20 @@ def _pointer_check(check: PointerCheck, output: Any) -> CheckResult:
 
 
 def _one(check: Check, observed: Observed) -> CheckResult:
-    if isinstance(check, SchemaValidCheck):
-        name = check.name or "schema_valid"
-        passed = observed.schema_valid == check.schema_valid
-        detail = "" if passed else f"output_schema_valid is {str(observed.schema_valid).lower()}"
-        return CheckResult(name, passed, detail)
-    if isinstance(check, LatencyCheck):
-        name = check.name or "latency"
-        passed = observed.latency_ms <= check.max_latency_ms
-        detail = f"{observed.latency_ms:.0f} ms > {check.max_latency_ms:g} ms"
-        return CheckResult(name, passed, "" if passed else detail)
-    if isinstance(check, TokensCheck):
-        name = check.name or "tokens"
-        if observed.total_tokens is None:
-            return CheckResult(name, False, "the call reported no token usage")
-        passed = observed.total_tokens <= check.max_tokens
-        detail = f"{observed.total_tokens} tokens > {check.max_tokens}"
-        return CheckResult(name, passed, "" if passed else detail)
-    return _pointer_check(check, observed.output)
+    match check:
+        case SchemaValidCheck():
+            default, passed = "schema_valid", observed.schema_valid == check.schema_valid
+            detail = f"output_schema_valid is {str(observed.schema_valid).lower()}"
+        case LatencyCheck():
+            default, passed = "latency", observed.latency_ms <= check.max_latency_ms
+            detail = f"{observed.latency_ms:.0f} ms > {check.max_latency_ms:g} ms"
+        case TokensCheck(max_tokens=most):
+            default, tokens = "tokens", observed.total_tokens
+            passed = tokens is not None and tokens <= most
+            detail = f"{tokens} tokens > {most}" if tokens is not None else _NO_USAGE
+        case _:
+            return _pointer_check(check, observed.output)
+    return CheckResult(check.name or default, passed, "" if passed else detail)
 
 
 def check_case(

@@ -1,7 +1,6 @@
-"""Repair: when the model's answer is not JSON or fails the output schema, send the
-conversation back with the answer and every failed rule at its pointer, until the output
-is valid or the tries or the deadline run out. Each try runs with its ``RepairAttempt``
-current (``current_repair``), so a tracing adapter can put every try in one trace."""
+"""Repair: an answer that is not JSON or fails the output schema goes back with every failed
+rule at its pointer, until it is valid or the tries or the deadline run out. Each try runs
+with its ``RepairAttempt`` current (``current_repair``): a tracer puts them in one trace."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ __all__ = [
     "current_repair",
 ]
 
-#: Extra rules a host checks on a schema-valid receipt (a typed contract's model): one
-#: ``/pointer: rule`` line per failure, none when the output passes.
+#: A host's rules for a schema-valid receipt: one ``/pointer: rule`` line per failure.
 Validate = Callable[[ExecutionReceipt], Sequence[str]]
 
 #: Every try resends the conversation with each earlier answer and its failures: a model
@@ -50,8 +48,7 @@ def current_repair() -> RepairAttempt | None:
 
 @contextmanager
 def collect_attempts() -> Iterator[list[int]]:
-    """Collect how many tries each repairing call finished inside the block made (the
-    receipt, a wire contract, cannot say): one number per call, success or failure."""
+    """How many tries each repairing call finished in the block made (a receipt cannot say)."""
     found: list[int] = []
     token = _COUNTS.set((*_COUNTS.get(), found))
     try:
@@ -61,12 +58,10 @@ def collect_attempts() -> Iterator[list[int]]:
 
 
 class RepairAttempt:
-    """One try of a repairing call: its ``number`` (1 is the original request), the
-    ``request`` it sends, and ``notes``, a dict all tries of the call share (adapters keep
-    there what ties the tries together, such as their trace). Iterating the first try
-    yields each try; a driver runs each inside ``with attempt:`` and sets ``receipt``, and
-    leaving the block decides: a repairable outcome is swallowed when another try follows.
-    """
+    """One try of a repairing call: its ``number`` (1 is the original), its ``request``, and
+    ``notes`` all tries share (adapters keep their trace there). A driver runs each try of
+    the first's iteration in ``with attempt:``, sets ``receipt``, and leaving the block
+    swallows a repairable outcome when another try follows."""
 
     def __init__(
         self,
@@ -79,26 +74,22 @@ class RepairAttempt:
         self._again: bool | None = None
         self._next: RepairAttempt | None = None
         self.notes: dict[Any, Any] = {} if previous is None else previous.notes
+        self.number: int = 1 if previous is None else previous.number + 1
         if previous is None:
-            self.number = 1
             #: The request fingerprint of the original interaction (every receipt's).
             self.original_fingerprint = request_fingerprint(request.interaction)
-            deadline_s, clock = runtime.deadline_s, runtime._clock
-            self._ends_at = None if deadline_s is None else clock() + deadline_s
+            deadline_s = runtime.deadline_s
+            self._ends_at = None if deadline_s is None else runtime._clock() + deadline_s
         else:
-            self.number = previous.number + 1
-            self.original_fingerprint, self._ends_at = (
-                previous.original_fingerprint,
-                previous._ends_at,
-            )
+            self.original_fingerprint = previous.original_fingerprint
+            self._ends_at = previous._ends_at
 
     @property
     def attempts(self) -> int:
         return self._runtime.attempts
 
     def repairs(self, outcome: ExecutionReceipt | BaseException) -> bool:
-        """Whether this outcome of the try is sent back for another: it names failed
-        rules, and tries and time are left."""
+        """Whether this outcome is sent back: it names failed rules, and tries and time are left."""
         return self.failed_rules(outcome) is not None and self._continues()
 
     def failed_rules(self, outcome: ExecutionReceipt | BaseException) -> list[str] | None:
@@ -160,20 +151,14 @@ class RepairAttempt:
 
     def result(self) -> ExecutionReceipt:
         """The receipt of the last try, fingerprinted as the original request."""
-        last = list(self)[-1]
-        assert last.receipt is not None  # the tries ended on a receipt, else they raised
-        if last.receipt.request_fingerprint == self.original_fingerprint:
-            return last.receipt
-        update = {"request_fingerprint": self.original_fingerprint}
-        return last.receipt.model_copy(update=update)
+        last = list(self)[-1].receipt
+        assert last is not None  # the tries ended on a receipt, else they raised
+        return last.model_copy(update={"request_fingerprint": self.original_fingerprint})
 
 
 class RepairingRuntime(WrappingRuntime):
-    """Wraps ``inner`` and repairs invalid answers: ``attempts`` counts every try (1 is
-    ``inner`` unchanged); no try starts once ``deadline_s`` (from the call's start) has
-    passed. Recommended order: ``RepairingRuntime(RetryingRuntime(runtime))``, so each try
-    is retried on its own. ``validate`` adds rules of the host's (a typed contract's
-    model) to the schema's."""
+    """Repairs ``inner``'s invalid answers: ``attempts`` counts every try (1 is ``inner``
+    unchanged), none starts after ``deadline_s``; ``validate`` adds a host's rules."""
 
     def __init__(
         self,
@@ -204,7 +189,6 @@ class RepairingRuntime(WrappingRuntime):
         return first.result()
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` for async hosts: the same decisions, each try ``inner.aexecute``."""
         self._ensure_open()
         if self.attempts == 1:
             return await self.inner.aexecute(request)
@@ -215,8 +199,8 @@ class RepairingRuntime(WrappingRuntime):
         return first.result()
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """One try streams as ``inner`` does; with repair, one terminal event for the
-        call (an earlier try's deltas cannot be taken back)."""
+        """With repair, one terminal event for the call: an earlier try's deltas cannot be
+        taken back."""
         if self.attempts == 1:
             self._ensure_open()
             return self.inner.execute_streaming(request, sink)

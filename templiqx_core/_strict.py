@@ -130,6 +130,10 @@ class OutputSchemaStrictError(InvalidData):
         self.findings = findings
 
 
+def _one_schema(entries: list[Any]) -> bool:
+    return len(entries) == 1 and isinstance(entries[0], Mapping)
+
+
 @dataclass
 class _Walk:
     root: Mapping[str, Any]
@@ -166,7 +170,7 @@ class _Walk:
             elif key == "oneOf" and isinstance(value, list) and "anyOf" not in node:
                 self.note([*at, key], rule, fixable=True)
                 out["anyOf"] = value
-            elif key == "allOf" and isinstance(value, list) and len(value) == 1:
+            elif key == "allOf" and isinstance(value, list) and _one_schema(value):
                 self.note([*at, key], "allOf of one entry is merged", fixable=True)
                 merged = {**value[0], **{k: v for k, v in node.items() if k != "allOf"}}
                 return self.schema(merged, at, depth)
@@ -180,14 +184,14 @@ class _Walk:
     ) -> None:
         kind = out.get("type")
         kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-        if any(k not in _TYPES for k in kinds):
+        if any(not isinstance(k, str) or k not in _TYPES for k in kinds):
             self.note([*at, "type"], _TYPE_NAME, fixable=False)
         if not ({"type", "enum", "const", "anyOf", "$ref"} & out.keys()):
             self.note(at, _ANY, fixable=False)
         ref = out.get("$ref")
         if "$ref" in out and not (isinstance(ref, str) and ref.startswith("#")):
             self.note([*at, "$ref"], _REF, fixable=False)
-        if "format" in out and out["format"] not in _FORMATS:
+        if "format" in out and not (isinstance(out["format"], str) and out["format"] in _FORMATS):
             self.note([*at, "format"], _FORMAT, fixable=True)
             del out["format"]
         if isinstance(out.get("enum"), list):
@@ -197,7 +201,7 @@ class _Walk:
         if "object" in kinds or "properties" in out:
             if depth >= MAX_DEPTH:
                 self.note(at, _DEPTH, fixable=False)
-            names = list(out.get("properties") or {})
+            names = list(out["properties"]) if isinstance(out.get("properties"), Mapping) else []
             extra = out.get("additionalProperties")
             if extra is not False and (extra is not None or not names):
                 self.note(at, _OPEN, fixable=False)
@@ -206,29 +210,21 @@ class _Walk:
                 out["additionalProperties"] = False
             self.properties += len(names)
             required = out.get("required")
-            if set(required if isinstance(required, list) else ()) != set(names):
+            listed = required if isinstance(required, list) else ()
+            if not all(isinstance(r, str) for r in listed) or set(listed) != set(names):
                 self.note([*at, "required"], _REQUIRE, fixable=True)
                 out["required"] = names
 
     def _children(self, out: dict[str, Any], at: list[object], depth: int) -> dict[str, Any]:
-        inner = depth + 1 if "properties" in out else depth
-        if isinstance(out.get("properties"), Mapping):
-            out["properties"] = {
-                name: self.schema(sub, [*at, "properties", name], inner)
-                for name, sub in out["properties"].items()
-            }
-        if "items" in out:
-            out["items"] = self.schema(out["items"], [*at, "items"], depth)
-        if isinstance(out.get("anyOf"), list):
-            out["anyOf"] = [
-                self.schema(sub, [*at, "anyOf", i], depth) for i, sub in enumerate(out["anyOf"])
-            ]
-        for defs in ("$defs", "definitions"):
-            if isinstance(out.get(defs), Mapping):
-                out[defs] = {
-                    name: self.schema(sub, [*at, defs, name], depth)
-                    for name, sub in out[defs].items()
-                }
+        for key in ("properties", "items", "anyOf", "$defs", "definitions"):  # findings' order
+            value, here = out.get(key), [*at, key]
+            if key == "items" and key in out:
+                out[key] = self.schema(value, here, depth)
+            elif key == "anyOf" and isinstance(value, list):
+                out[key] = [self.schema(sub, [*here, i], depth) for i, sub in enumerate(value)]
+            elif key not in ("items", "anyOf") and isinstance(value, Mapping):
+                inner = depth + 1 if key == "properties" else depth
+                out[key] = {k: self.schema(sub, [*here, k], inner) for k, sub in value.items()}
         return out
 
 

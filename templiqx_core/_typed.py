@@ -1,6 +1,5 @@
 """Typed contracts: a contract bound to the host's pydantic models, so the output shape is
-written once (as the model). Underneath it is an ordinary ``Contract`` (``to_yaml()``);
-errors name fields by JSON pointer and rule, never a value or the provider's answer."""
+written once (as the model); errors name pointers and rules, never a value."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ _SCHEMA_MAPS: Final = frozenset({"properties", "patternProperties", "$defs", "de
 
 
 class TypedContractError(InvalidData):
-    """A typed contract that cannot be built, or values that do not fit it: every problem
-    listed (``problems``), each a pointer and a rule."""
+    """A typed contract that cannot be built, or values that do not fit it (``problems``)."""
 
     def __init__(self, what: str, problems: Sequence[str]) -> None:
         super().__init__(f"{what}: " + "; ".join(problems))
@@ -70,7 +68,6 @@ def _constraints(schema: Any) -> Any:
 
 
 def _differences(ours: Any, theirs: Any, pointer: str) -> list[str]:
-    """Every place two schemas differ, each ``pointer: what``."""
     if canonical_json(ours) == canonical_json(theirs):
         return []
     if not (isinstance(ours, dict) and isinstance(theirs, dict)):
@@ -88,8 +85,7 @@ def _differences(ours: Any, theirs: Any, pointer: str) -> list[str]:
 
 
 def _inline(schema: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...] = ()) -> Any:
-    """``schema`` with every ``$ref`` into ``$defs`` replaced by its target (a declared
-    value's schema stands alone, so a recursive model has no form)."""
+    """``schema`` with its ``$ref``s inlined: a declared value's schema stands alone."""
     if isinstance(schema, list):
         return [_inline(item, defs, where, seen) for item in schema]
     if not isinstance(schema, dict):
@@ -105,7 +101,6 @@ def _inline(schema: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, .
 
 
 def _declared(model: type[BaseModel] | None, section: str) -> dict[str, dict[str, Any]]:
-    """One declared value per top-level field of ``model``, required as in the model."""
     if model is None:
         return {}
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -119,8 +114,8 @@ def _declared(model: type[BaseModel] | None, section: str) -> dict[str, dict[str
 
 
 def _problems(error: ValidationError, schema: Any) -> list[str]:
-    """pydantic's errors as ``pointer: rule (type)``, bounded; an object key shown only
-    if the schema declares it (a key the answer made up could carry anything)."""
+    """pydantic's errors as ``pointer: rule (type)``, bounded; a key only if the schema
+    declares it (a key the answer made up could carry anything)."""
     names = declared_names(schema)
     found = []
     for item in error.errors(include_url=False, include_input=False)[:MAX_FAILURES]:
@@ -159,9 +154,8 @@ def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
 def check_output_model(
     contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
 ) -> None:
-    """Raise ``OutputTypeError`` unless the contract's ``output_schema`` (a contract, its
-    path, or the schema) constrains exactly what ``model_output_schema(model)`` does, every
-    difference listed: for a contract kept as YAML beside the model it must mirror."""
+    """``OutputTypeError`` listing every difference unless the ``output_schema`` (of a
+    contract, its path, or the schema) constrains exactly what ``model_output_schema`` does."""
     if isinstance(contract, (str, Path)):
         contract = _read(contract)
     declared = contract.output_schema if isinstance(contract, Contract) else contract
@@ -208,9 +202,8 @@ class TypedContract(Generic[Out]):
         description: str | None = None,
         strict: bool | Literal["auto"] = "auto",
     ) -> TypedContract[Out]:
-        """Build the contract: each top-level field of ``inputs``/``context`` one declared
-        value, ``output_schema`` from ``output`` (``model_output_schema``); ``strict=True``
-        refuses an output model with no strict form (``TQX_OUTPUT_SCHEMA_STRICT``)."""
+        """One declared value per field of ``inputs``/``context``; ``strict=True`` refuses an
+        output model with no strict form (``TQX_OUTPUT_SCHEMA_STRICT``)."""
         try:
             schema = model_output_schema(output, strict=strict is True)
         except RecursionError:  # pydantic's schema generation, on models nested hundreds deep
@@ -244,8 +237,7 @@ class TypedContract(Generic[Out]):
         context: type[BaseModel] | None = None,
         strict: bool | Literal["auto"] = "auto",
     ) -> TypedContract[Out]:
-        """A YAML contract bound to models, checked once, here: every difference between
-        its schemas and the models' in one ``TypedContractError``."""
+        """A YAML contract bound to models: every difference in one ``TypedContractError``."""
         contract = _read(path)
         problems = _output_differences(contract.output_schema, output, strict=strict is True)
         for section, model in (("inputs", inputs), ("context", context)):
@@ -257,8 +249,7 @@ class TypedContract(Generic[Out]):
         return cls(contract, output, inputs, context)._checked(str(path))
 
     def _checked(self, what: str) -> TypedContract[Out]:
-        """What ``templiqx check`` finds (unknown references, filters on wrong types, eval
-        fixtures), raised at definition rather than at the first call."""
+        """What ``templiqx check`` finds, raised at definition rather than at the first call."""
         found = self.contract.locate(check_plain(self.contract.model_dump(by_alias=True)))
         if any(d["severity"] == "error" for d in found):
             raise TypedContractError(what, _listed(found))
@@ -282,8 +273,7 @@ class TypedContract(Generic[Out]):
         return dict(given or {})
 
     def compile(self, inputs: Values = None, *, context: Values = None) -> CompiledInteraction:
-        """The interaction for these values (models or dicts); a compile error raises
-        ``TypedContractError`` listing every diagnostic."""
+        """The interaction for these values (models or dicts), else ``TypedContractError``."""
         values = {
             "inputs": self._values(self.inputs, inputs, "inputs"),
             "context": self._values(self.context, context, "context"),
@@ -313,8 +303,7 @@ class TypedContract(Generic[Out]):
             raise OutputTypeError(message + "; ".join(problems)) from None
 
     def output_problems(self, receipt: ExecutionReceipt) -> list[str]:
-        """What the output model refuses in the receipt's output, one ``/pointer: rule``
-        line each: the rules a repair sends back (``RepairingRuntime(validate=...)``)."""
+        """What the output model refuses, one ``/pointer: rule`` line each (what repair sends)."""
         try:
             self.output.model_validate(thaw(receipt.output))
         except ValidationError as error:
@@ -322,8 +311,7 @@ class TypedContract(Generic[Out]):
         return []
 
     def _on(self, runtime: RuntimeAdapter, repair: int) -> RuntimeAdapter:
-        """``runtime`` for one try; else a wrapper (per call: closing it would close
-        ``runtime``) repairing what the schema or the output model refuses."""
+        """A repairing wrapper per call (closing one would close ``runtime``)."""
         if type(repair) is int and repair == 1:
             return runtime
         return RepairingRuntime(runtime, attempts=repair, validate=self.output_problems)
@@ -378,8 +366,7 @@ class TypedContract(Generic[Out]):
         return (await self.arun_receipt(runtime, inputs, context=context, repair=repair))[0]
 
     def to_yaml(self) -> str:
-        """The equivalent contract as YAML (templates in their string forms where they
-        have one): what ``templiqx compile``/``execute``/``eval``/``check`` take."""
+        """The equivalent contract as YAML, templates in their string forms where they have one."""
         data = self.contract.model_dump(by_alias=True, exclude_defaults=True)
         for message in data["messages"]:
             short = print_template(message["content"])

@@ -71,6 +71,13 @@ FIXABLE = [
     ("annotation", {"type": "string", "default": "x"}, "/properties/v/default", STRING),
     ("unknown keyword", {"type": "string", "x-extra": 1}, "/properties/v/x-extra", STRING),
     ("format", {"type": "string", "format": "uri"}, "/properties/v/format", STRING),
+    ("format not a name", {"type": "string", "format": []}, "/properties/v/format", STRING),
+    (
+        "required not names",
+        {**obj(a=STRING), "required": [{}]},
+        "/properties/v/required",
+        obj(a=STRING),
+    ),
     # rewritten into the subset
     (
         "oneOf",
@@ -125,6 +132,8 @@ BLOCKING = [
     ("any items", obj(v={"type": "array"}), "/properties/v"),
     ("tuples", obj(v={"type": "array", "prefixItems": [STRING]}), "/properties/v/prefixItems"),
     ("allOf of two", obj(v={"allOf": [STRING, STRING]}), "/properties/v/allOf"),
+    # a boolean schema cannot be merged into its parent: a finding, not a TypeError
+    ("allOf of a boolean", obj(v={"type": "string", "allOf": [True]}), "/properties/v/allOf"),
     (
         "pattern properties",
         obj(v={**obj(), "patternProperties": {"^x": STRING}}),
@@ -132,6 +141,8 @@ BLOCKING = [
     ),
     ("remote $ref", obj(v={"$ref": "https://example.invalid/s.json"}), "/properties/v/$ref"),
     ("type names", obj(v={"type": "str"}), "/properties/v/type"),
+    ("type not a name", obj(v={"type": [{}]}), "/properties/v/type"),
+    ("properties not a map", obj(v={"type": "object", "properties": [{}]}), "/properties/v"),
 ]
 
 

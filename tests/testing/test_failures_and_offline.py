@@ -227,7 +227,7 @@ def test_an_async_host_replaying_the_streaming_host_gets_not_found_and_its_close
     reachable again)."""
     from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
     from templiqx_core.adapters import RuntimeOptions
-    from templiqx_streaming_host._factory import runtime_factory  # its entry point
+    from templiqx_streaming_host._runtime import runtime_factory  # its entry point
 
     compiled = compile_contract(
         REPO_ROOT / "examples" / "greeting.yaml",
@@ -266,7 +266,7 @@ def test_a_replay_streams_live_when_awaited_and_a_closed_one_ends_its_stream_wit
     synchronous call); closed, either call still ends its stream with one ``Failed``."""
     from templiqx_core.adapters import RuntimeOptions
     from templiqx_langfuse._factory import runtime_factory as langfuse_factory
-    from templiqx_streaming_host._factory import runtime_factory as stream_factory
+    from templiqx_streaming_host._runtime import runtime_factory as stream_factory
 
     factory = stream_factory if entry_point == "openai-stream" else langfuse_factory
     cassette = STREAM_CASSETTE if entry_point == "openai-stream" else GREETING

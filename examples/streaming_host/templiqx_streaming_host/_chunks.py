@@ -1,19 +1,77 @@
-"""Folding ``chat.completion.chunk`` payloads into stream events and one final message.
-
-``ToolCallDelta`` has no index, so one tool call streams live until its arguments close a
-JSON object or array; calls interleaved with it are held and emitted at the end, in index
-order (docs/streaming.md has the rules).
-"""
+"""The stream, sans I/O: a WHATWG Server-Sent Events parser fed raw bytes (so the size bound
+and deadline count them; why not ``httpx-sse``: docs/streaming.md), and the fold of
+``chat.completion.chunk`` payloads into events and one message (the tool-call rules too)."""
 
 from __future__ import annotations
 
+import codecs
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from templiqx_core import DeltaEvent, RuntimeFailureCode, ToolCallDeltaEvent
 from templiqx_langfuse.building_blocks import WireFailure, failure_for_status
 
-__all__ = ["ChunkFolder", "ToolCall", "stream_error"]
+__all__ = ["ChunkFolder", "SSEParser", "ServerSentEvent", "ToolCall", "stream_error"]
+
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class ServerSentEvent:
+    data: str
+    event: str = "message"
+    id: str = ""
+
+
+class SSEParser:
+    """Splits lines on CRLF, LF or a lone CR (also across chunks), then applies the spec's
+    field rules; an event not closed by a blank line at end of stream is discarded."""
+
+    def __init__(self) -> None:
+        # The spec's decoder: one leading BOM dropped (however the chunks split it), invalid
+        # bytes as U+FFFD; a character split across chunks waits for its end.
+        self._decode = codecs.getincrementaldecoder("utf-8-sig")("replace").decode
+        self._buffer = ""
+        self._pending_cr = False  # a CR ended the last chunk: a following LF is its pair
+        self._data: list[str] = []
+        self._event = ""
+        self._last_id = ""
+        self.retry_ms: int | None = None  # the stream's reconnection time, if it set one
+
+    def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
+        text = self._decode(chunk)
+        if self._pending_cr and text:
+            self._pending_cr = False
+            text = text.removeprefix("\n")
+        buffer, start = self._buffer + text, 0
+        while (end := _EOL.search(buffer, start)) is not None:
+            if end.group() == "\r" and end.end() == len(buffer):
+                self._pending_cr = True  # CRLF may be split across two chunks
+            event = self._line(buffer[start : end.start()])
+            start = end.end()
+            if event is not None:
+                yield event
+        self._buffer = buffer[start:]
+
+    def _line(self, line: str) -> ServerSentEvent | None:
+        if not line:  # a blank line dispatches the event, if it has data
+            data, self._data = self._data, []
+            event, self._event = self._event or "message", ""
+            return ServerSentEvent("\n".join(data), event, self._last_id) if data else None
+        name, _, value = line.partition(":")  # a comment's name is "": no field
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._last_id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry_ms = int(value)
+        return None
+
 
 Emitted = DeltaEvent | ToolCallDeltaEvent
 CallKey = tuple[int, int]  # (0, provider index) or (1, arrival ordinal)
@@ -106,15 +164,14 @@ def stream_error(error: Any) -> WireFailure:
 
 
 class ChunkFolder:
-    """Accumulates one streamed chat completion; ``fold`` returns the events to emit."""
+    """One streamed chat completion; ``fold`` returns the events to emit. Events carry no
+    call index: one tool call streams live until its arguments close, others are held."""
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.refusal: list[str] = []
         self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.response_id: str | None = None
-        self.model: str | None = None
+        self.head: dict[str, Any] = {"id": None, "model": None, "usage": None}
         self.calls: dict[CallKey, ToolCall] = {}
         self._live: ToolCall | None = None  # the one call whose fragments go out at once
         self._last_unindexed: ToolCall | None = None
@@ -126,15 +183,14 @@ class ChunkFolder:
             raise _invalid("stream event is not a JSON object")
         if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
-        if self.response_id is None and isinstance(chunk.get("id"), str):
-            self.response_id = chunk["id"]
-        if self.model is None and isinstance(chunk.get("model"), str):
-            self.model = chunk["model"]
+        for key in ("id", "model"):  # the first of each
+            if self.head[key] is None and isinstance(chunk.get(key), str):
+                self.head[key] = chunk[key]
         usage = chunk.get("usage")
         if usage is None and isinstance(chunk.get("x_groq"), dict):
             usage = chunk["x_groq"].get("usage")
         if usage is not None:
-            self.usage = usage
+            self.head["usage"] = usage
         choices = chunk.get("choices")
         events: list[Emitted] = []
         for choice in choices if isinstance(choices, list) else ():

@@ -1,5 +1,6 @@
 """``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``, built
-from ``templiqx_langfuse.building_blocks`` (all below the SSE framing is that adapter's)."""
+from ``templiqx_langfuse.building_blocks`` (all below the SSE framing is that adapter's), and
+the composition root of the ``openai-stream`` entry point (``templiqx.runtimes`` group)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ from typing import Any, Unpack
 
 import orjson
 
-from templiqx_core import AdapterDescriptor, DeltaEvent, RuntimeAdapter, RuntimeFailureCode
-from templiqx_core.adapters import Produced, RuntimeCall
+from templiqx_core import (
+    AdapterDescriptor,
+    DeltaEvent,
+    RuntimeAdapter,
+    RuntimeFailureCode,
+    Unsupported,
+)
+from templiqx_core.adapters import Produced, RuntimeCall, RuntimeOptions
 from templiqx_langfuse import LangfuseConfig, ModelConfig
 from templiqx_langfuse.building_blocks import (
     MAX_RESPONSE_BYTES,
@@ -24,10 +31,9 @@ from templiqx_langfuse.building_blocks import (
     parse_completion,
 )
 
-from ._chunks import ChunkFolder, Emitted, stream_error
-from ._sse import SSEParser
+from ._chunks import ChunkFolder, Emitted, SSEParser, stream_error
 
-__all__ = ["ADAPTER_ID", "StreamingHostRuntime"]
+__all__ = ["ADAPTER_ID", "StreamingHostRuntime", "runtime_factory"]
 
 ADAPTER_ID = "templiqx-streaming-host"
 CAPABILITIES = ("structured_output",)
@@ -106,6 +112,25 @@ class StreamingHostRuntime(RuntimeAdapter):
         await self._wiring.aclose()
 
 
+def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
+    """Configured from the environment, or replaying a cassette offline, as ``langfuse``."""
+    if options.replay is None:
+        return StreamingHostRuntime.from_env(options.env)
+    try:
+        from templiqx_langfuse.testing.replay import offline_langfuse, replaying_runtime
+    except ImportError:
+        needs = "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
+        raise Unsupported(needs) from None
+    return replaying_runtime(
+        options.replay,
+        env=options.env,
+        langfuse=offline_langfuse(LangfuseConfig.from_env(options.env), options.replay),
+        # A person reads the CLI's miss: one line, the body diff only when debugging.
+        brief_misses=options.env.get("TEMPLIQX_DEBUG") != "1",
+        build=StreamingHostRuntime,
+    )
+
+
 def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
     """An error status, or a gateway that ignored ``stream: true``: read the body whole."""
     media = headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -164,5 +189,4 @@ class _Reader:
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
         choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        completion = {"id": folder.response_id, "model": folder.model, "usage": folder.usage}
-        return self._produced(parse_completion(orjson.dumps(completion | {"choices": [choice]})))
+        return self._produced(parse_completion(orjson.dumps(folder.head | {"choices": [choice]})))
