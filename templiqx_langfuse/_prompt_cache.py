@@ -27,7 +27,6 @@ from templiqx_core import (
 )
 
 from ._config import LangfuseConfig
-from ._prompt_links import link_prompt
 from ._prompts import (
     ONCE,
     Fetched,
@@ -39,6 +38,7 @@ from ._prompts import (
     path_name,
     sync_api,
 )
+from ._tracing import link_prompt
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
