@@ -1,7 +1,6 @@
 """Contracts loaded from Langfuse by label or version: cached, refreshed in the background,
-with a fallback file when Langfuse is down (the rules are docs/langfuse-prompts.md's). Our
-own cache: the SDK's lives in its ``Langfuse()`` singleton, which this package never builds.
-"""
+with a fallback file (docs/langfuse-prompts.md). Our own cache: the SDK's lives in its
+``Langfuse()`` singleton, which this package never builds."""
 
 from __future__ import annotations
 
@@ -52,13 +51,8 @@ DEFAULT_LABEL = "production"  # Langfuse's default label
 _REFERENCE = re.compile(r"langfuse:(?P<name>[^@#]+)(?:@(?P<label>[^@#]+)|#(?P<version>[0-9]+))?")
 
 
-@dataclass(frozen=True)
-class _Entry:
-    contract: Contract
-    expires: float  # time.monotonic() after which a load refreshes in the background
-
-
-_entries: dict[tuple[Any, ...], _Entry] = {}
+# A contract and the time.monotonic() after which a load refreshes it in the background.
+_entries: dict[tuple[Any, ...], tuple[Contract, float]] = {}
 _refreshing: set[tuple[Any, ...]] = set()
 _lock = threading.Lock()
 _cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
@@ -89,12 +83,12 @@ class _Source:
         """The cached contract (the hot path: a few dictionary lookups), and True for the
         one caller that is to refresh it in the background."""
         entry = _entries.get(self.key)
-        if entry is None or time.monotonic() < entry.expires:
-            return (None if entry is None else entry.contract), False
+        if entry is None or time.monotonic() < entry[1]:
+            return (None if entry is None else entry[0]), False
         with _lock:
             claimed = self.key not in _refreshing
             _refreshing.add(self.key)
-        return entry.contract, claimed
+        return entry[0], claimed
 
     def _get(self, api: Any) -> Any:
         query = {"label": self.label or None, "version": self.version}
@@ -111,8 +105,7 @@ class _Source:
         return self.checked(prompt)
 
     def checked(self, prompt: Any) -> Fetched:
-        """The version checked (an ``output_model`` refuses as ``OutputTypeError``), linked
-        to its prompt and cached."""
+        """The version checked (against ``output_model`` too), linked to its prompt, cached."""
         fetched = checked_version(prompt, self.where)
         if self.model is not None:
             check_output_model(fetched.contract, self.model)
@@ -121,12 +114,12 @@ class _Source:
         return fetched
 
     def store(self, contract: Contract) -> Contract:
-        _entries[self.key] = _Entry(contract, time.monotonic() + self.ttl)
+        _entries[self.key] = (contract, time.monotonic() + self.ttl)
         return contract
 
     def fall_back(self, error: PortError, fallback: str | Path | None) -> Contract:
-        """The fallback file for a failed cold start, cached for the TTL like a fetched
-        copy (so the next try is a background one); without one, the typed error."""
+        """The fallback file for a failed cold start, cached for the TTL like a fetched copy
+        (the next try is a background one); without one, the error."""
         if fallback is None:
             raise error
         contract, diagnostics = read_contract(fallback)
@@ -146,7 +139,7 @@ class _Source:
             yield
         except Exception as error:
             if (entry := _entries.get(self.key)) is not None:
-                self.store(entry.contract)
+                self.store(entry[0])
             _log.warning("%s: refresh failed, keeping the last good copy: %s", self.where, error)
         finally:
             with _lock:
@@ -223,7 +216,7 @@ def load_contract(
         cold = _cold_locks.setdefault(source.key, threading.Lock())
     with cold:  # concurrent cold loads of one key make one request
         if (entry := _entries.get(source.key)) is not None:
-            return entry.contract
+            return entry[0]
         try:
             return source.fetch().contract
         except PortError as error:
@@ -241,8 +234,8 @@ async def aload_contract(
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Contract:
-    """``load_contract`` on an event loop: requests through the async API client, the
-    background refresh a task; concurrent cold loads on one loop share one request."""
+    """``load_contract`` on an event loop, the refresh a task; concurrent cold loads on one
+    loop share one request."""
     source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
     contract, refresh = source.cached()
     loop = asyncio.get_running_loop()
@@ -261,7 +254,7 @@ async def aload_contract(
         return (await asyncio.shield(fetching)).contract
     except PortError as error:
         entry = _entries.get(source.key)  # another caller's fallback, served already
-        return entry.contract if entry is not None else source.fall_back(error, fallback)
+        return entry[0] if entry is not None else source.fall_back(error, fallback)
 
 
 def _forget(key: tuple[Any, ...], task: asyncio.Task[Fetched]) -> None:
@@ -271,9 +264,8 @@ def _forget(key: tuple[Any, ...], task: asyncio.Task[Fetched]) -> None:
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
-    """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to
-    now, fetched afresh and cached under its number (a run that must not follow a label
-    moving under it, an eval gating a promotion)."""
+    """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to now,
+    fetched afresh and cached under its number (an eval must not follow a moving label)."""
     fetched = _source(reference, ttl=cache_ttl_s).fetch()
     pinned = f"langfuse:{fetched.name}#{fetched.version}"
     _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
@@ -288,9 +280,8 @@ def clear_cache() -> None:
 
 
 def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
-    """Entry point ``langfuse`` of ``templiqx.contract_sources``: ``langfuse:NAME@LABEL``
-    or ``langfuse:NAME#VERSION`` wherever a contract path is taken (the environment's
-    Langfuse, the default TTL, no fallback); a failure is a diagnostic, as a file's."""
+    """Entry point of ``templiqx.contract_sources``: ``langfuse:NAME@LABEL|#VERSION`` wherever
+    a contract path is taken (environment's Langfuse, default TTL); a failure is a diagnostic."""
     try:
         return load_contract(reference), []
     except PortError as error:

@@ -1,9 +1,6 @@
-"""Contracts as Langfuse chat prompts: the message rule, the digest, publish and promote.
-
-A version holds the contract and its digest in its ``config`` and, as its messages, the
-contract's in Langfuse's syntax for the playground; it is used only while those messages are
-still the ones its contract renders (a version edited in the Langfuse UI is refused).
-"""
+"""Contracts as Langfuse chat prompts: a version holds the contract and its digest in its
+``config``, and as messages the contract's in Langfuse's syntax, used only while they are still
+the ones its contract renders (a version edited in the Langfuse UI is refused)."""
 
 from __future__ import annotations
 
@@ -62,7 +59,6 @@ _ENV_READ = tuple(
 
 
 def contract_document(contract: Contract) -> dict[str, Any]:
-    """The contract as the JSON document a file would hold (keys by alias)."""
     return contract.model_dump(mode="json", by_alias=True)
 
 
@@ -71,8 +67,8 @@ def contract_digest(contract: Contract) -> str:
 
 
 def _node_text(node: dict[str, Any]) -> str:
-    """One content node in Langfuse's syntax: text as is, ``inputs.NAME`` / ``context.NAME``
-    without filters as ``{{NAME}}``; any other node said to be the contract's to render."""
+    """One content node in Langfuse's syntax: text, ``{{NAME}}`` for a plain ``inputs.NAME`` /
+    ``context.NAME``; any other node said to be the contract's to render."""
     kind = node["kind"]
     if kind == "text":
         return str(node["value"])
@@ -118,17 +114,14 @@ def check_label(label: str) -> str:
 
 
 def invalid(where: str, diagnostics: Sequence[Diagnostic]) -> InvalidData:
-    """The first diagnostic of a contract that does not load, as one typed error."""
     first = diagnostics[0]
     return InvalidData(f"{where}: {first.code} {first.json_pointer or ''}: {first.message}")
 
 
 def path_name(name: str) -> str:
-    """A prompt name as the API's path segment (folders' slashes encoded, as it asks)."""
+    """A prompt name as the API's path segment (folders' slashes encoded)."""
     return quote(name, safe="")
 
-
-# -- the client ------------------------------------------------------------------------
 
 _Api = TypeVar("_Api")
 _Keys = tuple[str, str, str, float]
@@ -139,8 +132,8 @@ _async_apis: weakref.WeakKeyDictionary[Any, _LoopApis] = weakref.WeakKeyDictiona
 
 
 def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
-    """The host's client's API when given (never shut down here), else ours per configuration:
-    the SDK's generated client, no ``Langfuse()`` singleton, no tracer."""
+    """The host's client's API (never shut down here), else the SDK's generated client per
+    configuration: no ``Langfuse()`` singleton, no tracer."""
     from langfuse.api import LangfuseAPI
 
     if client is not None:
@@ -160,9 +153,8 @@ def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLa
 
 
 class _LoopApis:
-    """One event loop's API clients. Their ``httpx.AsyncClient`` are closed when the loop
-    shuts down (``asyncio.run`` closes the async generators started on it): sockets a run
-    opened never outlive it."""
+    """One event loop's API clients, closed when it shuts down (``asyncio.run`` closes the
+    async generators started on it): sockets a run opened never outlive it."""
 
     def __init__(self) -> None:
         self.apis: dict[_Keys, AsyncLangfuseAPI] = {}
@@ -238,9 +230,6 @@ def api_errors(where: str) -> Iterator[None]:
         raise InvalidData(f"{where}: Langfuse's answer could not be read ({kind})") from None
 
 
-# -- a fetched version -----------------------------------------------------------------
-
-
 class Fetched(NamedTuple):
     contract: Contract
     name: str
@@ -249,7 +238,7 @@ class Fetched(NamedTuple):
 
 def checked_version(prompt: Any, where: str) -> Fetched:
     """The contract a fetched version holds, checked as a file is, its digest and messages
-    matching; ``InvalidData`` says why not."""
+    matching."""
     from langfuse.api import Prompt_Chat
 
     if not isinstance(prompt, Prompt_Chat):
@@ -277,13 +266,9 @@ def checked_version(prompt: Any, where: str) -> Fetched:
     return Fetched(contract, prompt.name, prompt.version)
 
 
-# -- publish and promote ---------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Published:
-    """What ``publish_contract`` did: ``created`` False when the latest version already
-    held the same contract (no version made)."""
+    """What ``publish_contract`` did (``created`` False: the latest version held it)."""
 
     name: str
     version: int
@@ -352,8 +337,7 @@ def promote_label(
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> None:
-    """Move ``labels`` to version ``version`` of prompt ``name`` (Langfuse takes each label
-    off the version that had it)."""
+    """Move ``labels`` to version ``version`` of prompt ``name``."""
     wanted = [check_label(label) for label in ([labels] if isinstance(labels, str) else labels)]
     with api_errors(f"langfuse:{name}#{version}"):
         sync_api(config, client).prompt_version.update(
