@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -80,14 +80,7 @@ class _PinnedSession(requests.Session):
         self.trust_env = False  # no proxy, netrc or CA-bundle lookups from the environment
         self.pinned = headers
 
-    def merge_environment_settings(
-        self,
-        url: str | bytes | None,
-        proxies: MutableMapping[str, str] | None,
-        stream: bool | None,
-        verify: bool | str | None,
-        cert: str | tuple[str, str] | None,
-    ) -> Any:
+    def merge_environment_settings(self, *args: Any, **kwargs: Any) -> Any:
         return {"proxies": {}, "stream": True, "verify": True, "cert": None}
 
     def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
