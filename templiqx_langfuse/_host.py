@@ -45,6 +45,8 @@ logger = logging.getLogger("templiqx_langfuse")
 #: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
 ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 _INPUT_CACHE_SIZE = 256
+#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
+CLOSE_WAIT_S = 2.0
 _Opener = Callable[["Tracing", RuntimeCall, RequestBody, str], GenerationRecord | None]
 
 
@@ -83,6 +85,10 @@ class Tracing:
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
+        # Calls between ``start`` and ``finish``: ``close`` waits for them, so no generation
+        # finishes after the export closed.
+        self._in_flight = 0
+        self._idle = threading.Condition(threading.Lock())
         self._open: _Opener | None = None
         if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._recording import open_generation
@@ -129,16 +135,28 @@ class Tracing:
             )
 
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
-        """The call's generation (off, closed, failed or sampled out: usage only)."""
+        """The call's generation (off, closed, failed or sampled out: usage only), in flight
+        until ``finish``."""
+        record = None
         if self._open is not None and self.enabled:
             try:
-                opened = self._open(self, call, body, model)
+                record = self._open(self, call, body, model)
             except Exception as error:
                 self.report_error("starting a generation", error)
-            else:
-                if opened is not None:
-                    return opened
-        return GenerationRecord()
+        with self._idle:
+            self._in_flight += 1
+        return record or GenerationRecord()
+
+    def finish(
+        self, record: GenerationRecord, outcome: CallOutcome, first_token_at: datetime | None
+    ) -> None:
+        try:
+            record.finish(outcome, first_token_at=first_token_at)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.notify_all()
 
     def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
         """The messages as redacted JSON, once per (frozen) interaction; with a mask, masked
@@ -166,7 +184,16 @@ class Tracing:
             return None
 
     def close(self) -> None:
-        """Flush the owned export path within its bound; never a host's."""
+        """Wait (bounded) for calls in flight, then flush the owned export path within its
+        bound (never a host's); the wait not on an event loop's thread (its calls could not
+        end meanwhile)."""
+        try:
+            asyncio = sys.modules.get("asyncio")  # never imported for this alone
+            waits = asyncio is None or not asyncio.get_running_loop()
+        except RuntimeError:
+            waits = True
+        with self._idle:
+            self._idle.wait_for(lambda: not self._in_flight, CLOSE_WAIT_S if waits else 0)
         pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
             try:
@@ -273,42 +300,6 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
     pending.add_done_callback(_CLOSING.discard)
 
 
-#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
-CLOSE_WAIT_S = 2.0
-
-
-class InFlight:
-    """Calls between ``begin`` and their outcome: ``close`` waits for them, so no generation
-    finishes after the export closed."""
-
-    __slots__ = ("_count", "_idle")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._idle = threading.Condition(threading.Lock())
-
-    def enter(self) -> None:
-        with self._idle:
-            self._count += 1
-
-    def leave(self) -> None:
-        with self._idle:
-            self._count -= 1
-            if not self._count:
-                self._idle.notify_all()
-
-    def wait_idle(self) -> None:
-        """Wait (bounded) for none in flight; not on an event loop's thread (its calls could
-        not end meanwhile)."""
-        try:
-            asyncio = sys.modules.get("asyncio")  # never imported for this alone
-            waits = asyncio is None or not asyncio.get_running_loop()
-        except RuntimeError:
-            waits = True
-        with self._idle:
-            self._idle.wait_for(lambda: not self._count, CLOSE_WAIT_S if waits else 0)
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
     """A host adapter's wiring: built in its ``__init__``, closed in its ``release``."""
@@ -322,7 +313,6 @@ class HostWiring:
     tracing: Tracing
     log_filter: RedactingLogFilter
     formats: ResponseFormats = field(default_factory=ResponseFormats)
-    calls: InFlight = field(default_factory=InFlight)
 
     @property
     def http(self) -> httpx.Client:
@@ -386,17 +376,8 @@ class HostWiring:
         body = build_request_body(
             call.request.interaction, model=model, strict=strict, formats=self.formats
         )
-        record = self.tracing.start(call, body, model)
-        calls = self.calls
-        calls.enter()
-
-        def finish(outcome: CallOutcome) -> None:
-            try:
-                record.finish(outcome, first_token_at=first_token())
-            finally:
-                calls.leave()
-
-        call.on_finish(finish)
+        record, tracing = self.tracing.start(call, body, model), self.tracing
+        call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token()))
         return body
 
     @contextmanager
@@ -413,11 +394,10 @@ class HostWiring:
             raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
     def close(self) -> None:
-        """Release the pools, wait (bounded) for calls in flight so their generations are
-        exported, flush the owned export (bounded), drop the log filter."""
+        """Release the pools, close the tracing (its calls in flight end first: their I/O
+        aborted), drop the log filter."""
         try:
             self.clients.close()
-            self.calls.wait_idle()
             self.tracing.close()
         finally:
             self.log_filter.uninstall()
