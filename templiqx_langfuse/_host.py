@@ -76,9 +76,24 @@ class Tracing:
         redactor: Redactor,
         *,
         client: Langfuse | None = None,
-        pipeline: ExportPipeline | None = None,
+        span_exporter: SpanExporter | None = None,
     ) -> None:
-        self.config, self.redactor, self.client, self.pipeline = config, redactor, client, pipeline
+        self.config, self.redactor = config, redactor
+        self.client = client if config.tracing else None  # off on purpose: nothing to warn of
+        self.pipeline: ExportPipeline | None = None
+        if config.tracing and client is None:
+            # OTel's TracerProvider reads it too and would record nothing, silently.
+            otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
+            if otel_off or not config.enabled:
+                why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
+                if otel_off:
+                    why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
+                logger.warning("Langfuse tracing disabled: %s; executions still run", why)
+            else:
+                from ._export import ExportPipeline
+
+                # Never a Langfuse client of its own: the SDK keeps one per public key.
+                self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
         self._error_logged = threading.Event()
         #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
         self.on_ref: Callable[[TraceRef], None] | None = None
@@ -94,32 +109,6 @@ class Tracing:
             from ._recording import open_generation
 
             self._open = open_generation
-
-    @classmethod
-    def build(
-        cls,
-        config: LangfuseConfig,
-        redactor: Redactor,
-        *,
-        client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
-    ) -> Tracing:
-        if not config.tracing:
-            return cls(config, redactor)  # switched off on purpose: nothing to warn of
-        if client is not None:
-            return cls(config, redactor, client=client)
-        # OTel's TracerProvider reads it too and would record nothing, silently.
-        otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
-        if otel_off or not config.enabled:
-            why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
-            if otel_off:
-                why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
-            logger.warning("Langfuse tracing disabled: %s; executions still run", why)
-            return cls(config, redactor)
-        from ._export import ExportPipeline
-
-        # Never a Langfuse client of its own: the SDK keeps one per public key per process.
-        return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
 
     @property
     def enabled(self) -> bool:
@@ -337,7 +326,7 @@ class HostWiring:
         log_filter.install()
         try:
             client, exporter = options.get("langfuse_client"), options.get("span_exporter")
-            tracing = Tracing.build(config, redactor, client=client, span_exporter=exporter)
+            tracing = Tracing(config, redactor, client=client, span_exporter=exporter)
         except BaseException:
             log_filter.uninstall()
             clients.close()
