@@ -178,14 +178,23 @@ class Generation(GenerationRecord):
             else:
                 valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
                 repaired = repair is not None and repair.repairs(receipt)  # a host's rules
-                pipeline = tracing.pipeline
+                pipeline, client = tracing.pipeline, tracing.client
                 posts_scores = pipeline is not None and pipeline.posts_scores
-                if not posts_scores:
-                    self._score_by_client(valid)
+                name = tracing.config.schema_score_name
+                if client is not None and name is not None:  # ours posts SCORE_ATTRIBUTE's
+                    try:
+                        client.create_score(
+                            name=name,
+                            value=1.0 if valid else 0.0,
+                            data_type="BOOLEAN",
+                            trace_id=self.ref.trace_id,
+                            observation_id=self.ref.observation_id,
+                        )
+                    except Exception as error:  # scoring must never fail the call
+                        tracing.report_error("scoring a generation", error)
+                usage_json = _json(redactor.json_text, usage) if usage else None
                 fields = {
-                    A.OBSERVATION_USAGE_DETAILS: _json(redactor.json_text, usage)
-                    if usage
-                    else None,
+                    A.OBSERVATION_USAGE_DETAILS: usage_json,
                     # Langfuse infers cost from the model it is told: the one that answered (as
                     # Langfuse's OpenAI integration reports it), the requested one otherwise.
                     A.OBSERVATION_MODEL: completion.provider_model or None,
@@ -228,22 +237,6 @@ class Generation(GenerationRecord):
             tracing.report_error("ending a generation", error)
         finally:  # ended whatever happened: an open span is never exported
             self._end()
-
-    def _score_by_client(self, valid: bool) -> None:
-        """Through a host's client (the owned path posts it from ``SCORE_ATTRIBUTE``)."""
-        tracing, name = self._tracing, self._tracing.config.schema_score_name
-        if tracing.client is None or name is None:
-            return
-        try:
-            tracing.client.create_score(
-                name=name,
-                value=1.0 if valid else 0.0,
-                data_type="BOOLEAN",
-                trace_id=self.ref.trace_id,
-                observation_id=self.ref.observation_id,
-            )
-        except Exception as error:  # scoring must never fail the call
-            tracing.report_error("scoring a generation", error)
 
 
 def open_generation(
