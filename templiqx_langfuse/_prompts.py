@@ -243,36 +243,6 @@ class Fetched(NamedTuple):
     version: int
 
 
-def checked_version(prompt: Any, where: str) -> Fetched:
-    """The contract a fetched version holds, checked as a file is, its digest and messages
-    matching."""
-    from langfuse.api import Prompt_Chat
-
-    if not isinstance(prompt, Prompt_Chat):
-        raise InvalidData(f"{where}: not a chat prompt")
-    if not 1 <= prompt.version < 2**31:  # the server's column is a 32-bit integer
-        raise InvalidData(f"{where}: version {prompt.version} is no prompt version")
-    config = prompt.config
-    held = config.get(CONFIG_KEY) if isinstance(config, dict) else None
-    if not isinstance(held, dict) or not isinstance(held.get("contract"), dict):
-        raise InvalidData(f"{where}: its config holds no templiqx contract")
-    contract, diagnostics = parse_contract(json.dumps(held["contract"]), file=where)
-    if contract is None:
-        raise invalid(where, diagnostics)
-    if held.get("digest") != contract_digest(contract):
-        raise InvalidData(f"{where}: the contract in its config does not match its digest")
-    messages = [
-        {"role": getattr(m, "role", None), "content": getattr(m, "content", None)}
-        for m in prompt.prompt
-    ]
-    if messages != chat_messages(contract):
-        raise InvalidData(
-            f"{where}: its messages differ from its contract's (edited in Langfuse?); "
-            "edit the contract and publish it"
-        )
-    return Fetched(contract, prompt.name, prompt.version)
-
-
 @dataclass(frozen=True)
 class Published:
     """What ``publish_contract`` did (``created`` False: the latest version held it)."""
@@ -412,13 +382,38 @@ class _Source:
         return self.checked(prompt)
 
     def checked(self, prompt: Any) -> Fetched:
-        """The version checked (against ``output_model`` too), linked to its prompt, cached."""
-        fetched = checked_version(prompt, self.where)
+        """The contract a fetched version holds, checked as a file is (its digest and messages
+        matching, ``output_model`` too), linked to its prompt and cached."""
+        from langfuse.api import Prompt_Chat
+
+        where = self.where
+        if not isinstance(prompt, Prompt_Chat):
+            raise InvalidData(f"{where}: not a chat prompt")
+        if not 1 <= prompt.version < 2**31:  # the server's column is a 32-bit integer
+            raise InvalidData(f"{where}: version {prompt.version} is no prompt version")
+        config = prompt.config
+        held = config.get(CONFIG_KEY) if isinstance(config, dict) else None
+        if not isinstance(held, dict) or not isinstance(held.get("contract"), dict):
+            raise InvalidData(f"{where}: its config holds no templiqx contract")
+        contract, diagnostics = parse_contract(json.dumps(held["contract"]), file=where)
+        if contract is None:
+            raise invalid(where, diagnostics)
+        if held.get("digest") != contract_digest(contract):
+            raise InvalidData(f"{where}: the contract in its config does not match its digest")
+        messages = [
+            {"role": getattr(m, "role", None), "content": getattr(m, "content", None)}
+            for m in prompt.prompt
+        ]
+        if messages != chat_messages(contract):
+            raise InvalidData(
+                f"{where}: its messages differ from its contract's (edited in Langfuse?); "
+                "edit the contract and publish it"
+            )
         if self.model is not None:
-            check_output_model(fetched.contract, self.model)
-        link_prompt(fetched.contract.id, fetched.contract.version, fetched.name, fetched.version)
-        self.store(fetched.contract)
-        return fetched
+            check_output_model(contract, self.model)
+        link_prompt(contract.id, contract.version, prompt.name, prompt.version)
+        self.store(contract)
+        return Fetched(contract, prompt.name, prompt.version)
 
     def store(self, contract: Contract) -> Contract:
         _entries[self.key] = (contract, time.monotonic() + self.ttl)
