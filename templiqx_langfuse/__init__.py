@@ -14,8 +14,7 @@ import typing as _typing
 if _typing.TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
     from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-    from ._prompt_cache import aload_contract, load_contract
-    from ._prompts import Published, promote_label, publish_contract
+    from ._prompts import Published, aload_contract, load_contract, promote_label, publish_contract
     from ._redaction import REDACTED, Redactor
     from ._retry import RetryingRuntime
     from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
@@ -63,8 +62,13 @@ if not _typing.TYPE_CHECKING:
         for module, names in {
             "._config": ("LangfuseConfig", "ModelConfig"),
             "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
-            "._prompt_cache": ("aload_contract", "load_contract"),
-            "._prompts": ("Published", "promote_label", "publish_contract"),
+            "._prompts": (
+                "Published",
+                "aload_contract",
+                "load_contract",
+                "promote_label",
+                "publish_contract",
+            ),
             "._redaction": ("REDACTED", "Redactor"),
             "._retry": ("RetryingRuntime",),
             "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),

@@ -1,16 +1,13 @@
-"""Traces and scores to Langfuse through OpenTelemetry's own pipeline: a private
-``TracerProvider`` per runtime (the SDK's one-client-per-public-key would hand one runtime's
-spans to another's shutdown), OTel's ``BatchSpanProcessor`` and gzip ``OTLPSpanExporter``,
-which batch, retry and back off. By hand, only what they lack: batches bounded in bytes,
-settings pinned whatever a host's ``OTEL_*`` variables say, answers read up to
-``MAX_RESPONSE_BYTES``, each arrived generation's score, a bounded ``close()``, and the
-``flush_on_sigterm`` handler.
-"""
+"""Traces and scores to Langfuse on a private ``TracerProvider`` per runtime (the SDK's one
+client per public key would hand one runtime's spans to another's shutdown): OTel's
+``BatchSpanProcessor`` and ``OTLPSpanExporter`` batch, retry and back off. By hand, only what
+they lack (each says why)."""
 
 from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import io
 import logging
 import os
@@ -19,7 +16,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -75,24 +72,15 @@ _LIMITS = SpanLimits(
 
 
 class _PinnedSession(requests.Session):
-    """The OTLP exporter's session. The exporter merges ``OTEL_EXPORTER_OTLP_HEADERS``
-    into its headers and sets ``verify``/``cert`` from ``OTEL_EXPORTER_OTLP_*CERTIFICATE``
-    and ``*CLIENT_KEY`` whatever its arguments, so headers, TLS and proxies are pinned here;
-    answers are read up to ``MAX_RESPONSE_BYTES``."""
+    """The OTLP exporter's session: it takes headers and TLS files from ``OTEL_EXPORTER_OTLP_*``
+    whatever its arguments, so they are pinned here; answers read up to ``MAX_RESPONSE_BYTES``."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__()
         self.trust_env = False  # no proxy, netrc or CA-bundle lookups from the environment
         self.pinned = headers
 
-    def merge_environment_settings(
-        self,
-        url: str | bytes | None,
-        proxies: MutableMapping[str, str] | None,
-        stream: bool | None,
-        verify: bool | str | None,
-        cert: str | tuple[str, str] | None,
-    ) -> Any:
+    def merge_environment_settings(self, *args: Any, **kwargs: Any) -> Any:
         return {"proxies": {}, "stream": True, "verify": True, "cert": None}
 
     def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
@@ -108,8 +96,8 @@ class _PinnedSession(requests.Session):
 
 
 def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
-    """``spans`` in runs of about ``MAX_BATCH_BYTES`` at most, counting their strings (a
-    larger span alone: each is bounded well below the exporter's 64 MiB)."""
+    """``spans`` in runs of about ``MAX_BATCH_BYTES`` at most (OTel batches by count only); a
+    larger span alone (each is bounded well below the exporter's 64 MiB)."""
     start, total = 0, 0
     for index, span in enumerate(spans):
         size = 256 + len(span.name)
@@ -134,7 +122,7 @@ _Route = tuple[httpx.Client, str, Mapping[str, str]]
 
 def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
     """One scores request, retried as the generated client retries: how many scores the API
-    rejected (a 207 names them; it is not retried); raises when the request failed."""
+    rejected (a 207 names them); raises when the request failed."""
     http, url, headers = route
     until = time.monotonic() + budget_s
     for attempt in range(SCORE_TRIES):
@@ -161,7 +149,7 @@ def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
 
 class _Delivery(SpanExporter):
     """The OTLP exporter (or a host's) fed byte-bounded batches; with ours, each arrived
-    generation's schema-validity score follows."""
+    generation's score follows (it never names a span that was lost)."""
 
     def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Route | None) -> None:
         self.inner, self._config, self._scores = inner, config, scores
@@ -189,8 +177,7 @@ class _Delivery(SpanExporter):
         env = self._config.environment
         # Unset, not null: the server defaults a missing environment, refuses null.
         environment = {"environment": env} if env else {}
-        # The body of the scores API, its field names as the SDK's ``CreateScoreRequest``
-        # writes them: the generated client's serializer costs a seventh of a traced call.
+        # The SDK's ``CreateScoreRequest`` fields: its serializer costs a seventh of a call.
         scores = [
             {
                 # One id per generation: a retried post updates, never duplicates.
@@ -234,8 +221,8 @@ class _Delivery(SpanExporter):
 
 
 def _in_thread(work: Callable[[], object]) -> threading.Thread:
-    """OTel's flush and shutdown have no deadline of their own (they wait for the export
-    under way, or join for 30 s): they run on a thread the caller joins with its own."""
+    """OTel's flush and shutdown have no deadline of their own: they run on a thread the
+    caller joins with its own."""
     thread = threading.Thread(target=work, name="templiqx-langfuse-flush", daemon=True)
     thread.start()
     return thread
@@ -252,8 +239,8 @@ class ExportPipeline:
         scores = None
         if span_exporter is None:  # a host's exporter sends where and how it sees fit
             credentials = ":".join(config.keys()).encode()
-            # Who sends (the server attributes ingestion by it); in no plain local:
-            # tracebacks may print their locals.
+            # Who sends (the server attributes ingestion by it); SecretHeaders, not a plain
+            # local: tracebacks may print their locals.
             headers = SecretHeaders(
                 {
                     "authorization": f"Basic {base64.b64encode(credentials).decode()}",
@@ -314,14 +301,12 @@ class ExportPipeline:
             _flush_on_sigterm(self)
 
     def adopt(self) -> None:
-        """Exit hooks for this process (again in a forked child: ``multiprocessing``
-        clears finalizers)."""
+        """Exit hooks for this process (again in a forked child: its finalizers are cleared)."""
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
         atexit.register(self.close)
-        # A multiprocessing child ends in os._exit, past atexit: its finalizers are the one
-        # exit hook it runs. Only looked up when that module is loaded.
+        # A multiprocessing child ends in os._exit, past atexit: finalizers are all it runs.
         util = sys.modules.get("multiprocessing.util")
         self._finalizer = util.Finalize(None, self.close, exitpriority=10) if util else None
 
@@ -353,48 +338,34 @@ _LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()  # flushed on SIGTERM
 _flushing = False
 
 
-class _OnSigterm:
-    """``flush_on_sigterm``: every live pipeline flushes within its bound, then the signal
-    does what it would have done (``previous``: a host's handler, ignored, or the default
-    action, which ends the process past ``atexit``). Python runs it on the main thread
-    between bytecodes; the flushes run on threads of their own, waited for with a deadline,
-    so a lock the interrupted code holds can delay them, never hang them."""
-
-    def __init__(self, previous: Any) -> None:
-        self.previous = previous
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        global _flushing
-        # Nested in ours (a second SIGTERM during the flush, a host handler we handed on to
-        # calling another of ours back): handed on at once, the flush bound counted once.
-        if _flushing:
-            return self._hand_on(signum, frame)
-        _flushing = True
-        try:
-            _flush_live()
-            self._hand_on(signum, frame)
-        finally:
-            _flushing = False
-
-    def _hand_on(self, signum: int, frame: FrameType | None) -> None:
-        if callable(self.previous):
-            self.previous(signum, frame)
-        elif self.previous != signal.SIG_IGN:  # the default (or a C handler's None): it ends us
+def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
+    """Every live pipeline flushes within its bound, on threads joined with a deadline (a lock
+    the interrupted code holds delays them, never hangs them); then the signal does what it
+    would have done: ``previous``, a host's handler, ignored, or the default action."""
+    global _flushing
+    # Nested in ours (a second SIGTERM, a host handler we handed on to calling ours back):
+    # handed on at once, the flush bound counted once.
+    flushes = not _flushing
+    _flushing = True
+    try:
+        if flushes:
+            try:
+                pipelines = list(_LIVE)
+                threads = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
+                timeouts = (pipeline.config.flush_timeout_s for pipeline in pipelines)
+                deadline = time.monotonic() + max(timeouts, default=0.0)
+                for thread in threads:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+            except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
+                logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default (or a C handler's None): it ends us
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _flush_live() -> None:
-    try:
-        pipelines = list(_LIVE)
-        flushes = [_in_thread(pipeline.provider.force_flush) for pipeline in pipelines]
-        deadline = time.monotonic() + max(
-            (p.config.flush_timeout_s for p in pipelines), default=0.0
-        )
-        for flushing in flushes:
-            flushing.join(max(0.0, deadline - time.monotonic()))
-    except Exception as error:  # e.g. no thread at interpreter exit: hand on anyway
-        logger.warning("Langfuse flush on SIGTERM failed (%s)", type(error).__name__)
+    finally:
+        if flushes:
+            _flushing = False
 
 
 def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
@@ -402,8 +373,8 @@ def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
     in between, calling ours back as its previous one: that one hands on at once)."""
     try:
         current = signal.getsignal(signal.SIGTERM)
-        if not isinstance(current, _OnSigterm):
-            signal.signal(signal.SIGTERM, _OnSigterm(current))
+        if not (isinstance(current, functools.partial) and current.func is _on_sigterm):
+            signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, current))
     except ValueError:  # not the main thread (or not the main interpreter)
         logger.warning(
             "Langfuse flush_on_sigterm needs the runtime built on the main thread; "

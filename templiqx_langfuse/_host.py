@@ -1,6 +1,5 @@
-"""``HostWiring``: what every host adapter of an OpenAI-compatible endpoint is wired from,
-built and released in one place: a part built slightly differently (a key missing from the
-redactor, a client on another transport) breaks a guarantee silently."""
+"""``HostWiring``: every host adapter's parts, built and released in one place: a part built
+slightly differently (a key missing from the redactor) breaks a guarantee silently."""
 
 from __future__ import annotations
 
@@ -46,11 +45,13 @@ logger = logging.getLogger("templiqx_langfuse")
 #: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
 ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 _INPUT_CACHE_SIZE = 256
+#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
+CLOSE_WAIT_S = 2.0
 _Opener = Callable[["Tracing", RuntimeCall, RequestBody, str], GenerationRecord | None]
 
 
 class WiringOptions(TypedDict, total=False):
-    """What a host may lend an adapter's wiring (handed on unchanged to ``HostWiring.build``)."""
+    """What a host may lend an adapter's wiring (handed on to ``HostWiring.build``)."""
 
     transport: DeadlineTransport | None
     async_transport: AsyncDeadlineTransport | None
@@ -66,9 +67,8 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 class Tracing:
-    """Turns executions into Langfuse generations: on the adapter-owned export path, or
-    through a host's Langfuse client (its pipeline, never flushed or shut down here).
-    Best effort: a tracing failure is logged once and never reaches the caller."""
+    """Executions as Langfuse generations, on the owned export path or a host's client (never
+    flushed or shut down here); a tracing failure is logged once, never reaches the caller."""
 
     def __init__(
         self,
@@ -76,50 +76,39 @@ class Tracing:
         redactor: Redactor,
         *,
         client: Langfuse | None = None,
-        pipeline: ExportPipeline | None = None,
+        span_exporter: SpanExporter | None = None,
     ) -> None:
-        self.config, self.redactor, self.client, self.pipeline = config, redactor, client, pipeline
+        self.config, self.redactor = config, redactor
+        self.client = client if config.tracing else None  # off on purpose: nothing to warn of
+        self.pipeline: ExportPipeline | None = None
+        if config.tracing and client is None:
+            # OTel's TracerProvider reads it too and would record nothing, silently.
+            otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
+            if otel_off or not config.enabled:
+                why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
+                if otel_off:
+                    why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
+                logger.warning("Langfuse tracing disabled: %s; executions still run", why)
+            else:
+                from ._export import ExportPipeline
+
+                # Never a Langfuse client of its own: the SDK keeps one per public key.
+                self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
         self._error_logged = threading.Event()
         #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
         self.on_ref: Callable[[TraceRef], None] | None = None
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
+        # Calls between ``start`` and ``finish``: ``close`` waits for them, so no generation
+        # finishes after the export closed.
+        self._in_flight = 0
+        self._idle = threading.Condition(threading.Lock())
         self._open: _Opener | None = None
         if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._recording import open_generation
 
             self._open = open_generation
-
-    @classmethod
-    def build(
-        cls,
-        config: LangfuseConfig,
-        redactor: Redactor,
-        *,
-        client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
-    ) -> Tracing:
-        """Use the host's client as is, or the adapter-owned export path."""
-        if not config.tracing:
-            return cls(config, redactor)  # switched off on purpose: nothing to warn of
-        if client is not None:
-            return cls(config, redactor, client=client)
-        # OTel's TracerProvider reads it too and would record nothing, silently.
-        if os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true":
-            why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
-        elif not config.enabled:
-            why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
-        else:
-            why = None
-        if why is not None:
-            logger.warning("Langfuse tracing disabled: %s; executions still run", why)
-            return cls(config, redactor)
-        from ._export import ExportPipeline
-
-        # Never a Langfuse client of its own: the SDK keeps one per public key for the
-        # whole process (a host's would be handed over). The owned path shares nothing.
-        return cls(config, redactor, pipeline=ExportPipeline(config, span_exporter=span_exporter))
 
     @property
     def enabled(self) -> bool:
@@ -135,20 +124,32 @@ class Tracing:
             )
 
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
-        """The call's generation (off, closed, failed or sampled out: usage only)."""
+        """The call's generation (off, closed, failed or sampled out: usage only), in flight
+        until ``finish``."""
+        record = None
         if self._open is not None and self.enabled:
             try:
-                opened = self._open(self, call, body, model)
+                record = self._open(self, call, body, model)
             except Exception as error:
                 self.report_error("starting a generation", error)
-            else:
-                if opened is not None:
-                    return opened
-        return GenerationRecord()
+        with self._idle:
+            self._in_flight += 1
+        return record or GenerationRecord()
+
+    def finish(
+        self, record: GenerationRecord, outcome: CallOutcome, first_token_at: datetime | None
+    ) -> None:
+        try:
+            record.finish(outcome, first_token_at=first_token_at)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.notify_all()
 
     def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """The messages as redacted JSON, once per (frozen, often re-executed) interaction;
-        with a mask, masked afresh every call (a mask need not be pure)."""
+        """The messages as redacted JSON, once per (frozen) interaction; with a mask, masked
+        afresh every call (a mask need not be pure)."""
         hit = self._inputs.get(id(interaction))
         if hit is not None and hit[0] is interaction:
             return hit[1]
@@ -172,7 +173,16 @@ class Tracing:
             return None
 
     def close(self) -> None:
-        """Flush the adapter-owned export path within the configured bound; never a host's."""
+        """Wait (bounded) for calls in flight, then flush the owned export path within its
+        bound (never a host's); the wait not on an event loop's thread (its calls could not
+        end meanwhile)."""
+        try:
+            asyncio = sys.modules.get("asyncio")  # never imported for this alone
+            waits = asyncio is None or not asyncio.get_running_loop()
+        except RuntimeError:
+            waits = True
+        with self._idle:
+            self._idle.wait_for(lambda: not self._in_flight, CLOSE_WAIT_S if waits else 0)
         pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
             try:
@@ -182,9 +192,8 @@ class Tracing:
 
 
 class Clients:
-    """HTTP clients on deadline transports: one for sync calls, one per event loop (a pool
-    holds its loop's sockets). Each goes through ``httpx.MockTransport``, which vcrpy
-    patches: a host's cassettes record and replay these calls as any httpx call's."""
+    """Clients on deadline transports, sync and one per event loop (a pool holds its loop's
+    sockets), through ``httpx.MockTransport``, which vcrpy patches: cassettes see them."""
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")
@@ -243,9 +252,8 @@ class Clients:
         return entry[0]
 
     def close(self, here: asyncio.AbstractEventLoop | None = None) -> list[AsyncDeadlineTransport]:
-        """Close everything (a lent transport stays open): an async pool on its own loop (a
-        task there if it runs, nothing if it is closed: its sockets went with it), but the
-        pools of the loop ``here`` are returned, for the caller to await."""
+        """Close all but lent transports, an async pool on its own loop; the pools of the
+        loop ``here`` are returned for the caller to await."""
         with self._lock:
             taken = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
             self._async.clear()
@@ -281,46 +289,9 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
     pending.add_done_callback(_CLOSING.discard)
 
 
-#: How long ``close`` waits for calls in flight, their I/O aborted, to end.
-CLOSE_WAIT_S = 2.0
-
-
-class InFlight:
-    """The calls between ``begin`` and their outcome, for ``close`` to wait for: a
-    generation finished after the export closed would be lost."""
-
-    __slots__ = ("_count", "_idle")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._idle = threading.Condition(threading.Lock())
-
-    def enter(self) -> None:
-        with self._idle:
-            self._count += 1
-
-    def leave(self) -> None:
-        with self._idle:
-            self._count -= 1
-            if not self._count:
-                self._idle.notify_all()
-
-    def wait_idle(self) -> None:
-        """Wait (bounded) for none to be in flight; not on a thread running an event loop
-        (its calls could not end meanwhile)."""
-        try:
-            asyncio = sys.modules.get("asyncio")  # never imported for this alone
-            waits = asyncio is None or not asyncio.get_running_loop()
-        except RuntimeError:
-            waits = True
-        with self._idle:
-            self._idle.wait_for(lambda: not self._count, CLOSE_WAIT_S if waits else 0)
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class HostWiring:
-    """A host adapter's wiring: built in its ``__init__``, closed in its ``release``; it
-    serves all calls, on any thread."""
+    """A host adapter's wiring: built in its ``__init__``, closed in its ``release``."""
 
     model: ModelConfig
     langfuse: LangfuseConfig
@@ -331,7 +302,6 @@ class HostWiring:
     tracing: Tracing
     log_filter: RedactingLogFilter
     formats: ResponseFormats = field(default_factory=ResponseFormats)
-    calls: InFlight = field(default_factory=InFlight)
 
     @property
     def http(self) -> httpx.Client:
@@ -347,8 +317,8 @@ class HostWiring:
         path: str = "/chat/completions",
         **options: Unpack[WiringOptions],
     ) -> HostWiring:
-        """Wire an adapter for ``model``'s endpoint ``path``, answering in ``accept``; a lent
-        transport is left open by ``close``, a build failing midway releases what it made."""
+        """Wire an adapter for ``model``'s endpoint ``path``; a build failing midway releases
+        what it made."""
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), *config.secrets()])
         clients = Clients(model, **options)
@@ -356,7 +326,7 @@ class HostWiring:
         log_filter.install()
         try:
             client, exporter = options.get("langfuse_client"), options.get("span_exporter")
-            tracing = Tracing.build(config, redactor, client=client, span_exporter=exporter)
+            tracing = Tracing(config, redactor, client=client, span_exporter=exporter)
         except BaseException:
             log_filter.uninstall()
             clients.close()
@@ -382,38 +352,27 @@ class HostWiring:
     def configs_from_env(
         env: Mapping[str, str] | None = None,
     ) -> tuple[ModelConfig, LangfuseConfig]:
-        """Both configurations from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, for an
-        adapter's ``from_env``: ``cls(*HostWiring.configs_from_env(env), **kwargs)``."""
+        """Both configurations from the environment: ``cls(*HostWiring.configs_from_env())``."""
         environ = os.environ if env is None else env
         return ModelConfig.from_env(environ), LangfuseConfig.from_env(environ)
 
     def begin(
         self, call: RuntimeCall, first_token: Callable[[], datetime | None] = lambda: None
     ) -> RequestBody:
-        """The call's request body; its generation is opened, and finished by the port's
-        outcome (``first_token``: when a streaming adapter saw the first token)."""
+        """The call's request body; its generation opens, finished by the port's outcome
+        (``first_token``: when a streaming adapter saw the first token)."""
         model, strict = self.model.model, self.model.strict
         body = build_request_body(
             call.request.interaction, model=model, strict=strict, formats=self.formats
         )
-        record = self.tracing.start(call, body, model)
-        calls = self.calls
-        calls.enter()
-
-        def finish(outcome: CallOutcome) -> None:
-            try:
-                record.finish(outcome, first_token_at=first_token())
-            finally:
-                calls.leave()
-
-        call.on_finish(finish)
+        record, tracing = self.tracing.start(call, body, model), self.tracing
+        call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token()))
         return body
 
     @contextmanager
     def settled(self, runtime: RuntimeAdapter) -> Iterator[None]:
-        """Around a call's I/O: a ``WireFailure`` raised inside leaves as ``runtime``'s
-        failure, redacted; a call done once ``runtime`` began closing leaves as a failure
-        too (the port names it ``TQX_RUNTIME_CLOSED``): close never races a result out."""
+        """Around a call's I/O: a ``WireFailure`` leaves as ``runtime``'s failure, redacted,
+        and so does a call done once ``runtime`` began closing (no result races close out)."""
         try:
             yield
             if runtime.closed:
@@ -424,19 +383,16 @@ class HostWiring:
             raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
     def close(self) -> None:
-        """Release the pools (a lent transport stays open: its calls end at the check of
-        ``settled``), wait (bounded) for the calls in flight to end, so their generations
-        are exported, flush the owned export (bounded), then drop the log filter."""
+        """Release the pools, close the tracing (its calls in flight end first: their I/O
+        aborted), drop the log filter."""
         try:
             self.clients.close()
-            self.calls.wait_idle()
             self.tracing.close()
         finally:
             self.log_filter.uninstall()
 
     async def aclose(self) -> None:
-        """``close`` from the event loop: its pools awaited, the waits on a thread (calls on
-        this loop end meanwhile)."""
+        """``close`` from the event loop: its pools awaited, the waits on a thread."""
         import asyncio
 
         try:

@@ -1,25 +1,23 @@
-"""Opening and ending Langfuse generations: the part of tracing that needs the SDK, so
-imported only with tracing on. The attributes follow the Langfuse server's OTel mapping
-(``OtelIngestionProcessor``; each rule relied on is named where it is used), every value
-bounded as it is set, so no span can outgrow an export batch."""
+"""Opening and ending Langfuse generations (imported with tracing on), attributes as the
+server's ``OtelIngestionProcessor`` maps them, each value bounded so no span outgrows a batch."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from templiqx_core import CompiledInteraction, codes
+from templiqx_core import codes
 from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
 from ._config import LangfuseConfig
 from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE
-from ._prompt_links import linked_prompt
 from ._tracing import (
     CALL_ATTRIBUTES,
     EXPERIMENT_ATTRIBUTES,
@@ -28,31 +26,13 @@ from ._tracing import (
     JsonText,
     TraceAttributes,
     TraceRef,
+    linked_prompt,
     prompt_link,
 )
 from ._wire import Completion, RequestBody
 
-if TYPE_CHECKING:
-    from langfuse import Langfuse
-
-    from ._export import ExportPipeline
-    from ._redaction import Redactor
-
-
-class Tracing(Protocol):
-    """What a generation needs of the wiring's ``Tracing`` (which imports this module only
-    when tracing is on, so this one cannot import it back)."""
-
-    config: LangfuseConfig
-    redactor: Redactor
-    client: Langfuse | None
-    pipeline: ExportPipeline | None
-    on_ref: Callable[[TraceRef], None] | None
-
-    def report_error(self, what: str, error: BaseException) -> None: ...
-    def input_json(self, interaction: CompiledInteraction) -> JsonText | None: ...
-    def masked(self, field: str, data: Any) -> Any: ...
-
+if TYPE_CHECKING:  # ``_host`` imports this module when tracing is on: type-only back
+    from ._host import Tracing
 
 # Metadata keys: constants, so tests and call sites cannot drift apart.
 META_CONTRACT_ID = "contract_id"
@@ -98,10 +78,6 @@ _REPAIR_ANCHOR = "templiqx_langfuse.anchor"
 _REPAIR_REF = "templiqx_langfuse.ref"
 
 
-def _size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def _head(text: str, limit: int) -> str:
     """At most ``limit`` UTF-8 bytes of ``text``, cut on a character boundary."""
     return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
@@ -129,8 +105,8 @@ def _bounded_text(text: str, limit: int, *, as_json: bool) -> str:
 
 
 def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """``attributes`` without None values, every string within its bound (``MAX_JSON_BYTES``
-    for JSON documents, ``MAX_TEXT_BYTES`` otherwise) and encodable; tags share one bound."""
+    """``attributes`` without None values, every string encodable and within its bound;
+    tags share one bound."""
     result: dict[str, Any] = {}
     for key, value in attributes.items():
         if isinstance(value, str):
@@ -147,7 +123,7 @@ def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
                     items.append(f"[truncated by templiqx-langfuse: {kept}]")
                     break
                 items.append(_bounded_text(item, room - 128, as_json=False))
-                room -= _size(items[-1]) + 8
+                room -= len(items[-1].encode()) + 8
             value = items
         if value is not None:
             result[key] = value
@@ -155,8 +131,8 @@ def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _json(serialize: Callable[[Any], str], value: Any) -> str:
-    """``value`` as JSON, or a marker saying why not (a mask may return a circular or
-    otherwise unserializable value): the generation is never lost over one field."""
+    """``value`` as JSON, or a marker saying why not (a mask may return a circular value):
+    the generation is never lost over one field."""
     try:
         return value if isinstance(value, JsonText) else serialize(value)
     except Exception as error:
@@ -170,16 +146,17 @@ class Generation(GenerationRecord):
     def __init__(
         self,
         tracing: Tracing,
-        opened: tuple[otel_trace.Span, Callable[[], object], TraceRef, dict[str, Any]],
+        span: otel_trace.Span,
+        end: Callable[[], object],
+        ref: TraceRef,
+        opening: dict[str, Any],
         metadata: dict[str, Any],
         repair: RepairAttempt | None,
-        fields: dict[str, Any],
     ) -> None:
         super().__init__()
-        self._tracing, self._metadata, self._repair = tracing, metadata, repair
-        # ``trace``: trace-level attributes (root, or explicit trace updates).
-        self._span, self._end, self.ref, self._trace = opened
-        self._fields = fields  # input, model parameters and prompt: set when it ends
+        self._tracing, self._span, self._end, self.ref = tracing, span, end, ref
+        # Set when it ends: trace-level attributes, input, model parameters and prompt.
+        self._opening, self._metadata, self._repair = opening, metadata, repair
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
         """Set what the SDK's ``update()`` would, serialized once here (its per-field
@@ -201,14 +178,23 @@ class Generation(GenerationRecord):
             else:
                 valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
                 repaired = repair is not None and repair.repairs(receipt)  # a host's rules
-                pipeline = tracing.pipeline
+                pipeline, client = tracing.pipeline, tracing.client
                 posts_scores = pipeline is not None and pipeline.posts_scores
-                if not posts_scores:
-                    self._score_by_client(valid)
+                name = tracing.config.schema_score_name
+                if client is not None and name is not None:  # ours posts SCORE_ATTRIBUTE's
+                    try:
+                        client.create_score(
+                            name=name,
+                            value=1.0 if valid else 0.0,
+                            data_type="BOOLEAN",
+                            trace_id=self.ref.trace_id,
+                            observation_id=self.ref.observation_id,
+                        )
+                    except Exception as error:  # scoring must never fail the call
+                        tracing.report_error("scoring a generation", error)
+                usage_json = _json(redactor.json_text, usage) if usage else None
                 fields = {
-                    A.OBSERVATION_USAGE_DETAILS: _json(redactor.json_text, usage)
-                    if usage
-                    else None,
+                    A.OBSERVATION_USAGE_DETAILS: usage_json,
                     # Langfuse infers cost from the model it is told: the one that answered (as
                     # Langfuse's OpenAI integration reports it), the requested one otherwise.
                     A.OBSERVATION_MODEL: completion.provider_model or None,
@@ -230,12 +216,7 @@ class Generation(GenerationRecord):
             if tracing.config.mask is not None:  # the input was masked when serialized
                 output = None if output is None else tracing.masked("output", output)
                 metadata = tracing.masked("metadata", metadata)
-            # Tags are a list of strings: redacted item by item, as every string that leaves.
-            attributes = {
-                key: redactor.value(value) if isinstance(value, (str, list, tuple)) else value
-                for key, value in self._trace.items()
-            }
-            attributes |= self._fields | fields
+            attributes = self._opening | fields
             if output is not None:
                 attributes[A.OBSERVATION_OUTPUT] = _json(redactor.json_text, output)
             if metadata:  # one JSON object, which the server parses (parseMetadataAttribute)
@@ -257,40 +238,50 @@ class Generation(GenerationRecord):
         finally:  # ended whatever happened: an open span is never exported
             self._end()
 
-    def _score_by_client(self, valid: bool) -> None:
-        """The schema-validity score through a host's client (the owned export path posts
-        it from the generation's ``SCORE_ATTRIBUTE``)."""
-        tracing, name = self._tracing, self._tracing.config.schema_score_name
-        if tracing.client is None or name is None:
-            return
-        try:
-            tracing.client.create_score(
-                name=name,
-                value=1.0 if valid else 0.0,
-                data_type="BOOLEAN",
-                trace_id=self.ref.trace_id,
-                observation_id=self.ref.observation_id,
-            )
-        except Exception as error:  # scoring must never fail the call
-            tracing.report_error("scoring a generation", error)
-
 
 def open_generation(
     tracing: Tracing, call: RuntimeCall, body: RequestBody, model: str
 ) -> Generation | None:
-    """The call's generation (as root, or nested under the active span); None if sampled
-    out. The tries of a repairing call share one trace: later ones nest under the first
-    try's generation and name the previous try's (``repair_of``)."""
-    interaction, repair = call.request.interaction, current_repair()
+    """The call's generation, None if sampled out. A repairing call's later tries nest under
+    the first try's generation and name the previous try's (``repair_of``)."""
+    interaction, repair, config = call.request.interaction, current_repair(), tracing.config
+    redact = tracing.redactor.text
     within = None if repair is None else repair.notes.get(_REPAIR_ANCHOR)
-    if within is None:
-        started = _start(tracing, interaction, model)
-    else:
-        with otel_trace.use_span(within, end_on_exit=False, record_exception=False):
-            started = _start(tracing, interaction, model)
-    if started is None:
-        return None
-    span, _, ref, _ = started
+    anchor = otel_trace.use_span(within, record_exception=False) if within else nullcontext()
+    with anchor:
+        trace = _trace_level(config, interaction.contract_id, otel_trace.get_current_span())
+        if tracing.pipeline is not None:
+            tracing.pipeline.adopt()  # a forked child's exit hooks, once
+            # What the SDK writes when it opens a generation; redacted, as all that leaves.
+            attributes: dict[str, Any] = {
+                A.OBSERVATION_TYPE: "generation",
+                A.VERSION: redact(interaction.contract_version),
+                A.OBSERVATION_MODEL: redact(model),
+                A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
+                A.RELEASE: None if config.release is None else redact(config.release),
+                A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
+            }
+            name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
+            span = tracing.pipeline.tracer.start_span(name, attributes=bounded(attributes))
+            if not span.is_recording():  # sampled out
+                return None
+            context = span.get_span_context()
+            trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+            end: Callable[[], object] = span.end
+        elif tracing.client is not None:
+            # The SDK opens the observation; its span is current only long enough to get it.
+            with tracing.client.start_as_current_observation(
+                name=redact(interaction.contract_id),
+                as_type="generation",
+                model=redact(model),
+                version=redact(interaction.contract_version),
+                end_on_exit=False,
+            ) as observation:
+                span = otel_trace.get_current_span()
+            trace_id, observation_id, end = observation.trace_id, observation.id, observation.end
+        else:
+            return None
+    ref = TraceRef(trace_id, observation_id, config.trace_url(trace_id))
     experiment = EXPERIMENT_ATTRIBUTES.get()
     if experiment is not None:
         # Server (extractExperimentFields): the item's root observation is this one
@@ -323,66 +314,22 @@ def open_generation(
             tracing.on_ref(ref)
         except Exception as error:  # a surface's callback never fails the call
             tracing.report_error("reporting a trace URL", error)
+    # Tags are a list of strings: redacted item by item, as every string that leaves.
+    opening = {
+        key: tracing.redactor.value(value) if isinstance(value, (str, list, tuple)) else value
+        for key, value in trace.items()
+    }
+    opening[A.OBSERVATION_INPUT] = tracing.input_json(interaction)
+    opening[A.OBSERVATION_MODEL_PARAMETERS] = _json(
+        tracing.redactor.json_text, body.model_parameters
+    )
     prompt = prompt_link(interaction.extensions) or linked_prompt(
         interaction.contract_id, interaction.contract_version
     )
-    fields: dict[str, Any] = {
-        A.OBSERVATION_INPUT: tracing.input_json(interaction),
-        A.OBSERVATION_MODEL_PARAMETERS: _json(tracing.redactor.json_text, body.model_parameters),
-    }
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.
-        fields[A.OBSERVATION_PROMPT_NAME], fields[A.OBSERVATION_PROMPT_VERSION] = prompt
-    return Generation(tracing, started, metadata, repair, fields)
-
-
-def _start(
-    tracing: Tracing, interaction: CompiledInteraction, model: str
-) -> tuple[otel_trace.Span, Callable[[], object], TraceRef, dict[str, Any]] | None:
-    """The span under the current one, how to end it, where it lands and its trace-level
-    attributes; None if sampled out. What it opens with is redacted, as all that leaves."""
-    config, redact = tracing.config, tracing.redactor.text
-    trace = _trace_level(config, interaction.contract_id, otel_trace.get_current_span())
-    if tracing.pipeline is not None:
-        tracing.pipeline.adopt()  # a forked child's exit hooks, once
-        # What the SDK writes when it opens a generation.
-        attributes: dict[str, Any] = {
-            A.OBSERVATION_TYPE: "generation",
-            A.VERSION: redact(interaction.contract_version),
-            A.OBSERVATION_MODEL: redact(model),
-            A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
-            A.RELEASE: None if config.release is None else redact(config.release),
-            A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
-        }
-        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
-        span = tracing.pipeline.tracer.start_span(name, attributes=bounded(attributes))
-        if not span.is_recording():  # sampled out
-            return None
-        context = span.get_span_context()
-        trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
-        end: Callable[[], object] = span.end
-    elif tracing.client is not None:
-        # The SDK opens the observation; its span is current only long enough to get it.
-        with tracing.client.start_as_current_observation(
-            name=redact(interaction.contract_id),
-            as_type="generation",
-            model=redact(model),
-            version=redact(interaction.contract_version),
-            end_on_exit=False,
-        ) as observation:
-            span = otel_trace.get_current_span()
-        trace_id, observation_id, end = observation.trace_id, observation.id, observation.end
-    else:
-        return None
-    return span, end, TraceRef(trace_id, observation_id, config.trace_url(trace_id)), trace
-
-
-def _trace_attribute_map(attributes: TraceAttributes) -> dict[str, Any]:
-    return {
-        A.TRACE_TAGS: list(attributes.tags) or None,
-        A.TRACE_SESSION_ID: attributes.session_id,
-        A.TRACE_USER_ID: attributes.user_id,
-    }
+        opening[A.OBSERVATION_PROMPT_NAME], opening[A.OBSERVATION_PROMPT_VERSION] = prompt
+    return Generation(tracing, span, end, ref, opening, metadata, repair)
 
 
 def _trace_level(
@@ -390,26 +337,23 @@ def _trace_level(
 ) -> dict[str, Any]:
     """Trace attributes for where the generation lands (server rules in comments)."""
     per_call = CALL_ATTRIBUTES.get()
-    if _is_langfuse_span(parent):
-        # The host owns the trace; an explicit call-site value still reaches it (the
-        # server applies a non-root span's trace attributes, ``hasTraceUpdates``).
-        return _trace_attribute_map(per_call) if per_call is not None else {}
     attributes = per_call or TraceAttributes(config.tags, config.session_id, config.user_id)
-    trace = {
+    trace: dict[str, Any] = {
         A.TRACE_NAME: contract_id,
-        **_trace_attribute_map(attributes),
+        A.TRACE_TAGS: list(attributes.tags) or None,
+        A.TRACE_SESSION_ID: attributes.session_id,
+        A.TRACE_USER_ID: attributes.user_id,
         A.ENVIRONMENT: config.environment,
     }
-    if parent.get_span_context().is_valid:
+    nested = parent.get_span_context().is_valid
+    scope = getattr(parent, "instrumentation_scope", None)
+    if nested and scope is not None and str(scope.name).startswith(LANGFUSE_SCOPE):
+        # Under a Langfuse SDK span (``isLangfuseSDKSpans``) the host owns the trace; an
+        # explicit call-site value still reaches it (``hasTraceUpdates``).
+        per_trace = (A.TRACE_TAGS, A.TRACE_SESSION_ID, A.TRACE_USER_ID)
+        return {key: trace[key] for key in per_trace} if per_call is not None else {}
+    if nested:
         # Under a span Langfuse never receives (plain OpenTelemetry, a remote parent):
         # ``as_root`` makes this a Langfuse trace of its own, keeping the trace id.
         trace[A.AS_ROOT] = True
     return trace
-
-
-def _is_langfuse_span(span: otel_trace.Span) -> bool:
-    """A recording span of a Langfuse SDK tracer (the server's ``isLangfuseSDKSpans``)."""
-    if not span.get_span_context().is_valid:
-        return False
-    scope = getattr(span, "instrumentation_scope", None)
-    return scope is not None and str(scope.name).startswith(LANGFUSE_SCOPE)

@@ -1,7 +1,5 @@
-"""What a call carries into tracing and brings back: trace attributes, experiment, where it
-landed, its usage. Every runtime imports this, so it never imports langfuse or OpenTelemetry
-(~0.2 s): ``_recording`` and ``_export`` are imported only with tracing on.
-"""
+"""What a call carries into tracing and brings back. Every runtime imports this, so it never
+imports langfuse or OpenTelemetry (~0.2 s): ``_recording`` and ``_export`` come with tracing on."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ class JsonText(str):
 
 @dataclass(frozen=True)
 class TraceAttributes:
-    """Trace-level attributes: user, session and tags of the Langfuse trace."""
+    """User, session and tags of the Langfuse trace."""
 
     tags: tuple[str, ...] = ()
     session_id: str | None = None
@@ -38,7 +36,7 @@ class TraceAttributes:
 
 @dataclass(frozen=True)
 class TraceRef:
-    """Where one execution landed in Langfuse: its trace, its generation, a URL if known."""
+    """Where one execution landed in Langfuse."""
 
     trace_id: str
     observation_id: str
@@ -105,8 +103,7 @@ _USAGE_SINKS: contextvars.ContextVar[tuple[list[dict[str, int]], ...]] = context
 def trace_attributes(
     *, tags: Sequence[str] = (), session_id: str | None = None, user_id: str | None = None
 ) -> AbstractContextManager[None]:
-    """Per-call trace attributes for executions inside the block (overrides configuration):
-    the trace's own when the generation is its root, a trace update when it is nested."""
+    """Per-call trace attributes for executions inside the block (overrides configuration)."""
     return scoped(CALL_ATTRIBUTES, TraceAttributes(tuple(tags), session_id, user_id))
 
 
@@ -123,26 +120,23 @@ def _collecting(sinks: contextvars.ContextVar[tuple[list[_T], ...]]) -> Iterator
 
 
 def collect_traces() -> AbstractContextManager[list[TraceRef]]:
-    """Collect a ``TraceRef`` for every traced execution started inside the block: the
-    receipt, a wire contract, carries no trace id (``runtime.execute_traced`` uses this)."""
+    """A ``TraceRef`` per traced execution started inside the block (the receipt has none)."""
     return _collecting(TRACE_COLLECTORS)
 
 
 def collect_usage() -> AbstractContextManager[list[dict[str, int]]]:
-    """Collect the token usage of every successful execution started inside the block
-    (traced or not): the receipt is a wire contract and carries none."""
+    """The token usage of every successful execution started inside the block."""
     return _collecting(_USAGE_SINKS)
 
 
 class GenerationRecord:
-    """One execution's generation, finished once by the port's outcome. This one (tracing
-    off, sampled out or failed to open) only hands the usage to ``collect_usage``."""
+    """One execution's generation, finished once by the port's outcome; this one (not
+    traced) only hands the usage to ``collect_usage``."""
 
     def __init__(self) -> None:
         self._usage_sinks = _USAGE_SINKS.get()  # the caller's, where the call started
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
-        """``first_token_at`` (streaming adapters) becomes ``completion_start_time``."""
         if outcome.receipt is not None and isinstance(outcome.details, Completion):
             for sink in self._usage_sinks:
                 sink.append(dict(outcome.details.usage))
@@ -157,3 +151,16 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     if not isinstance(name, str) or not name.strip() or isinstance(version, bool):
         return None
     return (name, version) if isinstance(version, int) and version >= 1 else None
+
+
+# Which prompt version a contract was last fetched from (``publish_contract`` keeps contract
+# id and version one-to-one with it): linked without entering the compiled interaction.
+_LINKS: dict[tuple[str, str], tuple[str, int]] = {}
+
+
+def link_prompt(contract_id: str, contract_version: str, name: str, version: int) -> None:
+    _LINKS[contract_id, contract_version] = (name, version)
+
+
+def linked_prompt(contract_id: str, contract_version: str) -> tuple[str, int] | None:
+    return _LINKS.get((contract_id, contract_version))

@@ -161,8 +161,7 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, in
         return gate, []
     # Each langfuse: contract pinned to the version its label names now, so the run
     # evaluates, and the gate promotes, that version.
-    from .._prompt_cache import SCHEME, pin
-    from .._prompts import check_label
+    from .._prompts import SCHEME, check_label, pin
 
     check_label(args.promote)
     if args.shard is not None:

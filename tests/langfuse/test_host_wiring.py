@@ -234,7 +234,7 @@ def test_a_build_that_fails_midway_releases_what_it_had_opened(
         raise OSError("exporter unavailable")
 
     monkeypatch.setattr("templiqx_langfuse._host.DeadlineTransport", Recording)
-    monkeypatch.setattr(Tracing, "build", failing_tracing)
+    monkeypatch.setattr(Tracing, "__init__", failing_tracing)
     before = _SHARED.members()
     with pytest.raises(OSError, match="exporter unavailable") as raised:
         TinyHost(model(model_server))

@@ -29,10 +29,9 @@ from templiqx_core import (
 )
 from templiqx_core._compiler import read_contract
 from templiqx_langfuse import LangfuseConfig, aload_contract, load_contract, publish_contract
-from templiqx_langfuse._prompt_cache import _tasks, clear_cache
 from templiqx_langfuse._prompt_cli import publish_command
-from templiqx_langfuse._prompt_links import linked_prompt
-from templiqx_langfuse._prompts import CONFIG_KEY, contract_digest
+from templiqx_langfuse._prompts import CONFIG_KEY, _tasks, clear_cache, contract_digest
+from templiqx_langfuse._tracing import linked_prompt
 
 from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from templiqx_langfuse._prompt_cache import clear_cache
+from templiqx_langfuse._prompts import clear_cache
 from tests.conftest import REPO_ROOT
 
 from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi

@@ -52,7 +52,7 @@ from templiqx_langfuse import (
     load_contract,
     publish_contract,
 )
-from templiqx_langfuse._prompt_cache import clear_cache
+from templiqx_langfuse._prompts import clear_cache
 from tests.conftest import MODEL_KEY
 from tests.evals.conftest import GREETING, GreetingModel, write_cases
 from tests.evals.fake_langfuse import PUBLIC_KEY as EVAL_PUBLIC_KEY
