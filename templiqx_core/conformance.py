@@ -32,6 +32,38 @@ from ._contracts import (
 from ._errors import PortError
 from ._ports import EventSink, RuntimeAdapter
 
+__all__ = [
+    "ASYNC_CHECKS",
+    "CONFORMANCE_CHECKS",
+    "STREAMING_CHECKS",
+    "AssembledToolCall",
+    "ConformanceError",
+    "ConformanceReport",
+    "StreamRun",
+    "assemble_tool_calls",
+    "check_adapter",
+    "check_async_adapter",
+    "check_async_cancellation",
+    "check_async_concurrent_use",
+    "check_async_failure_projection",
+    "check_async_parity",
+    "check_cancellation",
+    "check_concurrent_use",
+    "check_delta_order",
+    "check_failure_projection",
+    "check_midstream_failure",
+    "check_single_terminal",
+    "check_sink_exception_propagates",
+    "check_size_bound",
+    "check_streaming_adapter",
+    "check_streaming_parity",
+    "check_tool_call_assembly",
+    "receipts_equal",
+    "run_check",
+    "run_stream",
+    "validate_event_order",
+]
+
 _T = TypeVar("_T")
 _DELTAS = (DeltaEvent, ToolCallDeltaEvent)
 
@@ -709,12 +741,3 @@ def check_async_adapter(
 def _preview(text: Any, limit: int = 60) -> str:
     value = repr(text)
     return value if len(value) <= limit else value[: limit - 3] + "..."
-
-
-# The kit's own classes, functions and check tables (pinned by tests/test_exported_members.py).
-__all__ = sorted(
-    name
-    for name, value in dict(globals()).items()
-    if not name.startswith("_")
-    and (name.endswith("_CHECKS") or getattr(value, "__module__", None) == __name__)
-)
