@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from templiqx_core import codes
+from templiqx_core import CompiledInteraction, codes
 from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
 from ._config import LangfuseConfig
@@ -31,8 +31,26 @@ from ._tracing import (
 )
 from ._wire import Completion, RequestBody
 
-if TYPE_CHECKING:  # ``_host`` imports this module when tracing is on: type-only back
-    from ._host import Tracing
+if TYPE_CHECKING:
+    from langfuse import Langfuse
+
+    from ._export import ExportPipeline
+    from ._redaction import Redactor
+
+
+class Tracing(Protocol):
+    """What a generation needs of ``_host.Tracing``, which imports this module (no circle)."""
+
+    config: LangfuseConfig
+    redactor: Redactor
+    client: Langfuse | None
+    pipeline: ExportPipeline | None
+    on_ref: Callable[[TraceRef], None] | None
+
+    def report_error(self, what: str, error: BaseException) -> None: ...
+    def input_json(self, interaction: CompiledInteraction) -> JsonText | None: ...
+    def masked(self, field: str, data: Any) -> Any: ...
+
 
 # Metadata keys: constants, so tests and call sites cannot drift apart.
 META_CONTRACT_ID = "contract_id"
