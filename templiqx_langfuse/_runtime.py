@@ -11,9 +11,9 @@ from templiqx_core import AdapterDescriptor, ExecutionRequest, RuntimeAdapter
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
+from ._deadline import BoundedStream, Post, aopen_bounded, open_bounded
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces, collect_usage
-from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
 
 ADAPTER_ID = "templiqx-langfuse"
@@ -98,4 +98,4 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 def _produced(stream: BoundedStream, body: bytes) -> Produced:
     """The output of a whole response, or the failure its status names."""
     completion = stream.settle(body)
-    return Produced(completion.output, completion, deadline_at=stream.trip.at)
+    return Produced(completion.output, completion, deadline_at=stream.at)
