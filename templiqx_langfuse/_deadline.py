@@ -1,14 +1,9 @@
-"""One bounded POST: ``RoundTrip`` decides (request, deadline, size bound, status to failure),
-two thin drivers move its bytes over httpx, sync or async, through transports on httpcore2
-pools (httpcore 1's are quadratic in calls in flight) that end a round trip by its deadline.
-
-httpx timeouts bound each socket operation, not the exchange: a server trickling a byte at a
-time would hold a call forever. Here every connect, read and write gets what is left of the
-deadline in a context variable (an outer one, a retry loop's, caps inner ones). A connection
-is reused only after a response whose end its byte count confirms (one ``Content-Length``,
-the head in the first read): what a server left on it never becomes the next call's response.
-The request asks for ``identity`` and a body compressed anyway is refused, never inflated: a
-few hundred coded bytes can stand for gigabytes, and httpx decodes in one unbounded step.
+"""One bounded POST: ``BoundedStream`` decides (request, deadline, size bound, status to
+failure), two thin drivers move its bytes over httpx, sync or async, through transports on
+httpcore2 pools (httpcore 1's are quadratic in calls in flight). httpx timeouts bound each
+socket operation, not the exchange, so every connect, read and write here gets what is left
+of one deadline in a context variable (an outer one, a retry loop's, caps inner ones).
+Reuse, compression and limits: docs/performance-and-limits.md.
 """
 
 from __future__ import annotations
@@ -429,8 +424,8 @@ class BoundedStream:
         return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose} deadline")
 
     def opened(self, response: httpx.Response) -> BoundedStream:
-        """Check the head before any body is read (httpx holds a cassette's replay decoded:
-        its size still counts)."""
+        """Check the head before any body is read: a compressed body is refused (httpx would
+        inflate it in one unbounded step); a cassette's replay, held decoded, still counts."""
         self.status, self.headers, self._response = response.status_code, response.headers, response
         self._whole = None
         if response.is_stream_consumed or response.is_closed:
