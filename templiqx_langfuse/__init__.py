@@ -1,9 +1,6 @@
-"""templiqx_langfuse: the Langfuse-traced runtime adapter for OpenAI-compatible endpoints.
-
-Names load on first use (PEP 562): pytest imports this package with the bundled plugin in
-every host test run, which must not pay for httpx, pydantic, langfuse or OpenTelemetry
-unless a test builds a runtime.
-"""
+"""The Langfuse-traced runtime adapter for OpenAI-compatible endpoints. Names load on first
+use (PEP 562): pytest imports this package for the bundled plugin in every host test run,
+which must not pay for httpx, pydantic, langfuse or OpenTelemetry unless a test needs them."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ __all__ = [
     "trace_attributes",
 ]
 
-# PEP 562 by hand: the core's helper is private to the core, and its adapter API would load
-# pydantic here. Type checkers see the imports above: a typo stays an error.
+# By hand: the core's lazy helper is private to it. Type checkers see the imports above.
 if not _typing.TYPE_CHECKING:
     _WHERE = {
         name: module

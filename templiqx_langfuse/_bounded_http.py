@@ -1,9 +1,7 @@
-"""httpx transports that read at most ``limit`` bytes of an answer, undecoded.
-
-Langfuse's generated API client reads every answer whole, and a broken server or proxy
-may stream without end or send a compression bomb: past ``limit`` the connection closes,
-and the body goes on as sent (a cut or compressed one then fails to parse, typed).
-"""
+"""httpx transports that read at most ``limit`` bytes of an answer, undecoded: Langfuse's
+generated API client reads every answer whole, and a broken server or proxy may stream
+without end or send a compression bomb. Past ``limit`` the connection closes; the body goes
+on as sent (a cut or compressed one then fails to parse, typed)."""
 
 from __future__ import annotations
 
@@ -19,11 +17,6 @@ class _Limited:
         super().__init__(**kwargs)
         self.limit = limit
 
-    def _add(self, body: bytearray, piece: bytes) -> bool:
-        """Whether to read on, ``piece`` kept."""
-        body += piece
-        return len(body) <= self.limit
-
     def _bounded(self, response: httpx.Response, body: bytearray) -> httpx.Response:
         dropped = (b"content-length", b"content-encoding")
         headers = [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
@@ -37,7 +30,8 @@ class BoundedTransport(_Limited, httpx.HTTPTransport):
         response, body = super().handle_request(request), bytearray()
         try:
             for piece in response.iter_raw():
-                if not self._add(body, piece):
+                body += piece
+                if len(body) > self.limit:
                     break
         finally:
             response.close()
@@ -49,7 +43,8 @@ class AsyncBoundedTransport(_Limited, httpx.AsyncHTTPTransport):
         response, body = await super().handle_async_request(request), bytearray()
         try:
             async for piece in response.aiter_raw():
-                if not self._add(body, piece):
+                body += piece
+                if len(body) > self.limit:
                     break
         finally:
             await response.aclose()

@@ -1,8 +1,6 @@
-"""Configuration of the model endpoint and of Langfuse tracing, as frozen pydantic models.
-
-Precedence is argument → environment → default, as in the Langfuse SDK. A wrong type or
-value is ``InvalidData`` naming the field, never the value (a misplaced key must not reach
-a log), at construction (not later in a thread)."""
+"""The model endpoint's and Langfuse's configuration, as frozen pydantic models: argument →
+environment → default, as in the Langfuse SDK. A wrong type or value is ``InvalidData`` naming
+the field, never the value (a misplaced key must not reach a log), at construction."""
 
 from __future__ import annotations
 
@@ -117,6 +115,15 @@ def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _texts(env: Mapping[str, str], fields: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """The text fields set in ``env`` (field: its variables, the first one set wins)."""
+    read: dict[str, str] = {}
+    for name, variables in fields.items():
+        if value := next((env[v] for v in variables if env.get(v)), None):
+            read[name] = value
+    return read
+
+
 def _numbers(env: Mapping[str, str], fields: Mapping[str, tuple[str, type]]) -> dict[str, Any]:
     """The number variables set in ``env`` (variable: field, type), by field."""
     read: dict[str, Any] = {}
@@ -127,12 +134,6 @@ def _numbers(env: Mapping[str, str], fields: Mapping[str, tuple[str, type]]) -> 
                 raise InvalidData(f"{variable} must be {what} (ASCII digits)")
             read[name] = kind(text)
     return read
-
-
-def _non_empty(value: str | None, field_name: str) -> str:
-    if value is None or not value.strip():
-        raise InvalidData(f"{field_name} must not be empty")
-    return value
 
 
 def _clean(value: str) -> str:
@@ -180,6 +181,7 @@ def _key_text(value: object) -> object:
 
 Key = Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_header)]
 Text = Annotated[str, AfterValidator(_sendable)]
+Name = Annotated[str, AfterValidator(_clean)]  # its control characters include surrogates
 Seconds = Annotated[float, Field(gt=0, le=300)]
 
 
@@ -206,21 +208,16 @@ class _Config(BaseModel):
 
 
 class ModelConfig(_Config):
-    """The OpenAI-compatible endpoint. ``strict`` sets ``json_schema.strict``: ``"auto"``
-    sends the output schema brought into OpenAI's structured-outputs subset strictly, and
-    one that has no strict form non-strictly; ``True`` refuses such a schema before any
-    request; ``False`` sends the schema as written, non-strictly."""
+    """The OpenAI-compatible endpoint; ``strict`` sets ``json_schema.strict`` (``"auto"``:
+    strict when the output schema has a strict form)."""
 
     _prefix: ClassVar[str] = "model"
     base_url: Annotated[str, AfterValidator(_url)]
     api_key: Key = Field(strict=False)  # str or SecretStr, as hosts hold it
-    model: Annotated[str, AfterValidator(_clean), AfterValidator(_sendable)]
-    #: One round trip's whole deadline.
+    model: Name
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
     strict: Annotated[bool | Literal["auto"], BeforeValidator(_strict_mode)] = "auto"
     proxy: Annotated[str, AfterValidator(_proxy)] | None = Field(default=None, repr=False)
-    #: Calls in flight at once (the connection pool's size); a call beyond it waits for
-    #: a free connection within its own deadline.
     max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=100_000)
 
     def secrets(self) -> tuple[str, ...]:
@@ -229,26 +226,26 @@ class ModelConfig(_Config):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
+        strict = env.get(ENV_MODEL_STRICT, "").strip().lower() or "auto"
+        if strict not in ("true", "false", "auto"):
+            raise InvalidData(f"{ENV_MODEL_STRICT} must be true, false or auto")
+        variables = {
+            "base_url": (ENV_MODEL_BASE_URL, ENV_OPENAI_BASE_URL),
+            "api_key": (ENV_MODEL_API_KEY, ENV_OPENAI_API_KEY),
+            "model": (ENV_MODEL,),
+            "proxy": (ENV_MODEL_PROXY,),
+        }
+        read: dict[str, Any] = {"base_url": DEFAULT_MODEL_BASE_URL, **_texts(env, variables)}
+        required = {"api_key": f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})", "model": ENV_MODEL}
+        for name, named in required.items():
+            if not read.get(name, "").strip():
+                raise InvalidData(f"{named} must not be empty")
         numbers = {
             ENV_MODEL_TIMEOUT_S: ("timeout_s", float),
             ENV_MODEL_MAX_CONNECTIONS: ("max_connections", int),
         }
-        strict = env.get(ENV_MODEL_STRICT, "").strip().lower() or "auto"
-        if strict not in ("true", "false", "auto"):
-            raise InvalidData(f"{ENV_MODEL_STRICT} must be true, false or auto")
-        return cls(
-            base_url=env.get(ENV_MODEL_BASE_URL)
-            or env.get(ENV_OPENAI_BASE_URL)
-            or DEFAULT_MODEL_BASE_URL,
-            api_key=_non_empty(
-                env.get(ENV_MODEL_API_KEY) or env.get(ENV_OPENAI_API_KEY),
-                f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})",
-            ),
-            model=_non_empty(env.get(ENV_MODEL), ENV_MODEL),
-            strict="auto" if strict == "auto" else strict == "true",
-            proxy=env.get(ENV_MODEL_PROXY) or None,
-            **_numbers(env, numbers),
-        )
+        read["strict"] = "auto" if strict == "auto" else strict == "true"
+        return cls(**read, **_numbers(env, numbers))
 
 
 class LangfuseConfig(_Config):
@@ -270,19 +267,10 @@ class LangfuseConfig(_Config):
     user_id: Text | None = None
     flush_at: int = Field(default=512, ge=1, le=2048)  # OTel's batch size, as LANGFUSE_FLUSH_AT's
     flush_interval_s: float = Field(default=0.25, gt=0, le=60)
-    #: Name of the BOOLEAN score recording ``output_schema_valid`` per generation; None: off.
-    schema_score_name: Annotated[str, AfterValidator(_clean), AfterValidator(_sendable)] | None = (
-        "output_schema_valid"
-    )
-    #: False: send nothing to Langfuse, keys or not (an offline replay); keys stay redacted.
+    schema_score_name: Name | None = "output_schema_valid"
     tracing: bool = True
-    #: Seconds one request to Langfuse may take (``LANGFUSE_TIMEOUT``).
     timeout_s: Seconds = 5.0
-    #: The SDK's ``mask(data=...) -> masked`` on each generation's input, output and
-    #: metadata before they leave the process; one that raises drops the field, not the call.
     mask: Callable[..., Any] | None = Field(default=None, repr=False)
-    #: True: on SIGTERM, flush what is queued (within ``flush_timeout_s``), then hand the
-    #: signal to the previous handler (by default the process ends). Main thread only.
     flush_on_sigterm: bool = False
 
     @property
@@ -303,16 +291,17 @@ class LangfuseConfig(_Config):
     @classmethod
     def from_env(cls, env: Mapping[str, str], **overrides: Any) -> LangfuseConfig:
         """From the langfuse SDK's variables, with its meaning; ``overrides`` win."""
-        read: dict[str, Any] = {
-            "public_key": env.get(ENV_LANGFUSE_PUBLIC_KEY) or None,
-            "secret_key": env.get(ENV_LANGFUSE_SECRET_KEY) or None,
-            "base_url": env.get(ENV_LANGFUSE_BASE_URL)
-            or env.get(ENV_LANGFUSE_HOST)
-            or DEFAULT_LANGFUSE_BASE_URL,
-            "project_id": env.get(ENV_LANGFUSE_PROJECT_ID) or None,
-            "environment": env.get(ENV_LANGFUSE_TRACING_ENVIRONMENT) or None,
-            "release": env.get(ENV_LANGFUSE_RELEASE) or None,
-        }
+        read: dict[str, Any] = _texts(
+            env,
+            {
+                "public_key": (ENV_LANGFUSE_PUBLIC_KEY,),
+                "secret_key": (ENV_LANGFUSE_SECRET_KEY,),
+                "base_url": (ENV_LANGFUSE_BASE_URL, ENV_LANGFUSE_HOST),
+                "project_id": (ENV_LANGFUSE_PROJECT_ID,),
+                "environment": (ENV_LANGFUSE_TRACING_ENVIRONMENT,),
+                "release": (ENV_LANGFUSE_RELEASE,),
+            },
+        )
         if env.get(ENV_LANGFUSE_TRACING_ENABLED, "").strip().lower() == "false":
             read["tracing"] = False
         numbers = {

@@ -1,14 +1,9 @@
-"""httpx transports over httpcore2 pools whose round trips end by one wall-clock deadline.
-
-httpx timeouts bound each socket operation, not the exchange: a server trickling a byte at
-a time holds a call forever. Here every connect, read and write gets what is left of the
-deadline in a context variable (an outer one, a retry loop's, caps inner ones); httpcore2's
-pools, as httpcore 1's are quadratic in calls in flight.
-
-A connection is reused only after a response whose end its byte count confirms (one
-``Content-Length``, the head in the first read); anything else closes it, so what a server
-left on it never becomes the next call's response. A closed transport's connections send
-and read nothing more (those still connecting too); a forked child starts with empty pools.
+"""One bounded POST: ``BoundedStream`` decides (request, deadline, size bound, status to
+failure), two thin drivers move its bytes over httpx, sync or async, through transports on
+httpcore2 pools (httpcore 1's are quadratic in calls in flight). httpx timeouts bound each
+socket operation, not the exchange, so every connect, read and write here gets what is left
+of one deadline in a context variable (an outer one, a retry loop's, caps inner ones).
+Reuse, compression and limits: docs/performance-and-limits.md.
 """
 
 from __future__ import annotations
@@ -20,14 +15,24 @@ import socket
 import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar, Unpack
 
 import httpcore2
 import httpx
 
-from templiqx_core import InvalidData
+from templiqx_core import InvalidData, RuntimeFailureCode
+
+from ._redaction import SecretHeaders
+from ._wire import (
+    MAX_RESPONSE_BYTES,
+    Completion,
+    WireFailure,
+    _invalid,
+    failure_for_status,
+    parse_completion,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "templiqx_langfuse_deadline", default=None
 )
+_UNAVAILABLE = RuntimeFailureCode.UNAVAILABLE
 
 
 @contextmanager
@@ -378,3 +384,151 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Post(TypedDict):
+    content: bytes
+    headers: Mapping[str, str]
+    timeout_s: float  # the whole round trip's
+    max_bytes: NotRequired[int]  # the body's bound: MAX_RESPONSE_BYTES if not given
+
+
+class BoundedStream:
+    """One round trip's decisions, sans I/O, and its response read within them: a driver
+    sends within ``deadline``, hands the response to ``opened``, an error to ``failure``."""
+
+    status: int
+    headers: httpx.Headers
+    _response: httpx.Response
+    _whole: bytes | None  # the body, when there is none left to read
+
+    def __init__(self, post: Post) -> None:
+        self.timeout_s = post["timeout_s"]
+        self.max_bytes = post.get("max_bytes", MAX_RESPONSE_BYTES)
+        headers = SecretHeaders({**post["headers"], "accept-encoding": "identity"})
+        self._request = {"content": post["content"], "headers": headers}
+        self.size, self.at, self.capped = 0, 0.0, False
+
+    @contextmanager
+    def deadline(self) -> Iterator[dict[str, Any]]:
+        """The socket-level deadline of what runs inside; yields ``client.stream``'s
+        arguments, httpx's timeout of every phase (pool wait included) within it."""
+        started = time.monotonic()
+        with deadline(self.timeout_s) as self.at:
+            self.capped = self.at < started + self.timeout_s
+            timeout = httpx.Timeout(max(self.at - time.monotonic(), 1e-3))
+            yield {**self._request, "timeout": timeout}
+
+    def late(self) -> WireFailure:
+        whose = "the caller's overall" if self.capped else f"its {self.timeout_s:g} s"
+        return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose} deadline")
+
+    def opened(self, response: httpx.Response) -> BoundedStream:
+        """Check the head before any body is read: a compressed body is refused (httpx would
+        inflate it in one unbounded step); a cassette's replay, held decoded, still counts."""
+        self.status, self.headers, self._response = response.status_code, response.headers, response
+        self._whole = None
+        if response.is_stream_consumed or response.is_closed:
+            self._whole = self.feed(response.content)
+            return self
+        codings = response.headers.get_list("content-encoding", split_commas=True)
+        if any(c.strip().lower() not in ("", "identity") for c in codings):
+            if not 200 <= response.status_code < 300:
+                self._whole = b""  # the status names the failure (a 429 stays retryable) unread
+                return self
+            raise _invalid("response is compressed although identity was asked for")
+        declared = response.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
+            raise self._too_large()
+        return self
+
+    def feed(self, chunk: bytes) -> bytes:
+        """One chunk of the body, within the size bound and the deadline."""
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise self._too_large()
+        if time.monotonic() > self.at:
+            raise self.late()
+        return chunk
+
+    def _too_large(self) -> WireFailure:
+        return _invalid(f"response body exceeds {self.max_bytes} bytes")
+
+    def failure(self, error: httpx.HTTPError) -> WireFailure:
+        """The one mapping of httpx's exceptions (and the bounded transports') to failures."""
+        if isinstance(error, httpx.PoolTimeout):
+            detail = (
+                "no connection became free before the deadline (max_connections calls in flight)"
+            )
+            return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
+        if isinstance(error, httpx.TimeoutException):
+            return self.late()
+        if isinstance(error, ConnectionCutShort):
+            return WireFailure(_UNAVAILABLE, "model gateway closed the connection mid-response")
+        if isinstance(error, httpx.RemoteProtocolError):
+            return _invalid("response is not valid HTTP/1.1")
+        if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
+            if time.monotonic() > self.at:  # a socket shut by the deadline's last read
+                return self.late()
+            # A read or write failed after the gateway was reached: not "unreachable".
+            refused = isinstance(error, (httpx.ConnectError, httpx.ProxyError))
+            what = "unreachable" if refused else "connection broke mid-exchange"
+            return WireFailure(_UNAVAILABLE, f"model gateway {what} ({type(error).__name__})")
+        if isinstance(error, httpx.DecodingError):
+            return _invalid("response body could not be decoded")
+        return WireFailure(_UNAVAILABLE, f"model call failed ({type(error).__name__})")
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        if self._whole is not None:
+            yield self._whole
+            return
+        for chunk in self._response.iter_raw():
+            yield self.feed(chunk)
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        if self._whole is not None:
+            yield self._whole
+            return
+        async for chunk in self._response.aiter_raw():
+            yield self.feed(chunk)
+
+    def body(self) -> bytes:
+        return b"".join(self.iter_bytes())
+
+    async def abody(self) -> bytes:
+        return b"".join([chunk async for chunk in self.aiter_bytes()])
+
+    def settle(self, body: bytes) -> Completion:
+        """The completion a whole response carries, or the failure its status names."""
+        failure = failure_for_status(self.status, self.headers, body)
+        if failure is not None:
+            raise failure
+        return parse_completion(body)
+
+
+@contextmanager
+def open_bounded(
+    client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
+) -> Iterator[BoundedStream]:
+    """POST and hold the response open. ``timeout_s`` bounds the whole round trip (capped by
+    an enclosing deadline), ``max_bytes`` the body; leaving releases the connection."""
+    trip = BoundedStream(post)
+    try:
+        with trip.deadline() as args, client.stream("POST", url, **args) as response:
+            yield trip.opened(response)
+    except httpx.HTTPError as error:
+        raise trip.failure(error) from None
+
+
+@asynccontextmanager
+async def aopen_bounded(
+    client: httpx.AsyncClient, url: httpx.URL | str, **post: Unpack[Post]
+) -> AsyncIterator[BoundedStream]:
+    """``open_bounded`` on an ``httpx.AsyncClient``; cancelling the task closes the stream."""
+    trip = BoundedStream(post)
+    try:
+        with trip.deadline() as args:
+            async with client.stream("POST", url, **args) as response:
+                yield trip.opened(response)
+    except httpx.HTTPError as error:
+        raise trip.failure(error) from None

@@ -127,21 +127,12 @@ HTTP_LOGGERS = (
 )
 
 
-class RedactingLogFilter(logging.Filter):
-    """Redacts one redactor's secrets from the HTTP loggers' records while installed: one
-    process-wide filter holds it weakly, so a runtime collected without ``close()`` leaves
-    nothing (nor its secrets) behind."""
+class RedactingLogFilter:
+    """One redactor's place in the filter on the HTTP loggers: held weakly, so a runtime
+    collected without ``close()`` leaves nothing (nor its secrets) behind."""
 
     def __init__(self, redactor: Redactor) -> None:
-        super().__init__()
         self.redactor = redactor
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = self.redactor.text(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
 
     def install(self) -> None:
         for name in HTTP_LOGGERS:
@@ -167,8 +158,11 @@ class _SharedLogFilter(logging.Filter):
             return list(self.live)
 
     def filter(self, record: logging.LogRecord) -> bool:
+        message = redacted = record.getMessage()
         for member in self.members():
-            member.filter(record)
+            redacted = member.redactor.text(redacted)
+        if redacted != message:
+            record.msg, record.args = redacted, None
         return True
 
 

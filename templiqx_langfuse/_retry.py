@@ -1,10 +1,7 @@
-"""Opt-in retries around any ``RuntimeAdapter``, sync or async, on tenacity.
-
-Retryable codes only; a server's ``retry_after_ms`` is honoured (capped at ``max_wait_s``),
-else the wait is exponential with full jitter. ``deadline_s`` is hard where sockets honour
-the ambient deadline (the Langfuse runtime's do): each attempt gets what is left of it and
-no wait starts that would end past it. Out of attempts or time: ``TQX_HOST_RETRY_EXHAUSTED``.
-"""
+"""Opt-in retries of retryable failures around any ``RuntimeAdapter``, sync or async, on
+tenacity: a server's ``retry_after_ms`` (capped at ``max_wait_s``), else full-jitter backoff.
+``deadline_s`` is hard where sockets honour the ambient deadline (the Langfuse runtime's do):
+no wait starts that would end past it. Out of attempts or time: ``TQX_HOST_RETRY_EXHAUSTED``."""
 
 from __future__ import annotations
 

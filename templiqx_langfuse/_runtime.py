@@ -1,6 +1,5 @@
-"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per ``execute``. It keeps
-the port's default streaming projection (one ``Complete`` or one ``Failed``): SSE framing
-belongs to a separate host adapter (``templiqx_streaming_host``)."""
+"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per ``execute`` (streaming
+keeps the port's default projection: SSE is ``templiqx_streaming_host``'s)."""
 
 from __future__ import annotations
 
@@ -11,9 +10,9 @@ from templiqx_core import AdapterDescriptor, ExecutionRequest, RuntimeAdapter
 from templiqx_core.adapters import Produced, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
+from ._deadline import BoundedStream, Post, aopen_bounded, open_bounded
 from ._host import HostWiring, WiringOptions
 from ._tracing import PROMPT_CAPABILITY, TracedReceipt, collect_traces, collect_usage
-from ._transport import BoundedStream, Post, aopen_bounded, open_bounded
 from ._version import __version__
 
 ADAPTER_ID = "templiqx-langfuse"
@@ -82,10 +81,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
             return _produced(stream, body)
 
     def _begin(self, call: RuntimeCall) -> Post:
-        body = self._wiring.begin(call)
-        return Post(
-            content=body.content, headers=self._wiring.headers, timeout_s=self.model.timeout_s
-        )
+        content, headers = self._wiring.begin(call).content, self._wiring.headers
+        return Post(content=content, headers=headers, timeout_s=self.model.timeout_s)
 
     def release(self) -> None:
         """Release pooled connections and flush the adapter-owned export (bounded)."""
@@ -96,6 +93,5 @@ class LangfuseTracedRuntime(RuntimeAdapter):
 
 
 def _produced(stream: BoundedStream, body: bytes) -> Produced:
-    """The output of a whole response, or the failure its status names."""
     completion = stream.settle(body)
-    return Produced(completion.output, completion, deadline_at=stream.trip.at)
+    return Produced(completion.output, completion, deadline_at=stream.at)

@@ -229,17 +229,13 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
             if 0 <= value < float("inf"):  # also refuses NaN
                 return int(value * scale)
     for name in _HINTS_S:
-        raw = headers.get(name)
-        if raw is None:
-            continue
         try:
-            when = email.utils.parsedate_to_datetime(raw.strip())
+            when = email.utils.parsedate_to_datetime(headers.get(name, "").strip())
         except (TypeError, ValueError, IndexError):
             continue
-        if when.tzinfo is None:
-            continue
-        delta = when.timestamp() - (time.time() if now is None else now)
-        return max(0, int(delta * 1000))
+        if when.tzinfo is not None:
+            delta = when.timestamp() - (time.time() if now is None else now)
+            return max(0, int(delta * 1000))
     return None
 
 
@@ -250,13 +246,6 @@ def _error_object(body: bytes) -> dict[str, Any]:
         return {}
     error = data.get("error") if isinstance(data, dict) else None
     return error if isinstance(error, dict) else {}
-
-
-def _is_quota(error: Mapping[str, Any]) -> bool:
-    if any(error.get(key) in _QUOTA_CODES for key in ("code", "type")):
-        return True
-    message = error.get("message")
-    return isinstance(message, str) and any(m in message.lower() for m in _QUOTA_MESSAGES)
 
 
 def _escaped(text: str) -> str:
@@ -295,8 +284,12 @@ def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> 
     error = _error_object(body) if body else {}
     reason = provider_reason(error)
     detail = f"model gateway returned HTTP {status}" + (f": {reason}" if reason else "")
+    message = error.get("message")
     if status == 429:
-        if _is_quota(error):
+        codes = (error.get("code"), error.get("type"))  # any JSON: a list is unhashable
+        if any(isinstance(c, str) and c in _QUOTA_CODES for c in codes) or (
+            isinstance(message, str) and any(m in message.lower() for m in _QUOTA_MESSAGES)
+        ):
             return WireFailure(RuntimeFailureCode.PERMANENT, f"{detail} (quota exhausted)")
         return WireFailure(RuntimeFailureCode.RATE_LIMITED, detail, parse_retry_after_ms(headers))
     if status == 408:

@@ -3,9 +3,8 @@
 mapping, secret rules and generations. Transports and ``Redactor`` are in the package itself.
 """
 
-from ._deadline import deadline_at
+from ._deadline import aopen_bounded, deadline_at, open_bounded
 from ._host import HostWiring, WiringOptions
-from ._transport import aopen_bounded, open_bounded
 from ._wire import (
     MAX_RESPONSE_BYTES,
     Completion,

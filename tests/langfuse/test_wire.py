@@ -139,6 +139,8 @@ def test_retry_after_http_date() -> None:
     [
         (429, {"retry-after-ms": "250"}, b"{}", RuntimeFailureCode.RATE_LIMITED, 250),
         (429, {}, b'{"error":{"code":"insufficient_quota"}}', RuntimeFailureCode.PERMANENT, None),
+        # Any JSON as the code or type (unhashable) is still a rate limit, not a TypeError.
+        (429, {}, b'{"error":{"code":["x"],"type":{}}}', RuntimeFailureCode.RATE_LIMITED, None),
         (408, {}, b"", RuntimeFailureCode.TIMEOUT, None),
         (500, {}, b"", RuntimeFailureCode.UNAVAILABLE, None),
         (503, {"retry-after": "1"}, b"busy", RuntimeFailureCode.UNAVAILABLE, 1000),
