@@ -176,7 +176,10 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
     score is a check, a number a score), named after the judge's contract id."""
     judge = resolve_contract(contract)
 
-    async def evaluate(**offered: Any) -> Any:  # input=, output=, expected_output=, metadata=
+    async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
+        offered = dict(
+            input=input, output=output, expected_output=expected_output, metadata=metadata
+        )
         values = {k: v for k, v in offered.items() if k in judge.inputs and v is not None}
         compiled = compile_contract(judge, RenderRequest(inputs=values))
         if compiled.interaction is None:
@@ -397,12 +400,10 @@ def experiment_for(
     def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
         if traced is None or traced.tracing.pipeline is None or not traced.langfuse_config.enabled:
             return None
+        api = None if langfuse is None else langfuse.async_api
+        config = traced.langfuse_config
         return LangfuseExperiment(
-            traced.langfuse_config,
-            run_name=run_name,
-            dataset=dataset,
-            description=description,
-            api=None if langfuse is None else langfuse.async_api,
+            config, run_name=run_name, dataset=dataset, api=api, description=description
         )
 
     return build
