@@ -1,10 +1,6 @@
-"""An eval run landing in Langfuse as an experiment, through the langfuse SDK's generated
-API client (``AsyncLangfuseAPI``: no singleton, no tracer, retries 429/5xx) or a host's
-``Langfuse().async_api``. Each case's generation carries the ``langfuse.experiment.*``
-attributes the server builds the experiment from (``extractExperimentFields``); dataset,
-items and scores are upserted under stable ids, so a rerun or a shard adds nothing twice.
-Like tracing it fails open: a refusing Langfuse is one warning, the results unchanged.
-"""
+"""An eval run as a Langfuse experiment through the SDK's generated API client (or a host's
+``Langfuse().async_api``): dataset, items and scores upserted under stable ids so a rerun
+or a shard adds nothing twice; like tracing it fails open (one warning)."""
 
 from __future__ import annotations
 
@@ -20,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import orjson
 from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import InvalidData, IoFailure
@@ -56,19 +53,16 @@ def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
 
 
 def _case_of(item: Any) -> EvalCaseSpec:
-    value, metadata = item.input, item.metadata
-    metadata = dict(metadata) if isinstance(metadata, dict) else {}
-    upserted = isinstance(value, dict) and set(value) <= {"inputs", "context"}  # by templiqx
-    inputs, context = (
-        (value.get("inputs", {}), value.get("context", {})) if upserted else (value, {})
-    )
+    value = item.input
+    metadata = dict(item.metadata) if isinstance(item.metadata, dict) else {}
+    ours = isinstance(value, dict) and set(value) <= {"inputs", "context"}  # templiqx's upsert
     case_id = metadata.get("case_id")
     try:
         return EvalCaseSpec.model_validate(
             {
                 "id": case_id if isinstance(case_id, str) and case_id else str(item.id),
-                "inputs": inputs,
-                "context": context,
+                "inputs": value.get("inputs", {}) if ours else value,
+                "context": value.get("context", {}) if ours else {},
                 "expected_output": item.expected_output,
                 "metadata": {**metadata, DATASET_ITEM_KEY: str(item.id)},
             }
@@ -78,9 +72,8 @@ def _case_of(item: Any) -> EvalCaseSpec:
 
 
 def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSpec]:
-    """The active items of a Langfuse dataset as cases, page by page: ``input``
-    ``{inputs, context}`` (or the inputs themselves), ``expectedOutput``, ``metadata``
-    (``case_id`` names the case, else the item id)."""
+    """The active items of a Langfuse dataset as cases: ``input`` ``{inputs, context}`` (or
+    the inputs themselves), ``expectedOutput``, ``metadata`` (``case_id`` names the case)."""
     if not config.public_key or not config.secret_key:
         raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
     api, cases = sync_api(config, None), list[EvalCaseSpec]()
@@ -118,19 +111,14 @@ def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: 
     shards of one run share it; random without a project or a dataset."""
     if project_id is None or dataset_id is None:
         return f"{random.getrandbits(64):016x}"
-    payload = json.dumps(
-        ["langfuse-experiment-v1", project_id, dataset_id, run_name],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    # JSON.stringify's bytes: compact, UTF-8 unescaped (orjson's too).
+    payload = orjson.dumps(["langfuse-experiment-v1", project_id, dataset_id, run_name])
+    return hashlib.sha256(payload).hexdigest()[:16]
 
 
 def _clip(text: str) -> str:
     """Within ``SCORE_TEXT_LIMIT``: a batch stays far below the server's 1 MiB body limit."""
-    if len(text) <= SCORE_TEXT_LIMIT:
-        return text
-    return text[: SCORE_TEXT_LIMIT - 13] + "…[truncated]"
+    return text if len(text) <= SCORE_TEXT_LIMIT else text[: SCORE_TEXT_LIMIT - 13] + "…[truncated]"
 
 
 class LangfuseExperiment:
@@ -157,18 +145,16 @@ class LangfuseExperiment:
         self._pending: set[asyncio.Future[Any]] = set()
 
     async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
-        """Upsert the dataset (before any case runs), then, while the cases run, one item
-        per case (a bounded number in flight, however many cases)."""
+        """Upsert the dataset before any case runs, then its items while they run (a bounded
+        number in flight, however many cases)."""
         api = self._api = self._api or async_api(self.config, None)
-        created = await self._call(
-            "dataset",
-            lambda: api.datasets.create(
-                name=self.dataset,
-                description=self.description,
-                metadata={"source": "templiqx eval"},
-            ),
+        create = functools.partial(
+            api.datasets.create,
+            name=self.dataset,
+            description=self.description,
+            metadata={"source": "templiqx eval"},
         )
-        self.dataset_id = getattr(created, "id", None)
+        self.dataset_id = getattr(await self._call("dataset", create), "id", None)
         if self.project_id is None and not self._broken:  # the key's, so shards share ids
             found = await self._call("project lookup", api.projects.get)
             self.project_id = found.data[0].id if found is not None and found.data else None
@@ -179,7 +165,7 @@ class LangfuseExperiment:
                 for case in cases:
                     if DATASET_ITEM_KEY in case.metadata:  # read from the dataset: it is there
                         continue
-                    create = functools.partial(
+                    upsert = functools.partial(
                         api.dataset_items.create,
                         dataset_name=self.dataset,
                         id=item_id_of(self.dataset, case),
@@ -187,14 +173,15 @@ class LangfuseExperiment:
                         expected_output=case.expected_output,
                         metadata={"case_id": case.id, **case.metadata},
                     )
-                    await self._spawn("dataset item", create)
+                    await self._spawn("dataset item", upsert)
             except Exception as error:  # the cases' file, changed under the run
                 self._failed("dataset item", type(error).__name__)
 
         self._track(asyncio.create_task(items()))
 
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
-        """The ``langfuse.experiment.*`` attributes of the case's generation."""
+        """The ``langfuse.experiment.*`` attributes of the case's generation, from which the
+        server builds the experiment (``extractExperimentFields``)."""
         expected = case.expected_output
         attributes = {
             A.EXPERIMENT_ID: self.experiment_id,
@@ -209,9 +196,8 @@ class LangfuseExperiment:
         return {key: value for key, value in attributes.items() if value}
 
     async def record(self, result: CaseResult) -> None:
-        """Queue the finished case's scores on its trace and generation: each check as a
-        boolean named by its position and check, ``passed``, and the evaluators' scores; a
-        full batch leaves at once."""
+        """Queue the case's scores on its trace and generation (each check as a boolean named
+        by its position and check, ``passed``, the evaluators'); a full batch leaves at once."""
         if result.trace_id is None:
             return
         target = {"trace_id": result.trace_id, "observation_id": result.observation_id}
@@ -232,8 +218,8 @@ class LangfuseExperiment:
         target: Mapping[str, str | None],
         comment: str | None = None,
     ) -> None:
-        """Queue a score the server's schema accepts (BOOLEAN, NUMERIC, or CATEGORICAL for
-        text), its id derived from target and name: sent again, it updates, not adds."""
+        """A score the server's schema accepts (BOOLEAN, NUMERIC, or CATEGORICAL for text),
+        its id derived from target and name: sent again, it updates, not adds."""
         from langfuse.api import CreateScoreRequest
 
         given = {  # the client sends a None as null, which the server refuses for some
@@ -252,22 +238,20 @@ class LangfuseExperiment:
         )
 
     async def finish(self, summary: Summary) -> str | None:
-        """Send what is queued, then the run-level scores; the run's URL if known."""
+        """Send what is queued and the run-level scores; the run's URL if known."""
         run = {"dataset_run_id": self.experiment_id}
-        rate = f"{summary.passed}/{summary.total} passed"
-        self._score("pass_rate", summary.pass_rate, run, rate)
+        self._score("pass_rate", summary.pass_rate, run, f"{summary.passed}/{summary.total} passed")
         for name, mean in summary.score_means().items():
             self._score(f"mean_{name}", mean, run)
         await self._send_scores()
         while self._pending:
             await asyncio.wait(set(self._pending))
             self._pending = {task for task in self._pending if not task.done()}
-        project = self.project_id
-        if project is None:
+        if self.project_id is None:
             return None
         baseline = urllib.parse.quote(self.experiment_id, safe="")
-        base = self.config.base_url.rstrip("/")
-        return f"{base}/project/{project}/experiments/results?baseline={baseline}"
+        base = f"{self.config.base_url.rstrip('/')}/project/{self.project_id}"
+        return f"{base}/experiments/results?baseline={baseline}"
 
     async def aclose(self) -> None:
         for task in self._pending:

@@ -1,8 +1,6 @@
-"""Eval results: one record per case run, a running summary, and the report formats.
-
-The results file holds one finished case per line inside one JSON document, so a file cut
-short (Ctrl-C, a crash) still yields every finished case to ``--resume``.
-"""
+"""Eval results: one record per case run, a running summary, and the report formats. The
+results file holds one finished case a line inside one JSON document, so a file cut short
+(Ctrl-C, a crash) still yields every finished case to ``--resume``."""
 
 from __future__ import annotations
 
@@ -10,9 +8,11 @@ import contextlib
 import dataclasses
 import heapq
 import io
+import itertools
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from templiqx_core import Contract, InvalidData
 
 FORMAT = "templiqx.eval/v1"
 _ORIGIN = ("contract_id", "contract_version")
+_HEAD = (*_ORIGIN, "run_name", "total", "passed", "failed", "errored")  # a summary's first keys
 
 
 @dataclass(frozen=True)
@@ -144,13 +145,7 @@ class Summary:
     def to_json(self) -> dict[str, Any]:
         tokens = round(self.tokens_sum / self.tokens_n, 3) if self.tokens_n else None
         return {
-            "contract_id": self.contract_id,
-            "contract_version": self.contract_version,
-            "run_name": self.run_name,
-            "total": self.total,
-            "passed": self.passed,
-            "failed": self.failed,
-            "errored": self.errored,
+            **{key: getattr(self, key) for key in _HEAD},
             "pass_rate": round(self.pass_rate, 6),
             "averages": {
                 "latency_ms": self.mean_latency(),
@@ -279,19 +274,12 @@ def _score(score: Mapping[str, Any]) -> str:
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
     """Case, ✔/✗ per assertion, scores, latency, tokens (and the tries of a repairing run),
     failed cases first, at most ``limit`` rows read from an iterable; then the averages."""
-    read = 0
-
-    def counted() -> Iterator[CaseResult]:
-        nonlocal read
-        for case in cases:
-            read += 1
-            yield case
-
-    shown = heapq.nsmallest(limit, counted(), key=lambda case: (case.passed, case.key))
-    failed = [case for case in shown if not case.passed]
+    seen = itertools.count()  # zip stops at the last case: next(seen) is then how many
+    read = (case for case, _ in zip(cases, seen, strict=False))
+    shown = heapq.nsmallest(limit, read, key=lambda case: (case.passed, case.key))
+    more = next(seen) - len(shown)
     repeats = any(case.repeat for case in shown)
-    tries = any(case.attempts is not None for case in shown)
-    rows = [("case", "assertions", "scores", "latency", "tokens", *(("tries",) if tries else ()))]
+    rows: list[tuple[str, ...]] = [("case", "assertions", "scores", "latency", "tokens", "tries")]
     for case in shown:
         if case.errored and case.error is not None:
             checks = f"ERROR {case.error.get('code', '')}"
@@ -299,21 +287,25 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
             marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
             names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
             checks = f"{marks} {names}".strip()
-        row = (
-            f"{case.id}#{case.repeat}" if repeats else case.id,
-            checks,
-            " ".join(_score(score) for score in case.scores),
-            _ms(case.latency_ms),
-            str(case.total_tokens or "-"),
+        rows.append(
+            (
+                f"{case.id}#{case.repeat}" if repeats else case.id,
+                checks,
+                " ".join(_score(score) for score in case.scores),
+                _ms(case.latency_ms),
+                str(case.total_tokens or "-"),
+                str(case.attempts or "-"),
+            )
         )
-        rows.append((*row, str(case.attempts or "-")) if tries else row)
+    if not any(case.attempts is not None for case in shown):  # a run without --repair
+        rows = [row[:-1] for row in rows]
     widths = [min(max(len(row[i]) for row in rows), 60) for i in range(len(rows[0]))]
     lines = [
         "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if read > len(shown):
-        lines.append(f"... {read - len(shown)} more case(s) in the results file")
+    if more:
+        lines.append(f"... {more} more case(s) in the results file")
     averages = summary.to_json()["averages"]
     extras = [f"avg latency {_ms(averages['latency_ms'])}"]
     if averages["total_tokens"] is not None:
@@ -325,7 +317,7 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         f"{summary.passed}/{summary.total} passed, {summary.failed} failed, "
         f"{summary.errored} errored (pass rate {summary.pass_rate:.1%})",
         ", ".join(extras),
-        *(f"✗ {case.id}: {case.why(named=False)}" for case in failed[:20]),
+        *(f"✗ {case.id}: {case.why(named=False)}" for case in shown[:20] if not case.passed),
     ]
     if summary.run_url:
         lines.append(f"run: {summary.run_url}")
@@ -383,23 +375,22 @@ def baseline_diff(
     for case in baseline:
         base.add(case)
         before[case.key] = case.passed
-    regressions, fixes, new = [], [], []
+    changed = []  # (0 a regression | 1 a fix | 2 new, case, line): regressions first
     for case in cases:
-        old = before.get(case.key)
+        mark, old = "✔" if case.passed else "✗", before.get(case.key)
         if old is None:
-            mark = "✔" if case.passed else "✗"
-            new.append((case.key, f"  + {case.label}: {mark} (not in baseline)"))
-        elif old and not case.passed:
-            regressions.append((case.key, f"  ✔ → ✗ {case.label}"))
-        elif case.passed and not old:
-            fixes.append((case.key, f"  ✗ → ✔ {case.label}"))
+            changed.append((2, case.key, f"  + {case.label}: {mark} (not in baseline)"))
+        elif old != case.passed:
+            changed.append(
+                (int(case.passed), case.key, f"  {'✔' if old else '✗'} → {mark} {case.label}")
+            )
+    counts = Counter(group for group, _, _ in changed)
     lines = [
         "Evaluation diff: baseline → this run",
         f"  pass rate {base.pass_rate:.1%} → {summary.pass_rate:.1%} "
-        f"({len(regressions)} regression(s), {len(fixes)} fix(es))",
+        f"({counts[0]} regression(s), {counts[1]} fix(es))",
+        *(line for _, _, line in sorted(changed)),
     ]
-    for group in (regressions, fixes, new):
-        lines += [line for _, line in sorted(group)]
     old_means, new_means = base.score_means(), summary.score_means()
     for name in sorted(old_means.keys() | new_means.keys()):
         old_v, new_v = old_means.get(name), new_means.get(name)

@@ -1,7 +1,5 @@
-"""Running eval cases on a runtime's native async path, in one direction: read the cases,
-run each (``concurrency`` workers pulling from one iterator), check and score it, record
-it (results file, Langfuse), report. Rate limits are the retry policy's job.
-"""
+"""Eval cases on a runtime's native async path, one way: read the cases, run each
+(``concurrency`` workers pulling from one iterator), check and score, record, report."""
 
 from __future__ import annotations
 
@@ -43,7 +41,6 @@ from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_result
 Evaluator = Callable[..., Any]
 #: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
 ExperimentFactory = Callable[[str, str], "LangfuseExperiment | None"]
-Keep = Literal["all", "failures"]
 
 
 def resolve_contract(contract: Contract | str | Path) -> Contract:
@@ -180,12 +177,9 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
     judge = resolve_contract(contract)
 
     async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
-        offered = {
-            "input": input,
-            "output": output,
-            "expected_output": expected_output,
-            "metadata": metadata,
-        }
+        offered = dict(
+            input=input, output=output, expected_output=expected_output, metadata=metadata
+        )
         values = {k: v for k, v in offered.items() if k in judge.inputs and v is not None}
         compiled = compile_contract(judge, RenderRequest(inputs=values))
         if compiled.interaction is None:
@@ -205,10 +199,10 @@ def _traced(runtime: RuntimeAdapter) -> LangfuseTracedRuntime | None:
     """The traced runtime ``runtime`` is or wraps (retrying, replaying, ...), if any."""
     inner: Any = runtime
     for _ in range(16):  # a bounded walk down the wrappers
-        if isinstance(inner, LangfuseTracedRuntime) or not hasattr(inner, "inner"):
-            break
-        inner = inner.inner
-    return inner if isinstance(inner, LangfuseTracedRuntime) else None
+        if isinstance(inner, LangfuseTracedRuntime):
+            return inner
+        inner = getattr(inner, "inner", None)
+    return None
 
 
 async def arun_eval(
@@ -229,30 +223,24 @@ async def arun_eval(
     experiment: ExperimentFactory | bool | None = True,
     dataset: str | None = None,
     langfuse: Any = None,
-    keep: Keep = "all",
+    keep: Literal["all", "failures"] = "all",
     repair: int | None = None,
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
-    ``cases`` default to the contract's ``evals:`` (a path is read again for each pass,
-    never held whole); ``resume`` (records or a results file) skips the cases it finished
-    (``retry_errors``: all but the errored ones); ``output`` receives the results as they
-    finish; ``keep="failures"`` keeps memory flat for any number of cases. A runtime that
-    traces lands the run in Langfuse as an experiment on ``dataset`` (default: the
-    contract id) through ``langfuse`` (a host's client, not shut down here) or the SDK's
-    API client; ``experiment=False`` opts out. ``repair=N`` runs each case through
-    ``RepairingRuntime(runtime, attempts=N)`` and each result says its ``attempts``.
+    ``cases`` default to the contract's ``evals:`` (a path is re-read per pass, never held);
+    ``resume`` skips what a results file finished; ``output`` receives the results as they
+    finish; ``keep="failures"`` keeps memory flat. A traced runtime lands the run as a
+    Langfuse experiment on ``dataset`` (default: the contract id; ``experiment=False``: none).
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
     parsed = resolve_contract(contract)
-    path = cases if isinstance(cases, Path) else None
-    held: list[EvalCaseSpec] = []
     if not isinstance(cases, Path):
-        held = contract_cases(parsed) if cases is None else list(cases)
+        cases = contract_cases(parsed) if cases is None else list(cases)
 
     def source() -> Iterator[EvalCaseSpec]:
-        every = iter_cases(path) if path is not None else held
+        every = iter_cases(cases) if isinstance(cases, Path) else cases
         return (case for case in every if shard is None or in_shard(case.id, shard))
 
     total = sum(1 for _ in source())  # every case is valid before any call is made
@@ -262,8 +250,7 @@ async def arun_eval(
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
     writer = None if output is None else ResultsWriter(output, parsed.id, parsed.version)
-    traced = _traced(runtime)
-    redactor = None if traced is None else traced.redactor
+    redactor = getattr(_traced(runtime), "redactor", None)
     repairing = runtime if repair is None else RepairingRuntime(runtime, attempts=repair)
 
     def accept(result: CaseResult) -> CaseResult:
@@ -293,15 +280,13 @@ async def arun_eval(
         compiled = compile_contract(parsed, render, targets)
         if compiled.interaction is None:
             first = compiled.diagnostics[0]
-            detail = f"{first.json_pointer or ''} {first.message}"
+            failed = {"code": first.code, "detail": f"{first.json_pointer or ''} {first.message}"}
             tried = None if repair is None else 0  # no call made
-            failed = {"code": first.code, "detail": detail}
             return CaseResult(case.id, k, False, True, error=failed, attempts=tried)
         request = ExecutionRequest(
             interaction=compiled.interaction, fixture_output=case.fake_output
         )
-        error: dict[str, str] | None = None
-        receipt, started = None, time.perf_counter()
+        receipt, error, started = None, None, time.perf_counter()
         with (
             experiment_attributes(lane.attributes(case) if lane else None),
             collect_traces() as refs,
@@ -313,34 +298,32 @@ async def arun_eval(
             except PortError as failure:
                 error = {"code": failure.code, "detail": str(failure)}
         latency = (time.perf_counter() - started) * 1000
-        result = CaseResult(
+        usage = used[-1] if used and receipt is not None else {}
+        checks: list[dict[str, Any]] = []
+        scores: list[dict[str, Any]] = []
+        if receipt is not None:
+            observed = Observed(
+                receipt.output, receipt.output_schema_valid, latency, usage.get("total")
+            )
+            checks = [r.to_json() for r in check_case(case.assert_, case.expected_output, observed)]
+            scores, evaluated = await _evaluate(loaded, case, receipt.output)
+            checks += evaluated
+        return CaseResult(
             case.id,
             k,
-            passed=False,
+            passed=receipt is not None and all(check["passed"] for check in checks),
             errored=receipt is None,
+            assertions=tuple(checks),
+            scores=tuple(scores),
             error=error,
+            output=None if receipt is None else receipt.output,
             trace_id=refs[-1].trace_id if refs else None,
             observation_id=refs[-1].observation_id if refs else None,
             latency_ms=round(latency, 3),
+            usage=usage,
+            output_fingerprint=None if receipt is None else receipt.output_fingerprint,
             # One try (``repair=1``) is the runtime as it is, which reports nothing.
             attempts=None if repair is None else counted[-1] if counted else 1,
-        )
-        if receipt is None:
-            return result
-        usage = used[-1] if used else {}
-        observed = Observed(
-            receipt.output, receipt.output_schema_valid, latency, usage.get("total")
-        )
-        checks = [r.to_json() for r in check_case(case.assert_, case.expected_output, observed)]
-        scores, evaluated = await _evaluate(loaded, case, receipt.output)
-        return dataclasses.replace(
-            result,
-            passed=all(check["passed"] for check in checks + evaluated),
-            assertions=(*checks, *evaluated),
-            scores=tuple(scores),
-            output=receipt.output,
-            usage=usage,
-            output_fingerprint=receipt.output_fingerprint,
         )
 
     todo = total * repeat - len(finished)
@@ -410,20 +393,17 @@ def experiment_for(
     description: str | None = None,
     langfuse: Any = None,
 ) -> ExperimentFactory:
-    """The experiment builder for ``arun_eval``: a Langfuse experiment on ``dataset``
-    when ``runtime`` (or the runtime it wraps) exports traces to Langfuse, else none;
-    through ``langfuse`` (a host's ``Langfuse`` client: its ``async_api``) if given."""
+    """``arun_eval``'s experiment: on ``dataset`` when ``runtime`` (or one it wraps) exports to
+    Langfuse, else none; through ``langfuse`` (a host's ``Langfuse`` client) if given."""
     traced = _traced(runtime)
 
     def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
         if traced is None or traced.tracing.pipeline is None or not traced.langfuse_config.enabled:
             return None
+        api = None if langfuse is None else langfuse.async_api
+        config = traced.langfuse_config
         return LangfuseExperiment(
-            traced.langfuse_config,
-            run_name=run_name,
-            dataset=dataset,
-            description=description,
-            api=None if langfuse is None else langfuse.async_api,
+            config, run_name=run_name, dataset=dataset, api=api, description=description
         )
 
     return build

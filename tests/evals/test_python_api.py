@@ -11,7 +11,7 @@ import pytest
 
 from templiqx_core import ScriptedRuntime, ScriptedSuccess
 from templiqx_core._eval_cases import EvalCaseSpec
-from templiqx_langfuse.evals import arun_eval, assert_eval_passes, run_eval
+from templiqx_langfuse.evals import arun_eval, assert_eval_passes, judge_evaluator, run_eval
 from templiqx_langfuse.testing.replay import replaying_runtime
 from tests.conftest import REPO_ROOT
 from tests.evals.conftest import GREETING
@@ -152,3 +152,10 @@ def test_repair_runs_each_case_through_the_repairing_runtime(io: str) -> None:
     (failed,) = run_eval(GREETING, runtime=again, repair=1).cases
     assert (failed.errored, failed.attempts) == (True, 1)
     assert run_eval(GREETING, runtime=again).cases[0].attempts is None
+
+
+def test_a_judge_takes_the_evaluator_arguments_only() -> None:
+    runtime = ScriptedRuntime([ScriptedSuccess(output={"score": True})])
+    judge = judge_evaluator(REPO_ROOT / "tests" / "evals" / "judge.yaml", runtime)
+    with pytest.raises(TypeError):
+        judge(input={}, output={}, expected_output=None, metadata={}, extra=1)
