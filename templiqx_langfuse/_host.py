@@ -137,10 +137,13 @@ class Tracing:
         return record or GenerationRecord()
 
     def finish(
-        self, record: GenerationRecord, outcome: CallOutcome, first_token_at: datetime | None
+        self,
+        record: GenerationRecord,
+        outcome: CallOutcome,
+        first_token: Callable[[], datetime | None],
     ) -> None:
-        try:
-            record.finish(outcome, first_token_at=first_token_at)
+        try:  # a host's ``first_token`` may raise: the call still leaves the calls in flight
+            record.finish(outcome, first_token_at=first_token())
         finally:
             with self._idle:
                 self._in_flight -= 1
@@ -366,7 +369,7 @@ class HostWiring:
             call.request.interaction, model=model, strict=strict, formats=self.formats
         )
         record, tracing = self.tracing.start(call, body, model), self.tracing
-        call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token()))
+        call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token))
         return body
 
     @contextmanager
