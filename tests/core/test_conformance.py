@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -35,6 +39,7 @@ from templiqx_core.conformance import (
     run_check,
     validate_event_order,
 )
+from tests.conftest import REPO_ROOT
 
 DESCRIPTOR = AdapterDescriptor(id="broken", version="0", capabilities=["structured_output"])
 
@@ -168,3 +173,45 @@ def test_run_check_entry_point(name: str, bli61_request: ExecutionRequest) -> No
             run_check(name, runtime, bli61_request)
     else:
         run_check(name, runtime, bli61_request)
+
+
+CTRL_C = textwrap.dedent(
+    """
+    import asyncio, sys
+    from templiqx_core import DeltaEvent
+    from templiqx_core.conformance import check_async_cancellation
+    from tests.core.conftest import compile_reference
+    from tests.core.test_conformance import Base, ExecutionRequest
+    from tests.conftest import REPO_ROOT, read_json
+
+    class Hangs(Base):
+        async def aexecute_streaming(self, request, sink):
+            sink(DeltaEvent(text="a"))
+            await asyncio.sleep(1000)
+
+    reference = REPO_ROOT / "reference"
+    interaction = compile_reference(reference, sys.argv[1], sys.argv[2])
+    request = ExecutionRequest(interaction=interaction, fixture_output={})
+    print("ready", flush=True)
+    check_async_cancellation(Hangs(), request, connection_released=bool, cancel_after_s=30)
+    """
+)
+
+
+def test_ctrl_c_during_an_async_check_interrupts_it_and_the_process_exits() -> None:
+    """The host's Ctrl-C is its own, never the cancelled call's outcome (a verdict); the
+    check's loop ends with its tasks cancelled, none destroyed pending."""
+    contract, request = "bli-61-date-term-extraction.yaml", "bli-61-request.json"
+    process = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C, contract, request],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    time.sleep(1.0)  # the check waits on its cancel_after_s
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=20)
+    assert "KeyboardInterrupt" in err
+    assert "ConformanceError" not in err
+    assert "Task was destroyed but it is pending" not in err
+    assert process.returncode == 1 or process.returncode == -signal.SIGINT
