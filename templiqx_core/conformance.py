@@ -527,13 +527,13 @@ def _cancellation(
         if lane.loop is not None and not isinstance(error, Exception):
             raise  # the caller's Ctrl-C as it waits, not the cancelled call's outcome
         raised = error
-    ended = time.monotonic()
+    ended, delta_seen = time.monotonic(), first_delta.is_set()
     finished.set()
     first_delta.set()
     helper.join(timeout=5)
     if not cancelled:
         early = "stream to cancel ended before its first delta"
-        if cancel_after_s is not None:
+        if cancel_after_s is not None or (lane.loop is not None and delta_seen):
             early = "call to cancel ended before it was cancelled"
         raise ConformanceError(f"the {early}")
     if raised is None:

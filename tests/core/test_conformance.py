@@ -32,6 +32,7 @@ from templiqx_core.conformance import (
     CONFORMANCE_CHECKS,
     ConformanceError,
     check_adapter,
+    check_async_cancellation,
     check_concurrent_use,
     check_failure_projection,
     check_sink_exception_propagates,
@@ -173,6 +174,25 @@ def test_run_check_entry_point(name: str, bli61_request: ExecutionRequest) -> No
             run_check(name, runtime, bli61_request)
     else:
         run_check(name, runtime, bli61_request)
+
+
+class EndsAtOnce(Base):
+    """Streams its deltas and ``Complete`` without awaiting: done before any cancel."""
+
+    async def aexecute_streaming(
+        self, request: ExecutionRequest, sink: EventSink
+    ) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        sink(DeltaEvent(text="a"))
+        sink(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+
+def test_async_cancellation_names_a_call_that_ended_before_its_cancel(
+    bli61_request: ExecutionRequest,
+) -> None:
+    with pytest.raises(ConformanceError, match="the call to cancel ended before it was cancelled"):
+        check_async_cancellation(EndsAtOnce(), bli61_request, connection_released=lambda: True)
 
 
 CTRL_C = textwrap.dedent(
