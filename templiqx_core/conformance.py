@@ -545,8 +545,13 @@ def _cancellation(
     if sink_cancels and raised is not sentinel:
         raise ConformanceError(f"the sink's exception was replaced by {type(raised).__name__}")
     cancelled_at, seen = cancelled[0]
-    # A signal's KeyboardInterrupt still ends a synchronous stream with Failed.
-    late = [e for e in events[seen:] if lane.loop is not None or isinstance(e, CompleteEvent)]
+    # Async: no event after the cancel. Sync: no Complete at all (a signal's KeyboardInterrupt
+    # still ends the stream with Failed).
+    late = (
+        events[seen:]
+        if lane.loop is not None
+        else [e for e in events if isinstance(e, CompleteEvent)]
+    )
     if late:
         name = "Complete" if lane.loop is None else f"{type(late[0]).__name__} after the cancel"
         raise ConformanceError(f"a cancelled stream emitted {name}")

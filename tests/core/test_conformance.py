@@ -33,6 +33,7 @@ from templiqx_core.conformance import (
     ConformanceError,
     check_adapter,
     check_async_cancellation,
+    check_cancellation,
     check_concurrent_use,
     check_failure_projection,
     check_sink_exception_propagates,
@@ -235,3 +236,20 @@ def test_ctrl_c_during_an_async_check_interrupts_it_and_the_process_exits() -> N
     assert "ConformanceError" not in err
     assert "Task was destroyed but it is pending" not in err
     assert process.returncode == 1 or process.returncode == -signal.SIGINT
+
+
+class CompleteBeforeItsDeltas(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        sink(CompleteEvent.from_receipt(receipt))
+        sink(DeltaEvent(text="a"))
+        return receipt
+
+
+def test_cancellation_refuses_a_stream_that_emitted_complete_before_the_cancel(
+    bli61_request: ExecutionRequest,
+) -> None:
+    with pytest.raises(ConformanceError, match="a cancelled stream emitted Complete"):
+        check_cancellation(
+            CompleteBeforeItsDeltas(), bli61_request, connection_released=lambda: True
+        )
