@@ -127,11 +127,12 @@ class _Lane:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        """Wait for worker threads as ``asyncio.run`` does, then stop the loop; one stuck for
-        5 s keeps it running (as a task ignoring cancellation keeps the call)."""
+        """End as ``asyncio.run`` does (tasks left by a Ctrl-C or a timeout cancelled, async
+        generators and worker threads waited for), then stop the loop; what is stuck for 5 s
+        keeps it running (as a task ignoring cancellation keeps the call)."""
         if self.loop is not None:
             with contextlib.suppress(ConformanceError):
-                self.wait(self.loop.shutdown_default_executor(), limit_s=5, what="shutdown")
+                self.wait(_wind_down(), limit_s=5, what="shutdown")
                 self.loop.call_soon_threadsafe(self.loop.stop)
 
     def wait(self, main: Coroutine[Any, Any, _T], *, limit_s: float = 120, what: str) -> _T:
@@ -154,6 +155,16 @@ class _Lane:
             return self.adapter.execute_streaming(request, sink)
         call = self.adapter.aexecute_streaming(request, sink)
         return self.wait(call, what="aexecute_streaming()")
+
+
+async def _wind_down() -> None:
+    loop, this = asyncio.get_running_loop(), asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not this]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await loop.shutdown_asyncgens()
+    await loop.shutdown_default_executor()
 
 
 def validate_event_order(events: Sequence[StreamEvent]) -> StreamEvent:
@@ -513,14 +524,16 @@ def _cancellation(
     except ConformanceError:
         raise
     except BaseException as error:
+        if lane.loop is not None and not isinstance(error, Exception):
+            raise  # the caller's Ctrl-C as it waits, not the cancelled call's outcome
         raised = error
-    ended = time.monotonic()
+    ended, delta_seen = time.monotonic(), first_delta.is_set()
     finished.set()
     first_delta.set()
     helper.join(timeout=5)
     if not cancelled:
         early = "stream to cancel ended before its first delta"
-        if cancel_after_s is not None:
+        if cancel_after_s is not None or (lane.loop is not None and delta_seen):
             early = "call to cancel ended before it was cancelled"
         raise ConformanceError(f"the {early}")
     if raised is None:
@@ -532,8 +545,13 @@ def _cancellation(
     if sink_cancels and raised is not sentinel:
         raise ConformanceError(f"the sink's exception was replaced by {type(raised).__name__}")
     cancelled_at, seen = cancelled[0]
-    # A signal's KeyboardInterrupt still ends a synchronous stream with Failed.
-    late = [e for e in events[seen:] if lane.loop is not None or isinstance(e, CompleteEvent)]
+    # Async: no event after the cancel. Sync: no Complete at all (a signal's KeyboardInterrupt
+    # still ends the stream with Failed).
+    late = (
+        events[seen:]
+        if lane.loop is not None
+        else [e for e in events if isinstance(e, CompleteEvent)]
+    )
     if late:
         name = "Complete" if lane.loop is None else f"{type(late[0]).__name__} after the cancel"
         raise ConformanceError(f"a cancelled stream emitted {name}")

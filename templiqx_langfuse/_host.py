@@ -9,6 +9,7 @@ import os
 import ssl
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -104,6 +105,7 @@ class Tracing:
         # finishes after the export closed.
         self._in_flight = 0
         self._idle = threading.Condition(threading.Lock())
+        _TRACINGS.add(self)
         self._open: _Opener | None = None
         if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._recording import open_generation
@@ -137,10 +139,13 @@ class Tracing:
         return record or GenerationRecord()
 
     def finish(
-        self, record: GenerationRecord, outcome: CallOutcome, first_token_at: datetime | None
+        self,
+        record: GenerationRecord,
+        outcome: CallOutcome,
+        first_token: Callable[[], datetime | None],
     ) -> None:
-        try:
-            record.finish(outcome, first_token_at=first_token_at)
+        try:  # a host's ``first_token`` may raise: the call still leaves the calls in flight
+            record.finish(outcome, first_token_at=first_token())
         finally:
             with self._idle:
                 self._in_flight -= 1
@@ -189,6 +194,18 @@ class Tracing:
                 pipeline.close()
             except Exception as error:
                 self.report_error("flushing", error)
+
+
+_TRACINGS: weakref.WeakSet[Tracing] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """A forked child has none of its parent's calls in flight (nor their lock held)."""
+    for tracing in list(_TRACINGS):
+        tracing._in_flight, tracing._idle = 0, threading.Condition(threading.Lock())
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class Clients:
@@ -366,7 +383,7 @@ class HostWiring:
             call.request.interaction, model=model, strict=strict, formats=self.formats
         )
         record, tracing = self.tracing.start(call, body, model), self.tracing
-        call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token()))
+        call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token))
         return body
 
     @contextmanager

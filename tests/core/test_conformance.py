@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -28,6 +32,8 @@ from templiqx_core.conformance import (
     CONFORMANCE_CHECKS,
     ConformanceError,
     check_adapter,
+    check_async_cancellation,
+    check_cancellation,
     check_concurrent_use,
     check_failure_projection,
     check_sink_exception_propagates,
@@ -35,6 +41,7 @@ from templiqx_core.conformance import (
     run_check,
     validate_event_order,
 )
+from tests.conftest import REPO_ROOT
 
 DESCRIPTOR = AdapterDescriptor(id="broken", version="0", capabilities=["structured_output"])
 
@@ -168,3 +175,81 @@ def test_run_check_entry_point(name: str, bli61_request: ExecutionRequest) -> No
             run_check(name, runtime, bli61_request)
     else:
         run_check(name, runtime, bli61_request)
+
+
+class EndsAtOnce(Base):
+    """Streams its deltas and ``Complete`` without awaiting: done before any cancel."""
+
+    async def aexecute_streaming(
+        self, request: ExecutionRequest, sink: EventSink
+    ) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        sink(DeltaEvent(text="a"))
+        sink(CompleteEvent.from_receipt(receipt))
+        return receipt
+
+
+def test_async_cancellation_names_a_call_that_ended_before_its_cancel(
+    bli61_request: ExecutionRequest,
+) -> None:
+    with pytest.raises(ConformanceError, match="the call to cancel ended before it was cancelled"):
+        check_async_cancellation(EndsAtOnce(), bli61_request, connection_released=lambda: True)
+
+
+CTRL_C = textwrap.dedent(
+    """
+    import asyncio, sys
+    from templiqx_core import DeltaEvent
+    from templiqx_core.conformance import check_async_cancellation
+    from tests.core.conftest import compile_reference
+    from tests.core.test_conformance import Base, ExecutionRequest
+    from tests.conftest import REPO_ROOT, read_json
+
+    class Hangs(Base):
+        async def aexecute_streaming(self, request, sink):
+            sink(DeltaEvent(text="a"))
+            await asyncio.sleep(1000)
+
+    reference = REPO_ROOT / "reference"
+    interaction = compile_reference(reference, sys.argv[1], sys.argv[2])
+    request = ExecutionRequest(interaction=interaction, fixture_output={})
+    print("ready", flush=True)
+    check_async_cancellation(Hangs(), request, connection_released=bool, cancel_after_s=30)
+    """
+)
+
+
+def test_ctrl_c_during_an_async_check_interrupts_it_and_the_process_exits() -> None:
+    """The host's Ctrl-C is its own, never the cancelled call's outcome (a verdict); the
+    check's loop ends with its tasks cancelled, none destroyed pending."""
+    contract, request = "bli-61-date-term-extraction.yaml", "bli-61-request.json"
+    process = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C, contract, request],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    time.sleep(1.0)  # the check waits on its cancel_after_s
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=20)
+    assert "KeyboardInterrupt" in err
+    assert "ConformanceError" not in err
+    assert "Task was destroyed but it is pending" not in err
+    assert process.returncode == 1 or process.returncode == -signal.SIGINT
+
+
+class CompleteBeforeItsDeltas(Base):
+    def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
+        receipt = self.execute(request)
+        sink(CompleteEvent.from_receipt(receipt))
+        sink(DeltaEvent(text="a"))
+        return receipt
+
+
+def test_cancellation_refuses_a_stream_that_emitted_complete_before_the_cancel(
+    bli61_request: ExecutionRequest,
+) -> None:
+    with pytest.raises(ConformanceError, match="a cancelled stream emitted Complete"):
+        check_cancellation(
+            CompleteBeforeItsDeltas(), bli61_request, connection_released=lambda: True
+        )

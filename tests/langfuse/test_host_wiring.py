@@ -261,3 +261,27 @@ def test_from_env_reads_both_configurations(
         assert host.wiring.tracing.enabled
         assert host.wiring.redactor.text(f"{SECRET_KEY} {MODEL_KEY}") == f"{REDACTED} {REDACTED}"
         assert host.execute(greeting_request).output == GREETING
+
+
+class FirstTokenFails(TinyHost):
+    """A host whose ``first_token`` probe raises as the call ends (a bug of its own)."""
+
+    def produce_output(self, call: RuntimeCall) -> Produced:
+        def first_token() -> None:
+            raise LookupError("no first token recorded")
+
+        self.wiring.begin(call, first_token)
+        return Produced(GREETING, None)
+
+
+def test_a_failing_first_token_probe_never_holds_close_up(
+    model_server: LoopbackModelServer,
+    exporter: InMemorySpanExporter,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """The call still leaves the calls in flight: ``close`` has none to wait for."""
+    host = FirstTokenFails(model(model_server), TRACED, span_exporter=exporter)
+    host.execute(greeting_request)
+    started = time.monotonic()
+    host.close()
+    assert time.monotonic() - started < 1.0

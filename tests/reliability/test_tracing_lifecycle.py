@@ -6,6 +6,7 @@ loopback sockets for the model and for Langfuse (the loopback OTLP receiver).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import threading
@@ -15,8 +16,9 @@ import weakref
 import pytest
 from langfuse import Langfuse
 
-from templiqx_core import ExecutionRequest
+from templiqx_core import ExecutionRequest, PortError
 from tests.conftest import RuntimeFactory
+from tests.loopback import LoopbackModelServer, Reply
 from tests.otlp_receiver import otlp_receiver
 
 
@@ -126,3 +128,35 @@ def test_a_forked_child_exports_through_its_own_thread_and_sockets(
         runtime.close()
         assert len(receiver.spans) == 5
         assert len({span.span_id for span in receiver.spans}) == 5
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_waits_for_none_of_its_parents_calls_in_flight(
+    make_runtime: RuntimeFactory,
+    model_server: LoopbackModelServer,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """A call in flight in the parent does not exist in a child forked meanwhile: the child's
+    ``close`` has nothing to wait for (it waited ``CLOSE_WAIT_S`` for it)."""
+    runtime = make_runtime()
+    model_server.set_responder(lambda request: Reply(hang_s=1.5))
+
+    def parent_call() -> None:
+        with contextlib.suppress(PortError):  # the hang outlasts no deadline; either is fine
+            runtime.execute(greeting_request)
+
+    in_flight = threading.Thread(target=parent_call, daemon=True)
+    in_flight.start()
+    settle(lambda: model_server.requests)  # the parent's call is in flight
+    pid = os.fork()
+    if pid == 0:  # the child: close at once
+        code = 1
+        try:
+            started = time.monotonic()
+            runtime.close()
+            code = 0 if time.monotonic() - started < 1.0 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    in_flight.join(timeout=10)
