@@ -113,6 +113,15 @@ def test_the_docs_site_has_every_page_in_its_nav() -> None:
         assert f" {page.name}" in nav, page.name
 
 
+@pytest.mark.parametrize("page", [REPO_ROOT / "README.md", *PAGES], ids=page_id)
+def test_every_code_fence_a_page_opens_it_closes(page: Path) -> None:
+    """A stray fence turns the rest of a page into one code block (docs/cli.md had one)."""
+    fences = [
+        line for line in page.read_text("utf-8").splitlines() if line.lstrip().startswith("```")
+    ]
+    assert len(fences) % 2 == 0, f"{page.name}: {len(fences)} fence lines"
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_file_a_snippet_names_is_in_the_repository(page: Path) -> None:
     """A reader runs the snippets from a clone: the contract they name must be there."""
