@@ -382,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print(envelope.model_dump_json(indent=None if compact else 2), out)
         if envelope.ok:
             return EXIT_OK
-        for diagnostic in envelope.diagnostics:
+        for diagnostic in [d for d in envelope.diagnostics if d.severity != "warning"]:
             err.write(f"templiqx: {envelope.operation} failed: {_diagnostic_line(diagnostic)}\n")
         return EXIT_NOT_OK
     except (UsageError, CommandError) as error:
