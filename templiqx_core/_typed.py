@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer, thaw
-from ._compiler import Contract, check_plain, compile_contract, read_contract
+from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
 from ._compiler.template import print_template
 from ._contracts import (
     API_VERSION,
@@ -148,7 +148,11 @@ def _section(declared: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
     items = (d if isinstance(d, Mapping) else d.model_dump() for d in diagnostics)
-    return [f"{d['code']} {d.get('json_pointer') or '/'}: {d['message']}" for d in items]
+    return [
+        f"{d['code']} {at}: {d['message'].removeprefix(f'{at}: ')}"
+        for d in items
+        for at in [d.get("json_pointer") or "/"]
+    ]
 
 
 def check_output_model(
@@ -224,7 +228,11 @@ class TypedContract(Generic[Out]):
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
-            raise TypedContractError(f"contract {id}", _problems(error, document)) from None
+            try:  # JSON is YAML: the compiler's own codes and pointers, as a file would get
+                problems = _listed(parse_contract(canonical_json(document))[1])
+            except (TypeError, ValueError):  # a value JSON cannot hold
+                problems = _problems(error, document)
+            raise TypedContractError(f"contract {id}", problems) from None
         return cls(contract, output, inputs, context)._checked(f"contract {id}")
 
     @classmethod

@@ -156,6 +156,12 @@ def test_template_mistakes_are_found_at_define() -> None:
         triage(messages=[("user", "{{ inputs.subjct }}")])
     with pytest.raises(TypedContractError, match="at character 3"):
         triage(messages=[("user", "Hi {{ inputs.subject")])
+    with pytest.raises(TypedContractError) as error:  # as a contract file would say it
+        triage(messages=[("system", "ok"), ("user", "Hi {{ inputs.subject | shout }}")])
+    assert error.value.problems == [
+        f"{codes.TEMPLATE_SYNTAX} /messages/1/content: unknown filter 'shout' (filters: trim, "
+        "lower, upper, json, format_date, format_number) at character 23"
+    ]
 
 
 def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:
