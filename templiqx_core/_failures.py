@@ -86,6 +86,15 @@ class RuntimeFailure:
             "detail": self.detail,
         }
 
+    def help_line(self) -> str:
+        """The ``help`` text of the diagnostic this failure becomes, as the reference's."""
+        retry = "none" if self.retry_after_ms is None else self.retry_after_ms
+        return (
+            f"adapter={self.adapter_id} version={self.adapter_version} "
+            f"scenario={self.scenario_id or 'none'} retry_after_ms={retry} "
+            f"fingerprint={self.fingerprint}"
+        )
+
 
 class RuntimeFailureError(PortError):
     """A runtime call failed; ``.failure`` says how, ``.code`` is its stable code."""
@@ -116,13 +125,7 @@ def to_diagnostic(error: PortError) -> Diagnostic:
     ``""``, the whole request); a runtime failure's has the reference's ``help`` line."""
     message, help_text = _DISPLAY_PREFIX.get(error.code, "") + str(error), None
     if isinstance(error, RuntimeFailureError):
-        failure, message = error.failure, str(error)
-        retry = "none" if failure.retry_after_ms is None else failure.retry_after_ms
-        help_text = (
-            f"adapter={failure.adapter_id} version={failure.adapter_version} "
-            f"scenario={failure.scenario_id or 'none'} retry_after_ms={retry} "
-            f"fingerprint={failure.fingerprint}"
-        )
+        message, help_text = str(error), error.failure.help_line()
     return Diagnostic(
         code=error.code, severity="error", message=message, json_pointer="", help=help_text
     )

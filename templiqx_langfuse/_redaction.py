@@ -158,8 +158,15 @@ class _SharedLogFilter(logging.Filter):
             return list(self.live)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = redacted = record.getMessage()
-        for member in self.members():
+        members = self.members()
+        if not members:  # installed for good: with nothing to redact, the record as it is
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # logging reports a malformed record; raised here, the caller would
+            message = f"{record.msg} {record.args!r}"
+        redacted = message
+        for member in members:
             redacted = member.redactor.text(redacted)
         if redacted != message:
             record.msg, record.args = redacted, None

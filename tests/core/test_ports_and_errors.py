@@ -147,3 +147,14 @@ def test_runtime_failure_fingerprint_and_diagnostic_help() -> None:
         "adapter=plain version=1.0 scenario=s1 retry_after_ms=1500 "
         f"fingerprint={failure.fingerprint}"
     )
+
+
+def test_a_runtime_failure_keeps_its_public_help_line() -> None:
+    """``RuntimeFailure.help_line()`` is public (in the API reference): a host that logs a
+    failure the reference's way calls it, and ``to_diagnostic`` says the same."""
+    failure = RuntimeFailure.for_adapter(DESCRIPTOR, RuntimeFailureCode.TIMEOUT, "late")
+    assert failure.help_line() == (
+        "adapter=plain version=1.0 scenario=none retry_after_ms=none "
+        f"fingerprint={failure.fingerprint}"
+    )
+    assert to_diagnostic(RuntimeFailureError(failure)).help == failure.help_line()

@@ -52,3 +52,27 @@ def test_close_removes_the_runtimes_redactor(caplog: pytest.LogCaptureFixture) -
     runtime = build()
     runtime.close()
     assert runtime._wiring.log_filter not in _SHARED.members()
+
+
+def malformed(*args: object) -> logging.LogRecord:
+    """A record logging cannot format (more placeholders than arguments)."""
+    return logging.LogRecord("httpx", logging.INFO, __file__, 1, "%s %s %s", args, None)
+
+
+def test_a_malformed_record_never_raises_at_the_caller_once_the_runtimes_are_gone() -> None:
+    """logging reports a record it cannot format (``handleError``); the shared filter, left
+    on the HTTP loggers for good, must not turn that into an exception in the caller."""
+    runtime = build()
+    runtime.close()
+    del runtime
+    gc.collect()
+    assert _SHARED.members() == []
+    assert logging.getLogger("httpx").filter(malformed("one"))
+
+
+def test_a_malformed_record_is_redacted_not_raised_while_a_runtime_lives() -> None:
+    runtime = build()
+    record = malformed(MODEL_KEY)
+    assert logging.getLogger("httpx").filter(record)
+    assert MODEL_KEY not in record.getMessage()
+    runtime.close()
