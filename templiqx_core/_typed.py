@@ -11,7 +11,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ._canonical import canonical_json, json_pointer, thaw
+from ._canonical import NotJson, canonical_json, json_pointer, thaw
 from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
 from ._compiler.template import print_template
 from ._contracts import (
@@ -229,8 +229,8 @@ class TypedContract(Generic[Out]):
             contract = Contract.model_validate(document)
         except ValidationError as error:
             try:  # JSON is YAML: the compiler's own codes and pointers, as a file would get
-                problems = _listed(parse_contract(canonical_json(document))[1])
-            except (TypeError, ValueError):  # a value JSON cannot hold
+                problems = _listed(parse_contract(canonical_json(document).decode())[1])
+            except NotJson:  # a value JSON cannot hold
                 problems = _problems(error, document)
             raise TypedContractError(f"contract {id}", problems) from None
         return cls(contract, output, inputs, context)._checked(f"contract {id}")

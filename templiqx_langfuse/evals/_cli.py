@@ -223,8 +223,9 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
     # Read before --output (possibly the same file) is opened for writing; a baseline is
     # refused now rather than after the run.
     resumes = [None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan]
-    for baseline in (f.baseline for f in plan if f.baseline is not None):
-        list(read_results(baseline))
+    for files in plan:
+        if files.baseline is not None:
+            list(read_results(files.baseline, files.contract, "--baseline"))
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:

@@ -162,6 +162,8 @@ def test_template_mistakes_are_found_at_define() -> None:
         f"{codes.TEMPLATE_SYNTAX} /messages/1/content: unknown filter 'shout' (filters: trim, "
         "lower, upper, json, format_date, format_number) at character 23"
     ]
+    with pytest.raises(TypedContractError):  # a value JSON cannot hold: not a NotJson escaping
+        triage(evals=[{"id": "e", "inputs": {"when": object()}, "fake_output": ANSWER}])
 
 
 def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:

@@ -465,3 +465,17 @@ def test_repair_takes_a_count_of_at_least_one(cli: Cli, greeting_model: Greeting
     assert ran.code == 1
     assert "--repair" in ran.err
     assert greeting_model.seen == []
+
+
+def test_a_baseline_of_another_contract_is_refused(cli: Cli, tmp_path: Path) -> None:
+    """Another version is what a baseline is for; another contract's cases diff as nonsense."""
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(
+        '{"format": "templiqx.eval/v1", "contract_id": "ticket-summary", '
+        '"contract_version": "9.9.9", "cases": [\n]}\n',
+        encoding="utf-8",
+    )
+    ran = cli("eval", GREETING, "--runtime", "scripted", "--baseline", baseline)
+    assert ran.code == 1
+    assert "--baseline" in ran.err
+    assert "'ticket-summary'" in ran.err
