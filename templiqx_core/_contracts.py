@@ -63,6 +63,8 @@ class WireModel(BaseModel):
 
 
 class CompiledMessage(WireModel):
+    """One rendered chat message."""
+
     role: Role
     content: str
 
@@ -114,12 +116,16 @@ class CompiledInteraction(WireModel):
 
 
 class AdapterDescriptor(WireModel):
+    """Which adapter produced a receipt, and with what capabilities."""
+
     id: str
     version: str
     capabilities: list[str]
 
 
 class ExecutionRequest(WireModel):
+    """One call: a compiled interaction (and, for the scripted runtime, its ``fixture_output``)."""
+
     _maps = frozenset({"fixture_output"})
 
     interaction: CompiledInteraction
@@ -127,6 +133,8 @@ class ExecutionRequest(WireModel):
 
 
 class ExecutionReceipt(WireModel):
+    """What a call produced: the schema-valid output, usage, latency and both fingerprints."""
+
     _maps = frozenset({"output"})
 
     adapter: AdapterDescriptor
@@ -137,11 +145,15 @@ class ExecutionReceipt(WireModel):
 
 
 class DeltaEvent(WireModel):
+    """A piece of the output text, as the provider streamed it."""
+
     kind: Literal["Delta"] = "Delta"
     text: str
 
 
 class ToolCallDeltaEvent(WireModel):
+    """A piece of one tool call's arguments, as the provider streamed it."""
+
     kind: Literal["ToolCallDelta"] = "ToolCallDelta"
     name: str
     arguments_fragment: str
@@ -170,6 +182,8 @@ class CompleteEvent(WireModel):
 
 
 class FailedEvent(WireModel):
+    """Terminal failure: the failure's code, message and whether a retry may succeed."""
+
     kind: Literal["Failed"] = "Failed"
     code: str
     message: str
@@ -197,6 +211,8 @@ _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):
+    """A 1-based line and column range in a contract file."""
+
     line: _U32
     column: _U32
     end_line: _U32
@@ -204,6 +220,8 @@ class SourceSpan(WireModel):
 
 
 class Diagnostic(WireModel):
+    """One problem found: a stable ``code``, a message, and where (file, JSON pointer, span)."""
+
     _omit_none = frozenset({"file", "json_pointer", "span", "help"})
 
     code: str
@@ -236,6 +254,8 @@ class OperationEnvelope(WireModel, Generic[T]):
 
 
 class RenderRequest(WireModel):
+    """The values a contract compiles with: ``inputs`` and ``context``, checked by their schemas."""
+
     _maps = frozenset({"inputs", "context"})
 
     inputs: dict[str, JsonValue] = Field(default_factory=dict)

@@ -58,32 +58,49 @@ def _restore(cls: type[PortError], args: tuple[Any, ...], state: dict[str, Any])
 
 
 class NotFound(PortError):
+    """A contract, cassette, prompt or case that does not exist."""
+
     code = codes.NOT_FOUND
 
 
 class InvalidPath(PortError):
+    """A path outside where it may be (e.g. an MCP root)."""
+
     code = codes.PATH_INVALID
 
 
 class Unsupported(PortError):
+    """A request for what this adapter or contract cannot do."""
+
     code = codes.UNSUPPORTED
 
 
 class IoFailure(PortError):
+    """A file that could not be read or written."""
+
     code = codes.IO
 
 
 class InvalidData(PortError):
+    """A value, file or configuration that does not hold what it must."""
+
     code = codes.DATA_INVALID
 
 
 class RuntimeClosed(PortError):
+    """A call to a runtime after its ``close()``/``aclose()``."""
+
     code = codes.RUNTIME_CLOSED
 
 
 class OutputSchemaError(PortError):
+    """An output that does not satisfy the contract's ``output_schema``."""
+
     code = codes.OUTPUT_SCHEMA
 
 
 class OutputTypeError(PortError):
+    """An output that does not validate as a typed contract's model, or a model that does not
+    match the contract's ``output_schema``."""
+
     code = codes.OUTPUT_TYPE

@@ -15,6 +15,8 @@ from ._errors import PortError
 
 
 class RuntimeFailureCode(StrEnum):
+    """The codes a call can fail with (``FailedEvent.code``, ``RuntimeFailureError.code``)."""
+
     TIMEOUT = codes.RUNTIME_TIMEOUT
     RATE_LIMITED = codes.RUNTIME_RATE_LIMITED
     UNAVAILABLE = codes.RUNTIME_UNAVAILABLE

@@ -29,6 +29,8 @@ _COUNT_LIMIT: Final = 1000
 
 
 class SchemaValidator(Protocol):
+    """A compiled JSON Schema (jsonschema-rs's validator, or any object with these methods)."""
+
     def is_valid(self, instance: Any) -> bool: ...
 
 

@@ -177,6 +177,8 @@ class EvalCase(WireModel):
 
 
 class Contract(WireModel):
+    """A parsed prompt contract: messages, declared values, output schema and evals."""
+
     api_version: Literal["templiqx/v1alpha1"]
     id: str = Field(min_length=1)
     version: str = Field(min_length=1)
