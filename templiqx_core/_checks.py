@@ -6,18 +6,40 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, JsonValue, Tag, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from ._contracts import WireModel
 
 JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "null"]
 
 
+def _pointer(value: str) -> str:
+    if value and not value.startswith("/"):
+        raise PydanticCustomError(
+            "json_pointer",
+            "a JSON pointer starts with '/' (/{v}), or is '' (the whole output)",
+            {"v": value},
+        )
+    return value
+
+
 class PointerCheck(WireModel):
     _omit_none = frozenset({"name"})
 
     #: RFC 6901 JSON pointer into the output; "" is the whole output.
-    pointer: str = Field(default="", pattern=r"^(/.*)?$")
+    pointer: Annotated[
+        str, AfterValidator(_pointer), WithJsonSchema({"type": "string", "pattern": "^(/.*)?$"})
+    ] = ""
     name: str | None = None
 
 
