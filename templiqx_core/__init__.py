@@ -2,7 +2,6 @@
 
 What a host needs; an adapter author's extras live in ``templiqx_core.adapters``. Names load
 on first use (PEP 562), so the CLI starts without pydantic; the errors load with the package.
-Type checkers read the imports under TYPE_CHECKING; the map below loads them at run time.
 """
 
 from __future__ import annotations
@@ -83,6 +82,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._typed import TypedContract, TypedContractError, check_output_model
 
+# Type checkers read the imports above; at run time this map loads each name on first use.
 _WHERE = {
     name: module
     for module, names in {
