@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
@@ -301,7 +301,8 @@ def parse_contract(
     text: str, *, file: str | None = None, partial: bool = False
 ) -> tuple[Contract | None, list[Diagnostic]]:
     """Parse contract YAML; errors carry a JSON pointer and line/column. ``partial``: a
-    contract whose only errors are template syntax comes back too, those strings empty."""
+    contract whose only errors are template syntax or in its evals comes back too, those
+    strings empty and those evals left out."""
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
     except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
@@ -326,9 +327,11 @@ def parse_contract(
             if item["type"] == "template_syntax":  # located by pointer and offset
                 found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
             diagnostics[pointer, rule] = found
-    contract = None
-    if partial and all(item["type"] == "template_syntax" for item in errors):
-        contract = Contract.model_validate(data, context={"root": root, "partial": True})
+    contract, rest = None, [item for item in errors if item["loc"][:1] != ("evals",)]
+    if partial and all(item["type"] == "template_syntax" for item in rest):
+        kept = data if len(rest) == len(errors) else {**data, "evals": []}  # checks the rest
+        with suppress(ValidationError):
+            contract = Contract.model_validate(kept, context={"root": root, "partial": True})
     return contract, list(diagnostics.values())
 
 

@@ -115,3 +115,16 @@ def test_a_template_syntax_error_comes_with_the_other_problems(tmp_path: Path) -
     # compile stops at the syntax error, as before
     compiled = compile_contract(path, RenderRequest(inputs={"subject": "x"}))
     assert [d.code for d in compiled.diagnostics] == ["TQX_TEMPLATE_SYNTAX"]
+
+
+def test_a_malformed_assert_leaves_the_rest_of_the_contract_checked(tmp_path: Path) -> None:
+    """A bad ``assert:`` entry and an unknown reference come in one pass, not one per run."""
+    path = tmp_path / "c.yaml"
+    text = HEAD.replace("inputs.subject }}", "inputs.subjct }}")
+    path.write_text(text + "      - {pointer: x}\n")
+    found = [(d.code, d.json_pointer) for d in check_envelope(path).diagnostics]
+    assert found == [
+        ("TQX_PARSE_YAML", "/evals/0/assert/0"),
+        ("TQX_REF_UNKNOWN", "/messages/0/content"),
+    ]
+    assert parse_contract(path.read_text())[0] is None  # only a partial read goes on
