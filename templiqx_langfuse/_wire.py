@@ -217,17 +217,18 @@ def build_request_body(
     return RequestBody(content, forwarded, ignored, strict_sent)
 
 
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?")
+_U64_MAX = 2**64 - 1  # retry_after_ms is a u64 in the reference's receipts
+
+
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
     """``retry-after-ms``/``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date),
     each also under LiteLLM's ``llm_provider-`` prefix."""
     for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
         for name in names:
-            try:
-                value = float(headers.get(name, "").strip())
-            except ValueError:
-                continue
-            if 0 <= value < float("inf"):  # also refuses NaN
-                return int(value * scale)
+            text = headers.get(name, "").strip()
+            if _DECIMAL.fullmatch(text):  # ASCII digits: float() also reads "1_0", "1e3", "inf"
+                return min(int(float(text) * scale), _U64_MAX)
     for name in _HINTS_S:
         try:
             when = email.utils.parsedate_to_datetime(headers.get(name, "").strip())

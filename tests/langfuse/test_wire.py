@@ -119,6 +119,10 @@ def test_body_bytes_are_deterministic(greeting: CompiledInteraction) -> None:
         ({"retry-after-ms": "bogus", "retry-after": "3"}, 3000),
         ({"retry-after": "soon"}, None),
         ({"retry-after": "-4"}, None),
+        ({"retry-after": "\u0665"}, None),  # an Arabic-Indic 5: float() reads it, HTTP does not
+        ({"retry-after": "1_000"}, None),
+        ({"retry-after": "1e3"}, None),
+        ({"retry-after": "9" * 40}, 2**64 - 1),  # what the reference's u64 holds, at most
         ({}, None),
     ],
 )
