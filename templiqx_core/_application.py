@@ -23,6 +23,7 @@ from ._contracts import (
     TestReport,
 )
 from ._errors import PortError
+from ._eval_cases import pointer_declared
 from ._failures import to_diagnostic
 from ._receipts import output_schema_diagnostics
 from ._repair import RepairingRuntime, collect_attempts
@@ -66,6 +67,18 @@ def check_envelope(
     plain = parsed.model_dump(by_alias=True)
     located = parsed.locate(check_plain(plain))
     found = [*diagnostics, *(Diagnostic(**item, file=str(contract)) for item in located)]
+    found += [
+        Diagnostic(
+            code=codes.REF_UNKNOWN,
+            severity="error",
+            message=f"assert pointer {check['pointer']!r} is not declared by the output schema",
+            file=str(contract),
+            json_pointer=f"/evals/{i}/assert/{j}/pointer",
+        )
+        for i, case in enumerate(plain["evals"])
+        for j, check in enumerate(case.get("assert", ()))
+        if not pointer_declared(plain["output_schema"], check.get("pointer", ""))
+    ]
     if not found:
         found = [
             Diagnostic(

@@ -99,6 +99,22 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
     return current
 
 
+def pointer_declared(schema: Any, pointer: str) -> bool:
+    """False only where a closed object schema (``additionalProperties: false``) on the way
+    has no such property: a check there could never pass. Anything else may exist."""
+    for raw in pointer.split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(schema, dict) and isinstance(schema.get("items"), dict) and part.isdigit():
+            schema = schema["items"]
+        elif not isinstance(schema, dict) or schema.get("additionalProperties") is not False:
+            return True
+        elif not isinstance(schema.get("properties"), dict) or part not in schema["properties"]:
+            return "patternProperties" in schema
+        else:
+            schema = schema["properties"][part]
+    return True
+
+
 # In this order: a bool is an int. Subclasses count (a host's output may hold enums).
 _JSON_TYPES: Final = {type(None): "null", bool: "boolean", int: "integer", str: "string"}
 

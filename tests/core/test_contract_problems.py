@@ -128,3 +128,36 @@ def test_a_malformed_assert_leaves_the_rest_of_the_contract_checked(tmp_path: Pa
         ("TQX_REF_UNKNOWN", "/messages/0/content"),
     ]
     assert parse_contract(path.read_text())[0] is None  # only a partial read goes on
+
+
+CLOSED = """\
+output_schema:
+  type: object
+  additionalProperties: false
+  properties:
+    summary: {type: string}
+    items: {type: array, items: {type: object, additionalProperties: false, properties: {a: {}}}}
+    free: {type: object}
+"""
+
+
+@pytest.mark.parametrize(
+    ("pointer", "declared"),
+    [
+        ("/summary", True),
+        ("/summaryy", False),  # a closed object without it: the check could never pass
+        ("/items/0/a", True),
+        ("/items/0/b", False),
+        ("/free/anything", True),  # an open object may hold it
+        ("", True),
+    ],
+)
+def test_check_refuses_an_assert_pointer_the_closed_output_schema_cannot_hold(
+    tmp_path: Path, pointer: str, declared: bool
+) -> None:
+    path = tmp_path / "c.yaml"
+    text = HEAD.replace("output_schema: {type: object}\n", CLOSED)
+    path.write_text(text + f"      - {{pointer: {pointer!r}, type: string}}\n")
+    diagnostics = check_envelope(path).diagnostics
+    found = [(d.code, d.json_pointer) for d in diagnostics if d.severity == "error"]
+    assert found == ([] if declared else [("TQX_REF_UNKNOWN", "/evals/0/assert/0/pointer")])
