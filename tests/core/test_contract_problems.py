@@ -161,3 +161,30 @@ def test_check_refuses_an_assert_pointer_the_closed_output_schema_cannot_hold(
     diagnostics = check_envelope(path).diagnostics
     found = [(d.code, d.json_pointer) for d in diagnostics if d.severity == "error"]
     assert found == ([] if declared else [("TQX_REF_UNKNOWN", "/evals/0/assert/0/pointer")])
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        (  # the first element is the prefix's, not the items' schema
+            "{type: array, prefixItems: [{type: object, additionalProperties: false,"
+            " properties: {a: {}}}], items: {type: object, additionalProperties: false}}",
+            "/0/a",
+        ),
+        (  # a closed object may name a property "0" beside its items' schema
+            "{additionalProperties: false, properties: {'0': {type: object}},"
+            " items: {type: object, additionalProperties: false}}",
+            "/0/a",
+        ),
+        ("{type: object, additionalProperties: false, properties: [a]}", "/a"),
+        ("{type: array, prefixItems: [{}]}", "/" + "9" * 5000),  # no ValueError for a long index
+    ],
+)
+def test_check_allows_an_assert_pointer_a_valid_output_can_hold(
+    tmp_path: Path, schema: str, pointer: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    text = HEAD.replace("output_schema: {type: object}\n", f"output_schema: {schema}\n")
+    path.write_text(text + f"      - {{pointer: {pointer!r}, type: string}}\n")
+    found = [d.code for d in check_envelope(path).diagnostics if d.severity == "error"]
+    assert "TQX_REF_UNKNOWN" not in found
