@@ -91,6 +91,7 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
             and part.isascii()  # RFC 6901 indexes: ASCII digits ("²".isdigit() too)
             and part.isdigit()
             and (part == "0" or part[0] != "0")
+            and len(part) < 20  # int() refuses past 4300 digits; no list is that long
             and int(part) < len(current)
         ):
             current = current[int(part)]

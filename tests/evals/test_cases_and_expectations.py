@@ -132,6 +132,11 @@ def test_json_pointers_follow_rfc_6901() -> None:
     assert resolve_pointer(document, "/a~1b/m~0n/2") != 20
 
 
+def test_an_index_too_long_for_int_is_a_missing_value_not_a_crash() -> None:
+    [_, found] = results([{"pointer": "/tags/" + "9" * 5000, "type": "string"}])
+    assert not found.passed
+
+
 def test_contract_evals_carry_expectations_and_keep_fake_output() -> None:
     contract = Contract.model_validate(
         {
