@@ -228,7 +228,7 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
         for name in names:
             text = headers.get(name, "").strip()
             if _DECIMAL.fullmatch(text):  # ASCII digits: float() also reads "1_0", "1e3", "inf"
-                return min(int(float(text) * scale), _U64_MAX)
+                return int(min(float(text) * scale, _U64_MAX))  # int(inf) would raise
     for name in _HINTS_S:
         try:
             when = email.utils.parsedate_to_datetime(headers.get(name, "").strip())

@@ -123,6 +123,8 @@ def test_body_bytes_are_deterministic(greeting: CompiledInteraction) -> None:
         ({"retry-after": "1_000"}, None),
         ({"retry-after": "1e3"}, None),
         ({"retry-after": "9" * 40}, 2**64 - 1),  # what the reference's u64 holds, at most
+        ({"retry-after": "9" * 400}, 2**64 - 1),  # past float's range: capped, no OverflowError
+        ({"retry-after-ms": "9" * 400}, 2**64 - 1),
         ({}, None),
     ],
 )
