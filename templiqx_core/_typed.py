@@ -3,7 +3,9 @@ written once (as the model); errors name pointers and rules, never a value."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -24,6 +26,7 @@ from ._contracts import (
     Role,
 )
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
+from ._loading import compose_and_load
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
@@ -146,6 +149,13 @@ def _section(declared: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _read_as_yaml(text: str) -> Any:
+    try:
+        return compose_and_load(text)[1]
+    except (RecursionError, yaml.YAMLError):  # parse_contract says so itself
+        return json.loads(text)
+
+
 def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
     items = (d if isinstance(d, Mapping) else d.model_dump() for d in diagnostics)
     return [
@@ -228,10 +238,13 @@ class TypedContract(Generic[Out]):
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
-            try:  # JSON is YAML: the compiler's own codes and pointers, as a file would get
-                problems = _listed(parse_contract(canonical_json(document).decode())[1])
-            except NotJson:  # a value JSON cannot hold
-                problems = _problems(error, document)
+            problems = _problems(error, document)
+            with suppress(NotJson):  # a value JSON cannot hold
+                text = canonical_json(document).decode()
+                # JSON is YAML (the compiler's own codes and pointers, as a file would get),
+                # unless YAML 1.1 reads it otherwise (1e20 is a string there)
+                if _read_as_yaml(text) == json.loads(text):
+                    problems = _listed(parse_contract(text)[1])
             raise TypedContractError(f"contract {id}", problems) from None
         return cls(contract, output, inputs, context)._checked(f"contract {id}")
 

@@ -166,6 +166,17 @@ def test_template_mistakes_are_found_at_define() -> None:
         triage(evals=[{"id": "e", "inputs": {"when": object()}, "fake_output": ANSWER}])
 
 
+def test_define_reports_a_float_that_yaml_would_read_as_text_as_what_it_is() -> None:
+    """YAML 1.1 reads JSON's 1e20 as a string: no problem lost, none made up."""
+    with pytest.raises(TypedContractError) as error:
+        triage(evals=[{"id": 1e20, "fake_output": ANSWER}])
+    assert error.value.problems != []
+    check = {"pointer": "/summary", "min": 1e20, "max": "a"}
+    with pytest.raises(TypedContractError) as error:
+        triage(evals=[{"id": "e", "fake_output": ANSWER, "assert": [check]}])
+    assert not any("/min" in problem for problem in error.value.problems)
+
+
 def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:
     class Open(BaseModel):
         extra: dict[str, int]
