@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._canonical import NotJson, canonical_json, json_pointer, thaw
 from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
+from ._compiler.model import contract_json_schema
 from ._compiler.template import print_template
 from ._contracts import (
     API_VERSION,
@@ -238,7 +239,7 @@ class TypedContract(Generic[Out]):
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
-            problems = _problems(error, document)
+            problems = _problems(error, [contract_json_schema(), document])  # its field names too
             with suppress(NotJson):  # a value JSON cannot hold
                 text = canonical_json(document).decode()
                 # JSON is YAML (the compiler's own codes and pointers, as a file would get),
