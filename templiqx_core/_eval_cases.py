@@ -119,7 +119,7 @@ def _declared(schema: Any, parts: list[str]) -> bool:
             return True
         if schema.get("type") in ("array", ["array"]):  # no object either
             return False
-    properties = schema.get("properties")
+    properties = schema.get("properties", {})
     if schema.get("additionalProperties") is not False or not isinstance(properties, dict):
         return True
     if part in properties:

@@ -138,6 +138,7 @@ output_schema:
     summary: {type: string}
     items: {type: array, items: {type: object, additionalProperties: false, properties: {a: {}}}}
     free: {type: object}
+    empty: {type: object, additionalProperties: false}
 """
 
 
@@ -149,6 +150,7 @@ output_schema:
         ("/items/0/a", True),
         ("/items/0/b", False),
         ("/free/anything", True),  # an open object may hold it
+        ("/empty/anything", False),  # a closed object without properties holds nothing
         ("", True),
     ],
 )
