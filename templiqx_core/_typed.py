@@ -153,8 +153,8 @@ def _section(declared: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def _read_as_yaml(text: str) -> Any:
     try:
         return compose_and_load(text)[1]
-    except (RecursionError, yaml.YAMLError):  # parse_contract says so itself
-        return json.loads(text)
+    except (RecursionError, yaml.YAMLError):  # JSON YAML cannot read (e.g. a DEL character)
+        return None
 
 
 def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:

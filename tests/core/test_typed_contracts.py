@@ -175,6 +175,9 @@ def test_define_reports_a_float_that_yaml_would_read_as_text_as_what_it_is() -> 
     with pytest.raises(TypedContractError) as error:
         triage(evals=[{"id": "e", "fake_output": ANSWER, "assert": [check]}])
     assert not any("/min" in problem for problem in error.value.problems)
+    with pytest.raises(TypedContractError) as error:  # a character YAML refuses, JSON takes
+        triage(description="a\x7fb", evals=[{"id": 3, "fake_output": ANSWER}])
+    assert error.value.problems == ["/evals/0/id: Input should be a valid string (string_type)"]
 
 
 def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:
