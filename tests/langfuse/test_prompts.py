@@ -642,3 +642,18 @@ def test_async_loads_work_from_one_event_loop_after_another(
     for label in ("production", "staging"):  # two loads, each on its own asyncio.run loop
         contract = asyncio.run(aload_contract(f"langfuse:{NAME}@{label}", config=config))
         assert contract.id == NAME
+
+
+def test_a_contract_with_an_exponent_float_loads_as_published(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    """JSON writes 0.00001 as 1e-05, which YAML 1.1 reads as a string: the digest held."""
+    contract, _ = read_contract(CONTRACT)
+    assert contract is not None
+    document = copy.deepcopy(contract.model_dump(mode="json", by_alias=True))
+    document["output_schema"]["properties"]["scale"] = {"type": "number", "multipleOf": 0.00001}
+    document["runtime_policy"]["ceiling"] = 1e20
+    published = type(contract).model_validate(document)
+    publish_contract(published, labels=["production"], config=config)
+    loaded = load_contract(f"langfuse:{NAME}", config=config)
+    assert loaded.model_dump() == published.model_dump()
