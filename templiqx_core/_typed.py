@@ -3,9 +3,7 @@ written once (as the model); errors name pointers and rules, never a value."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -13,7 +11,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ._canonical import NotJson, canonical_json, json_pointer, thaw
+from ._canonical import canonical_json, json_pointer, thaw
 from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
 from ._compiler.model import contract_json_schema
 from ._compiler.template import print_template
@@ -27,7 +25,6 @@ from ._contracts import (
     Role,
 )
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
-from ._loading import compose_and_load
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
@@ -150,13 +147,6 @@ def _section(declared: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _read_as_yaml(text: str) -> Any:
-    try:
-        return compose_and_load(text)[1]
-    except (RecursionError, yaml.YAMLError):  # JSON YAML cannot read (e.g. a DEL character)
-        return None
-
-
 def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
     items = (d if isinstance(d, Mapping) else d.model_dump() for d in diagnostics)
     return [
@@ -240,12 +230,13 @@ class TypedContract(Generic[Out]):
             contract = Contract.model_validate(document)
         except ValidationError as error:
             problems = _problems(error, [contract_json_schema(), document])  # its field names too
-            with suppress(NotJson):  # a value JSON cannot hold
-                text = canonical_json(document).decode()
-                # JSON is YAML (the compiler's own codes and pointers, as a file would get),
-                # unless YAML 1.1 reads it otherwise (1e20 is a string there)
-                if _read_as_yaml(text) == json.loads(text):
-                    problems = _listed(parse_contract(text)[1])
+            try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
+                text = yaml.safe_dump(document, sort_keys=False)
+            except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
+                text = None
+            found = [] if text is None else parse_contract(text)[1]
+            if found and not any(d.message.startswith("invalid YAML") for d in found):
+                problems = _listed(found)  # not where YAML refuses a character JSON takes
             raise TypedContractError(f"contract {id}", problems) from None
         return cls(contract, output, inputs, context)._checked(f"contract {id}")
 

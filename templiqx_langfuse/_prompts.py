@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import re
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import httpx
+import yaml
 
 from templiqx_core import (
     Contract,
@@ -59,8 +59,6 @@ _VARIABLE = re.compile(r"[^\W\d_]\w*")
 _LABEL = re.compile(r"[a-z0-9_\-.]{1,36}")
 _BAD_NAME = re.compile(r"\||^/|/\Z|//|<[^<>]*>")
 _RESERVED_NAMES = frozenset({"new", "metrics", "prompt-detail"})
-# JSON's 1e-05 is a string to YAML 1.1 (its floats have a dot): written 1.0e-05 instead
-_EXPONENT = re.compile(r'("(?:\\.|[^"\\])*")|(?<![\d.])(-?\d+)([eE][-+]?\d+)')
 # Read per load (hot) when no configuration is given: one LangfuseConfig per distinct value.
 _ENV_READ = tuple(
     "LANGFUSE_" + n for n in ("PUBLIC_KEY", "SECRET_KEY", "BASE_URL", "HOST", "TIMEOUT")
@@ -397,7 +395,10 @@ class _Source:
         held = config.get(CONFIG_KEY) if isinstance(config, dict) else None
         if not isinstance(held, dict) or not isinstance(held.get("contract"), dict):
             raise InvalidData(f"{where}: its config holds no templiqx contract")
-        text = _EXPONENT.sub(lambda m: m[1] or f"{m[2]}.0{m[3]}", json.dumps(held["contract"]))
+        try:  # YAML's own dump: JSON's 1e-05 would be a string to YAML 1.1
+            text = yaml.safe_dump(held["contract"], sort_keys=False)
+        except RecursionError:
+            raise InvalidData(f"{where}: its contract is nested too deeply") from None
         contract, diagnostics = parse_contract(text, file=where)
         if contract is None:
             raise invalid(where, diagnostics)

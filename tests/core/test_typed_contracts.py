@@ -170,14 +170,19 @@ def test_define_reports_a_float_that_yaml_would_read_as_text_as_what_it_is() -> 
     """YAML 1.1 reads JSON's 1e20 as a string: no problem lost, none made up."""
     with pytest.raises(TypedContractError) as error:
         triage(evals=[{"id": 1e20, "fake_output": ANSWER}])
-    assert error.value.problems == ["/evals/0/id: Input should be a valid string (string_type)"]
+    assert error.value.problems == ["TQX_PARSE_YAML /evals/0/id: Input should be a valid string"]
     check = {"pointer": "/summary", "min": 1e20, "max": "a"}
     with pytest.raises(TypedContractError) as error:
         triage(evals=[{"id": "e", "fake_output": ANSWER, "assert": [check]}])
     assert not any("/min" in problem for problem in error.value.problems)
     with pytest.raises(TypedContractError) as error:  # a character YAML refuses, JSON takes
         triage(description="a\x7fb", evals=[{"id": 3, "fake_output": ANSWER}])
-    assert error.value.problems == ["/evals/0/id: Input should be a valid string (string_type)"]
+    assert error.value.problems == ["TQX_PARSE_YAML /evals/0/id: Input should be a valid string"]
+    with pytest.raises(TypedContractError) as error:  # YAML refuses the escape, not the id
+        triage(evals=[{"id": "e\udc00", "fake_output": ANSWER}])
+    assert [p.split(",")[0] for p in error.value.problems] == [
+        "/evals/0/id: Input should be a valid string"
+    ]
 
 
 def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:
