@@ -79,6 +79,18 @@ def check_envelope(
         for j, check in enumerate(case.get("assert", ()))
         if not pointer_declared(plain["output_schema"], check.get("pointer", ""))
     ]
+    first: dict[str, int] = {}  # results, --resume and Langfuse items key on eval ids
+    found += [
+        Diagnostic(
+            code=codes.DATA_INVALID,
+            severity="error",
+            message=f"eval id {case['id']!r} appears twice (first at /evals/{first[case['id']]})",
+            file=str(contract),
+            json_pointer=f"/evals/{i}/id",
+        )
+        for i, case in enumerate(plain["evals"])
+        if first.setdefault(case["id"], i) != i
+    ]
     if not found:
         found = [
             Diagnostic(

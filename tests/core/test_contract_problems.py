@@ -190,3 +190,16 @@ def test_check_allows_an_assert_pointer_a_valid_output_can_hold(
     path.write_text(text + f"      - {{pointer: {pointer!r}, type: string}}\n")
     found = [d.code for d in check_envelope(path).diagnostics if d.severity == "error"]
     assert "TQX_REF_UNKNOWN" not in found
+
+
+def test_check_refuses_an_eval_id_that_appears_twice(tmp_path: Path) -> None:
+    """Results, --resume and Langfuse dataset items key on eval ids (--cases refuses too)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        HEAD.removesuffix("    assert:\n")
+        + "  - id: one\n    inputs: {subject: y}\n    fake_output: {}\n"
+    )
+    found = [(d.code, d.json_pointer, d.message) for d in check_envelope(path).diagnostics]
+    assert found == [
+        ("TQX_DATA_INVALID", "/evals/1/id", "eval id 'one' appears twice (first at /evals/0)")
+    ]
