@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from . import codes
 from ._canonical import fingerprint
 from ._compiler import Contract, check_plain, compile_contract, read_contract
+from ._compiler.render import diagnostic
 from ._contracts import (
     CompiledInteraction,
     Diagnostic,
@@ -65,32 +66,30 @@ def check_envelope(
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
-    located = parsed.locate(check_plain(plain))
-    found = [*diagnostics, *(Diagnostic(**item, file=str(contract)) for item in located)]
-    found += [
-        Diagnostic(
-            code=codes.REF_UNKNOWN,
-            severity="error",
-            message=f"assert pointer {check['pointer']!r} is not declared by the output schema",
-            file=str(contract),
-            json_pointer=f"/evals/{i}/assert/{j}/pointer",
-        )
-        for i, case in enumerate(plain["evals"])
-        for j, check in enumerate(case.get("assert", ()))
-        if not pointer_declared(plain["output_schema"], check.get("pointer", ""))
+    evals, first = plain["evals"], dict[str, int]()  # results, --resume, items key on eval ids
+    items = [
+        *parsed.locate(check_plain(plain)),
+        *(
+            diagnostic(
+                codes.REF_UNKNOWN,
+                f"assert pointer {check['pointer']!r} is not declared by the output schema",
+                f"/evals/{i}/assert/{j}/pointer",
+            )
+            for i, case in enumerate(evals)
+            for j, check in enumerate(case.get("assert", ()))
+            if not pointer_declared(plain["output_schema"], check.get("pointer", ""))
+        ),
+        *(
+            diagnostic(
+                codes.DATA_INVALID,
+                f"eval id {case['id']!r} appears twice (first at /evals/{first[case['id']]})",
+                f"/evals/{i}/id",
+            )
+            for i, case in enumerate(evals)
+            if first.setdefault(case["id"], i) != i
+        ),
     ]
-    first: dict[str, int] = {}  # results, --resume and Langfuse items key on eval ids
-    found += [
-        Diagnostic(
-            code=codes.DATA_INVALID,
-            severity="error",
-            message=f"eval id {case['id']!r} appears twice (first at /evals/{first[case['id']]})",
-            file=str(contract),
-            json_pointer=f"/evals/{i}/id",
-        )
-        for i, case in enumerate(plain["evals"])
-        if first.setdefault(case["id"], i) != i
-    ]
+    found = [*diagnostics, *(Diagnostic(**item, file=str(contract)) for item in items)]
     if not found:
         found = [
             Diagnostic(
