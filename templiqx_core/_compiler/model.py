@@ -64,8 +64,15 @@ class LogicalExpr(WireModel):
     values: list[Expression]
 
 
+class ExistsExpr(WireModel):
+    """True when the declared ``path`` holds a value other than null (an optional one)."""
+
+    kind: Literal["exists"]
+    path: str = Field(min_length=1)
+
+
 Expression = Annotated[
-    RefExpr | LiteralExpr | EqualsExpr | NotExpr | LogicalExpr,
+    RefExpr | LiteralExpr | EqualsExpr | NotExpr | LogicalExpr | ExistsExpr,
     Field(discriminator="kind"),
 ]
 

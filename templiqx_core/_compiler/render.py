@@ -14,7 +14,8 @@ from .._canonical import canonical_json
 from .._errors import InvalidData
 from .._schema import compile_schema, schema_messages
 
-MISSING: Any = object()
+MISSING: Any = object()  # not known: ``check`` renders without values
+_ABSENT: Any = object()  # known not to be there: an optional value left out
 ANY_SCHEMA: dict[str, Any] = {}
 _BOOLEAN: dict[str, Any] = {"type": "boolean"}
 _STRING_FILTERS: dict[str, Callable[[str], str]] = {
@@ -93,12 +94,15 @@ class Renderer:
     components: Mapping[str, Any]  # name -> typed component (a dict) or a list of nodes
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
+    _active: bool = True  # rendering a branch that is taken: a value left out is an error
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
         self.diagnostics.append(diagnostic(code, message, pointer))
         return _Abort()
 
-    def resolve(self, expr: Node, scope: Scope, pointer: str) -> Binding:
+    def resolve(self, expr: Node, scope: Scope, pointer: str, *, absent: Any = None) -> Binding:
+        """The declared path's schema and value; a value that is not there is ``absent``,
+        an error when that is None (a reference is never silently empty)."""
         path: str = expr["path"]
         head, *rest = path.split(".")
         if head not in scope:
@@ -115,9 +119,9 @@ class Renderer:
                 raise self.fail(codes.REF_UNKNOWN, message, pointer)
             if value is not MISSING:
                 value = _child_value(value, segment)
-                if value is MISSING:
-                    message = f"reference {path!r} has no value"
-                    raise self.fail(codes.REF_UNKNOWN, message, pointer)
+                if value is MISSING and absent is None and self._active:
+                    raise self.fail(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
+                value = absent if value is MISSING and absent is not None else value
         return Binding(schema, value)
 
     def evaluate(self, expr: Node, scope: Scope, pointer: str) -> Binding:
@@ -126,6 +130,9 @@ class Renderer:
             return self.resolve(expr, scope, pointer)
         if kind == "literal":
             return Binding(ANY_SCHEMA, expr["value"])
+        if kind == "exists":
+            found = self.resolve(expr, scope, pointer, absent=_ABSENT).value
+            return Binding(_BOOLEAN, found if found is MISSING else found not in (_ABSENT, None))
         if kind == "equals":
             left = self.evaluate(expr["left"], scope, f"{pointer}/left")
             right = self.evaluate(expr["right"], scope, f"{pointer}/right")
@@ -158,6 +165,11 @@ class Renderer:
     def apply_filter(self, flt: str | Node, value: Any, pointer: str) -> Any:
         call: Node = flt if isinstance(flt, dict) else {"name": flt}
         name = call["name"]
+        if name == "default":
+            return call.get("value", "") if value is _ABSENT or value is None else value
+        if value is _ABSENT:
+            message = f"filter {name} met no value (put default first)"
+            raise self.fail(codes.REF_UNKNOWN, message, pointer)
         if name == "json":
             return canonical_json(value).decode("utf-8")
         if name in _STRING_FILTERS:
@@ -188,6 +200,13 @@ class Renderer:
         return "".join(parts)
 
     def node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
+        outer, self._active = self._active, active
+        try:
+            return self._node(node, scope, pointer, active=active)
+        finally:
+            self._active = outer
+
+    def _node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
         kind = node["kind"]
         if kind == "text":
             return str(node["value"])
@@ -204,9 +223,14 @@ class Renderer:
         return render(node, scope, pointer, active=active)
 
     def interpolate(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
-        binding = self.evaluate(node["expression"], scope, f"{pointer}/expression")
         filters = node.get("filters", [])
-        stringifies = any((f if isinstance(f, str) else f["name"]) == "json" for f in filters)
+        names = [f if isinstance(f, str) else f["name"] for f in filters]
+        expression, where = node["expression"], f"{pointer}/expression"
+        if "default" in names and expression["kind"] == "ref":  # absent is the filter's to fill
+            binding = self.resolve(expression, scope, where, absent=_ABSENT)
+        else:
+            binding = self.evaluate(expression, scope, where)
+        stringifies = "json" in names
         types = _schema_types(binding.schema)
         if not stringifies and types is not None and types <= {"object", "array"}:
             message = "cannot interpolate an object or array without the json filter"

@@ -9,19 +9,23 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal, Union, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import Field, JsonValue, ValidationError
 
 from .._contracts import WireModel
 
-FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number"]
+FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number", "default"]
 
 
 class FilterCall(WireModel):
-    """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``."""
+    """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``,
+    ``default`` the ``value`` standing for an absent or null one."""
+
+    _omit_none = frozenset({"value"})
 
     name: FilterName
     format: str | None = None
     decimals: int | None = Field(default=None, ge=0, le=20)
+    value: JsonValue = None
 
 
 Filter = Union[FilterName, FilterCall]

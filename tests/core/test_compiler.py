@@ -539,3 +539,74 @@ def test_value_and_capability_diagnostics_are_the_reference_s() -> None:
             "/extensions/vendor.z",
         ),
     ]
+
+
+def exists(path: str) -> dict[str, str]:
+    return {"kind": "exists", "path": path}
+
+
+def default(value: Any = None) -> dict[str, Any]:
+    return {"name": "default"} if value is None else {"name": "default", "value": value}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"),
+    [
+        ({"name": "Ann"}, "absent|-|"),  # left out
+        ({"name": "Ann", "vip": None, "amount": None, "profile": {}}, "absent|-|"),  # null
+        ({"name": "Ann", "vip": False, "amount": 0, "profile": {"city": ""}}, "there|0|"),
+        (
+            {"name": "Ann", "vip": True, "amount": 2.5, "profile": {"city": "Oslo"}},
+            "there|2.5|Oslo",
+        ),
+    ],
+)
+def test_optional_values_read_through_exists_and_default(
+    inputs: dict[str, Any], expected: str
+) -> None:
+    """Present falsy values (false, 0, "") are values: only absent or null ones are defaulted."""
+    content = [
+        {
+            "kind": "when",
+            "condition": exists("inputs.vip"),
+            "then": [{"kind": "text", "value": "there"}],
+            "else": [{"kind": "text", "value": "absent"}],
+        },
+        {"kind": "text", "value": "|"},
+        {"kind": "interpolate", "expression": ref("inputs.amount"), "filters": [default("-")]},
+        {"kind": "text", "value": "|"},
+        {"kind": "interpolate", "expression": ref("inputs.profile.city"), "filters": [default()]},
+    ]
+    doc = contract(content)
+    for name in ("vip", "amount"):  # as a typed contract's ``X | None`` field declares them
+        doc["inputs"][name]["schema"]["type"] = [doc["inputs"][name]["schema"]["type"], "null"]
+    assert render(doc, inputs) == (expected, [])
+
+
+def test_an_untaken_branch_may_name_an_absent_value_but_not_an_undeclared_one() -> None:
+    guarded = {
+        "kind": "when",
+        "condition": exists("inputs.profile.city"),
+        "then": [{"kind": "interpolate", "expression": ref("inputs.profile.city")}],
+        "else": [{"kind": "text", "value": "nowhere"}],
+    }
+    assert render(contract([guarded]), {"name": "Ann", "profile": {}}) == ("nowhere", [])
+    typo = {**guarded, "then": [{"kind": "interpolate", "expression": ref("inputs.profile.town")}]}
+    assert render(contract([typo]), {"name": "Ann", "profile": {}})[1] == ["TQX_REF_UNKNOWN"]
+    unknown = {**guarded, "condition": exists("inputs.profile.town")}
+    assert render(contract([unknown]), {"name": "Ann", "profile": {}})[1] == ["TQX_REF_UNKNOWN"]
+
+
+@pytest.mark.parametrize(
+    ("filters", "code"),
+    [
+        ([], "TQX_REF_UNKNOWN"),  # an absent value read without default
+        (["upper", default("x")], "TQX_REF_UNKNOWN"),  # default must come first
+        ([default({"a": 1})], "TQX_INTERPOLATION_TYPE"),  # an object still needs json
+    ],
+)
+def test_an_absent_value_without_a_usable_default_is_an_error(
+    filters: list[Any], code: str
+) -> None:
+    node = {"kind": "interpolate", "expression": ref("inputs.profile.city"), "filters": filters}
+    assert render(contract([node]), {"name": "Ann", "profile": {}})[1] == [code]

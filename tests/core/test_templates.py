@@ -26,6 +26,7 @@ INPUTS = {
         },
         "required": True,
     },
+    "opt": {"schema": {"type": "string"}},  # never given: only `default` reads it
 }
 VALUES = {
     "s": "  Mixed Case {{x}}  ",
@@ -74,6 +75,7 @@ FILTERS: dict[str, list[Any]] = {
     "inputs.d": [{"name": "format_date", "format": '%d "%B" }} %Y'}, "upper"],
     "inputs.o.items.0": ["json"],
     "inputs.o": ["json"],
+    "inputs.opt": [{"name": "default", "value": 'q"}} {{x'}, {"name": "default"}],
 }
 
 
@@ -81,8 +83,8 @@ FILTERS: dict[str, list[Any]] = {
 def placeholders(draw: st.DrawFn) -> dict[str, Any]:
     path = draw(st.sampled_from(sorted(FILTERS)))
     options = FILTERS[path]
-    filters = [draw(st.sampled_from(options))] if path == "inputs.o" else []
-    if path != "inputs.o":
+    filters = [draw(st.sampled_from(options))] if path in ("inputs.o", "inputs.opt") else []
+    if path not in ("inputs.o", "inputs.opt"):
         filters = draw(st.lists(st.sampled_from(options), max_size=1))
         if path == "inputs.s":
             filters += draw(st.lists(st.sampled_from(["trim", "lower", "upper"]), max_size=2))

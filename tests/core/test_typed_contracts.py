@@ -160,7 +160,7 @@ def test_template_mistakes_are_found_at_define() -> None:
         triage(messages=[("system", "ok"), ("user", "Hi {{ inputs.subject | shout }}")])
     assert error.value.problems == [
         f"{codes.TEMPLATE_SYNTAX} /messages/1/content: unknown filter 'shout' (filters: trim, "
-        "lower, upper, json, format_date, format_number) at character 23"
+        "lower, upper, json, format_date, format_number, default) at character 23"
     ]
     with pytest.raises(TypedContractError):  # a value JSON cannot hold: not a NotJson escaping
         triage(evals=[{"id": "e", "inputs": {"when": object()}, "fake_output": ANSWER}])
