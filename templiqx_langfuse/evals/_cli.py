@@ -37,6 +37,34 @@ EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 LANGFUSE_CASES = "langfuse:"
 
 
+def _count(text: str) -> int:
+    """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # NaN too
+        raise argparse.ArgumentTypeError("must be within [0, 1]")
+    return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except InvalidData as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="templiqx eval",
@@ -54,16 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cases", type=Path, metavar="FILE", help="JSONL/YAML cases, or langfuse:DATASET")
     add("--evaluator", action=many, metavar="MODULE:FUNCTION", help="a custom evaluator")
     add("--judge", action=many, type=Path, metavar="CONTRACT", help="a judge contract")
-    add("--concurrency", type=int, default=10, metavar="N", help="calls in flight (10)")
-    add("--repeat", type=int, default=1, metavar="K", help="run every case K times")
-    add("--attempts", type=int, default=4, metavar="N", help="tries per call on 429/5xx (4)")
-    add("--repair", type=int, metavar="N", help="up to N tries of an invalid answer, repaired")
-    add("--shard", metavar="I/N", help="run shard I of N (split by case id)")
+    add("--concurrency", type=_count, default=10, metavar="N", help="calls in flight (10)")
+    add("--repeat", type=_count, default=1, metavar="K", help="run every case K times")
+    add("--attempts", type=_count, default=4, metavar="N", help="tries per call on 429/5xx (4)")
+    add("--repair", type=_count, metavar="N", help="up to N tries of an invalid answer, repaired")
+    add("--shard", type=_shard, metavar="I/N", help="run shard I of N (split by case id)")
     add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
     add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")
     add("--format", choices=("table", "json", "junit"), default="table")
     add("--output", type=Path, metavar="FILE", help="the results as cases finish (or JUnit)")
-    add("--min-pass-rate", metavar="R", help="gate: pass when at least R (0..1) pass")
+    add("--min-pass-rate", type=_rate, metavar="R", help="gate: pass when at least R (0..1) pass")
     add("--promote", metavar="LABEL", help="langfuse:NAME@L: move LABEL to the version run")
     add("--baseline", type=Path, metavar="FILE", help="diff against an earlier --format json")
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
@@ -145,18 +173,7 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, in
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
     if args.retry_errors and args.resume is None:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
-    if args.concurrency < 1 or args.repeat < 1:
-        raise InvalidData("--concurrency and --repeat must be at least 1")
-    if args.repair is not None and args.repair < 1:
-        raise InvalidData("--repair N counts every try: at least 1")
-    gate = None
-    if args.min_pass_rate is not None:
-        try:
-            gate = float(args.min_pass_rate)
-        except ValueError:
-            raise InvalidData(f"--min-pass-rate {args.min_pass_rate!r} is not a number") from None
-        if not 0.0 <= gate <= 1.0:
-            raise InvalidData("--min-pass-rate must be within [0, 1]")
+    gate: float | None = args.min_pass_rate
     if args.promote is None:
         return gate, []
     # Each langfuse: contract pinned to the version its label names now, so the run
@@ -213,7 +230,7 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
 
 
 def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
-    shard = None if args.shard is None else parse_shard(args.shard)
+    shard = args.shard
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
     if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):

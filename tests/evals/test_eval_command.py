@@ -241,9 +241,6 @@ def test_command_failures_exit_1_with_one_line(
 ) -> None:
     for args, message in [
         (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
-        (("--shard", "3/2"), "shard"),
-        (("--min-pass-rate", "most"), "not a number"),
-        (("--min-pass-rate", "2"), "within [0, 1]"),
         (("--retry-errors",), "--retry-errors"),
         (("--evaluator", "nope"), "module:function"),
         (("--replay", tmp_path / "none.yaml"), "no such cassette"),
@@ -257,6 +254,22 @@ def test_command_failures_exit_1_with_one_line(
     unknown = cli("eval", GREETING, "--runtime", "no-such-runtime")
     assert unknown.code == 1
     assert "unknown runtime" in unknown.err
+
+
+def test_a_flag_value_out_of_range_is_a_usage_error(cli: Cli) -> None:
+    """As argparse's own type errors: exit 2, the usage, then what is wrong with which flag."""
+    for args, message in [
+        (("--shard", "3/2"), "argument --shard: shard '3/2': I must be within 1..N"),
+        (("--shard", "1-2"), "is not I/N"),
+        (("--min-pass-rate", "most"), "argument --min-pass-rate: not a number: 'most'"),
+        (("--min-pass-rate", "nan"), "must be within [0, 1]"),
+        (("--concurrency", "0"), "argument --concurrency: must be at least 1"),
+        (("--repeat", "x"), "argument --repeat: not an integer: 'x'"),
+    ]:
+        ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
+        assert (ran.code, ran.out) == (2, ""), (args, ran.err)
+        assert ran.err.startswith("usage: templiqx eval")
+        assert message in ran.err.splitlines()[-1]
 
 
 def test_replay_runs_the_suite_offline_with_the_same_fingerprints(cli: Cli) -> None:
