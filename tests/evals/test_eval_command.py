@@ -475,8 +475,8 @@ def test_repair_sends_an_answer_that_is_not_json_back_and_says_the_tries(
 
 def test_repair_takes_a_count_of_at_least_one(cli: Cli, greeting_model: GreetingModel) -> None:
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--repair", "0")
-    assert ran.code == 1
-    assert "--repair" in ran.err
+    assert ran.code == 2
+    assert "argument --repair: must be at least 1" in ran.err
     assert greeting_model.seen == []
 
 
