@@ -217,7 +217,7 @@ def build_request_body(
     return RequestBody(content, forwarded, ignored, strict_sent)
 
 
-_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?")
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
 _U64_MAX = 2**64 - 1  # retry_after_ms is a u64 in the reference's receipts
 
 

@@ -116,6 +116,8 @@ def test_body_bytes_are_deterministic(greeting: CompiledInteraction) -> None:
         ({"x-retry-after-ms": "1500.7"}, 1500),
         ({"retry-after": "2"}, 2000),
         ({"retry-after": "0.5"}, 500),
+        ({"retry-after": ".5"}, 500),  # as openai-python reads it (float())
+        ({"retry-after": "."}, None),
         ({"retry-after-ms": "bogus", "retry-after": "3"}, 3000),
         ({"retry-after": "soon"}, None),
         ({"retry-after": "-4"}, None),
