@@ -24,6 +24,18 @@ if TYPE_CHECKING:  # pydantic loads only when a model is validated (CLI start-up
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_R = TypeVar("_R", bound=type[yaml.resolver.BaseResolver])
+_EXPONENT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+
+
+def exponent_floats(cls: _R) -> _R:
+    """YAML 1.2's and JSON's exponent forms (``1e-05``, ``1.5e3``) as floats, as the reference
+    reads them (YAML 1.1 reads strings); a dumper given it quotes such strings."""
+    cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+.0123456789"))
+    return cls
+
+
+@exponent_floats
 class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """A safe YAML loader refusing duplicate keys, on libyaml when PyYAML has it."""
 

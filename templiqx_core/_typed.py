@@ -25,6 +25,7 @@ from ._contracts import (
     Role,
 )
 from ._errors import InvalidData, OutputSchemaError, OutputTypeError
+from ._loading import exponent_floats
 from ._ports import RuntimeAdapter
 from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
@@ -170,6 +171,7 @@ def check_output_model(
         raise OutputTypeError(message)
 
 
+@exponent_floats
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings as ``|`` blocks: templates read as they render."""
 
@@ -231,7 +233,7 @@ class TypedContract(Generic[Out]):
         except ValidationError as error:
             problems = _problems(error, [contract_json_schema(), document])  # its field names too
             try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
-                text = yaml.safe_dump(document, sort_keys=False)
+                text = yaml.dump(document, Dumper=_Dumper, sort_keys=False)
             except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
                 text = None
             found = [] if text is None else parse_contract(text)[1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import re
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import httpx
-import yaml
 
 from templiqx_core import (
     Contract,
@@ -395,8 +395,8 @@ class _Source:
         held = config.get(CONFIG_KEY) if isinstance(config, dict) else None
         if not isinstance(held, dict) or not isinstance(held.get("contract"), dict):
             raise InvalidData(f"{where}: its config holds no templiqx contract")
-        try:  # YAML's own dump: JSON's 1e-05 would be a string to YAML 1.1
-            text = yaml.safe_dump(held["contract"], sort_keys=False)
+        try:  # JSON is YAML to the compiler (its numbers too), which locates what is wrong
+            text = json.dumps(held["contract"])
         except RecursionError:
             raise InvalidData(f"{where}: its contract is nested too deeply") from None
         contract, diagnostics = parse_contract(text, file=where)

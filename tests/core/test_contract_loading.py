@@ -68,3 +68,23 @@ def test_a_cli_run_reads_the_contract_once(monkeypatch: pytest.MonkeyPatch) -> N
     read_contract(BLI61)
     read_contract(BLI61)
     assert reads.count(BLI61) == 3
+
+
+def test_exponent_numbers_read_as_json_and_yaml_1_2_write_them(tmp_path: Path) -> None:
+    """YAML 1.1 reads ``1e-05`` and ``1.5e3`` as strings: a JSON-written contract's
+    ``multipleOf`` would be an invalid schema. They are floats, as the reference reads them;
+    quoted, they stay strings, and a typed contract's YAML quotes such strings."""
+    text = (
+        '{"api_version": "templiqx/v1alpha1", "id": "j", "version": "1e3",'
+        ' "inputs": {"x": {"schema": {"type": "number", "multipleOf": 1e-05, "maximum": 1.5e3},'
+        ' "required": true}}, "messages": [{"role": "user", "content": "x={{ inputs.x }}"}],'
+        ' "output_schema": {"type": "object"}}'
+    )
+    contract, diagnostics = parse_contract(text)
+    assert contract is not None, diagnostics
+    assert contract.version == "1e3"
+    assert contract.inputs["x"].schema_["multipleOf"] == 1e-05
+    assert contract.inputs["x"].schema_["maximum"] == 1500.0
+    assert yaml.load("[1e-05, -2E+2, .5e1, '1e3', 1e, 1_0e3]", Loader=UniqueKeyLoader) == [
+        1e-05, -200.0, 5.0, "1e3", "1e", "1_0e3"
+    ]  # fmt: skip

@@ -200,8 +200,9 @@ def test_a_model_without_a_strict_form_is_refused_only_under_strict() -> None:
 
 
 def test_to_yaml_round_trips_to_the_same_fingerprint(tmp_path: Path) -> None:
-    typed = triage(
-        evals=[{"id": "e", "inputs": TICKET, "context": {"org": "a"}, "fake_output": ANSWER}]
+    typed = triage(  # a version that would read as a number unquoted (YAML 1.2's 1e3)
+        version="1e3",
+        evals=[{"id": "e", "inputs": TICKET, "context": {"org": "a"}, "fake_output": ANSWER}],
     )
     text = typed.to_yaml()
     assert "content: |-\n" in text  # short forms, block style

@@ -647,12 +647,14 @@ def test_async_loads_work_from_one_event_loop_after_another(
 def test_a_contract_with_an_exponent_float_loads_as_published(
     fake: FakePromptApi, config: LangfuseConfig
 ) -> None:
-    """JSON writes 0.00001 as 1e-05, which YAML 1.1 reads as a string: the digest held."""
+    """JSON writes 0.00001 as 1e-05, which YAML 1.1 reads as a string: numbers stay numbers
+    and strings strings, so the digest holds."""
     contract, _ = read_contract(CONTRACT)
     assert contract is not None
     document = copy.deepcopy(contract.model_dump(mode="json", by_alias=True))
     document["output_schema"]["properties"]["scale"] = {"type": "number", "multipleOf": 0.00001}
     document["runtime_policy"]["ceiling"] = 1e20
+    document["runtime_policy"]["note"] = "1e5"  # a string that reads as a number unquoted
     published = type(contract).model_validate(document)
     publish_contract(published, labels=["production"], config=config)
     loaded = load_contract(f"langfuse:{NAME}", config=config)
