@@ -20,12 +20,12 @@ class FilterCall(WireModel):
     """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``,
     ``default`` the ``value`` standing for an absent or null one."""
 
-    _omit_none = frozenset({"value"})
+    _omit_unset = frozenset({"value"})  # ``value=null`` stands for null
 
     name: FilterName
     format: str | None = None
     decimals: int | None = Field(default=None, ge=0, le=20)
-    value: JsonValue = None
+    value: JsonValue = ""
 
 
 Filter = Union[FilterName, FilterCall]
@@ -159,7 +159,7 @@ def _filter_text(item: str | Mapping[str, Any]) -> str:
     arguments = ", ".join(
         f"{key}={json.dumps(value, ensure_ascii=False)}"
         for key, value in item.items()
-        if key != "name" and value is not None
+        if key != "name" and (value is not None or key == "value")
     )
     return f"{item['name']}({arguments})"
 

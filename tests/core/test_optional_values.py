@@ -1,0 +1,47 @@
+"""Optional values read through ``exists`` and ``default``, as a contract author meets them:
+explicit arguments, component parameters, loops, the short form's round trip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from templiqx_core import RenderRequest
+from templiqx_core._compiler import compile_contract, parse_contract
+from templiqx_core._compiler.template import parse_template, print_template
+
+
+def compile_messages(
+    extra: dict[str, Any], inputs: dict[str, Any] | None = None
+) -> tuple[list[str] | None, list[tuple[str, str | None]]]:
+    doc = {
+        "api_version": "templiqx/v1alpha1",
+        "id": "optional",
+        "version": "1",
+        "output_schema": {"type": "object"},
+        **extra,
+    }
+    parsed, problems = parse_contract(yaml.safe_dump(doc, allow_unicode=True))
+    assert parsed is not None, problems
+    result = compile_contract(parsed, RenderRequest(inputs=inputs or {}), [])
+    found = [(d.code, d.json_pointer) for d in result.diagnostics]
+    if result.interaction is None:
+        return None, found
+    return [m.content for m in result.interaction.messages], found
+
+
+NICK = {"nick": {"schema": {"type": ["string", "null"]}}}
+
+
+def test_default_value_null_is_null_not_the_empty_string() -> None:
+    """``default(value=null)`` stands for null (which ``json`` writes), as any JSON value."""
+    content = "{{ inputs.nick | default(value=null) | json }}"
+    extra = {"inputs": NICK, "messages": [{"role": "user", "content": content}]}
+    assert compile_messages(extra) == (["null"], [])
+    assert compile_messages(extra, {"nick": "Bo"}) == (['"Bo"'], [])
+
+
+def test_default_value_null_survives_the_short_form_round_trip() -> None:
+    text = "{{ inputs.nick | default(value=null) | json }}"
+    assert print_template(parse_template(text)) == text
