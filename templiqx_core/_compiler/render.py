@@ -110,6 +110,7 @@ class Renderer:
             message = f"unknown reference {path!r} (in scope: {known})"
             raise self.fail(codes.REF_UNKNOWN, message, pointer)
         schema, value = scope[head].schema, scope[head].value
+        gone = value is _ABSENT  # a typed component's optional parameter not given
         walked = head
         for segment in rest:
             walked = f"{walked}.{segment}"
@@ -117,11 +118,13 @@ class Renderer:
             if schema is None:
                 message = f"reference {path!r}: {walked!r} is not declared by its schema"
                 raise self.fail(codes.REF_UNKNOWN, message, pointer)
-            if value is not MISSING:
+            if value is not MISSING and not gone:
                 value = _child_value(value, segment)
-                if value is MISSING and absent is None and self._active:
-                    raise self.fail(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
-                value = absent if value is MISSING and absent is not None else value
+                gone = value is MISSING
+        if gone and absent is None and self._active:
+            raise self.fail(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
+        if gone:
+            value = MISSING if absent is None else absent
         return Binding(schema, value)
 
     def evaluate(self, expr: Node, scope: Scope, pointer: str) -> Binding:
@@ -307,11 +310,13 @@ class Renderer:
                 if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
                     self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
                 validator, schema = None, ANY_SCHEMA  # rendering on only finds further errors
-            value = args[name].value if name in args else MISSING
+            value = args[name].value if name in args else _ABSENT  # not given: absent
+            known = value is not MISSING and value is not _ABSENT
             if name not in args and spec.get("required", False):
                 message = f"required argument {name!r} is missing"
                 self.fail(codes.COMPONENT_ARGUMENT_MISSING, message, f"{pointer}/with")
-            elif value is not MISSING and validator is not None and not validator.is_valid(value):
+                value = MISSING  # reported: reading it is no second error
+            elif known and validator is not None and not validator.is_valid(value):
                 rules = "; ".join(text for _, text in schema_messages(validator, schema, value))
                 message = f"argument {name!r} does not match the parameter's schema"
                 message += f": {rules}" if rules else ""

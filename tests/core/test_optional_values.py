@@ -45,3 +45,31 @@ def test_default_value_null_is_null_not_the_empty_string() -> None:
 def test_default_value_null_survives_the_short_form_round_trip() -> None:
     text = "{{ inputs.nick | default(value=null) | json }}"
     assert print_template(parse_template(text)) == text
+
+
+def greet(content: Any) -> dict[str, Any]:
+    """A typed component whose optional parameter ``who`` the message does not give."""
+    return {
+        "components": {
+            "greet": {"parameters": {"who": {"schema": {"type": "string"}}}, "content": content}
+        },
+        "messages": [{"role": "user", "content": [{"kind": "component", "name": "greet"}]}],
+    }
+
+
+def test_an_optional_parameter_not_given_is_absent_to_exists_and_default() -> None:
+    guarded = [
+        {
+            "kind": "when",
+            "condition": {"kind": "exists", "path": "who"},
+            "then": "Hi {{ who }}",
+            "else": "Hi stranger",
+        }
+    ]
+    assert compile_messages(greet(guarded)) == (["Hi stranger"], [])
+    assert compile_messages(greet('Hi {{ who | default(value="you") }}')) == (["Hi you"], [])
+
+
+def test_an_optional_parameter_not_given_read_plainly_is_ref_unknown_not_empty() -> None:
+    text, found = compile_messages(greet("Hi {{ who }}"))
+    assert (text, [code for code, _ in found]) == (None, ["TQX_REF_UNKNOWN"])
