@@ -281,15 +281,16 @@ class Renderer:
             arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}")
             for arg, expr in node.get("with", {}).items()
         }
+        where = f"/components/{name}"
         if isinstance(definition, dict):  # typed: declared parameters
             parameters = definition.get("parameters", {})
             inner = self.typed_arguments(name, parameters, args, pointer)
-            content = definition["content"]
+            content, where = definition["content"], f"{where}/content"
         else:  # legacy: a bare list of nodes
             inner, content = args, definition
         self._depth += 1
         try:
-            return self.render(content, inner, f"/components/{name}", active=active)
+            return self.render(content, inner, where, active=active)
         finally:
             self._depth -= 1
 

@@ -8,13 +8,11 @@ from typing import Any
 import yaml
 
 from templiqx_core import RenderRequest
-from templiqx_core._compiler import compile_contract, parse_contract
+from templiqx_core._compiler import CompileResult, compile_contract, parse_contract
 from templiqx_core._compiler.template import parse_template, print_template
 
 
-def compile_messages(
-    extra: dict[str, Any], inputs: dict[str, Any] | None = None
-) -> tuple[list[str] | None, list[tuple[str, str | None]]]:
+def compiled(extra: dict[str, Any], inputs: dict[str, Any] | None = None) -> CompileResult:
     doc = {
         "api_version": "templiqx/v1alpha1",
         "id": "optional",
@@ -24,7 +22,13 @@ def compile_messages(
     }
     parsed, problems = parse_contract(yaml.safe_dump(doc, allow_unicode=True))
     assert parsed is not None, problems
-    result = compile_contract(parsed, RenderRequest(inputs=inputs or {}), [])
+    return compile_contract(parsed, RenderRequest(inputs=inputs or {}), [])
+
+
+def compile_messages(
+    extra: dict[str, Any], inputs: dict[str, Any] | None = None
+) -> tuple[list[str] | None, list[tuple[str, str | None]]]:
+    result = compiled(extra, inputs)
     found = [(d.code, d.json_pointer) for d in result.diagnostics]
     if result.interaction is None:
         return None, found
@@ -73,3 +77,12 @@ def test_an_optional_parameter_not_given_is_absent_to_exists_and_default() -> No
 def test_an_optional_parameter_not_given_read_plainly_is_ref_unknown_not_empty() -> None:
     text, found = compile_messages(greet("Hi {{ who }}"))
     assert (text, [code for code, _ in found]) == (None, ["TQX_REF_UNKNOWN"])
+
+
+def test_a_diagnostic_in_a_typed_component_points_into_its_content_string() -> None:
+    """A typed component's nodes are under ``content`` (a legacy one's are the component)."""
+    extra = greet("Hi {{ who | default }}, {{ whom }}")
+    assert compile_messages(extra) == (None, [("TQX_REF_UNKNOWN", "/components/greet/content")])
+    (found,) = compiled(extra).diagnostics
+    assert found.message.endswith("at character 24")
+    assert found.span is not None
