@@ -170,9 +170,6 @@ class Renderer:
         name = call["name"]
         if name == "default":
             return call.get("value", "") if value is _ABSENT or value is None else value
-        if value is _ABSENT:
-            message = f"filter {name} met no value (put default first)"
-            raise self.fail(codes.REF_UNKNOWN, message, pointer)
         if name == "json":
             return canonical_json(value).decode("utf-8")
         if name in _STRING_FILTERS:
@@ -229,6 +226,9 @@ class Renderer:
         filters = node.get("filters", [])
         names = [f if isinstance(f, str) else f["name"] for f in filters]
         expression, where = node["expression"], f"{pointer}/expression"
+        if "default" in names and names[0] != "default":  # found without values, as check runs
+            message = f"filter {names[0]} would meet an absent value first (put default first)"
+            raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/filters/0")
         if "default" in names and expression["kind"] == "ref":  # absent is the filter's to fill
             binding = self.resolve(expression, scope, where, absent=_ABSENT)
         else:

@@ -3,11 +3,12 @@ explicit arguments, component parameters, loops, the short form's round trip."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from templiqx_core import RenderRequest
+from templiqx_core import RenderRequest, check_envelope
 from templiqx_core._compiler import CompileResult, compile_contract, parse_contract
 from templiqx_core._compiler.template import parse_template, print_template
 
@@ -23,6 +24,21 @@ def compiled(extra: dict[str, Any], inputs: dict[str, Any] | None = None) -> Com
     parsed, problems = parse_contract(yaml.safe_dump(doc, allow_unicode=True))
     assert parsed is not None, problems
     return compile_contract(parsed, RenderRequest(inputs=inputs or {}), [])
+
+
+def checked(tmp_path: Path, extra: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """What ``templiqx check`` finds: no values, the contract's own evals."""
+    doc = {
+        "api_version": "templiqx/v1alpha1",
+        "id": "optional",
+        "version": "1",
+        "output_schema": {"type": "object"},
+        **extra,
+    }
+    path = tmp_path / "optional.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    found = check_envelope(path).diagnostics
+    return [(d.code, d.json_pointer) for d in found if d.severity == "error"]
 
 
 def compile_messages(
@@ -86,3 +102,15 @@ def test_a_diagnostic_in_a_typed_component_points_into_its_content_string() -> N
     (found,) = compiled(extra).diagnostics
     assert found.message.endswith("at character 24")
     assert found.span is not None
+
+
+def test_a_default_after_another_filter_is_found_by_check_not_first_by_a_request(
+    tmp_path: Path,
+) -> None:
+    """``upper`` meets an absent value before ``default`` can fill it: whether or not an eval
+    leaves the value out, ``check`` says so, as every compile does."""
+    content = "{{ inputs.nick | upper | default }}"
+    extra = {"inputs": NICK, "messages": [{"role": "user", "content": content}]}
+    found = [("TQX_REF_UNKNOWN", "/messages/0/content")]
+    assert checked(tmp_path, extra) == found
+    assert compile_messages(extra, {"nick": "Bo"}) == (None, found)
