@@ -239,8 +239,14 @@ class Renderer:
             message = "cannot interpolate an object or array without the json filter"
             raise self.fail(codes.INTERPOLATION_TYPE, message, f"{pointer}/expression")
         value = binding.value
+        filling = active and (value is _ABSENT or value is None)  # this request's stand-in
+        if names[:1] == ["default"] and not filling:  # its way through the filters: known now
+            self.filtered(filters, _ABSENT, pointer)
         if not active or value is MISSING:
             return ""
+        return self.filtered(filters, value, pointer)
+
+    def filtered(self, filters: list[Any], value: Any, pointer: str) -> str:
         for index, flt in enumerate(filters):
             value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
         if isinstance(value, (dict, list)) or value is None:

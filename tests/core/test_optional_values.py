@@ -114,3 +114,28 @@ def test_a_default_after_another_filter_is_found_by_check_not_first_by_a_request
     found = [("TQX_REF_UNKNOWN", "/messages/0/content")]
     assert checked(tmp_path, extra) == found
     assert compile_messages(extra, {"nick": "Bo"}) == (None, found)
+
+
+def test_a_default_the_filters_after_it_cannot_take_is_found_by_check(tmp_path: Path) -> None:
+    """The stand-in is known without a request: ``check`` passes it through the rest of the
+    filters, as a request leaving the value out would, not only when an eval does."""
+    amount = {"amount": {"schema": {"type": ["number", "null"]}}}
+    for content, found in [
+        (
+            '{{ inputs.amount | default(value="n/a") | format_number(decimals=2) }}',
+            ("TQX_FILTER_TYPE", "/messages/0/content"),
+        ),
+        (
+            '{{ inputs.amount | default(value={"a": 1}) }}',
+            ("TQX_INTERPOLATION_TYPE", "/messages/0/content"),
+        ),
+    ]:
+        extra = {"inputs": amount, "messages": [{"role": "user", "content": content}]}
+        assert checked(tmp_path, extra) == [found], content
+        assert compile_messages(extra, {"amount": 2}) == (None, [found]), content
+        assert compile_messages(extra) == (None, [found]), content  # once, not twice
+    fine = "{{ inputs.amount | default(value=0) | format_number(decimals=2) }}"
+    extra = {"inputs": amount, "messages": [{"role": "user", "content": fine}]}
+    assert checked(tmp_path, extra) == []
+    assert compile_messages(extra) == (["0.00"], [])
+    assert compile_messages(extra, {"amount": 2}) == (["2.00"], [])
