@@ -11,6 +11,7 @@ from typing import Any, Final, Literal, Union, get_args
 
 from pydantic import Field, JsonValue, ValidationError
 
+from .._canonical import NotJson, canonical_json
 from .._contracts import WireModel
 
 FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number", "default"]
@@ -76,6 +77,11 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
             value, end = _DECODER.raw_decode(self.text, self.at)
         except (ValueError, RecursionError):  # not JSON, NaN, too many digits, too deep
             raise TemplateSyntaxError("expected a JSON literal", self.at) from None
+        try:  # decoded, but no JSON value: 1e400 (inf), "\ud800" (a lone surrogate)
+            canonical_json(value)
+        except NotJson as error:
+            reason = f"expected a JSON literal, not {error.reason}"
+            raise TemplateSyntaxError(reason, self.at) from None
         self.at = end
         return value
 
