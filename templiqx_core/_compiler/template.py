@@ -9,7 +9,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal, Union, get_args
 
-from pydantic import Field, JsonValue, ValidationError
+from pydantic import ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from .._canonical import NotJson, canonical_json
 from .._contracts import WireModel
@@ -17,16 +18,47 @@ from .._contracts import WireModel
 FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number", "default"]
 
 
+_ARGUMENT: Final = {"format_date": "format", "format_number": "decimals", "default": "value"}
+
+
 class FilterCall(WireModel):
     """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``,
-    ``default`` the ``value`` standing for an absent or null one."""
+    ``default`` the ``value`` standing for an absent or null one; no filter another's."""
 
     _omit_unset = frozenset({"value"})  # ``value=null`` stands for null
+
+    model_config = ConfigDict(
+        **WireModel.model_config,
+        json_schema_extra={
+            "allOf": [  # the argument of each filter that takes one, null or left out elsewhere
+                {
+                    "if": {"properties": {"name": {"const": name}}},
+                    "else": {"not": {"required": ["value"]}}
+                    if argument == "value"
+                    else {"properties": {argument: {"type": "null"}}},
+                }
+                for name, argument in _ARGUMENT.items()
+            ]
+        },
+    )
 
     name: FilterName
     format: str | None = None
     decimals: int | None = Field(default=None, ge=0, le=20)
     value: JsonValue = ""
+
+    @model_validator(mode="after")
+    def _own_arguments(self) -> FilterCall:
+        given = {"format": self.format is not None, "decimals": self.decimals is not None}
+        given["value"] = "value" in self.model_fields_set
+        for argument in (name for name, present in given.items() if present):
+            if _ARGUMENT.get(self.name) != argument:
+                takes = _ARGUMENT.get(self.name, "no argument")
+                context = {"name": self.name, "takes": takes, "argument": argument}
+                raise PydanticCustomError(
+                    "filter_argument", "{name} takes {takes}, not {argument}", context
+                )
+        return self
 
 
 Filter = Union[FilterName, FilterCall]
@@ -109,7 +141,8 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise TemplateSyntaxError(f"filter {name}: {where}: {first['msg']}", start) from None
+            rule = f"{name}: {where}: {first['msg']}" if where else first["msg"]  # else its own
+            raise TemplateSyntaxError(f"filter {rule}", start) from None
         return call
 
 

@@ -234,6 +234,23 @@ def test_a_json_literal_json_cannot_hold_is_a_syntax_error(content: str, reason:
     assert reason in message
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{{ inputs.n | format_number(value=2) }}",
+        '{{ inputs.s | upper(value="x") }}',
+        "{{ inputs.s | default(decimals=2) }}",
+        '{{ inputs.s | json(format="%Y") }}',
+    ],
+)
+def test_an_argument_of_another_filter_is_an_error_not_ignored(content: str) -> None:
+    """Each filter takes its own arguments (default: value, format_date: format,
+    format_number: decimals); another one's is a mistake, not a no-op."""
+    [(code, pointer, message)] = syntax_errors(content)
+    assert (code, pointer) == (codes.TEMPLATE_SYNTAX, "/messages/1/content")
+    assert "takes" in message
+
+
 def test_a_bad_template_in_a_component_is_one_located_error() -> None:
     contract, diagnostics = parse_contract(
         yaml.safe_dump(document("ok", components={"c": "{{ v |"}))
