@@ -188,7 +188,12 @@ class Renderer:
             message = f"filter format_number needs a number, got {_json_type(value)}"
             raise self.fail(codes.FILTER_TYPE, message, pointer)
         decimals = call.get("decimals")
-        return str(value) if decimals is None else f"{value:.{decimals}f}"
+        if decimals is None:
+            return str(value)
+        try:
+            return f"{value:.{decimals}f}"
+        except OverflowError:  # an integer no float holds: its digits, then the zeros
+            return f"{value}.{'0' * decimals}" if decimals else str(value)
 
     def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
         parts: list[str] = []

@@ -610,3 +610,18 @@ def test_an_absent_value_without_a_usable_default_is_an_error(
 ) -> None:
     node = {"kind": "interpolate", "expression": ref("inputs.profile.city"), "filters": filters}
     assert render(contract([node]), {"name": "Ann", "profile": {}})[1] == [code]
+
+
+@pytest.mark.parametrize(
+    ("decimals", "expected"), [(2, "1" + "0" * 400 + ".00"), (0, "1" + "0" * 400)]
+)
+def test_format_number_writes_an_integer_too_large_for_a_float(
+    decimals: int, expected: str
+) -> None:
+    """JSON holds it (a default's value or a request's); before, OverflowError: exit 1."""
+    node = {
+        "kind": "interpolate",
+        "expression": ref("inputs.amount"),
+        "filters": [{"name": "format_number", "decimals": decimals}],
+    }
+    assert render(contract([node]), {"name": "Ann", "amount": 10**400}) == (expected, [])
