@@ -97,7 +97,9 @@ class Renderer:
     _active: bool = True  # rendering a branch that is taken: a value left out is an error
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
-        self.diagnostics.append(diagnostic(code, message, pointer))
+        found = diagnostic(code, message, pointer)
+        if found not in self.diagnostics:  # met again (a loop's next item): said once
+            self.diagnostics.append(found)
         return _Abort()
 
     def resolve(self, expr: Node, scope: Scope, pointer: str, *, absent: Any = None) -> Binding:

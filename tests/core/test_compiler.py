@@ -204,6 +204,19 @@ def test_typed_and_legacy_components() -> None:
     assert (text, codes) == ("L:Ann/ann", [])
 
 
+def test_one_mistake_in_a_loop_body_is_one_diagnostic_not_one_per_item() -> None:
+    loop = {
+        "kind": "for_each",
+        "collection": ref("inputs.tags"),
+        "item": "tag",
+        "body": [{"kind": "interpolate", "expression": ref("tag.x")}],  # a string has no x
+    }
+    assert render(contract([loop]), {"name": "a", "tags": ["a", "b", "c"]}) == (
+        None,
+        ["TQX_REF_UNKNOWN"],
+    )
+
+
 INTERP = {"kind": "interpolate", "expression": ref("inputs.name")}
 TYPED = {
     "t": {
