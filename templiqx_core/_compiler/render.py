@@ -95,6 +95,7 @@ class Renderer:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
     _active: bool = True  # rendering a branch that is taken: a value left out is an error
+    _reached: set[str] = field(default_factory=set)  # components some use rendered
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
         found = diagnostic(code, message, pointer)
@@ -294,6 +295,7 @@ class Renderer:
             arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}")
             for arg, expr in node.get("with", {}).items()
         }
+        self._reached.add(name)
         where = f"/components/{name}"
         if isinstance(definition, dict):  # typed: declared parameters
             parameters = definition.get("parameters", {})
@@ -307,6 +309,29 @@ class Renderer:
         finally:
             self._depth -= 1
 
+    def unused(self) -> None:
+        """Each typed component no use reached, rendered as a branch not taken: a typo in
+        it is found without a use (as the reference checks every component)."""
+        for name, definition in self.components.items():
+            if name in self._reached or not isinstance(definition, dict):
+                continue  # a legacy one's scope is whatever a use passes: unknown here
+            self._reached.add(name)
+            scope = {
+                parameter: Binding(self.parameter_schema(name, parameter, spec)[1], MISSING)
+                for parameter, spec in definition.get("parameters", {}).items()
+            }
+            self.render(definition["content"], scope, f"/components/{name}/content", active=False)
+
+    def parameter_schema(self, component: str, name: str, spec: Node) -> tuple[Any, Any]:
+        """The parameter's validator (None when its schema is invalid, reported) and schema."""
+        try:
+            return compile_schema(spec["schema"], what=f"parameter {name} schema"), spec["schema"]
+        except InvalidData as error:
+            schema_pointer = f"/components/{component}/parameters/{name}/schema"
+            if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
+                self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
+            return None, ANY_SCHEMA  # rendering on only finds further errors
+
     def typed_arguments(
         self, component: str, parameters: Mapping[str, Node], args: Scope, pointer: str
     ) -> dict[str, Binding]:
@@ -316,14 +341,7 @@ class Renderer:
                 self.fail(codes.COMPONENT_ARGUMENT_UNKNOWN, message, f"{pointer}/with/{name}")
         bound: dict[str, Binding] = {}
         for name, spec in parameters.items():
-            schema = spec["schema"]
-            try:
-                validator = compile_schema(schema, what=f"parameter {name} schema")
-            except InvalidData as error:
-                schema_pointer = f"/components/{component}/parameters/{name}/schema"
-                if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
-                    self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
-                validator, schema = None, ANY_SCHEMA  # rendering on only finds further errors
+            validator, schema = self.parameter_schema(component, name, spec)
             value = args[name].value if name in args else _ABSENT  # not given: absent
             known = value is not MISSING and value is not _ABSENT
             if name not in args and spec.get("required", False):

@@ -204,6 +204,22 @@ def test_typed_and_legacy_components() -> None:
     assert (text, codes) == ("L:Ann/ann", [])
 
 
+def test_a_typo_in_a_typed_component_no_message_uses_is_ref_unknown() -> None:
+    """An unused component is the branch never taken: its references still resolve against
+    its parameters (as the reference's validate_contract checks every component)."""
+    components = {
+        "unused": {
+            "parameters": {"who": {"schema": {"type": "string"}}},
+            "content": [
+                {"kind": "interpolate", "expression": ref("who"), "filters": [{"name": "default"}]},
+                {"kind": "interpolate", "expression": ref("whom")},
+            ],
+        },
+    }
+    content = [{"kind": "text", "value": "hi"}]
+    assert render(contract(content, components=components)) == (None, ["TQX_REF_UNKNOWN"])
+
+
 def test_one_mistake_in_a_loop_body_is_one_diagnostic_not_one_per_item() -> None:
     loop = {
         "kind": "for_each",
