@@ -113,7 +113,7 @@ class Renderer:
             message = f"unknown reference {path!r} (in scope: {known})"
             raise self.fail(codes.REF_UNKNOWN, message, pointer)
         schema, value = scope[head].schema, scope[head].value
-        gone = value is _ABSENT  # a typed component's optional parameter not given
+        gone = value is _ABSENT  # a parameter left out, or passed on absent
         walked = head
         for segment in rest:
             walked = f"{walked}.{segment}"
@@ -291,14 +291,24 @@ class Renderer:
         if self._depth > 16:
             message = "components nest deeper than 16 levels"
             raise self.fail(codes.COMPONENT_MISSING, message, pointer)
-        args = {
-            arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}")
-            for arg, expr in node.get("with", {}).items()
-        }
+        args = {}
+        for arg, expr in node.get("with", {}).items():
+            at = f"{pointer}/with/{arg}"
+            if expr["kind"] == "ref":  # an absent value is passed on absent, as null is null
+                args[arg] = self.resolve(expr, scope, at, absent=_ABSENT)
+            else:
+                args[arg] = self.evaluate(expr, scope, at)
         self._reached.add(name)
         where = f"/components/{name}"
         if isinstance(definition, dict):  # typed: declared parameters
             parameters = definition.get("parameters", {})
+            for arg, bound in args.items():  # a required one is not left out by passing it on
+                if bound.value is _ABSENT and parameters.get(arg, {}).get("required", False):
+                    if not self._active:
+                        args[arg] = Binding(bound.schema, MISSING)
+                        continue
+                    message = f"reference {node['with'][arg]['path']!r} has no value"
+                    raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/with/{arg}")
             inner = self.typed_arguments(name, parameters, args, pointer)
             content, where = definition["content"], f"{where}/content"
         else:  # legacy: a bare list of nodes

@@ -139,3 +139,45 @@ def test_a_default_the_filters_after_it_cannot_take_is_found_by_check(tmp_path: 
     assert checked(tmp_path, extra) == []
     assert compile_messages(extra) == (["0.00"], [])
     assert compile_messages(extra, {"amount": 2}) == (["2.00"], [])
+
+
+def forwarding(required: bool) -> dict[str, Any]:
+    """A message passing the optional input ``nick`` on to a component's parameter."""
+    parameter = {"schema": {"type": ["string", "null"]}, "required": required}
+    use = {
+        "kind": "component",
+        "name": "sig",
+        "with": {"nick": {"kind": "ref", "path": "inputs.nick"}},
+    }
+    return {
+        "inputs": NICK,
+        "components": {
+            "sig": {
+                "parameters": {"nick": parameter},
+                "content": 'Hi {{ nick | default(value="friend") }}',
+            },
+            "legacy": 'Yo {{ nick | default(value="you") }}',
+        },
+        "messages": [
+            {"role": "user", "content": [use]},
+            {"role": "user", "content": [{**use, "name": "legacy"}]},
+        ],
+    }
+
+
+def test_an_absent_value_passed_on_is_absent_in_the_component_as_null_is() -> None:
+    """A typed contract passes its ``None`` as null; a request (CLI, MCP) leaves it out: the
+    component's ``default`` fills either, so the YAML compiles as the typed contract does."""
+    assert compile_messages(forwarding(False), {"nick": None}) == (["Hi friend", "Yo you"], [])
+    assert compile_messages(forwarding(False)) == (["Hi friend", "Yo you"], [])
+    assert compile_messages(forwarding(False), {"nick": "Bo"}) == (["Hi Bo", "Yo Bo"], [])
+
+
+def test_an_absent_value_passed_to_a_required_parameter_is_ref_unknown() -> None:
+    found = [("TQX_REF_UNKNOWN", "/messages/0/content/0/with/nick")]
+    assert compile_messages(forwarding(True)) == (None, found)
+    untaken = forwarding(True)
+    for message in untaken["messages"]:
+        guard = {"kind": "exists", "path": "inputs.nick"}
+        message["content"] = [{"kind": "when", "condition": guard, "then": message["content"]}]
+    assert compile_messages(untaken) == (["", ""], [])
