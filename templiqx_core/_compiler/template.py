@@ -7,9 +7,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal, Union, get_args
+from typing import Annotated, Any, Final, Literal, Union, get_args
 
-from pydantic import ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .._canonical import NotJson, canonical_json
@@ -17,6 +24,18 @@ from .._contracts import WireModel
 
 FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number", "default"]
 
+
+def _json_only(value: Any) -> Any:
+    try:  # YAML's .inf and .nan are floats JSON cannot hold
+        canonical_json(value)
+    except NotJson as error:
+        context = {"reason": error.reason}
+        raise PydanticCustomError("not_json", "not JSON: {reason}", context) from None
+    return value
+
+
+JsonLiteral = Annotated[JsonValue, AfterValidator(_json_only)]
+"""A JSON value written in a contract: one canonical JSON can hold."""
 
 _ARGUMENT: Final = {"format_date": "format", "format_number": "decimals", "default": "value"}
 
@@ -45,7 +64,7 @@ class FilterCall(WireModel):
     name: FilterName
     format: str | None = None
     decimals: int | None = Field(default=None, ge=0, le=20)
-    value: JsonValue = ""
+    value: JsonLiteral = ""
 
     @model_validator(mode="after")
     def _own_arguments(self) -> FilterCall:
