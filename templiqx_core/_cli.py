@@ -51,13 +51,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _attempts(text: str) -> int:
-    """A count of tries: an integer of at least 1 (argparse reports anything else)."""
+    """A count of tries: an integer from 1 to the most a repair makes (argparse reports
+    anything else)."""
+    from ._repair import MAX_ATTEMPTS  # only once --repair is given: start-up stays lean
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    if value > MAX_ATTEMPTS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_ATTEMPTS}")
     return value
 
 

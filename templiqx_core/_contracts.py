@@ -29,20 +29,24 @@ Severity = Literal["error", "warning", "info"]
 
 class WireModel(BaseModel):
     """Strict, immutable base with serde's layout: ``_omit_none`` and ``_omit_empty`` name
-    the fields the reference skips when ``None`` or empty, ``_maps`` those it sorts."""
+    the fields the reference skips when ``None`` or empty, ``_omit_unset`` those skipped
+    when not given (their ``None`` is a value), ``_maps`` those it sorts."""
 
     # defer_build: a command pays only for the models it touches (CLI start-up).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
     _omit_none: ClassVar[frozenset[str]] = frozenset()
     _omit_empty: ClassVar[frozenset[str]] = frozenset()
+    _omit_unset: ClassVar[frozenset[str]] = frozenset()
     _maps: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
     def _serde_layout(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         for key in list(data) if isinstance(data, dict) else ():
-            if (key in self._omit_none and data[key] is None) or (
-                key in self._omit_empty and data[key] == []
+            if (
+                (key in self._omit_none and data[key] is None)
+                or (key in self._omit_empty and data[key] == [])
+                or (key in self._omit_unset and key not in self.model_fields_set)
             ):
                 del data[key]
             elif key in self._maps:

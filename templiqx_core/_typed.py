@@ -173,13 +173,17 @@ def check_output_model(
 
 @exponent_floats
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as ``|`` blocks: templates read as they render."""
+    """Multi-line strings as ``|`` blocks: templates read as they render. A NEL, a line
+    break to YAML 1.1 that PyYAML writes raw elsewhere (read back as a space or a newline),
+    is written escaped, in double quotes."""
 
 
 _Dumper.add_representer(
     str,
     lambda dumper, text: dumper.represent_scalar(
-        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+        "tag:yaml.org,2002:str",
+        text,
+        style='"' if "\x85" in text else "|" if "\n" in text else None,
     ),
 )
 

@@ -153,6 +153,7 @@ PINNED: dict[str, list[str]] = {
     "templiqx_core.evals": [
         "CheckResult",
         "EvalCaseSpec",
+        "MAX_REPAIR_ATTEMPTS",
         "Observed",
         "RuntimeOptions",
         "available_runtimes",

@@ -140,6 +140,7 @@ def compile_plain(
         pointer = f"/messages/{index}/content"
         content = renderer.render(message["content"], scope, pointer, active=values_ok)
         messages.append({"role": message["role"], "content": content})
+    renderer.unused()
     diagnostics += renderer.diagnostics
     if diagnostics or static:
         return None, diagnostics

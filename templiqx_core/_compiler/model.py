@@ -32,7 +32,7 @@ from .._checks import Check
 from .._contracts import Diagnostic, Role, SourceSpan, WireModel
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load, contract_source
-from .template import Filter, TemplateSyntaxError, node_offsets, parse_template
+from .template import Filter, JsonLiteral, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped for editors."""
@@ -45,7 +45,7 @@ class RefExpr(WireModel):
 
 class LiteralExpr(WireModel):
     kind: Literal["literal"]
-    value: JsonValue
+    value: JsonLiteral
 
 
 class EqualsExpr(WireModel):

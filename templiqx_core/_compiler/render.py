@@ -95,9 +95,12 @@ class Renderer:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
     _active: bool = True  # rendering a branch that is taken: a value left out is an error
+    _reached: set[str] = field(default_factory=set)  # components some use rendered
 
     def fail(self, code: str, message: str, pointer: str) -> _Abort:
-        self.diagnostics.append(diagnostic(code, message, pointer))
+        found = diagnostic(code, message, pointer)
+        if found not in self.diagnostics:  # met again (a loop's next item): said once
+            self.diagnostics.append(found)
         return _Abort()
 
     def resolve(self, expr: Node, scope: Scope, pointer: str, *, absent: Any = None) -> Binding:
@@ -110,6 +113,7 @@ class Renderer:
             message = f"unknown reference {path!r} (in scope: {known})"
             raise self.fail(codes.REF_UNKNOWN, message, pointer)
         schema, value = scope[head].schema, scope[head].value
+        gone = value is _ABSENT  # a parameter left out, or passed on absent
         walked = head
         for segment in rest:
             walked = f"{walked}.{segment}"
@@ -117,11 +121,13 @@ class Renderer:
             if schema is None:
                 message = f"reference {path!r}: {walked!r} is not declared by its schema"
                 raise self.fail(codes.REF_UNKNOWN, message, pointer)
-            if value is not MISSING:
+            if value is not MISSING and not gone:
                 value = _child_value(value, segment)
-                if value is MISSING and absent is None and self._active:
-                    raise self.fail(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
-                value = absent if value is MISSING and absent is not None else value
+                gone = value is MISSING
+        if gone and absent is None and self._active:
+            raise self.fail(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
+        if gone:
+            value = MISSING if absent is None else absent
         return Binding(schema, value)
 
     def evaluate(self, expr: Node, scope: Scope, pointer: str) -> Binding:
@@ -167,9 +173,6 @@ class Renderer:
         name = call["name"]
         if name == "default":
             return call.get("value", "") if value is _ABSENT or value is None else value
-        if value is _ABSENT:
-            message = f"filter {name} met no value (put default first)"
-            raise self.fail(codes.REF_UNKNOWN, message, pointer)
         if name == "json":
             return canonical_json(value).decode("utf-8")
         if name in _STRING_FILTERS:
@@ -188,7 +191,12 @@ class Renderer:
             message = f"filter format_number needs a number, got {_json_type(value)}"
             raise self.fail(codes.FILTER_TYPE, message, pointer)
         decimals = call.get("decimals")
-        return str(value) if decimals is None else f"{value:.{decimals}f}"
+        if decimals is None:
+            return str(value)
+        try:
+            return f"{value:.{decimals}f}"
+        except OverflowError:  # an integer no float holds: its digits, then the zeros
+            return f"{value}.{'0' * decimals}" if decimals else str(value)
 
     def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
         parts: list[str] = []
@@ -226,6 +234,9 @@ class Renderer:
         filters = node.get("filters", [])
         names = [f if isinstance(f, str) else f["name"] for f in filters]
         expression, where = node["expression"], f"{pointer}/expression"
+        if "default" in names and names[0] != "default":  # found without values, as check runs
+            message = f"filter {names[0]} would meet an absent value first (put default first)"
+            raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/filters/0")
         if "default" in names and expression["kind"] == "ref":  # absent is the filter's to fill
             binding = self.resolve(expression, scope, where, absent=_ABSENT)
         else:
@@ -236,8 +247,14 @@ class Renderer:
             message = "cannot interpolate an object or array without the json filter"
             raise self.fail(codes.INTERPOLATION_TYPE, message, f"{pointer}/expression")
         value = binding.value
+        filling = active and (value is _ABSENT or value is None)  # this request's stand-in
+        if names[:1] == ["default"] and not filling:  # its way through the filters: known now
+            self.filtered(filters, _ABSENT, pointer)
         if not active or value is MISSING:
             return ""
+        return self.filtered(filters, value, pointer)
+
+    def filtered(self, filters: list[Any], value: Any, pointer: str) -> str:
         for index, flt in enumerate(filters):
             value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
         if isinstance(value, (dict, list)) or value is None:
@@ -274,21 +291,56 @@ class Renderer:
         if self._depth > 16:
             message = "components nest deeper than 16 levels"
             raise self.fail(codes.COMPONENT_MISSING, message, pointer)
-        args = {
-            arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}")
-            for arg, expr in node.get("with", {}).items()
-        }
+        args = {}
+        for arg, expr in node.get("with", {}).items():
+            at = f"{pointer}/with/{arg}"
+            if expr["kind"] == "ref":  # an absent value is passed on absent, as null is null
+                args[arg] = self.resolve(expr, scope, at, absent=_ABSENT)
+            else:
+                args[arg] = self.evaluate(expr, scope, at)
+        self._reached.add(name)
+        where = f"/components/{name}"
         if isinstance(definition, dict):  # typed: declared parameters
             parameters = definition.get("parameters", {})
+            for arg, bound in args.items():  # a required one is not left out by passing it on
+                if bound.value is _ABSENT and parameters.get(arg, {}).get("required", False):
+                    if not self._active:
+                        args[arg] = Binding(bound.schema, MISSING)
+                        continue
+                    message = f"reference {node['with'][arg]['path']!r} has no value"
+                    raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/with/{arg}")
             inner = self.typed_arguments(name, parameters, args, pointer)
-            content = definition["content"]
+            content, where = definition["content"], f"{where}/content"
         else:  # legacy: a bare list of nodes
             inner, content = args, definition
         self._depth += 1
         try:
-            return self.render(content, inner, f"/components/{name}", active=active)
+            return self.render(content, inner, where, active=active)
         finally:
             self._depth -= 1
+
+    def unused(self) -> None:
+        """Each typed component no use reached, rendered as a branch not taken: a typo in
+        it is found without a use (as the reference checks every component)."""
+        for name, definition in self.components.items():
+            if name in self._reached or not isinstance(definition, dict):
+                continue  # a legacy one's scope is whatever a use passes: unknown here
+            self._reached.add(name)
+            scope = {
+                parameter: Binding(self.parameter_schema(name, parameter, spec)[1], MISSING)
+                for parameter, spec in definition.get("parameters", {}).items()
+            }
+            self.render(definition["content"], scope, f"/components/{name}/content", active=False)
+
+    def parameter_schema(self, component: str, name: str, spec: Node) -> tuple[Any, Any]:
+        """The parameter's validator (None when its schema is invalid, reported) and schema."""
+        try:
+            return compile_schema(spec["schema"], what=f"parameter {name} schema"), spec["schema"]
+        except InvalidData as error:
+            schema_pointer = f"/components/{component}/parameters/{name}/schema"
+            if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
+                self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
+            return None, ANY_SCHEMA  # rendering on only finds further errors
 
     def typed_arguments(
         self, component: str, parameters: Mapping[str, Node], args: Scope, pointer: str
@@ -299,19 +351,14 @@ class Renderer:
                 self.fail(codes.COMPONENT_ARGUMENT_UNKNOWN, message, f"{pointer}/with/{name}")
         bound: dict[str, Binding] = {}
         for name, spec in parameters.items():
-            schema = spec["schema"]
-            try:
-                validator = compile_schema(schema, what=f"parameter {name} schema")
-            except InvalidData as error:
-                schema_pointer = f"/components/{component}/parameters/{name}/schema"
-                if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
-                    self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
-                validator, schema = None, ANY_SCHEMA  # rendering on only finds further errors
-            value = args[name].value if name in args else MISSING
+            validator, schema = self.parameter_schema(component, name, spec)
+            value = args[name].value if name in args else _ABSENT  # not given: absent
+            known = value is not MISSING and value is not _ABSENT
             if name not in args and spec.get("required", False):
                 message = f"required argument {name!r} is missing"
                 self.fail(codes.COMPONENT_ARGUMENT_MISSING, message, f"{pointer}/with")
-            elif value is not MISSING and validator is not None and not validator.is_valid(value):
+                value = MISSING  # reported: reading it is no second error
+            elif known and validator is not None and not validator.is_valid(value):
                 rules = "; ".join(text for _, text in schema_messages(validator, schema, value))
                 message = f"argument {name!r} does not match the parameter's schema"
                 message += f": {rules}" if rules else ""

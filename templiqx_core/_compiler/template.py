@@ -7,25 +7,77 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal, Union, get_args
+from typing import Annotated, Any, Final, Literal, Union, get_args
 
-from pydantic import Field, JsonValue, ValidationError
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from .._canonical import NotJson, canonical_json
 from .._contracts import WireModel
 
 FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number", "default"]
 
 
+def _json_only(value: Any) -> Any:
+    try:  # YAML's .inf and .nan are floats JSON cannot hold
+        canonical_json(value)
+    except NotJson as error:
+        context = {"reason": error.reason}
+        raise PydanticCustomError("not_json", "not JSON: {reason}", context) from None
+    return value
+
+
+JsonLiteral = Annotated[JsonValue, AfterValidator(_json_only)]
+"""A JSON value written in a contract: one canonical JSON can hold."""
+
+_ARGUMENT: Final = {"format_date": "format", "format_number": "decimals", "default": "value"}
+
+
 class FilterCall(WireModel):
     """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``,
-    ``default`` the ``value`` standing for an absent or null one."""
+    ``default`` the ``value`` standing for an absent or null one; no filter another's."""
 
-    _omit_none = frozenset({"value"})
+    _omit_unset = frozenset({"value"})  # ``value=null`` stands for null
+
+    model_config = ConfigDict(
+        **WireModel.model_config,
+        json_schema_extra={
+            "allOf": [  # the argument of each filter that takes one, null or left out elsewhere
+                {
+                    "if": {"properties": {"name": {"const": name}}},
+                    "else": {"not": {"required": ["value"]}}
+                    if argument == "value"
+                    else {"properties": {argument: {"type": "null"}}},
+                }
+                for name, argument in _ARGUMENT.items()
+            ]
+        },
+    )
 
     name: FilterName
     format: str | None = None
     decimals: int | None = Field(default=None, ge=0, le=20)
-    value: JsonValue = None
+    value: JsonLiteral = ""
+
+    @model_validator(mode="after")
+    def _own_arguments(self) -> FilterCall:
+        given = {"format": self.format is not None, "decimals": self.decimals is not None}
+        given["value"] = "value" in self.model_fields_set
+        for argument in (name for name, present in given.items() if present):
+            if _ARGUMENT.get(self.name) != argument:
+                takes = _ARGUMENT.get(self.name, "no argument")
+                context = {"name": self.name, "takes": takes, "argument": argument}
+                raise PydanticCustomError(
+                    "filter_argument", "{name} takes {takes}, not {argument}", context
+                )
+        return self
 
 
 Filter = Union[FilterName, FilterCall]
@@ -76,6 +128,11 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
             value, end = _DECODER.raw_decode(self.text, self.at)
         except (ValueError, RecursionError):  # not JSON, NaN, too many digits, too deep
             raise TemplateSyntaxError("expected a JSON literal", self.at) from None
+        try:  # decoded, but no JSON value: 1e400 (inf), "\ud800" (a lone surrogate)
+            canonical_json(value)
+        except NotJson as error:
+            reason = f"expected a JSON literal, not {error.reason}"
+            raise TemplateSyntaxError(reason, self.at) from None
         self.at = end
         return value
 
@@ -103,7 +160,8 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise TemplateSyntaxError(f"filter {name}: {where}: {first['msg']}", start) from None
+            rule = f"{name}: {where}: {first['msg']}" if where else first["msg"]  # else its own
+            raise TemplateSyntaxError(f"filter {rule}", start) from None
         return call
 
 
@@ -159,7 +217,7 @@ def _filter_text(item: str | Mapping[str, Any]) -> str:
     arguments = ", ".join(
         f"{key}={json.dumps(value, ensure_ascii=False)}"
         for key, value in item.items()
-        if key != "name" and value is not None
+        if key != "name" and (value is not None or key == "value")
     )
     return f"{item['name']}({arguments})"
 

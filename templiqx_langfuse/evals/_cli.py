@@ -15,7 +15,7 @@ from typing import IO, NamedTuple, TextIO
 
 from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
 from templiqx_core.adapters import load_document
-from templiqx_core.evals import EvalCaseSpec, RuntimeOptions, load_runtime
+from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, RuntimeOptions, load_runtime
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
@@ -45,6 +45,14 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _tries(text: str) -> int:
+    """``--repair``'s count: at most what a repairing runtime makes."""
+    value = _count(text)
+    if value > MAX_REPAIR_ATTEMPTS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_REPAIR_ATTEMPTS}")
     return value
 
 
@@ -85,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--concurrency", type=_count, default=10, metavar="N", help="calls in flight (10)")
     add("--repeat", type=_count, default=1, metavar="K", help="run every case K times")
     add("--attempts", type=_count, default=4, metavar="N", help="tries per call on 429/5xx (4)")
-    add("--repair", type=_count, metavar="N", help="up to N tries of an invalid answer, repaired")
+    add("--repair", type=_tries, metavar="N", help="up to N tries of an invalid answer, repaired")
     add("--shard", type=_shard, metavar="I/N", help="run shard I of N (split by case id)")
     add("--dataset", metavar="NAME", help="Langfuse dataset name (default: the contract id)")
     add("--run-name", metavar="NAME", help="run name (default: contract, version, time)")

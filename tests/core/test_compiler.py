@@ -204,6 +204,35 @@ def test_typed_and_legacy_components() -> None:
     assert (text, codes) == ("L:Ann/ann", [])
 
 
+def test_a_typo_in_a_typed_component_no_message_uses_is_ref_unknown() -> None:
+    """An unused component is the branch never taken: its references still resolve against
+    its parameters (as the reference's validate_contract checks every component)."""
+    components = {
+        "unused": {
+            "parameters": {"who": {"schema": {"type": "string"}}},
+            "content": [
+                {"kind": "interpolate", "expression": ref("who"), "filters": [{"name": "default"}]},
+                {"kind": "interpolate", "expression": ref("whom")},
+            ],
+        },
+    }
+    content = [{"kind": "text", "value": "hi"}]
+    assert render(contract(content, components=components)) == (None, ["TQX_REF_UNKNOWN"])
+
+
+def test_one_mistake_in_a_loop_body_is_one_diagnostic_not_one_per_item() -> None:
+    loop = {
+        "kind": "for_each",
+        "collection": ref("inputs.tags"),
+        "item": "tag",
+        "body": [{"kind": "interpolate", "expression": ref("tag.x")}],  # a string has no x
+    }
+    assert render(contract([loop]), {"name": "a", "tags": ["a", "b", "c"]}) == (
+        None,
+        ["TQX_REF_UNKNOWN"],
+    )
+
+
 INTERP = {"kind": "interpolate", "expression": ref("inputs.name")}
 TYPED = {
     "t": {
@@ -610,3 +639,18 @@ def test_an_absent_value_without_a_usable_default_is_an_error(
 ) -> None:
     node = {"kind": "interpolate", "expression": ref("inputs.profile.city"), "filters": filters}
     assert render(contract([node]), {"name": "Ann", "profile": {}})[1] == [code]
+
+
+@pytest.mark.parametrize(
+    ("decimals", "expected"), [(2, "1" + "0" * 400 + ".00"), (0, "1" + "0" * 400)]
+)
+def test_format_number_writes_an_integer_too_large_for_a_float(
+    decimals: int, expected: str
+) -> None:
+    """JSON holds it (a default's value or a request's); before, OverflowError: exit 1."""
+    node = {
+        "kind": "interpolate",
+        "expression": ref("inputs.amount"),
+        "filters": [{"name": "format_number", "decimals": decimals}],
+    }
+    assert render(contract([node]), {"name": "Ann", "amount": 10**400}) == (expected, [])

@@ -217,6 +217,40 @@ def test_malformed_placeholders_are_located(content: str, offset: int, reason: s
     assert message.endswith(f"at character {offset}")
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ('{{ inputs.s | default(value="\\ud800") }}', "a string with a lone surrogate"),
+        ('{{ "\\udfff" }}', "a string with a lone surrogate"),
+        ("{{ inputs.n | default(value=1e400) }}", "a non-finite number"),
+        ('{{ inputs.s | default(value=[1, {"a": -1e999}]) }}', "a non-finite number"),
+    ],
+)
+def test_a_json_literal_json_cannot_hold_is_a_syntax_error(content: str, reason: str) -> None:
+    """Decoded, these are not JSON values: a placeholder would render a message no request
+    can carry (exit 1 at compile, after a clean check) or the text ``inf``."""
+    [(code, pointer, message)] = syntax_errors(content)
+    assert (code, pointer) == (codes.TEMPLATE_SYNTAX, "/messages/1/content")
+    assert reason in message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{{ inputs.n | format_number(value=2) }}",
+        '{{ inputs.s | upper(value="x") }}',
+        "{{ inputs.s | default(decimals=2) }}",
+        '{{ inputs.s | json(format="%Y") }}',
+    ],
+)
+def test_an_argument_of_another_filter_is_an_error_not_ignored(content: str) -> None:
+    """Each filter takes its own arguments (default: value, format_date: format,
+    format_number: decimals); another one's is a mistake, not a no-op."""
+    [(code, pointer, message)] = syntax_errors(content)
+    assert (code, pointer) == (codes.TEMPLATE_SYNTAX, "/messages/1/content")
+    assert "takes" in message
+
+
 def test_a_bad_template_in_a_component_is_one_located_error() -> None:
     contract, diagnostics = parse_contract(
         yaml.safe_dump(document("ok", components={"c": "{{ v |"}))

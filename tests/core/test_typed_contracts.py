@@ -220,6 +220,27 @@ def test_to_yaml_round_trips_to_the_same_fingerprint(tmp_path: Path) -> None:
     )
 
 
+class Note(BaseModel):
+    note: str | None = None
+
+
+@pytest.mark.parametrize("line_break", ["\x85", "\n\x85", "\u2028", "\u2029"])
+def test_to_yaml_keeps_the_characters_yaml_reads_as_line_breaks(
+    tmp_path: Path, line_break: str
+) -> None:
+    """NEL is a line break to YAML 1.1: written raw in a quoted scalar it is read back as a
+    space, and the file would compile to another request (a default's value, or text)."""
+    template = f"a{line_break}b {{{{ inputs.note | default(value={json.dumps(line_break)}) }}}}"
+    typed = TypedContract.define(
+        id="breaks", version="1", output=Triage, inputs=Note, messages=[("user", template)]
+    )
+    path = tmp_path / "breaks.yaml"
+    path.write_text(typed.to_yaml(), encoding="utf-8")
+    expected = typed.compile(Note())
+    assert expected.messages[0].content == f"a{line_break}b {line_break}"
+    assert compile_contract(path, RenderRequest(inputs={"note": None})).interaction == expected
+
+
 def test_load_lists_every_difference_in_one_error(tmp_path: Path) -> None:
     document = yaml.safe_load(triage().to_yaml())
     document["output_schema"]["properties"]["tier"]["enum"] = ["p1", "p2"]

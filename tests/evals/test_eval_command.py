@@ -272,6 +272,15 @@ def test_a_flag_value_out_of_range_is_a_usage_error(cli: Cli) -> None:
         assert message in ran.err.splitlines()[-1]
 
 
+def test_repair_above_the_most_tries_is_a_usage_error(cli: Cli) -> None:
+    """``--repair 11`` is out of range as ``--repair 0`` is: exit 2 with the usage, not a
+    command that failed (exit 1) when the repairing runtime refused it."""
+    ran = cli("eval", GREETING, "--runtime", "langfuse", "--repair", "11")
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err.startswith("usage: templiqx eval")
+    assert "argument --repair: at most 10" in ran.err.splitlines()[-1]
+
+
 def test_replay_runs_the_suite_offline_with_the_same_fingerprints(cli: Cli) -> None:
     cassette = REPO_ROOT / "cassettes" / "greeting-success.yaml"
     runs = [
