@@ -55,10 +55,9 @@ def _attempts(text: str) -> int:
     anything else)."""
     from ._repair import MAX_ATTEMPTS  # only once --repair is given: start-up stays lean
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not (text.isascii() and text.isdigit()):  # int() also reads "1_0" and other digits
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     if value > MAX_ATTEMPTS:

@@ -39,10 +39,9 @@ LANGFUSE_CASES = "langfuse:"
 
 def _count(text: str) -> int:
     """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not (text.isascii() and text.isdigit()):  # int() also reads "1_0" and other digits
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value

@@ -67,7 +67,7 @@ def test_repair_out_of_tries_reports_the_last_failure(
     assert len(model_server.requests) == 2
 
 
-@pytest.mark.parametrize("value", ["0", "-2", "two"])
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1_0", "\uff13"])  # 1_0, a fullwidth 3
 def test_repair_takes_a_count_of_at_least_one(run_cli: Run, value: str) -> None:
     result = run_cli("execute", *GREETING, "--runtime", "scripted", "--repair", value)
     assert result.returncode == 2

@@ -265,6 +265,8 @@ def test_a_flag_value_out_of_range_is_a_usage_error(cli: Cli) -> None:
         (("--min-pass-rate", "nan"), "must be within [0, 1]"),
         (("--concurrency", "0"), "argument --concurrency: must be at least 1"),
         (("--repeat", "x"), "argument --repeat: not an integer: 'x'"),
+        (("--repeat", "1_0"), "argument --repeat: not an integer: '1_0'"),
+        (("--attempts", "\uff13"), "argument --attempts: not an integer"),  # a fullwidth 3
     ]:
         ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
         assert (ran.code, ran.out) == (2, ""), (args, ran.err)
