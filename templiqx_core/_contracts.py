@@ -32,8 +32,11 @@ class WireModel(BaseModel):
     the fields the reference skips when ``None`` or empty, ``_omit_unset`` those skipped
     when not given (their ``None`` is a value), ``_maps`` those it sorts."""
 
-    # defer_build: a command pays only for the models it touches (CLI start-up).
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+    # defer_build: a command pays only for the models it touches (CLI start-up). No NaN or
+    # infinity (YAML's .nan, .inf): JSON has none, and they would be sent as null.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, defer_build=True, allow_inf_nan=False
+    )
     _omit_none: ClassVar[frozenset[str]] = frozenset()
     _omit_empty: ClassVar[frozenset[str]] = frozenset()
     _omit_unset: ClassVar[frozenset[str]] = frozenset()

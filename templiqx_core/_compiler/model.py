@@ -300,6 +300,8 @@ def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], 
             data, mark = data[part], node.start_mark
         elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
             continue  # a union tag
+        elif part in ("str", "int", "float", "bool"):  # JsonValue's, for a scalar
+            continue
         cleaned.append(part)
     return cleaned, mark
 
