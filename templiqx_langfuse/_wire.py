@@ -238,7 +238,7 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
     for name in _HINTS_S:
         try:
             when = email.utils.parsedate_to_datetime(headers.get(name, "").strip())
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):  # a year past C's long
             continue
         if when.tzinfo is not None:
             delta = when.timestamp() - (time.time() if now is None else now)
