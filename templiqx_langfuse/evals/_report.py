@@ -66,7 +66,17 @@ class CaseResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseResult:
-        return _CASE.validate_python({"repeat": 0, "errored": False, **data})
+        """A ``ValueError`` for a record the reports could not show (a check, score or
+        error without the keys they read)."""
+        case = _CASE.validate_python({"repeat": 0, "errored": False, **data})
+        if not (
+            all(_has(check, _CHECK) for check in case.assertions)
+            and all(_has(score, _SCORE) for score in case.scores)
+            and (case.error is None or _has(case.error, _ERROR))
+            and (case.latency_ms is None or math.isfinite(case.latency_ms))
+        ):
+            raise ValueError("a check, score, error or latency a report cannot read")
+        return case
 
     @property
     def total_tokens(self) -> int | None:
@@ -83,6 +93,16 @@ class CaseResult:
 
 
 _CASE = TypeAdapter(CaseResult)
+
+
+# What the reports read of a case's parts (each may hold more keys).
+_CHECK = {"name": str, "passed": bool, "detail": str}
+_SCORE = {"name": str, "value": object}
+_ERROR = {"code": str, "detail": str}
+
+
+def _has(part: Mapping[str, Any], keys: Mapping[str, type]) -> bool:
+    return all(isinstance(part.get(key, ...), kind) for key, kind in keys.items())
 
 
 @dataclass

@@ -246,3 +246,28 @@ def test_a_huge_concurrency_starts_no_more_workers_than_cases() -> None:
     with LangfuseTracedRuntime(_model(), LangfuseConfig(tracing=False)) as runtime:
         report = run_eval(GREETING, runtime=runtime, concurrency=10**9)
     assert report.passed
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        {"passed": False, "errored": True, "error": {}},  # an error without code or detail
+        {"passed": False, "errored": True, "error": {"code": "TQX_X"}},
+        {"passed": False, "errored": False, "assertions": [{}]},  # a check without its keys
+        {"passed": True, "errored": False, "scores": [{"value": 1}]},  # a score without a name
+        {"passed": True, "errored": False, "latency_ms": "NaN"},
+    ],
+)
+@pytest.mark.usefixtures("greeting_model")
+def test_a_resumed_case_the_reports_cannot_read_is_run_again(
+    cli: Cli, tmp_path: Path, garbled: dict[str, object]
+) -> None:
+    head = '{"format": "templiqx.eval/v1", "contract_id": "greeting", "contract_version": "0.1.0"'
+    results = tmp_path / "results.json"
+    record = json.dumps({"id": "ryan", **garbled})
+    results.write_text(f'{head}, "cases": [\n{record}\n', encoding="utf-8")
+    for fmt in ("table", "junit"):
+        ran = cli("eval", GREETING, "--runtime", "langfuse", "--resume", results, "--format", fmt)
+        assert ran.code == 0, ran.err
+        assert "internal error" not in ran.err
+    assert "nan" not in ran.out
