@@ -415,6 +415,8 @@ def parse_completion(body: bytes) -> Completion:
         if message.get("tool_calls"):
             raise _invalid("model returned tool_calls instead of content")
         raise _invalid("message content is empty")
+    if _is_parts(content):  # Mistral's list of typed parts: the text parts are the answer
+        content = "".join(p["text"] for p in content if p["type"] == "text")
     if isinstance(content, (dict, list)):
         output = content  # some gateways (Cloudflare) return the JSON already parsed
     elif isinstance(content, str):
@@ -431,6 +433,18 @@ def parse_completion(body: bytes) -> Completion:
         response_id=_text(data.get("id")),
         provider_model=_text(data.get("model")),
         usage=usage_details(data.get("usage")),
+    )
+
+
+def _is_parts(content: Any) -> bool:
+    """Content as typed parts (``[{"type": "thinking", ...}, {"type": "text", "text": ...}]``),
+    read as the streaming host reads them; not an answer already parsed into a list."""
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in content)
+        and any(p["type"] == "text" for p in content)
+        and all(isinstance(p.get("text"), str) for p in content if p["type"] == "text")
     )
 
 

@@ -295,3 +295,22 @@ def test_invalid_output_schema_is_refused_before_any_io(
     with pytest.raises(InvalidData, match="output_schema"):
         make_runtime().execute(ExecutionRequest(interaction=broken))
     assert model_server.requests == []
+
+
+def test_content_as_typed_parts_is_read_as_their_text(
+    make_runtime: RuntimeFactory,
+    model_server: LoopbackModelServer,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """Mistral's magistral answers ``content`` as a list of parts (thinking, then text):
+    the answer is the text, as the streaming host reads it, not the list as the output."""
+    body = chat_completion({"greeting": "Hello Ryan"})
+    body["choices"][0]["message"]["content"] = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "They want a greeting."}]},
+        {"type": "text", "text": '{"greeting": '},
+        {"type": "text", "text": '"Hello Ryan"}'},
+    ]
+    model_server.set_responder(lambda request: json_reply(body))
+    receipt = make_runtime(tracing=False).execute(greeting_request)
+    assert receipt.output == {"greeting": "Hello Ryan"}
+    assert receipt.output_schema_valid
