@@ -8,8 +8,10 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, NamedTuple, TextIO
 
@@ -237,12 +239,19 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
         name = str(args.cases).removeprefix(LANGFUSE_CASES)
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
-    # Read before --output (possibly the same file) is opened for writing; a baseline is
-    # refused now rather than after the run.
-    resumes = [None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan]
-    for files in plan:
+    # Checked before any call (another contract's file is refused now, a baseline too) and
+    # read as the run goes, from a copy when --output is the same file (opened for writing).
+    resumes: list[Iterator[CaseResult] | None] = []
+    for index, files in enumerate(plan):
         if files.baseline is not None:
             list(read_results(files.baseline, files.contract, "--baseline"))
+        if (resume := files.resume) is None:
+            resumes.append(None)
+            continue
+        next(read_results(resume, files.contract), None)
+        if files.output is not None and _same_file(resume, files.output):
+            resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
+        resumes.append(read_results(resume, files.contract))
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
@@ -303,6 +312,13 @@ def _merge(paths: list[Path], files: _Files) -> Summary:
             writer.write(merged[key])
         writer.close(summary)
     return summary
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.samefile(other)
+    except OSError:  # the output does not exist yet
+        return False
 
 
 def _open(path: Path) -> IO[str]:

@@ -268,10 +268,25 @@ def read_results(
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 
 
+_SUMMARY_LINE = b'], "summary": '
+_TAIL_BYTES = 2**20  # a summary line is far shorter: one sum per score name
+
+
 def read_summary(path: Path) -> dict[str, Any] | None:
-    """The summary of a complete results file (None if the run was cut short)."""
+    """The summary of a complete results file (None if the run was cut short): its last
+    line, as ``ResultsWriter`` closes it; a file of any size costs a read of its tail."""
     try:
-        summary = orjson.loads(path.read_bytes()).get("summary")
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - _TAIL_BYTES))
+            tail = file.read()
+        if size <= _TAIL_BYTES:  # small: the whole document, however it is laid out
+            summary = orjson.loads(tail).get("summary")
+        else:
+            last = tail.rstrip().rpartition(b"\n")[2]
+            if not last.startswith(_SUMMARY_LINE):
+                return None
+            summary = orjson.loads(b"{" + last[3:]).get("summary")
     except (OSError, orjson.JSONDecodeError, AttributeError):
         return None
     return summary if isinstance(summary, dict) else None

@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from templiqx_core import Unsupported
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.evals import arun_eval, junit_xml, run_eval, table
+from templiqx_langfuse.evals._report import read_summary
 from templiqx_langfuse.testing.replay import replaying_runtime
 from tests.conftest import REPO_ROOT
 from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
@@ -271,3 +273,50 @@ def test_a_resumed_case_the_reports_cannot_read_is_run_again(
         assert ran.code == 0, ran.err
         assert "internal error" not in ran.err
     assert "nan" not in ran.out
+
+
+def results_file(path: Path, cases: int) -> Path:
+    """A complete results file of ``cases`` passed cases of the greeting contract."""
+    head = '{"format": "templiqx.eval/v1", "contract_id": "greeting", "contract_version": "0.1.0"'
+    record = {"id": "", "repeat": 0, "passed": True, "errored": False, "latency_ms": 12.5}
+    summary = {"contract_id": "greeting", "contract_version": "0.1.0", "run_name": "big"}
+    with path.open("w", encoding="utf-8") as out:
+        out.write(f'{head}, "cases": [\n')
+        for n in range(cases):
+            out.write(("," if n else "") + json.dumps({**record, "id": f"case-{n}"}) + "\n")
+        out.write(f'], "summary": {json.dumps({**summary, "total": cases})}}}\n')
+    return path
+
+
+def peak_bytes(work: Any) -> int:
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_results_file_s_summary_costs_a_read_of_its_tail(tmp_path: Path) -> None:
+    big = results_file(tmp_path / "big.json", 200_000)  # ~18 MB
+    found: list[Any] = []
+    peak = peak_bytes(lambda: found.append(read_summary(big)))
+    assert found[0]["run_name"] == "big"
+    assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MiB for a summary"
+
+
+def test_resume_reads_a_large_results_file_as_the_run_goes(cli: Cli, tmp_path: Path) -> None:
+    """The resumed cases were a list before the run (1.4 GB for a 290 MB file, nine times
+    this file here); now only their keys are held. --output onto the --resume file reads a
+    copy."""
+    results = results_file(tmp_path / "results.json", 50_000)  # ~4.5 MB
+    size = results.stat().st_size
+    replay = ("--runtime", "langfuse", "--replay", REPO_ROOT / "cassettes/greeting-success.yaml")
+    ran: list[Any] = []
+    args = ("eval", GREETING, *replay, "--resume", results, "--format", "json")
+    peak = peak_bytes(lambda: ran.append(cli(*args, "--output", results)))
+    assert ran[0].code == 0, ran[0].err
+    assert peak < 3 * size, f"{peak / 2**20:.1f} MiB to resume a {size / 2**20:.1f} MiB file"
+    summary = read_summary(results)
+    assert summary is not None
+    assert summary["total"] == 50_001  # every resumed case, and the contract's own
