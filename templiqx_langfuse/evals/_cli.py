@@ -27,6 +27,8 @@ from ._report import (
     ResultsWriter,
     Summary,
     baseline_diff,
+    case_at,
+    located_results,
     read_results,
     read_summary,
     table,
@@ -297,19 +299,28 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
 def _merge(paths: list[Path], files: _Files) -> Summary:
     """One results document from the shards' files (complete or cut short): every case
     once (a later file's record of a case wins), the summary recomputed."""
-    contract, merged = files.contract, dict[tuple[str, int], CaseResult]()
+    contract = files.contract
+    where: dict[tuple[str, int], tuple[int, int]] = {}  # a case's file and line offset
     summary = Summary(contract.id, contract.version, "")
-    for path in paths:
-        merged.update((case.key, case) for case in read_results(path, contract, "--merge"))
+    for index, path in enumerate(paths):
+        where.update(
+            (case.key, (index, at)) for at, case in located_results(path, contract, "--merge")
+        )
         found = read_summary(path) or {}
         summary.run_name = summary.run_name or found.get("run_name") or ""
         summary.run_url = summary.run_url or found.get("run_url")
     summary.run_name = summary.run_name or "merged"
-    with _open(files.results) as stream:
+    with _open(files.results) as stream, contextlib.ExitStack() as sources:
+        opened = [sources.enter_context(path.open("rb")) for path in paths]
         writer = ResultsWriter(stream, contract.id, contract.version)
-        for key in sorted(merged):
-            summary.add(merged[key])
-            writer.write(merged[key])
+        for key in sorted(where):
+            index, at = where[key]
+            opened[index].seek(at)
+            case = case_at(opened[index].readline().decode("utf-8"))
+            if case is None:  # the file changed since it was read
+                raise InvalidData(f"--merge: {paths[index]} changed while it was merged")
+            summary.add(case)
+            writer.write(case)
         writer.close(summary)
     return summary
 

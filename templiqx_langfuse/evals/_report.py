@@ -234,14 +234,27 @@ class ResultsWriter:
         self._put('], "summary": ' + _dumps(summary.to_json()) + "}\n")
 
 
+_SUMMARY_LINE = b'], "summary": '
+_TAIL_BYTES = 2**20  # a file's head and summary lines are far shorter (a sum per score name)
+
+
 def read_results(
     path: Path, contract: Contract | None = None, flag: str = "--resume"
 ) -> Iterator[CaseResult]:
     """The finished cases of a results file, complete or cut short, one line at a time;
     refused if it names a contract or version other than ``contract``."""
+    return (case for _, case in located_results(path, contract, flag))
+
+
+def located_results(
+    path: Path, contract: Contract | None = None, flag: str = "--resume"
+) -> Iterator[tuple[int, CaseResult]]:
+    """``read_results`` with the byte offset of each case's line (``case_at`` reads it
+    again): a merge of any size holds where each case is, not the cases."""
     try:
-        with path.open(encoding="utf-8") as lines:
-            first = next(lines, "").rstrip()
+        with path.open("rb") as lines:
+            head = lines.readline(_TAIL_BYTES)  # one short line: not the whole of any file
+            first, offset = head.decode("utf-8").rstrip(), len(head)
             if not first.startswith(f'{{"format": "{FORMAT}"'):
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
             if contract is not None:
@@ -258,18 +271,23 @@ def read_results(
                         held = f"{what}{found[key]!r}, not {wanted!r}"
                         raise InvalidData(f"{flag}: {path} holds results of {held}")
             for line in lines:
-                text = line.removeprefix(",")
-                if text.startswith('{"id"'):
-                    try:
-                        yield CaseResult.from_json(orjson.loads(text))
-                    except ValueError:  # a line cut short, or not a case
-                        continue
+                at, offset = offset, offset + len(line)
+                case = case_at(line.decode("utf-8"))
+                if case is not None:
+                    yield at, case
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 
 
-_SUMMARY_LINE = b'], "summary": '
-_TAIL_BYTES = 2**20  # a summary line is far shorter: one sum per score name
+def case_at(line: str) -> CaseResult | None:
+    """The case a results file's line holds; None for a line cut short or not a case."""
+    text = line.removeprefix(",")
+    if not text.startswith('{"id"'):
+        return None
+    try:
+        return CaseResult.from_json(orjson.loads(text))
+    except ValueError:
+        return None
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:

@@ -320,3 +320,26 @@ def test_resume_reads_a_large_results_file_as_the_run_goes(cli: Cli, tmp_path: P
     summary = read_summary(results)
     assert summary is not None
     assert summary["total"] == 50_001  # every resumed case, and the contract's own
+
+
+def test_merge_holds_where_each_case_is_not_the_cases(cli: Cli, tmp_path: Path) -> None:
+    """A merge of one 290 MB shard took 1.4 GB, every case held to sort them; now their
+    keys and line offsets. A case in two shards counts once, the later one's."""
+    first = results_file(tmp_path / "first.json", 50_000)  # ~4.5 MB
+    later = tmp_path / "later.json"
+    later.write_text(
+        first.read_text(encoding="utf-8").replace(
+            '"case-7", "repeat": 0, "passed": true', '"case-7", "repeat": 0, "passed": false'
+        ),
+        encoding="utf-8",
+    )
+    merged = tmp_path / "merged.json"
+    ran: list[Any] = []
+    args = ("eval", GREETING, "--merge", first, "--merge", later, "--format", "json")
+    peak = peak_bytes(lambda: ran.append(cli(*args, "--output", merged)))
+    assert ran[0].code == 2, ran[0].err  # the later shard's case-7 failed
+    size = first.stat().st_size
+    assert peak < 5 * size, f"{peak / 2**20:.1f} MiB to merge two {size / 2**20:.1f} MiB files"
+    summary = read_summary(merged)
+    assert summary is not None
+    assert (summary["total"], summary["failed"], summary["run_name"]) == (50_000, 1, "big")
