@@ -236,6 +236,7 @@ class ResultsWriter:
 
 _SUMMARY_LINE = b'], "summary": '
 _TAIL_BYTES = 2**20  # a file's head and summary lines are far shorter (a sum per score name)
+_LINE_BYTES = 16 * 2**20  # a case's line: its output comes of an answer of at most 2 MiB
 
 
 def read_results(
@@ -255,7 +256,7 @@ def located_results(
         with path.open("rb") as lines:
             head = lines.readline(_TAIL_BYTES)  # one short line: not the whole of any file
             first, offset = head.decode("utf-8").rstrip(), len(head)
-            if not first.startswith(f'{{"format": "{FORMAT}"'):
+            if not first.startswith(f'{{"format": "{FORMAT}"') or len(head) == _TAIL_BYTES:
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
             if contract is not None:
                 found: Any = {}
@@ -270,8 +271,14 @@ def located_results(
                         what = "version " if key == "contract_version" else ""
                         held = f"{what}{found[key]!r}, not {wanted!r}"
                         raise InvalidData(f"{flag}: {path} holds results of {held}")
-            for line in lines:
+            while line := lines.readline(_LINE_BYTES):
                 at, offset = offset, offset + len(line)
+                if len(line) == _LINE_BYTES and not line.endswith(b"\n"):  # no case: skipped
+                    del line
+                    while (rest := lines.readline(_TAIL_BYTES)) and not rest.endswith(b"\n"):
+                        offset += len(rest)
+                    offset += len(rest)
+                    continue
                 case = case_at(line.decode("utf-8"))
                 if case is not None:
                     yield at, case

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from templiqx_core import Unsupported
+from templiqx_core import InvalidData, Unsupported
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.evals import arun_eval, junit_xml, run_eval, table
-from templiqx_langfuse.evals._report import read_summary
+from templiqx_langfuse.evals._report import read_results, read_summary
 from templiqx_langfuse.testing.replay import replaying_runtime
 from tests.conftest import REPO_ROOT
 from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
@@ -343,3 +343,22 @@ def test_merge_holds_where_each_case_is_not_the_cases(cli: Cli, tmp_path: Path) 
     summary = read_summary(merged)
     assert summary is not None
     assert (summary["total"], summary["failed"], summary["run_name"]) == (50_000, 1, "big")
+
+
+def test_a_results_file_without_newlines_or_with_a_huge_line_costs_a_bounded_read(
+    tmp_path: Path,
+) -> None:
+    """Its first line, then each case line, was read whole: a file of no newlines cost
+    its size, however large."""
+    head = b'{"format": "templiqx.eval/v1", "contract_id": "greeting", "contract_version": "0.1.0"'
+    flat = tmp_path / "flat.json"
+    flat.write_bytes(head + b" " * (8 * 2**20))
+    with pytest.raises(InvalidData, match="not a templiqx eval results file"):
+        peak_bytes(lambda: list(read_results(flat)))
+    long = tmp_path / "long.json"
+    garbage = b'{"id": "' + b"y" * (40 * 2**20) + b'"}\n'
+    long.write_bytes(head + b', "cases": [\n' + garbage + b',{"id": "ryan", "passed": true}\n')
+    found: list[Any] = []
+    peak = peak_bytes(lambda: found.extend(read_results(long)))
+    assert [case.id for case in found] == ["ryan"]
+    assert peak < 36 * 2**20, f"{peak / 2**20:.1f} MiB for a 40 MiB line"
