@@ -217,7 +217,11 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
         if several and path is not None and not path.is_dir():
             raise InvalidData(f"{flag}: with several contracts, a directory of results")
     if several and args.output is not None:
-        args.output.mkdir(parents=True, exist_ok=True)
+        try:
+            args.output.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file there, or no right to write
+            kind = type(error).__name__
+            raise InvalidData(f"--output: {args.output}: cannot be a directory ({kind})") from None
 
     def at(directory: Path | None, name: str, suffix: str = ".json") -> Path | None:
         return directory / f"{name}{suffix}" if directory is not None and several else directory

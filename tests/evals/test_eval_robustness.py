@@ -362,3 +362,18 @@ def test_a_results_file_without_newlines_or_with_a_huge_line_costs_a_bounded_rea
     peak = peak_bytes(lambda: found.extend(read_results(long)))
     assert [case.id for case in found] == ["ryan"]
     assert peak < 36 * 2**20, f"{peak / 2**20:.1f} MiB for a 40 MiB line"
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below", "/proc/nope"])
+def test_an_output_directory_that_cannot_be_made_is_one_typed_error(
+    cli: Cli, tmp_path: Path, where: str
+) -> None:
+    """With several contracts --output is a directory; making it failed as an internal
+    FileExistsError (a file there), FileNotFoundError or PermissionError."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    output = tmp_path / where if not where.startswith("/") else Path(where)
+    replay = ("--runtime", "langfuse", "--replay", REPO_ROOT / "cassettes/greeting-success.yaml")
+    ran = cli("eval", GREETING, REPO_ROOT / "reference/demo/greeting.yaml", *replay,
+              "--output", output)  # fmt: skip
+    assert ran.code == 1
+    assert f"TQX_DATA_INVALID: --output: {output}: cannot be a directory" in ran.err
