@@ -29,6 +29,9 @@ from ._checks import (
 from ._contracts import WireModel
 from ._errors import InvalidData
 
+#: A JSONL case line, in characters: read up to it, so no line is ever held whole.
+MAX_CASE_LINE: Final = 16 * 2**20
+
 __all__ = [
     "CheckResult",
     "EvalCaseSpec",
@@ -264,7 +267,13 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
     try:
         if path.suffix == ".jsonl":  # read a line at a time; a leading BOM, as YAML's
             with path.open(encoding="utf-8-sig") as lines:
-                for number, line in enumerate(lines, start=1):
+                number = 0
+                while line := lines.readline(MAX_CASE_LINE + 1):
+                    number += 1
+                    if len(line) > MAX_CASE_LINE:
+                        raise InvalidData(
+                            f"{path}:{number}: longer than {MAX_CASE_LINE} characters"
+                        )
                     if not line.strip():
                         continue
                     try:

@@ -452,7 +452,10 @@ class BoundedStream:
         return chunk
 
     def _too_large(self) -> WireFailure:
-        return _invalid(f"response body exceeds {self.max_bytes} bytes")
+        """Over the bound: an error status still names its failure (a 429 or 503 stays
+        retryable, with its hint), its body unread."""
+        failure = failure_for_status(self.status, self.headers, b"")
+        return failure or _invalid(f"response body exceeds {self.max_bytes} bytes")
 
     def failure(self, error: httpx.HTTPError) -> WireFailure:
         """The one mapping of httpx's exceptions (and the bounded transports') to failures."""

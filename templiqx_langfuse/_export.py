@@ -161,13 +161,17 @@ class _Delivery(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         complete = True
         for batch in _batches(spans):
-            if self.inner.export(batch) is SpanExportResult.SUCCESS:
+            try:
+                result, why = self.inner.export(batch), "the export failed"
+            except Exception as error:  # OTel's own parse of an answer (a Retry-After date)
+                result, why = SpanExportResult.FAILURE, f"the export raised {type(error).__name__}"
+            if result is SpanExportResult.SUCCESS:
                 self._warned.discard("outage")
                 self._post_scores(batch)
             else:
                 complete = False
                 self.dropped += len(batch)
-                self._warn_once("outage", f"dropped {len(batch)} spans: the export failed")
+                self._warn_once("outage", f"dropped {len(batch)} spans: {why}")
         return SpanExportResult.SUCCESS if complete else SpanExportResult.FAILURE
 
     def _post_scores(self, batch: Sequence[ReadableSpan]) -> None:

@@ -115,8 +115,9 @@ class Redactor:
         return data
 
 
-# httpx/httpcore log raw response headers and reason phrases at DEBUG; a server that
-# echoes a credential would put it in the host's logs. These are the loggers they use.
+# httpx/httpcore log raw response headers and reason phrases at DEBUG, and OTel's OTLP
+# exporter logs Langfuse's reason phrase when an export fails; a server that echoes a
+# credential would put it in the host's logs. These are the loggers they use.
 HTTP_LOGGERS = (
     "httpx",
     *(
@@ -124,6 +125,8 @@ HTTP_LOGGERS = (
         for core in ("httpcore", "httpcore2")
         for part in ("connection", "http11", "http2", "proxy")
     ),
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.common.http",
 )
 
 

@@ -78,18 +78,24 @@ class WireFailure(Exception):
         detail: str,
         retry_after_ms: int | None = None,
         answer: str | None = None,
+        reason: str = "",
     ) -> None:
         super().__init__(detail)
         self.code, self.detail, self.retry_after_ms = code, detail, retry_after_ms
         self.answer = answer  # the model's text when it is not JSON (for a repair)
+        self.reason = reason  # the provider's whole reason, whose bounded form is in detail
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
         """Redacted whole, then bounded: a secret cut at the bound would no longer match."""
         answer = None if self.answer is None else redactor.text(self.answer)
+        detail = self.detail
+        if self.reason:
+            whole = _bounded(redactor.text(self.reason))
+            detail = detail.replace(_bounded(self.reason), whole, 1)
         failure = RuntimeFailure.for_adapter(
             adapter,
             self.code,
-            redactor.text(self.detail),
+            redactor.text(detail),
             retry_after_ms=self.retry_after_ms,
             answer=answer,
         )
@@ -232,7 +238,7 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
     for name in _HINTS_S:
         try:
             when = email.utils.parsedate_to_datetime(headers.get(name, "").strip())
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):  # a year past C's long
             continue
         if when.tzinfo is not None:
             delta = when.timestamp() - (time.time() if now is None else now)
@@ -257,8 +263,21 @@ def _escaped(text: str) -> str:
 def provider_reason(error: Mapping[str, Any]) -> str:
     """The provider's own reason as one line of at most ``MAX_REASON_BYTES`` UTF-8 bytes;
     "" without one."""
+    return _bounded(_whole_reason(error))
+
+
+def _bounded(text: str) -> str:
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) > MAX_REASON_BYTES:
+        text = encoded[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
+    return text
+
+
+def _whole_reason(error: Mapping[str, Any]) -> str:
+    """The reason before its bound (the body's own bound limits it): a secret in it is
+    redacted whole before the cut, which would leave its start unmatched."""
     parts = [
-        f"{key}={_escaped(str(value)[:MAX_REASON_BYTES])}"
+        f"{key}={_escaped(str(value))}"
         for key in ("message", "type", "param", "code")
         if isinstance(value := error.get(key), (str, int))
         and not isinstance(value, bool)
@@ -270,11 +289,7 @@ def provider_reason(error: Mapping[str, Any]) -> str:
     schema = (isinstance(param, str) and param.startswith("response_format")) or (
         isinstance(message, str) and "response_format" in message
     )
-    text = ("the provider refused the output schema; " if schema else "") + "; ".join(parts)
-    encoded = text.encode("utf-8", "surrogatepass")
-    if len(encoded) > MAX_REASON_BYTES:
-        text = encoded[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
-    return text
+    return ("the provider refused the output schema; " if schema else "") + "; ".join(parts)
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
@@ -283,21 +298,24 @@ def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> 
     if 200 <= status < 300:
         return None
     error = _error_object(body) if body else {}
-    reason = provider_reason(error)
+    whole = _whole_reason(error)
+    reason = _bounded(whole)
     detail = f"model gateway returned HTTP {status}" + (f": {reason}" if reason else "")
     message = error.get("message")
+    code, hint = RuntimeFailureCode.PERMANENT, None
     if status == 429:
         codes = (error.get("code"), error.get("type"))  # any JSON: a list is unhashable
         if any(isinstance(c, str) and c in _QUOTA_CODES for c in codes) or (
             isinstance(message, str) and any(m in message.lower() for m in _QUOTA_MESSAGES)
         ):
-            return WireFailure(RuntimeFailureCode.PERMANENT, f"{detail} (quota exhausted)")
-        return WireFailure(RuntimeFailureCode.RATE_LIMITED, detail, parse_retry_after_ms(headers))
-    if status == 408:
-        return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
-    if status >= 500:
-        return WireFailure(RuntimeFailureCode.UNAVAILABLE, detail, parse_retry_after_ms(headers))
-    return WireFailure(RuntimeFailureCode.PERMANENT, detail)
+            detail += " (quota exhausted)"
+        else:
+            code, hint = RuntimeFailureCode.RATE_LIMITED, parse_retry_after_ms(headers)
+    elif status == 408:
+        code = RuntimeFailureCode.TIMEOUT
+    elif status >= 500:
+        code, hint = RuntimeFailureCode.UNAVAILABLE, parse_retry_after_ms(headers)
+    return WireFailure(code, detail, hint, reason=whole)
 
 
 @dataclass(frozen=True)
@@ -397,6 +415,8 @@ def parse_completion(body: bytes) -> Completion:
         if message.get("tool_calls"):
             raise _invalid("model returned tool_calls instead of content")
         raise _invalid("message content is empty")
+    if _is_parts(content):  # Mistral's list of typed parts: the text parts are the answer
+        content = "".join(p["text"] for p in content if p["type"] == "text")
     if isinstance(content, (dict, list)):
         output = content  # some gateways (Cloudflare) return the JSON already parsed
     elif isinstance(content, str):
@@ -413,6 +433,18 @@ def parse_completion(body: bytes) -> Completion:
         response_id=_text(data.get("id")),
         provider_model=_text(data.get("model")),
         usage=usage_details(data.get("usage")),
+    )
+
+
+def _is_parts(content: Any) -> bool:
+    """Content as typed parts (``[{"type": "thinking", ...}, {"type": "text", "text": ...}]``),
+    read as the streaming host reads them; not an answer already parsed into a list."""
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in content)
+        and any(p["type"] == "text" for p in content)
+        and all(isinstance(p.get("text"), str) for p in content if p["type"] == "text")
     )
 
 

@@ -35,6 +35,9 @@ from .._loading import compose_and_load, contract_source
 from .template import Filter, JsonLiteral, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
+#: A contract file is read up to this (a contract is a few KiB; Langfuse's are bounded at 4
+#: MiB): parsing tens of MB of YAML took minutes and gigabytes.
+MAX_CONTRACT_CHARS: Final = 4 * 2**20
 """The contract format as a JSON Schema, shipped for editors."""
 
 
@@ -357,8 +360,16 @@ def read_contract(
     else:
         file = str(Path(path))
         try:
-            text = Path(path).read_text(encoding="utf-8")
-            found = parse_contract(text, file=file, partial=True)
+            with Path(path).open(encoding="utf-8") as stream:
+                text = stream.read(MAX_CONTRACT_CHARS + 1)
+            if len(text) > MAX_CONTRACT_CHARS:
+                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
+                error = Diagnostic(
+                    code=codes.DATA_INVALID, severity="error", message=message, file=file
+                )
+                found = None, [error]
+            else:
+                found = parse_contract(text, file=file, partial=True)
         except (OSError, UnicodeDecodeError) as error:
             missing = isinstance(error, FileNotFoundError)
             code = NotFound.code if missing else IoFailure.code

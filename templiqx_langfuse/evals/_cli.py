@@ -8,8 +8,10 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, NamedTuple, TextIO
 
@@ -25,6 +27,8 @@ from ._report import (
     ResultsWriter,
     Summary,
     baseline_diff,
+    case_at,
+    located_results,
     read_results,
     read_summary,
     table,
@@ -220,7 +224,11 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
         if several and path is not None and not path.is_dir():
             raise InvalidData(f"{flag}: with several contracts, a directory of results")
     if several and args.output is not None:
-        args.output.mkdir(parents=True, exist_ok=True)
+        try:
+            args.output.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file there, or no right to write
+            kind = type(error).__name__
+            raise InvalidData(f"--output: {args.output}: cannot be a directory ({kind})") from None
 
     def at(directory: Path | None, name: str, suffix: str = ".json") -> Path | None:
         return directory / f"{name}{suffix}" if directory is not None and several else directory
@@ -244,12 +252,19 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
         name = str(args.cases).removeprefix(LANGFUSE_CASES)
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
-    # Read before --output (possibly the same file) is opened for writing; a baseline is
-    # refused now rather than after the run.
-    resumes = [None if f.resume is None else list(read_results(f.resume, f.contract)) for f in plan]
-    for files in plan:
+    # Checked before any call (another contract's file is refused now, a baseline too) and
+    # read as the run goes, from a copy when --output is the same file (opened for writing).
+    resumes: list[Iterator[CaseResult] | None] = []
+    for index, files in enumerate(plan):
         if files.baseline is not None:
             list(read_results(files.baseline, files.contract, "--baseline"))
+        if (resume := files.resume) is None:
+            resumes.append(None)
+            continue
+        next(read_results(resume, files.contract), None)
+        if files.output is not None and _same_file(resume, files.output):
+            resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
+        resumes.append(read_results(resume, files.contract))
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
@@ -295,21 +310,37 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
 def _merge(paths: list[Path], files: _Files) -> Summary:
     """One results document from the shards' files (complete or cut short): every case
     once (a later file's record of a case wins), the summary recomputed."""
-    contract, merged = files.contract, dict[tuple[str, int], CaseResult]()
+    contract = files.contract
+    where: dict[tuple[str, int], tuple[int, int]] = {}  # a case's file and line offset
     summary = Summary(contract.id, contract.version, "")
-    for path in paths:
-        merged.update((case.key, case) for case in read_results(path, contract, "--merge"))
+    for index, path in enumerate(paths):
+        where.update(
+            (case.key, (index, at)) for at, case in located_results(path, contract, "--merge")
+        )
         found = read_summary(path) or {}
         summary.run_name = summary.run_name or found.get("run_name") or ""
         summary.run_url = summary.run_url or found.get("run_url")
     summary.run_name = summary.run_name or "merged"
-    with _open(files.results) as stream:
+    with _open(files.results) as stream, contextlib.ExitStack() as sources:
+        opened = [sources.enter_context(path.open("rb")) for path in paths]
         writer = ResultsWriter(stream, contract.id, contract.version)
-        for key in sorted(merged):
-            summary.add(merged[key])
-            writer.write(merged[key])
+        for key in sorted(where):
+            index, at = where[key]
+            opened[index].seek(at)
+            case = case_at(opened[index].readline().decode("utf-8"))
+            if case is None:  # the file changed since it was read
+                raise InvalidData(f"--merge: {paths[index]} changed while it was merged")
+            summary.add(case)
+            writer.write(case)
         writer.close(summary)
     return summary
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.samefile(other)
+    except OSError:  # the output does not exist yet
+        return False
 
 
 def _open(path: Path) -> IO[str]:

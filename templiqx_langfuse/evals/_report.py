@@ -66,7 +66,17 @@ class CaseResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseResult:
-        return _CASE.validate_python({"repeat": 0, "errored": False, **data})
+        """A ``ValueError`` for a record the reports could not show (a check, score or
+        error without the keys they read)."""
+        case = _CASE.validate_python({"repeat": 0, "errored": False, **data})
+        if not (
+            all(_has(check, _CHECK) for check in case.assertions)
+            and all(_has(score, _SCORE) for score in case.scores)
+            and (case.error is None or _has(case.error, _ERROR))
+            and (case.latency_ms is None or math.isfinite(case.latency_ms))
+        ):
+            raise ValueError("a check, score, error or latency a report cannot read")
+        return case
 
     @property
     def total_tokens(self) -> int | None:
@@ -83,6 +93,16 @@ class CaseResult:
 
 
 _CASE = TypeAdapter(CaseResult)
+
+
+# What the reports read of a case's parts (each may hold more keys).
+_CHECK = {"name": str, "passed": bool, "detail": str}
+_SCORE = {"name": str, "value": object}
+_ERROR = {"code": str, "detail": str}
+
+
+def _has(part: Mapping[str, Any], keys: Mapping[str, type]) -> bool:
+    return all(isinstance(part.get(key, ...), kind) for key, kind in keys.items())
 
 
 @dataclass
@@ -214,15 +234,29 @@ class ResultsWriter:
         self._put('], "summary": ' + _dumps(summary.to_json()) + "}\n")
 
 
+_SUMMARY_LINE = b'], "summary": '
+_TAIL_BYTES = 2**20  # a file's head and summary lines are far shorter (a sum per score name)
+_LINE_BYTES = 16 * 2**20  # a case's line: its output comes of an answer of at most 2 MiB
+
+
 def read_results(
     path: Path, contract: Contract | None = None, flag: str = "--resume"
 ) -> Iterator[CaseResult]:
     """The finished cases of a results file, complete or cut short, one line at a time;
     refused if it names a contract or version other than ``contract``."""
+    return (case for _, case in located_results(path, contract, flag))
+
+
+def located_results(
+    path: Path, contract: Contract | None = None, flag: str = "--resume"
+) -> Iterator[tuple[int, CaseResult]]:
+    """``read_results`` with the byte offset of each case's line (``case_at`` reads it
+    again): a merge of any size holds where each case is, not the cases."""
     try:
-        with path.open(encoding="utf-8") as lines:
-            first = next(lines, "").rstrip()
-            if not first.startswith(f'{{"format": "{FORMAT}"'):
+        with path.open("rb") as lines:
+            head = lines.readline(_TAIL_BYTES)  # one short line: not the whole of any file
+            first, offset = head.decode("utf-8").rstrip(), len(head)
+            if not first.startswith(f'{{"format": "{FORMAT}"') or len(head) == _TAIL_BYTES:
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
             if contract is not None:
                 found: Any = {}
@@ -237,21 +271,47 @@ def read_results(
                         what = "version " if key == "contract_version" else ""
                         held = f"{what}{found[key]!r}, not {wanted!r}"
                         raise InvalidData(f"{flag}: {path} holds results of {held}")
-            for line in lines:
-                text = line.removeprefix(",")
-                if text.startswith('{"id"'):
-                    try:
-                        yield CaseResult.from_json(orjson.loads(text))
-                    except ValueError:  # a line cut short, or not a case
-                        continue
+            while line := lines.readline(_LINE_BYTES):
+                at, offset = offset, offset + len(line)
+                if len(line) == _LINE_BYTES and not line.endswith(b"\n"):  # no case: skipped
+                    del line
+                    while (rest := lines.readline(_TAIL_BYTES)) and not rest.endswith(b"\n"):
+                        offset += len(rest)
+                    offset += len(rest)
+                    continue
+                case = case_at(line.decode("utf-8"))
+                if case is not None:
+                    yield at, case
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 
 
-def read_summary(path: Path) -> dict[str, Any] | None:
-    """The summary of a complete results file (None if the run was cut short)."""
+def case_at(line: str) -> CaseResult | None:
+    """The case a results file's line holds; None for a line cut short or not a case."""
+    text = line.removeprefix(",")
+    if not text.startswith('{"id"'):
+        return None
     try:
-        summary = orjson.loads(path.read_bytes()).get("summary")
+        return CaseResult.from_json(orjson.loads(text))
+    except ValueError:
+        return None
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """The summary of a complete results file (None if the run was cut short): its last
+    line, as ``ResultsWriter`` closes it; a file of any size costs a read of its tail."""
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - _TAIL_BYTES))
+            tail = file.read()
+        if size <= _TAIL_BYTES:  # small: the whole document, however it is laid out
+            summary = orjson.loads(tail).get("summary")
+        else:
+            last = tail.rstrip().rpartition(b"\n")[2]
+            if not last.startswith(_SUMMARY_LINE):
+                return None
+            summary = orjson.loads(b"{" + last[3:]).get("summary")
     except (OSError, orjson.JSONDecodeError, AttributeError):
         return None
     return summary if isinstance(summary, dict) else None

@@ -53,13 +53,13 @@ def test_structure_errors_still_carry_their_line(loaders: list[str]) -> None:
 
 def test_a_cli_run_reads_the_contract_once(monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[Path] = []
-    original = Path.read_text
+    original = Path.open
 
-    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
+    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
         reads.append(self)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(Path, "open", counting)
     with redirect_stdout(io.StringIO()) as out:
         code = main(["compile", str(BLI61), "--eval", "synthetic-fixed-term"])
     assert code == 0, out.getvalue()

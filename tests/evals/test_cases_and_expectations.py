@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from enum import IntEnum, StrEnum
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from templiqx_core import InvalidData
 from templiqx_core._compiler import Contract
 from templiqx_core._eval_cases import (
+    MAX_CASE_LINE,
     EvalCaseSpec,
     Observed,
     check_case,
@@ -195,3 +197,20 @@ def test_a_bad_cases_file_is_one_typed_error(
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InvalidData, match=message):
         load_cases(path)
+
+
+def test_a_jsonl_line_past_its_bound_is_refused_without_reading_it_whole(
+    tmp_path: Path,
+) -> None:
+    """A JSONL file is read a line at a time; a line without end (a file of no newlines)
+    was read whole, however large."""
+    path = tmp_path / "flat.jsonl"
+    path.write_text('{"id": "a"}\n{"id": "b", "inputs": {"name": "' + "x" * MAX_CASE_LINE, "utf-8")
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidData, match=r"flat.jsonl:2: longer than \d+ characters"):
+            load_cases(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * MAX_CASE_LINE

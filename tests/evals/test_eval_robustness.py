@@ -10,15 +10,17 @@ import math
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from templiqx_core import Unsupported
+from templiqx_core import InvalidData, Unsupported
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 from templiqx_langfuse.evals import arun_eval, junit_xml, run_eval, table
+from templiqx_langfuse.evals._report import read_results, read_summary
 from templiqx_langfuse.testing.replay import replaying_runtime
 from tests.conftest import REPO_ROOT
 from tests.evals.conftest import GREETING, Cli, GreetingModel, write_cases
@@ -246,3 +248,132 @@ def test_a_huge_concurrency_starts_no_more_workers_than_cases() -> None:
     with LangfuseTracedRuntime(_model(), LangfuseConfig(tracing=False)) as runtime:
         report = run_eval(GREETING, runtime=runtime, concurrency=10**9)
     assert report.passed
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        {"passed": False, "errored": True, "error": {}},  # an error without code or detail
+        {"passed": False, "errored": True, "error": {"code": "TQX_X"}},
+        {"passed": False, "errored": False, "assertions": [{}]},  # a check without its keys
+        {"passed": True, "errored": False, "scores": [{"value": 1}]},  # a score without a name
+        {"passed": True, "errored": False, "latency_ms": "NaN"},
+    ],
+)
+@pytest.mark.usefixtures("greeting_model")
+def test_a_resumed_case_the_reports_cannot_read_is_run_again(
+    cli: Cli, tmp_path: Path, garbled: dict[str, object]
+) -> None:
+    head = '{"format": "templiqx.eval/v1", "contract_id": "greeting", "contract_version": "0.1.0"'
+    results = tmp_path / "results.json"
+    record = json.dumps({"id": "ryan", **garbled})
+    results.write_text(f'{head}, "cases": [\n{record}\n', encoding="utf-8")
+    for fmt in ("table", "junit"):
+        ran = cli("eval", GREETING, "--runtime", "langfuse", "--resume", results, "--format", fmt)
+        assert ran.code == 0, ran.err
+        assert "internal error" not in ran.err
+    assert "nan" not in ran.out
+
+
+def results_file(path: Path, cases: int) -> Path:
+    """A complete results file of ``cases`` passed cases of the greeting contract."""
+    head = '{"format": "templiqx.eval/v1", "contract_id": "greeting", "contract_version": "0.1.0"'
+    record = {"id": "", "repeat": 0, "passed": True, "errored": False, "latency_ms": 12.5}
+    summary = {"contract_id": "greeting", "contract_version": "0.1.0", "run_name": "big"}
+    with path.open("w", encoding="utf-8") as out:
+        out.write(f'{head}, "cases": [\n')
+        for n in range(cases):
+            out.write(("," if n else "") + json.dumps({**record, "id": f"case-{n}"}) + "\n")
+        out.write(f'], "summary": {json.dumps({**summary, "total": cases})}}}\n')
+    return path
+
+
+def peak_bytes(work: Any) -> int:
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_results_file_s_summary_costs_a_read_of_its_tail(tmp_path: Path) -> None:
+    big = results_file(tmp_path / "big.json", 200_000)  # ~18 MB
+    found: list[Any] = []
+    peak = peak_bytes(lambda: found.append(read_summary(big)))
+    assert found[0]["run_name"] == "big"
+    assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MiB for a summary"
+
+
+def test_resume_reads_a_large_results_file_as_the_run_goes(cli: Cli, tmp_path: Path) -> None:
+    """The resumed cases were a list before the run (1.4 GB for a 290 MB file, nine times
+    this file here); now only their keys are held. --output onto the --resume file reads a
+    copy."""
+    results = results_file(tmp_path / "results.json", 50_000)  # ~4.5 MB
+    size = results.stat().st_size
+    replay = ("--runtime", "langfuse", "--replay", REPO_ROOT / "cassettes/greeting-success.yaml")
+    ran: list[Any] = []
+    args = ("eval", GREETING, *replay, "--resume", results, "--format", "json")
+    peak = peak_bytes(lambda: ran.append(cli(*args, "--output", results)))
+    assert ran[0].code == 0, ran[0].err
+    assert peak < 3 * size, f"{peak / 2**20:.1f} MiB to resume a {size / 2**20:.1f} MiB file"
+    summary = read_summary(results)
+    assert summary is not None
+    assert summary["total"] == 50_001  # every resumed case, and the contract's own
+
+
+def test_merge_holds_where_each_case_is_not_the_cases(cli: Cli, tmp_path: Path) -> None:
+    """A merge of one 290 MB shard took 1.4 GB, every case held to sort them; now their
+    keys and line offsets. A case in two shards counts once, the later one's."""
+    first = results_file(tmp_path / "first.json", 50_000)  # ~4.5 MB
+    later = tmp_path / "later.json"
+    later.write_text(
+        first.read_text(encoding="utf-8").replace(
+            '"case-7", "repeat": 0, "passed": true', '"case-7", "repeat": 0, "passed": false'
+        ),
+        encoding="utf-8",
+    )
+    merged = tmp_path / "merged.json"
+    ran: list[Any] = []
+    args = ("eval", GREETING, "--merge", first, "--merge", later, "--format", "json")
+    peak = peak_bytes(lambda: ran.append(cli(*args, "--output", merged)))
+    assert ran[0].code == 2, ran[0].err  # the later shard's case-7 failed
+    size = first.stat().st_size
+    assert peak < 5 * size, f"{peak / 2**20:.1f} MiB to merge two {size / 2**20:.1f} MiB files"
+    summary = read_summary(merged)
+    assert summary is not None
+    assert (summary["total"], summary["failed"], summary["run_name"]) == (50_000, 1, "big")
+
+
+def test_a_results_file_without_newlines_or_with_a_huge_line_costs_a_bounded_read(
+    tmp_path: Path,
+) -> None:
+    """Its first line, then each case line, was read whole: a file of no newlines cost
+    its size, however large."""
+    head = b'{"format": "templiqx.eval/v1", "contract_id": "greeting", "contract_version": "0.1.0"'
+    flat = tmp_path / "flat.json"
+    flat.write_bytes(head + b" " * (8 * 2**20))
+    with pytest.raises(InvalidData, match="not a templiqx eval results file"):
+        peak_bytes(lambda: list(read_results(flat)))
+    long = tmp_path / "long.json"
+    garbage = b'{"id": "' + b"y" * (40 * 2**20) + b'"}\n'
+    long.write_bytes(head + b', "cases": [\n' + garbage + b',{"id": "ryan", "passed": true}\n')
+    found: list[Any] = []
+    peak = peak_bytes(lambda: found.extend(read_results(long)))
+    assert [case.id for case in found] == ["ryan"]
+    assert peak < 36 * 2**20, f"{peak / 2**20:.1f} MiB for a 40 MiB line"
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below", "/proc/nope"])
+def test_an_output_directory_that_cannot_be_made_is_one_typed_error(
+    cli: Cli, tmp_path: Path, where: str
+) -> None:
+    """With several contracts --output is a directory; making it failed as an internal
+    FileExistsError (a file there), FileNotFoundError or PermissionError."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    output = tmp_path / where if not where.startswith("/") else Path(where)
+    replay = ("--runtime", "langfuse", "--replay", REPO_ROOT / "cassettes/greeting-success.yaml")
+    ran = cli("eval", GREETING, REPO_ROOT / "reference/demo/greeting.yaml", *replay,
+              "--output", output)  # fmt: skip
+    assert ran.code == 1
+    assert f"TQX_DATA_INVALID: --output: {output}: cannot be a directory" in ran.err

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
 import json
 import re
 import threading
@@ -82,6 +83,7 @@ class FakePromptApi:
         self.delay_s = 0.0
         self.lose_label_updates = False
         self.garbage = False  # a 200 whose body is no prompt (a proxy's page, say)
+        self.compress = False  # gzip every answer to a client that accepts it (as a CDN)
         self.lock = threading.Lock()
         fake = self
 
@@ -198,9 +200,13 @@ class FakePromptApi:
             with self.lock:
                 status, answer = self._route(method, parts.path, parse_qs(parts.query), body)
         data = json.dumps(answer).encode()
+        gzipped = self.compress and "gzip" in request.headers.get("accept-encoding", "")
+        data = gzip.compress(data) if gzipped else data
         try:
             request.send_response(status)
             request.send_header("content-type", "application/json")
+            if gzipped:
+                request.send_header("content-encoding", "gzip")
             request.send_header("content-length", str(len(data)))
             request.end_headers()
             request.wfile.write(data)

@@ -228,6 +228,18 @@ def test_by_version_and_the_reference_forms(fake: FakePromptApi, config: Langfus
             load_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=ttl)
 
 
+def test_a_langfuse_that_compresses_what_its_client_accepts_is_read(
+    fake: FakePromptApi, config: LangfuseConfig
+) -> None:
+    """The prompt API's client asks for ``identity``: it reads answers undecoded (bounded),
+    so a gzip httpx asked for by default failed every publish and load as unreadable."""
+    fake.compress = True
+    publish_contract(CONTRACT, labels=["staging"], config=config)
+    assert load_contract(f"langfuse:{NAME}", label="staging", config=config).id == NAME
+    loaded = asyncio.run(aload_contract(f"langfuse:{NAME}", version=1, config=config))
+    assert loaded.id == NAME
+
+
 def test_a_bool_version_is_refused_even_after_version_1_was_loaded(
     fake: FakePromptApi, config: LangfuseConfig
 ) -> None:

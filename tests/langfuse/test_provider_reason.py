@@ -87,3 +87,25 @@ def test_a_secret_echoed_in_the_providers_message_is_redacted(
     runtime.tracing.close()
     (span,) = exporter.get_finished_spans()
     assert MODEL_KEY not in json.dumps(dict(span.attributes or {}))
+
+
+def test_a_secret_cut_by_the_reasons_bound_leaves_none_of_itself(
+    make_runtime: RuntimeFactory,
+    model_server: LoopbackModelServer,
+    exporter: InMemorySpanExporter,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """A 1 MiB error body echoing the key where the 1 KiB bound cuts it: redacted whole
+    first, so not even the key's start is left in the detail or the span."""
+    message = "x" * 990 + MODEL_KEY + "y" * (1 << 20)
+    serve_error(model_server, 401, {"message": message})
+    runtime = make_runtime()
+    with pytest.raises(RuntimeFailureError) as raised:
+        runtime.execute(greeting_request)
+    detail = raised.value.failure.detail
+    assert MODEL_KEY[:6] not in detail
+    assert len(detail.encode()) <= 1024 + len("model gateway returned HTTP 401: ")
+    assert detail.endswith("...")
+    runtime.tracing.close()
+    (span,) = exporter.get_finished_spans()
+    assert MODEL_KEY[:6] not in json.dumps(dict(span.attributes or {}))

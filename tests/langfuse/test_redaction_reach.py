@@ -4,15 +4,18 @@ adapter-owned export path as on a host's span exporter; and how short a key may 
 from __future__ import annotations
 
 import gzip
+import logging
 
+import pytest
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse import Redactor, trace_attributes
-from tests.conftest import MODEL_KEY, RuntimeFactory
-from tests.loopback import ServerRequest
+from tests.conftest import MODEL_KEY, SECRET_KEY, RuntimeFactory
+from tests.loopback import Reply, ServerRequest
 from tests.otlp_receiver import attributes_of, otlp_receiver
+from tests.reliability.test_export_losses import receiver
 
 
 def wire_body(request: ServerRequest) -> bytes:
@@ -72,3 +75,19 @@ def test_what_a_generation_opens_with_is_redacted_too(
     assert attributes[A.VERSION] == "v-[REDACTED]"
     assert attributes[A.TRACE_NAME] == "c-[REDACTED]"
     assert MODEL_KEY.encode() not in raw
+
+
+def test_a_langfuse_echoing_the_secret_key_in_its_reason_phrase_is_redacted_in_the_log(
+    make_runtime: RuntimeFactory,
+    greeting_request: ExecutionRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OTel's OTLP exporter logs the reason phrase of a refused export at ERROR."""
+    refuse = Reply(status=401, reason=f"Unauthorized: {SECRET_KEY}", body=b"<html>no</html>")
+    with receiver(lambda request: refuse) as server, caplog.at_level(logging.DEBUG):
+        runtime = make_runtime(langfuse_base_url=server.base_url, span_exporter=None)
+        runtime.execute(greeting_request)
+        runtime.close()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "reason: Unauthorized: [REDACTED]" in logged
+    assert SECRET_KEY not in logged

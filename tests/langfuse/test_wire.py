@@ -143,6 +143,21 @@ def test_retry_after_http_date() -> None:
 
 
 @pytest.mark.parametrize(
+    "date",
+    [
+        "Mon, 01 Jan 99999999999999999999 00:00:00 GMT",  # a year past C's long
+        "Mon, 01 Jan 2030 00:00:00 +99999999999999999999",  # an offset past C's int
+    ],
+)
+def test_an_http_date_out_of_range_is_no_hint_and_the_429_stays_a_rate_limit(date: str) -> None:
+    for name in ("retry-after", "llm_provider-retry-after"):
+        assert parse_retry_after_ms({name: date}) is None
+    failure = failure_for_status(429, {"retry-after": date}, b"")
+    assert failure is not None
+    assert failure.code == RuntimeFailureCode.RATE_LIMITED
+
+
+@pytest.mark.parametrize(
     ("status", "headers", "body", "code", "retry"),
     [
         (429, {"retry-after-ms": "250"}, b"{}", RuntimeFailureCode.RATE_LIMITED, 250),

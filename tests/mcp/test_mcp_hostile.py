@@ -8,6 +8,7 @@ really resolve, before any file is read. Every tool error starts with its TQX co
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,27 @@ def test_every_tool_parameter_is_described(layout: Path) -> None:
         assert properties
         for name, schema in properties.items():
             assert len(schema.get("description", "")) > 20, (tool.name, name)
+
+
+def test_a_huge_contract_in_the_roots_is_refused_before_it_is_parsed(layout: Path) -> None:
+    """An agent naming a large YAML file in the roots: 47 MB of mappings took 196 s and
+    6.7 GB to parse; a contract file is read up to its bound and refused past it."""
+    work = layout / "work"
+    with (work / "huge.yaml").open("w", encoding="utf-8") as out:
+        out.write("api_version: templiqx/v1alpha1\nid: huge\nversion: 1.0.0\nprovenance:\n")
+        out.writelines(f"  k{n}: [a, {{b: c}}]\n" for n in range(250_000))  # ~5.5 MB
+    started = time.monotonic()
+    (compiled, executed) = call_all(
+        work,
+        [
+            ("compile_contract", {"contract": "huge.yaml", **ARGS}),
+            ("execute_contract", {"contract": "huge.yaml", **ARGS, "fixture_output": {}}),
+        ],
+    )
+    assert time.monotonic() - started < 10
+    for result in (compiled, executed):
+        envelope = result.structured_content
+        assert envelope["ok"] is False
+        (diagnostic,) = envelope["diagnostics"]
+        assert diagnostic["code"] == "TQX_DATA_INVALID"
+        assert "contract file is longer than" in diagnostic["message"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import threading
 import time
 import tracemalloc
@@ -336,3 +337,22 @@ def test_a_misbehaving_score_endpoint_costs_the_spans_nothing_and_no_memory(
     # A 200 accepted the scores, whatever its body; a 500 refused them all (after its
     # retries); a 207 names how many it rejected (not retried: the rest were taken).
     assert export.delivery.scores_dropped == {200: 0, 500: 20, 207: 5}[answer.status]
+
+
+def test_a_retry_after_date_otel_cannot_read_drops_that_batch_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OTel's exporter reads a 503's Retry-After itself; a year past C's long raised its
+    OverflowError out of the export, logged with a traceback by the batch processor."""
+    busy = Reply(status=503, headers={"retry-after": "Mon, 01 Jan 99999999999999999999 0:0:0 GMT"})
+    with receiver(first_only(busy)) as server, caplog.at_level(logging.DEBUG):
+        export = pipeline(server.base_url)
+        submit(export, 1)
+        export.close()
+        submit_later = pipeline(server.base_url)  # Langfuse is back: the next batch arrives
+        submit(submit_later, 1)
+        submit_later.close()
+        assert server.span_names() == ["gen-1"]
+    assert export.delivery.dropped == 1
+    assert not [r for r in caplog.records if r.exc_info is not None]
+    assert any("the export raised OverflowError" in r.getMessage() for r in caplog.records)

@@ -295,3 +295,52 @@ def test_invalid_output_schema_is_refused_before_any_io(
     with pytest.raises(InvalidData, match="output_schema"):
         make_runtime().execute(ExecutionRequest(interaction=broken))
     assert model_server.requests == []
+
+
+def test_content_as_typed_parts_is_read_as_their_text(
+    make_runtime: RuntimeFactory,
+    model_server: LoopbackModelServer,
+    greeting_request: ExecutionRequest,
+) -> None:
+    """Mistral's magistral answers ``content`` as a list of parts (thinking, then text):
+    the answer is the text, as the streaming host reads it, not the list as the output."""
+    body = chat_completion({"greeting": "Hello Ryan"})
+    body["choices"][0]["message"]["content"] = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "They want a greeting."}]},
+        {"type": "text", "text": '{"greeting": '},
+        {"type": "text", "text": '"Hello Ryan"}'},
+    ]
+    model_server.set_responder(lambda request: json_reply(body))
+    receipt = make_runtime(tracing=False).execute(greeting_request)
+    assert receipt.output == {"greeting": "Hello Ryan"}
+    assert receipt.output_schema_valid
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize(
+    ("status", "headers", "code", "retry"),
+    [
+        (503, {}, "TQX_RUNTIME_UNAVAILABLE", None),
+        (429, {"retry-after": "2"}, "TQX_RUNTIME_RATE_LIMITED", 2000),
+        (400, {}, "TQX_RUNTIME_PERMANENT", None),
+    ],
+)
+def test_an_error_page_over_the_size_bound_is_still_its_status(
+    make_runtime: RuntimeFactory,
+    model_server: LoopbackModelServer,
+    greeting_request: ExecutionRequest,
+    chunked: bool,
+    status: int,
+    headers: dict[str, str],
+    code: str,
+    retry: int | None,
+) -> None:
+    """A proxy's 3 MiB error page was TQX_RUNTIME_INVALID_RESPONSE ("body exceeds"): a 503
+    or 429 no longer retryable, its hint lost. The status names it; the page is unread."""
+    page = b"<p>busy</p>" * (MAX_RESPONSE_BYTES // 8)
+    reply = Reply(status, {"content-type": "text/html", **headers}, page, chunked=chunked)
+    model_server.set_responder(lambda request: reply)
+    with pytest.raises(RuntimeFailureError) as raised:
+        make_runtime(tracing=False).execute(greeting_request)
+    assert (raised.value.code, raised.value.failure.retry_after_ms) == (code, retry)
+    assert raised.value.failure.detail == f"model gateway returned HTTP {status}"
