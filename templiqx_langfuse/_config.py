@@ -94,18 +94,18 @@ def _url(value: str) -> str:
     return value.rstrip("/")
 
 
-def _proxy(value: str) -> str:  # user-info is the proxy's auth
-    parts = _parse_url(value)
+def _proxy(value: SecretStr) -> SecretStr:  # a secret: its user-info is the proxy's auth
+    parts = _parse_url(value.get_secret_value())
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ValueError("must be scheme://host[:port] only")
     return value
 
 
-def proxy_secrets(proxy: str | None) -> tuple[str, ...]:
+def proxy_secrets(proxy: SecretStr | None) -> tuple[str, ...]:
     """The credentials inside a proxy URL, for the redactor (raw and percent-decoded)."""
     if proxy is None:
         return ()
-    parts = urlsplit(proxy)
+    parts = urlsplit(proxy.get_secret_value())
     userinfo = parts.netloc.rpartition("@")[0]
     found = {userinfo, unquote(userinfo)} if userinfo else set()
     if parts.password:
@@ -217,7 +217,9 @@ class ModelConfig(_Config):
     model: Name
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
     strict: Annotated[bool | Literal["auto"], BeforeValidator(_strict_mode)] = "auto"
-    proxy: Annotated[str, AfterValidator(_proxy)] | None = Field(default=None, repr=False)
+    proxy: Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_proxy)] | None = Field(
+        default=None, strict=False
+    )
     max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=100_000)
 
     def secrets(self) -> tuple[str, ...]:

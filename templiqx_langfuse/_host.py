@@ -227,7 +227,7 @@ class Clients:
         self._options: dict[str, Any] = {
             "verify": options.get("ssl_context") or default_ssl_context(),
             "limits": httpx.Limits(max_connections=most, max_keepalive_connections=min(most, 100)),
-            "proxy": model.proxy,
+            "proxy": model.proxy and model.proxy.get_secret_value(),
         }
         self._lent_async = async_transport
         self._owned = [] if transport else [DeadlineTransport(**self._options)]

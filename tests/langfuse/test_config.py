@@ -242,14 +242,14 @@ def test_proxy_credentials_are_secrets_and_hidden_from_repr() -> None:
     config = ModelConfig(
         base_url="https://h/v1", api_key=KEY, model="m", proxy="http://user:p%40ss-word@proxy:3128"
     )
-    assert "p%40ss-word" not in repr(config)
+    for shown in (repr(config), str(config.model_dump()), config.model_dump_json()):
+        assert "p%40ss-word" not in shown  # a SecretStr, as the API key
     assert {"p%40ss-word", "p@ss-word", KEY} <= set(config.secrets())
-    assert (
-        ModelConfig.from_env(
-            {ENV_MODEL_API_KEY: KEY, ENV_MODEL: "m", "TEMPLIQX_MODEL_PROXY": "http://proxy:3128"}
-        ).proxy
-        == "http://proxy:3128"
-    )
+    proxy = ModelConfig.from_env(
+        {ENV_MODEL_API_KEY: KEY, ENV_MODEL: "m", "TEMPLIQX_MODEL_PROXY": "http://proxy:3128"}
+    ).proxy
+    assert proxy is not None
+    assert proxy.get_secret_value() == "http://proxy:3128"
 
 
 def test_the_proxy_authorization_value_is_a_secret_too() -> None:
