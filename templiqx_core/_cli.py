@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -55,7 +56,7 @@ def _attempts(text: str) -> int:
     anything else)."""
     from ._repair import MAX_ATTEMPTS  # only once --repair is given: start-up stays lean
 
-    if not (text.isascii() and text.isdigit()):  # int() also reads "1_0" and other digits
+    if not re.fullmatch(r"-?[0-9]+", text):  # int() also reads "1_0" and other digits
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
     value = int(text)
     if value < 1:

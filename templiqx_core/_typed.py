@@ -171,6 +171,17 @@ def check_output_model(
         raise OutputTypeError(message)
 
 
+def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """``content``, and the bodies of its conditions and loops, in string form where they
+    have one."""
+    for node in content:
+        for body in ("then", "else", "body"):
+            if body in node:
+                node[body] = _short(node[body])
+    short = print_template(content)
+    return content if short is None else short
+
+
 @exponent_floats
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings as ``|`` blocks: templates read as they render. A NEL, a line
@@ -388,6 +399,9 @@ class TypedContract(Generic[Out]):
         """The equivalent contract as YAML, templates in their string forms where they have one."""
         data = self.contract.model_dump(by_alias=True, exclude_defaults=True)
         for message in data["messages"]:
-            short = print_template(message["content"])
-            message["content"] = message["content"] if short is None else short
+            message["content"] = _short(message["content"])
+        for name, component in data.get("components", {}).items():
+            typed = isinstance(component, dict)
+            short = _short(component["content"] if typed else component)
+            data["components"][name] = {**component, "content": short} if typed else short
         return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)

@@ -14,6 +14,7 @@ from .._canonical import canonical_json
 from .._errors import InvalidData
 from .._schema import compile_schema, schema_messages
 
+_OPTIONAL_HINT = " (an optional value: read it through the default filter, or test it with exists)"
 MISSING: Any = object()  # not known: ``check`` renders without values
 _ABSENT: Any = object()  # known not to be there: an optional value left out
 ANY_SCHEMA: dict[str, Any] = {}
@@ -125,7 +126,8 @@ class Renderer:
                 value = _child_value(value, segment)
                 gone = value is MISSING
         if gone and absent is None and self._active:
-            raise self.fail(codes.REF_UNKNOWN, f"reference {path!r} has no value", pointer)
+            message = f"reference {path!r} has no value{_OPTIONAL_HINT}"
+            raise self.fail(codes.REF_UNKNOWN, message, pointer)
         if gone:
             value = MISSING if absent is None else absent
         return Binding(schema, value)
@@ -259,6 +261,7 @@ class Renderer:
             value = self.apply_filter(flt, value, f"{pointer}/filters/{index}")
         if isinstance(value, (dict, list)) or value is None:
             message = f"cannot interpolate {_json_type(value)} without the json filter"
+            message += _OPTIONAL_HINT if value is None else ""
             raise self.fail(codes.INTERPOLATION_TYPE, message, f"{pointer}/expression")
         if isinstance(value, bool):
             return "true" if value else "false"

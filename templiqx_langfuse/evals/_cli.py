@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -43,7 +44,7 @@ LANGFUSE_CASES = "langfuse:"
 
 def _count(text: str) -> int:
     """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
-    if not (text.isascii() and text.isdigit()):  # int() also reads "1_0" and other digits
+    if not re.fullmatch(r"-?[0-9]+", text):  # int() also reads "1_0" and other digits
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
     value = int(text)
     if value < 1:

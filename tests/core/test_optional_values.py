@@ -208,3 +208,12 @@ def test_a_value_yaml_reads_as_a_non_finite_number_is_refused_where_it_is() -> N
         (refused,) = (d for d in found if (d.json_pointer or "").startswith(pointer))
         assert refused.code == "TQX_PARSE_YAML"
         assert "finite number" in refused.message
+
+
+def test_an_optional_value_read_plainly_names_the_way_to_read_it() -> None:
+    """Left out or null, a plain ``{{ inputs.nick }}`` fails; the message says how to read it
+    (a pydantic ``X | None`` field is null: "without the json filter" alone misleads)."""
+    extra = {"inputs": NICK, "messages": [{"role": "user", "content": "Hi {{ inputs.nick }}"}]}
+    for inputs in ({}, {"nick": None}):
+        (found,) = compiled(extra, inputs).diagnostics
+        assert "read it through the default filter, or test it with exists" in found.message

@@ -283,3 +283,14 @@ def test_a_diagnostic_inside_a_string_form_is_located_in_the_string() -> None:
         (codes.INTERPOLATION_TYPE, "/messages/0/content", "at character 23"),
         (codes.REF_UNKNOWN, "/messages/1/content/0/then", " at character 0"),
     ]
+
+
+def test_a_string_inside_a_node_list_says_a_string_stands_for_a_whole_content() -> None:
+    """A list mixing strings and nodes was pydantic's "a valid dictionary" at the string."""
+    body = ["Order {{ inputs.s }}", {"kind": "text", "value": "."}]
+    when = {"kind": "when", "condition": {"kind": "literal", "value": True}, "then": body}
+    _, diagnostics = parse_contract(yaml.safe_dump(document([when])))
+    assert [(d.code, d.json_pointer) for d in diagnostics] == [
+        ("TQX_PARSE_YAML", "/messages/0/content/0/then")
+    ]
+    assert "a string stands for a whole content" in diagnostics[0].message

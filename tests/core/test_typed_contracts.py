@@ -392,3 +392,32 @@ def test_repair_one_is_the_plain_call_and_the_last_refusal_is_raised(io: str) ->
     for wrong in (0, -1, True):
         with pytest.raises(InvalidData, match="attempts"):
             run_brief(Recording(long), io, repair=wrong)
+
+
+class Ask(BaseModel):
+    message: str
+    nickname: str | None = None
+
+
+def test_to_yaml_writes_condition_and_loop_bodies_in_their_string_forms(tmp_path: Path) -> None:
+    """Bodies too, as the docs say "templates as strings": a ``then`` given as a string came
+    back as its nodes."""
+    body = "Call them {{ inputs.nickname }}."
+    when = {"kind": "when", "condition": {"kind": "exists", "path": "inputs.nickname"}}
+    typed = TypedContract.define(
+        id="ask",
+        version="1",
+        output=Triage,
+        inputs=Ask,
+        messages=[("user", [{**when, "then": body, "else": [{"kind": "text", "value": "Hi."}]}])],
+    )
+    text = typed.to_yaml()
+    assert f"then: {body}\n" in text
+    assert "else: Hi.\n" in text
+    path = tmp_path / "ask.yaml"
+    path.write_text(text, encoding="utf-8")
+    for values in ({"message": "m"}, {"message": "m", "nickname": "Sam"}):
+        from_file = compile_contract(path, RenderRequest(inputs=values)).interaction
+        assert from_file is not None
+        expected = typed.compile(Ask(**values))
+        assert request_fingerprint(from_file) == request_fingerprint(expected)

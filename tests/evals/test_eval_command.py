@@ -264,6 +264,7 @@ def test_a_flag_value_out_of_range_is_a_usage_error(cli: Cli) -> None:
         (("--min-pass-rate", "most"), "argument --min-pass-rate: not a number: 'most'"),
         (("--min-pass-rate", "nan"), "must be within [0, 1]"),
         (("--concurrency", "0"), "argument --concurrency: must be at least 1"),
+        (("--concurrency=-1",), "argument --concurrency: must be at least 1"),
         (("--repeat", "x"), "argument --repeat: not an integer: 'x'"),
         (("--repeat", "1_0"), "argument --repeat: not an integer: '1_0'"),
         (("--attempts", "\uff13"), "argument --attempts: not an integer"),  # a fullwidth 3
