@@ -102,12 +102,13 @@ def test_calls_still_connecting_end_closed(
     listener = socket.create_server(("127.0.0.1", 0), backlog=0)  # the rest wait in SYN
     port = listener.getsockname()[1]
     accepted: list[socket.socket] = []
+    done = threading.Event()
 
     def accept_late() -> None:
         time.sleep(1.0)  # after the close
         listener.settimeout(0.2)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not done.is_set():
             try:
                 accepted.append(listener.accept()[0])
             except OSError:
@@ -120,6 +121,7 @@ def test_calls_still_connecting_end_closed(
         base_url = f"http://127.0.0.1:{port}/v1"
         outcomes, _ = outcomes_after_close(base_url, close, exporter, greeting_request)
     finally:
+        done.set()
         acceptor.join(10)
         for conn in accepted:
             conn.close()
