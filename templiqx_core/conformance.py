@@ -126,13 +126,13 @@ class _Lane:
     def __enter__(self) -> _Lane:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, failed: object, *exc_info: object) -> None:
         """End as ``asyncio.run`` does (tasks left by a Ctrl-C or a timeout cancelled, async
         generators and worker threads waited for), then stop the loop; what is stuck for 5 s
-        keeps it running (as a task ignoring cancellation keeps the call)."""
+        (1 s after a failed check: a stuck task failed it) keeps it running."""
         if self.loop is not None:
             with contextlib.suppress(ConformanceError):
-                self.wait(_wind_down(), limit_s=5, what="shutdown")
+                self.wait(_wind_down(), limit_s=1 if failed else 5, what="shutdown")
                 self.loop.call_soon_threadsafe(self.loop.stop)
 
     def wait(self, main: Coroutine[Any, Any, _T], *, limit_s: float = 120, what: str) -> _T:
