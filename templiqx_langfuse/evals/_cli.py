@@ -115,9 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """The ``eval`` command entry point: run each contract's cases on ``--runtime`` (or merge
-    shards' results) and print each report, read back from its results file (a run keeps only
-    its failed cases in memory); the exit code."""
+    """Each report is read back from its results file: a run keeps only its failed cases."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.merge is not None and args.runtime is not None:
@@ -127,7 +125,7 @@ def main(argv: list[str]) -> int:
         given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
     out, err = sys.stdout, sys.stderr
-    gate, promotions = _checked(args)
+    promotions = _checked(args)
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
         plan = _files(args, scratch)
@@ -137,7 +135,7 @@ def main(argv: list[str]) -> int:
             summaries = _run(args, plan, scratch, err)
         for files, summary in zip(plan, summaries, strict=True):
             _print_report(args, files, summary, out, err)
-    if not all(summary.gate(gate) for summary in summaries):
+    if not all(summary.gate(args.min_pass_rate) for summary in summaries):
         return EXIT_GATE
     if any(summary.total == 0 for summary in summaries):
         return EXIT_NO_CASES  # nothing passed: neither a pass nor a promotion
@@ -150,8 +148,7 @@ def main(argv: list[str]) -> int:
 
 
 def merge_cassettes(directory: Path, target: Path) -> Path:
-    """One cassette of every ``*.yaml`` cassette's interactions in a directory (one per
-    case, say): replay matches by method, URI and body, so each case finds its answer."""
+    """One cassette of a directory's (one per case, say): replay matches each by its request."""
     import yaml
 
     interactions: list[object] = []
@@ -177,17 +174,16 @@ def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
     return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
 
 
-def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, int]]]:
-    """The gate (``--min-pass-rate``) and the versions ``--promote`` pins, or a refusal."""
+def _checked(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The versions ``--promote`` pins, or a refusal of the flags together."""
     if args.merge is not None and len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
     if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
     if args.retry_errors and args.resume is None:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
-    gate: float | None = args.min_pass_rate
     if args.promote is None:
-        return gate, []
+        return []
     # Each langfuse: contract pinned to the version its label names now, so the run
     # evaluates, and the gate promotes, that version.
     from .._prompts import SCHEME, check_label, pin
@@ -202,12 +198,10 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, in
         reference, name, version = pin(str(path))
         args.contract[index] = Path(reference)
         pinned.append((name, version))
-    return gate, pinned
+    return pinned
 
 
 class _Files(NamedTuple):
-    """Where one contract's results go and come from."""
-
     contract: Contract
     results: Path
     output: Path | None
@@ -216,8 +210,7 @@ class _Files(NamedTuple):
 
 
 def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
-    """Each contract's files: the paths given for one; for several, ``--output``, ``--resume``
-    and ``--baseline`` are directories of ``<contract id>.json`` (``.xml`` for JUnit)."""
+    """For several contracts, ``--output``, ``--resume`` and ``--baseline`` are directories."""
     several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
@@ -259,13 +252,12 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
     for index, files in enumerate(plan):
         if files.baseline is not None:
             list(read_results(files.baseline, files.contract, "--baseline"))
-        if (resume := files.resume) is None:
-            resumes.append(None)
-            continue
-        next(read_results(resume, files.contract), None)
-        if files.output is not None and _same_file(resume, files.output):
-            resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
-        resumes.append(read_results(resume, files.contract))
+        if (resume := files.resume) is not None:
+            next(read_results(resume, files.contract), None)
+            output = files.output
+            if output is not None and os.path.exists(output) and resume.samefile(output):
+                resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
+        resumes.append(None if resume is None else read_results(resume, files.contract))
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
@@ -309,8 +301,7 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
 
 
 def _merge(paths: list[Path], files: _Files) -> Summary:
-    """One results document from the shards' files (complete or cut short): every case
-    once (a later file's record of a case wins), the summary recomputed."""
+    """Every case once (a later file's record of a case wins), the summary recomputed."""
     contract = files.contract
     where: dict[tuple[str, int], tuple[int, int]] = {}  # a case's file and line offset
     summary = Summary(contract.id, contract.version, "")
@@ -335,13 +326,6 @@ def _merge(paths: list[Path], files: _Files) -> Summary:
             writer.write(case)
         writer.close(summary)
     return summary
-
-
-def _same_file(one: Path, other: Path) -> bool:
-    try:
-        return one.samefile(other)
-    except OSError:  # the output does not exist yet
-        return False
 
 
 def _open(path: Path) -> IO[str]:
