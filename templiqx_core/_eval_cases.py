@@ -265,17 +265,16 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
                 number = 0
                 while line := lines.readline(MAX_CASE_LINE + 1):
                     number += 1
+                    where = f"{path}:{number}"
                     if len(line) > MAX_CASE_LINE:
-                        raise InvalidData(
-                            f"{path}:{number}: longer than {MAX_CASE_LINE} characters"
-                        )
+                        raise InvalidData(f"{where}: longer than {MAX_CASE_LINE} characters")
                     if not line.strip():
                         continue
                     try:
                         data = orjson.loads(line)
                     except orjson.JSONDecodeError:
-                        raise InvalidData(f"{path}:{number}: not a JSON object") from None
-                    yield _spec(data, f"{path}:{number}")
+                        raise InvalidData(f"{where}: not a JSON object") from None
+                    yield _spec(data, where)
             return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

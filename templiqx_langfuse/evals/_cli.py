@@ -42,22 +42,20 @@ EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 LANGFUSE_CASES = "langfuse:"
 
 
-def _count(text: str) -> int:
+def _count(text: str, most: int | None = None) -> int:
     """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
     if not re.fullmatch(r"-?[0-9]+", text):  # int() also reads "1_0" and other digits
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    if most is not None and value > most:
+        raise argparse.ArgumentTypeError(f"at most {most}")
     return value
 
 
 def _tries(text: str) -> int:
-    """``--repair``'s count: at most what a repairing runtime makes."""
-    value = _count(text)
-    if value > MAX_REPAIR_ATTEMPTS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_REPAIR_ATTEMPTS}")
-    return value
+    return _count(text, MAX_REPAIR_ATTEMPTS)  # what a repairing runtime makes
 
 
 def _rate(text: str) -> float:
@@ -147,26 +145,21 @@ def main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def merge_cassettes(directory: Path, target: Path) -> Path:
-    """One cassette of a directory's (one per case, say): replay matches each by its request."""
-    import yaml
-
-    interactions: list[object] = []
-    for path in sorted(directory.glob("*.yaml")):
-        try:
-            interactions.extend(load_document(path)["interactions"])
-        except (PortError, LookupError, TypeError):
-            raise InvalidData(f"--replay: {path} is not a cassette") from None
-    if not interactions:
-        raise InvalidData(f"--replay: {directory} holds no cassette (*.yaml)")
-    target.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
-    return target
-
-
 def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
     replay: Path | None = args.replay
-    if replay is not None and replay.is_dir():
-        replay = merge_cassettes(replay, scratch / "cassette.yaml")
+    if replay is not None and replay.is_dir():  # one cassette of all: replay matches by request
+        import yaml
+
+        interactions: list[object] = []
+        for path in sorted(replay.glob("*.yaml")):
+            try:
+                interactions.extend(load_document(path)["interactions"])
+            except (PortError, LookupError, TypeError):
+                raise InvalidData(f"--replay: {path} is not a cassette") from None
+        if not interactions:
+            raise InvalidData(f"--replay: {replay} holds no cassette (*.yaml)")
+        replay = scratch / "cassette.yaml"
+        replay.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
     elif replay is not None and not replay.is_file():
         raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
     inner = load_runtime(args.runtime, RuntimeOptions(replay=replay, env=dict(os.environ)))
@@ -239,7 +232,6 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
 
 
 def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
-    shard = args.shard
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
     if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
@@ -273,7 +265,7 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
                         capabilities=args.capability,
                         concurrency=args.concurrency,
                         repeat=args.repeat,
-                        shard=shard,
+                        shard=args.shard,
                         run_name=args.run_name,
                         evaluators=[*(args.evaluator or ()), *judges],
                         output=stream,

@@ -227,7 +227,6 @@ class ResultsWriter:
         self._put('], "summary": ' + _dumps(summary.to_json()) + "}\n")
 
 
-_SUMMARY_LINE = b'], "summary": '
 _TAIL_BYTES = 2**20  # a file's head and summary lines are far shorter (a sum per score name)
 _LINE_BYTES = 16 * 2**20  # a case's line: its output comes of an answer of at most 2 MiB
 
@@ -296,7 +295,7 @@ def read_summary(path: Path) -> dict[str, Any] | None:
             summary = orjson.loads(tail).get("summary")
         else:
             last = tail.rstrip().rpartition(b"\n")[2]
-            if not last.startswith(_SUMMARY_LINE):
+            if not last.startswith(b'], "summary": '):
                 return None
             summary = orjson.loads(b"{" + last[3:]).get("summary")
     except (OSError, orjson.JSONDecodeError, AttributeError):
