@@ -1,6 +1,5 @@
-"""Eval cases (a contract's ``evals:`` entry or a ``--cases`` line: values, an exact
-``expected_output`` and ``assert`` checks) and pure functions judging an execution by them,
-so the runner, the tests and a host's own harness agree on what passed."""
+"""Eval cases and pure functions judging an execution by them, so the runner, the tests and a
+host's own harness agree on what passed."""
 
 from __future__ import annotations
 

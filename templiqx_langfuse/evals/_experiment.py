@@ -1,6 +1,5 @@
-"""An eval run as a Langfuse experiment through the SDK's generated API client (or a host's
-``Langfuse().async_api``): dataset, items and scores upserted under stable ids so a rerun
-or a shard adds nothing twice; like tracing it fails open (one warning)."""
+"""An eval run as a Langfuse experiment: dataset, items and scores upserted under stable ids,
+so a rerun or a shard adds nothing twice; like tracing it fails open (one warning)."""
 
 from __future__ import annotations
 

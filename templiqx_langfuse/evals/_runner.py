@@ -54,7 +54,6 @@ def resolve_contract(contract: Contract | str | Path) -> Contract:
 
 
 def contract_cases(contract: Contract) -> list[EvalCaseSpec]:
-    """A contract's ``evals:`` entries as cases."""
     return [
         EvalCaseSpec.model_validate(case.model_dump(by_alias=True, mode="json"))
         for case in contract.evals
@@ -85,7 +84,6 @@ def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
 
 
 def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[EvalCaseSpec]:
-    """The cases of shard I of N."""
     return [case for case in cases if in_shard(case.id, shard)]
 
 
@@ -368,8 +366,7 @@ async def arun_eval(
 
 
 def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
-    """``arun_eval`` for synchronous callers (its own event loop); inside a running loop
-    (a notebook, an async test) ``Unsupported``: there, ``await arun_eval(...)``."""
+    """``arun_eval`` on its own event loop: inside a running one, ``await arun_eval(...)``."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
