@@ -1,6 +1,5 @@
-"""Eval cases (a contract's ``evals:`` entry or a ``--cases`` line: values, an exact
-``expected_output`` and ``assert`` checks) and pure functions judging an execution by them,
-so the runner, the tests and a host's own harness agree on what passed."""
+"""Eval cases and pure functions judging an execution by them, so the runner, the tests and a
+host's own harness agree on what passed."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
 
 
 def pointer_declared(schema: Any, pointer: str) -> bool:
-    """False only where every schema that could hold the pointer's value is a closed object
-    (``additionalProperties: false``) without such a property: a check there could never pass."""
+    """False where only closed objects could hold the value: a check there could never pass."""
     parts = [raw.replace("~1", "/").replace("~0", "~") for raw in pointer.split("/")[1:]]
     return _declared(schema, parts)
 
@@ -220,9 +218,7 @@ def _one(check: Check, observed: Observed) -> CheckResult:
 def check_case(
     checks: Sequence[Check], expected_output: Any, observed: Observed
 ) -> list[CheckResult]:
-    """Every expectation of a case against what its execution produced, in order:
-    ``expected_output`` (exact, when given), then each check. Output schema validity is
-    checked too unless a ``schema_valid`` check says otherwise."""
+    """``expected_output`` (exact, if given), schema validity (unless a check says), each check."""
     results = []
     if expected_output is not None:
         passed = _same(observed.output, expected_output)
@@ -243,14 +239,12 @@ def _spec(data: Any, where: str) -> EvalCaseSpec:
 
 
 def load_cases(path: Path) -> list[EvalCaseSpec]:
-    """Cases from a JSONL file (one object a line) or a YAML/JSON list (or ``{cases:
-    [...]}``). Ids must be unique: results, resumption and Langfuse items key on them."""
+    """Cases of a JSONL or YAML/JSON file; ids unique: results and Langfuse items key on them."""
     return list(iter_cases(path))
 
 
 def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
-    """``load_cases`` one case at a time (a JSONL file is never held whole): a suite of
-    any size costs the memory of one case, and may be read again for each pass."""
+    """``load_cases`` a case at a time: a suite of any size costs the memory of one case."""
     seen: set[str] = set()
     for case in _read_cases(path):
         if case.id in seen:
@@ -270,17 +264,16 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
                 number = 0
                 while line := lines.readline(MAX_CASE_LINE + 1):
                     number += 1
+                    where = f"{path}:{number}"
                     if len(line) > MAX_CASE_LINE:
-                        raise InvalidData(
-                            f"{path}:{number}: longer than {MAX_CASE_LINE} characters"
-                        )
+                        raise InvalidData(f"{where}: longer than {MAX_CASE_LINE} characters")
                     if not line.strip():
                         continue
                     try:
                         data = orjson.loads(line)
                     except orjson.JSONDecodeError:
-                        raise InvalidData(f"{path}:{number}: not a JSON object") from None
-                    yield _spec(data, f"{path}:{number}")
+                        raise InvalidData(f"{where}: not a JSON object") from None
+                    yield _spec(data, where)
             return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

@@ -42,22 +42,20 @@ EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 LANGFUSE_CASES = "langfuse:"
 
 
-def _count(text: str) -> int:
+def _count(text: str, most: int | None = None) -> int:
     """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
     if not re.fullmatch(r"-?[0-9]+", text):  # int() also reads "1_0" and other digits
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    if most is not None and value > most:
+        raise argparse.ArgumentTypeError(f"at most {most}")
     return value
 
 
 def _tries(text: str) -> int:
-    """``--repair``'s count: at most what a repairing runtime makes."""
-    value = _count(text)
-    if value > MAX_REPAIR_ATTEMPTS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_REPAIR_ATTEMPTS}")
-    return value
+    return _count(text, MAX_REPAIR_ATTEMPTS)  # what a repairing runtime makes
 
 
 def _rate(text: str) -> float:
@@ -115,9 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """The ``eval`` command entry point: run each contract's cases on ``--runtime`` (or merge
-    shards' results) and print each report, read back from its results file (a run keeps only
-    its failed cases in memory); the exit code."""
+    """Each report is read back from its results file: a run keeps only its failed cases."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.merge is not None and args.runtime is not None:
@@ -127,7 +123,7 @@ def main(argv: list[str]) -> int:
         given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
     out, err = sys.stdout, sys.stderr
-    gate, promotions = _checked(args)
+    promotions = _checked(args)
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
         plan = _files(args, scratch)
@@ -137,7 +133,7 @@ def main(argv: list[str]) -> int:
             summaries = _run(args, plan, scratch, err)
         for files, summary in zip(plan, summaries, strict=True):
             _print_report(args, files, summary, out, err)
-    if not all(summary.gate(gate) for summary in summaries):
+    if not all(summary.gate(args.min_pass_rate) for summary in summaries):
         return EXIT_GATE
     if any(summary.total == 0 for summary in summaries):
         return EXIT_NO_CASES  # nothing passed: neither a pass nor a promotion
@@ -149,27 +145,21 @@ def main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def merge_cassettes(directory: Path, target: Path) -> Path:
-    """One cassette of every ``*.yaml`` cassette's interactions in a directory (one per
-    case, say): replay matches by method, URI and body, so each case finds its answer."""
-    import yaml
-
-    interactions: list[object] = []
-    for path in sorted(directory.glob("*.yaml")):
-        try:
-            interactions.extend(load_document(path)["interactions"])
-        except (PortError, LookupError, TypeError):
-            raise InvalidData(f"--replay: {path} is not a cassette") from None
-    if not interactions:
-        raise InvalidData(f"--replay: {directory} holds no cassette (*.yaml)")
-    target.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
-    return target
-
-
 def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
     replay: Path | None = args.replay
-    if replay is not None and replay.is_dir():
-        replay = merge_cassettes(replay, scratch / "cassette.yaml")
+    if replay is not None and replay.is_dir():  # one cassette of all: replay matches by request
+        import yaml
+
+        interactions: list[object] = []
+        for path in sorted(replay.glob("*.yaml")):
+            try:
+                interactions.extend(load_document(path)["interactions"])
+            except (PortError, LookupError, TypeError):
+                raise InvalidData(f"--replay: {path} is not a cassette") from None
+        if not interactions:
+            raise InvalidData(f"--replay: {replay} holds no cassette (*.yaml)")
+        replay = scratch / "cassette.yaml"
+        replay.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
     elif replay is not None and not replay.is_file():
         raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
     inner = load_runtime(args.runtime, RuntimeOptions(replay=replay, env=dict(os.environ)))
@@ -177,17 +167,16 @@ def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
     return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
 
 
-def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, int]]]:
-    """The gate (``--min-pass-rate``) and the versions ``--promote`` pins, or a refusal."""
+def _checked(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The versions ``--promote`` pins, or a refusal of the flags together."""
     if args.merge is not None and len(args.contract) != 1:
         raise InvalidData("--merge combines the results of one contract")
     if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
     if args.retry_errors and args.resume is None:
         raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
-    gate: float | None = args.min_pass_rate
     if args.promote is None:
-        return gate, []
+        return []
     # Each langfuse: contract pinned to the version its label names now, so the run
     # evaluates, and the gate promotes, that version.
     from .._prompts import SCHEME, check_label, pin
@@ -202,12 +191,10 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, list[tuple[str, in
         reference, name, version = pin(str(path))
         args.contract[index] = Path(reference)
         pinned.append((name, version))
-    return gate, pinned
+    return pinned
 
 
 class _Files(NamedTuple):
-    """Where one contract's results go and come from."""
-
     contract: Contract
     results: Path
     output: Path | None
@@ -216,8 +203,7 @@ class _Files(NamedTuple):
 
 
 def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
-    """Each contract's files: the paths given for one; for several, ``--output``, ``--resume``
-    and ``--baseline`` are directories of ``<contract id>.json`` (``.xml`` for JUnit)."""
+    """For several contracts, ``--output``, ``--resume`` and ``--baseline`` are directories."""
     several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
@@ -246,7 +232,6 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
 
 
 def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
-    shard = args.shard
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
     if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
@@ -259,13 +244,12 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
     for index, files in enumerate(plan):
         if files.baseline is not None:
             list(read_results(files.baseline, files.contract, "--baseline"))
-        if (resume := files.resume) is None:
-            resumes.append(None)
-            continue
-        next(read_results(resume, files.contract), None)
-        if files.output is not None and _same_file(resume, files.output):
-            resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
-        resumes.append(read_results(resume, files.contract))
+        if (resume := files.resume) is not None:
+            next(read_results(resume, files.contract), None)
+            output = files.output
+            if output is not None and os.path.exists(output) and resume.samefile(output):
+                resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
+        resumes.append(None if resume is None else read_results(resume, files.contract))
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
@@ -281,7 +265,7 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
                         capabilities=args.capability,
                         concurrency=args.concurrency,
                         repeat=args.repeat,
-                        shard=shard,
+                        shard=args.shard,
                         run_name=args.run_name,
                         evaluators=[*(args.evaluator or ()), *judges],
                         output=stream,
@@ -309,8 +293,7 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
 
 
 def _merge(paths: list[Path], files: _Files) -> Summary:
-    """One results document from the shards' files (complete or cut short): every case
-    once (a later file's record of a case wins), the summary recomputed."""
+    """Every case once (a later file's record of a case wins), the summary recomputed."""
     contract = files.contract
     where: dict[tuple[str, int], tuple[int, int]] = {}  # a case's file and line offset
     summary = Summary(contract.id, contract.version, "")
@@ -335,13 +318,6 @@ def _merge(paths: list[Path], files: _Files) -> Summary:
             writer.write(case)
         writer.close(summary)
     return summary
-
-
-def _same_file(one: Path, other: Path) -> bool:
-    try:
-        return one.samefile(other)
-    except OSError:  # the output does not exist yet
-        return False
 
 
 def _open(path: Path) -> IO[str]:

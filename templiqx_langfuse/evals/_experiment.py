@@ -1,6 +1,5 @@
-"""An eval run as a Langfuse experiment through the SDK's generated API client (or a host's
-``Langfuse().async_api``): dataset, items and scores upserted under stable ids so a rerun
-or a shard adds nothing twice; like tracing it fails open (one warning)."""
+"""An eval run as a Langfuse experiment: dataset, items and scores upserted under stable ids,
+so a rerun or a shard adds nothing twice; like tracing it fails open (one warning)."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ def _case_of(item: Any) -> EvalCaseSpec:
 
 
 def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSpec]:
-    """The active items of a Langfuse dataset as cases: ``input`` ``{inputs, context}`` (or
-    the inputs themselves), ``expectedOutput``, ``metadata`` (``case_id`` names the case)."""
+    """A dataset's active items as cases; an item's ``metadata.case_id`` names its case."""
     if not config.public_key or not config.secret_key:
         raise InvalidData("cases from a Langfuse dataset need LANGFUSE_PUBLIC_KEY/SECRET_KEY")
     api, cases = sync_api(config, None), list[EvalCaseSpec]()
@@ -107,8 +105,7 @@ def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSp
 
 
 def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: str) -> str:
-    """The server's stable experiment id for a dataset run (as the SDK derives it), so the
-    shards of one run share it; random without a project or a dataset."""
+    """The id the SDK derives, so a run's shards share it; random without project or dataset."""
     if project_id is None or dataset_id is None:
         return f"{random.getrandbits(64):016x}"
     # JSON.stringify's bytes: compact, UTF-8 unescaped (orjson's too).
@@ -145,8 +142,7 @@ class LangfuseExperiment:
         self._pending: set[asyncio.Future[Any]] = set()
 
     async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
-        """Upsert the dataset before any case runs, then its items while they run (a bounded
-        number in flight, however many cases)."""
+        """The dataset before any case runs, then its items as they run (a few in flight)."""
         api = self._api = self._api or async_api(self.config, None)
         create = functools.partial(
             api.datasets.create,
@@ -180,8 +176,7 @@ class LangfuseExperiment:
         self._track(asyncio.create_task(items()))
 
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
-        """The ``langfuse.experiment.*`` attributes of the case's generation, from which the
-        server builds the experiment (``extractExperimentFields``)."""
+        """The generation's attributes the server builds the experiment of."""
         expected = case.expected_output
         attributes = {
             A.EXPERIMENT_ID: self.experiment_id,
@@ -196,8 +191,7 @@ class LangfuseExperiment:
         return {key: value for key, value in attributes.items() if value}
 
     async def record(self, result: CaseResult) -> None:
-        """Queue the case's scores on its trace and generation (each check as a boolean named
-        by its position and check, ``passed``, the evaluators'); a full batch leaves at once."""
+        """Queue the case's scores (each check, ``passed``, the evaluators'); send a full batch."""
         if result.trace_id is None:
             return
         target = {"trace_id": result.trace_id, "observation_id": result.observation_id}
@@ -218,8 +212,7 @@ class LangfuseExperiment:
         target: Mapping[str, str | None],
         comment: str | None = None,
     ) -> None:
-        """A score the server's schema accepts (BOOLEAN, NUMERIC, or CATEGORICAL for text),
-        its id derived from target and name: sent again, it updates, not adds."""
+        """Its id derived from target and name: sent again, it updates, not adds."""
         from langfuse.api import CreateScoreRequest
 
         given = {  # the client sends a None as null, which the server refuses for some

@@ -1,6 +1,5 @@
-"""Eval results: one record per case run, a running summary, and the report formats. The
-results file holds one finished case a line inside one JSON document, so a file cut short
-(Ctrl-C, a crash) still yields every finished case to ``--resume``."""
+"""Eval results: a record per case run, a running summary, the report formats. A results file
+holds one case a line, so a file cut short (Ctrl-C, a crash) still yields every finished case."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ class CaseResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseResult:
-        """A ``ValueError`` for a record the reports could not show (a check, score or
-        error without the keys they read)."""
+        """A ``ValueError`` for a record the reports could not show."""
         case = _CASE.validate_python({"repeat": 0, "errored": False, **data})
         if not (
             all(_has(check, _CHECK) for check in case.assertions)
@@ -156,8 +154,7 @@ class Summary:
         return round(self.latency_sum / self.latency_n, 3) if self.latency_n else None
 
     def gate(self, min_pass_rate: float | None) -> bool:
-        """Every case passed (vacuously for none: a CI shard may hold no case), or at
-        least ``min_pass_rate`` of them."""
+        """Every case passed (a CI shard may hold none), or ``min_pass_rate``."""
         if min_pass_rate is None or self.total == 0:
             return self.passed == self.total
         return self.pass_rate >= min_pass_rate
@@ -186,11 +183,9 @@ class EvalReport:
 
     @property
     def passed(self) -> bool:
-        """Every case passed (vacuously for none: a CI shard may hold no case)."""
         return self.summary.gate(None)
 
     def gate(self, min_pass_rate: float | None) -> bool:
-        """True when the run passes: every case, or at least ``min_pass_rate`` of them."""
         return self.summary.gate(min_pass_rate)
 
     def failures(self) -> list[CaseResult]:
@@ -206,8 +201,7 @@ def _dumps(value: Any) -> str:
 
 
 class ResultsWriter:
-    """Writes ``{"format", contract, "cases": [...], "summary"}`` one case per line as they
-    finish: valid JSON once closed, and ``read_results`` reads it cut short too."""
+    """``{"format", contract, "cases": [...], "summary"}``, a case a line as they finish."""
 
     def __init__(self, stream: IO[str], contract_id: str, version: str) -> None:
         self._stream, self._count = stream, 0
@@ -220,8 +214,7 @@ class ResultsWriter:
         self._stream.flush()
 
     def write(self, result: CaseResult) -> None:
-        """One line: a value orjson refuses (an integer past 64 bits) is written by the
-        standard library, anything JSON cannot hold by its ``repr``."""
+        """A value orjson refuses (an integer past 64 bits) goes through the stdlib, or ``repr``."""
         data = result.to_json()
         try:
             line = _dumps(data)
@@ -234,7 +227,6 @@ class ResultsWriter:
         self._put('], "summary": ' + _dumps(summary.to_json()) + "}\n")
 
 
-_SUMMARY_LINE = b'], "summary": '
 _TAIL_BYTES = 2**20  # a file's head and summary lines are far shorter (a sum per score name)
 _LINE_BYTES = 16 * 2**20  # a case's line: its output comes of an answer of at most 2 MiB
 
@@ -242,20 +234,18 @@ _LINE_BYTES = 16 * 2**20  # a case's line: its output comes of an answer of at m
 def read_results(
     path: Path, contract: Contract | None = None, flag: str = "--resume"
 ) -> Iterator[CaseResult]:
-    """The finished cases of a results file, complete or cut short, one line at a time;
-    refused if it names a contract or version other than ``contract``."""
+    """A results file's finished cases, a line at a time; refused if another ``contract``'s."""
     return (case for _, case in located_results(path, contract, flag))
 
 
 def located_results(
     path: Path, contract: Contract | None = None, flag: str = "--resume"
 ) -> Iterator[tuple[int, CaseResult]]:
-    """``read_results`` with the byte offset of each case's line (``case_at`` reads it
-    again): a merge of any size holds where each case is, not the cases."""
+    """With each case's line offset: a merge of any size holds where each case is, not the cases."""
     try:
         with path.open("rb") as lines:
             head = lines.readline(_TAIL_BYTES)  # one short line: not the whole of any file
-            first, offset = head.decode("utf-8").rstrip(), len(head)
+            first = head.decode("utf-8").rstrip()
             if not first.startswith(f'{{"format": "{FORMAT}"') or len(head) == _TAIL_BYTES:
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
             if contract is not None:
@@ -264,24 +254,21 @@ def located_results(
                     found = orjson.loads(first + "]}")
                 if not found.keys() & set(_ORIGIN):  # an older file: its summary says
                     found = read_summary(path) or {}
-                for key, wanted in zip(_ORIGIN, (contract.id, contract.version), strict=True):
-                    if key == "contract_version" and flag == "--baseline":
-                        continue  # another version of the contract is what a baseline is for
+                # Another version of the contract is what a baseline is for.
+                keys = _ORIGIN[:1] if flag == "--baseline" else _ORIGIN
+                for key, wanted in zip(keys, (contract.id, contract.version), strict=False):
                     if found.get(key, wanted) != wanted:
                         what = "version " if key == "contract_version" else ""
                         held = f"{what}{found[key]!r}, not {wanted!r}"
                         raise InvalidData(f"{flag}: {path} holds results of {held}")
+            at = lines.tell()
             while line := lines.readline(_LINE_BYTES):
-                at, offset = offset, offset + len(line)
                 if len(line) == _LINE_BYTES and not line.endswith(b"\n"):  # no case: skipped
-                    del line
-                    while (rest := lines.readline(_TAIL_BYTES)) and not rest.endswith(b"\n"):
-                        offset += len(rest)
-                    offset += len(rest)
-                    continue
-                case = case_at(line.decode("utf-8"))
-                if case is not None:
+                    while (line := lines.readline(_TAIL_BYTES)) and not line.endswith(b"\n"):
+                        pass
+                elif (case := case_at(line.decode("utf-8"))) is not None:
                     yield at, case
+                at = lines.tell()
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 
@@ -298,8 +285,7 @@ def case_at(line: str) -> CaseResult | None:
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
-    """The summary of a complete results file (None if the run was cut short): its last
-    line, as ``ResultsWriter`` closes it; a file of any size costs a read of its tail."""
+    """A complete file's summary (None if cut short), read from its tail however large."""
     try:
         with path.open("rb") as file:
             size = file.seek(0, 2)
@@ -309,7 +295,7 @@ def read_summary(path: Path) -> dict[str, Any] | None:
             summary = orjson.loads(tail).get("summary")
         else:
             last = tail.rstrip().rpartition(b"\n")[2]
-            if not last.startswith(_SUMMARY_LINE):
+            if not last.startswith(b'], "summary": '):
                 return None
             summary = orjson.loads(b"{" + last[3:]).get("summary")
     except (OSError, orjson.JSONDecodeError, AttributeError):
@@ -334,8 +320,7 @@ def _score(score: Mapping[str, Any]) -> str:
 
 
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
-    """Case, ✔/✗ per assertion, scores, latency, tokens (and the tries of a repairing run),
-    failed cases first, at most ``limit`` rows read from an iterable; then the averages."""
+    """A row per case (failed first, at most ``limit``): checks, scores, latency, tokens, tries."""
     seen = itertools.count()  # zip stops at the last case: next(seen) is then how many
     read = (case for case, _ in zip(cases, seen, strict=False))
     shown = heapq.nsmallest(limit, read, key=lambda case: (case.passed, case.key))
@@ -397,8 +382,7 @@ def _xml(text: str, *, attribute: bool = True) -> str:
 
 
 def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) -> None:
-    """One ``testcase`` per case and repetition, a ``failure`` (or ``error``) per failed
-    one, as CI systems show them; written as the cases are read."""
+    """A ``testcase`` per case run, with its ``failure`` or ``error``, written as cases are read."""
     suite = _xml(summary.contract_id)
     counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
@@ -422,7 +406,6 @@ def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) 
 
 
 def junit_xml(report: EvalReport) -> str:
-    """``write_junit`` of a report, as text."""
     buffer = io.StringIO()
     write_junit(report.summary, report.cases, buffer)
     return buffer.getvalue()

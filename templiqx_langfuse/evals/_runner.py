@@ -54,7 +54,6 @@ def resolve_contract(contract: Contract | str | Path) -> Contract:
 
 
 def contract_cases(contract: Contract) -> list[EvalCaseSpec]:
-    """A contract's ``evals:`` entries as cases."""
     return [
         EvalCaseSpec.model_validate(case.model_dump(by_alias=True, mode="json"))
         for case in contract.evals
@@ -79,21 +78,18 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
-    """Whether a case is in shard I of N, by a hash of its id: the same split on every
-    machine, and a case keeps its shard when others are added."""
+    """By a hash of its id: the same split everywhere, kept when other cases are added."""
     index, count = shard
     return int.from_bytes(hashlib.sha256(case_id.encode()).digest()[:8], "big") % count == index - 1
 
 
 def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[EvalCaseSpec]:
-    """The cases of shard I of N."""
     return [case for case in cases if in_shard(case.id, shard)]
 
 
 def load_evaluator(spec: str) -> Evaluator:
-    """``module:function`` (of the working directory too, as pytest's rootdir), called as
-    Langfuse calls evaluators: ``(input=, output=, expected_output=, metadata=)`` returning
-    ``{name, value, comment}`` (or a list, or an object with those attributes)."""
+    """``module:function`` (of the working directory too), called as Langfuse calls evaluators:
+    ``(input=, output=, expected_output=, metadata=)`` -> ``{name, value, comment}`` (or a list)."""
     if not all(spec.partition(":")[::2]):
         raise InvalidData(f"evaluator {spec!r} is not module:function")
     here = os.getcwd()
@@ -114,8 +110,7 @@ def load_evaluator(spec: str) -> Evaluator:
 
 
 def _score(value: Any, fallback: str) -> dict[str, Any]:
-    """A score Langfuse's schema accepts (a boolean, a finite number as a float, a string),
-    or ``InvalidData`` saying why it is none."""
+    """A score Langfuse's schema accepts (a boolean, a finite float, a string), or why not."""
 
     def get(key: str) -> Any:
         return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
@@ -139,7 +134,7 @@ def _score(value: Any, fallback: str) -> dict[str, Any]:
 async def _evaluate(
     evaluators: Sequence[Evaluator], case: EvalCaseSpec, output: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Scores and the checks they imply (a boolean score of false fails the case)."""
+    """Scores and their checks (a boolean score of false fails the case)."""
     scores: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     for evaluator in evaluators:
@@ -171,9 +166,8 @@ async def _evaluate(
 
 
 def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) -> Evaluator:
-    """An evaluator that is itself a contract, executed on ``runtime``: it receives the
-    evaluator arguments it declares as inputs and answers ``{score, comment}`` (a boolean
-    score is a check, a number a score), named after the judge's contract id."""
+    """A contract as an evaluator: the arguments it declares as inputs, answering ``{score,
+    comment}`` (a boolean score is a check, a number a score), named by its contract id."""
     judge = resolve_contract(contract)
 
     async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
@@ -228,10 +222,8 @@ async def arun_eval(
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
-    ``cases`` default to the contract's ``evals:`` (a path is re-read per pass, never held);
-    ``resume`` skips what a results file finished; ``output`` receives the results as they
-    finish; ``keep="failures"`` keeps memory flat. A traced runtime lands the run as a
-    Langfuse experiment on ``dataset`` (default: the contract id; ``experiment=False``: none).
+    A ``cases`` path is re-read per pass, never held; ``keep="failures"`` keeps memory flat. A
+    traced runtime lands the run as a Langfuse experiment on ``dataset`` (default: contract id).
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
@@ -374,8 +366,7 @@ async def arun_eval(
 
 
 def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
-    """``arun_eval`` for synchronous callers (its own event loop); inside a running loop
-    (a notebook, an async test) ``Unsupported``: there, ``await arun_eval(...)``."""
+    """``arun_eval`` on its own event loop: inside a running one, ``await arun_eval(...)``."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -393,8 +384,7 @@ def experiment_for(
     description: str | None = None,
     langfuse: Any = None,
 ) -> ExperimentFactory:
-    """``arun_eval``'s experiment: on ``dataset`` when ``runtime`` (or one it wraps) exports to
-    Langfuse, else none; through ``langfuse`` (a host's ``Langfuse`` client) if given."""
+    """On ``dataset`` when ``runtime`` (or one it wraps) exports to Langfuse, else none."""
     traced = _traced(runtime)
 
     def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
@@ -416,8 +406,7 @@ def assert_eval_passes(
     min_pass_rate: float | None = None,
     **options: Any,
 ) -> EvalReport:
-    """``run_eval`` as one pytest assertion: an ``AssertionError`` naming every failing
-    case and why, unless the run passes the gate."""
+    """``run_eval`` as one assertion, naming every failing case and why."""
     report = run_eval(contract, runtime=runtime, **options)
     if report.gate(min_pass_rate):
         return report
