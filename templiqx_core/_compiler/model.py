@@ -35,10 +35,9 @@ from .._loading import compose_and_load, contract_source
 from .template import Filter, JsonLiteral, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
-#: A contract file is read up to this (a contract is a few KiB; Langfuse's are bounded at 4
-#: MiB): parsing tens of MB of YAML took minutes and gigabytes.
-MAX_CONTRACT_CHARS: Final = 4 * 2**20
 """The contract format as a JSON Schema, shipped for editors."""
+#: A contract is a few KiB (Langfuse's at most 4 MiB): tens of MB of YAML took minutes and GBs.
+MAX_CONTRACT_CHARS: Final = 4 * 2**20
 
 
 class RefExpr(WireModel):
@@ -288,9 +287,8 @@ def _span(mark: yaml.Mark | None) -> SourceSpan | None:
 
 
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
-    return Diagnostic(
-        code=codes.PARSE_YAML, severity="error", message=message, file=file, span=_span(mark), **at
-    )
+    at.setdefault("code", codes.PARSE_YAML)
+    return Diagnostic(severity="error", message=message, file=file, span=_span(mark), **at)
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
@@ -337,10 +335,9 @@ def parse_contract(
     for item in errors:
         loc, mark = _locate(data, root, item["loc"])
         pointer, rule = json_pointer(loc), item["msg"]
-        if (pointer, rule) not in diagnostics:
-            found = _error(f"{pointer or '/'}: {rule}", file, mark, json_pointer=pointer)
-            if item["type"] == "template_syntax":  # located by pointer and offset
-                found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
+        if (pointer, rule) not in diagnostics:  # template syntax: located by pointer and offset
+            code = codes.TEMPLATE_SYNTAX if item["type"] == "template_syntax" else codes.PARSE_YAML
+            found = _error(f"{pointer or '/'}: {rule}", file, mark, code=code, json_pointer=pointer)
             diagnostics[pointer, rule] = found
     contract, rest = None, [item for item in errors if item["loc"][:1] != ("evals",)]
     if partial and all(item["type"] == "template_syntax" for item in rest):
@@ -365,19 +362,17 @@ def read_contract(
         try:
             with Path(path).open(encoding="utf-8") as stream:
                 text = stream.read(MAX_CONTRACT_CHARS + 1)
-            if len(text) > MAX_CONTRACT_CHARS:
-                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
-                error = Diagnostic(
-                    code=codes.DATA_INVALID, severity="error", message=message, file=file
-                )
-                found = None, [error]
-            else:
-                found = parse_contract(text, file=file, partial=True)
         except (OSError, UnicodeDecodeError) as error:
             missing = isinstance(error, FileNotFoundError)
             code = NotFound.code if missing else IoFailure.code
             message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
-            found = None, [Diagnostic(code=code, severity="error", message=message, file=file)]
+            found = None, [_error(message, file, code=code)]
+        else:
+            if len(text) > MAX_CONTRACT_CHARS:
+                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
+                found = None, [_error(message, file, code=codes.DATA_INVALID)]
+            else:
+                found = parse_contract(text, file=file, partial=True)
     if memo is not None:
         memo[key] = found
     contract, diagnostics = found
