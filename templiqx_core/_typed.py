@@ -116,8 +116,7 @@ def _declared(model: type[BaseModel] | None, section: str) -> dict[str, dict[str
 
 
 def _problems(error: ValidationError, schema: Any) -> list[str]:
-    """pydantic's errors as ``pointer: rule (type)``, bounded; a key only if the schema
-    declares it (a key the answer made up could carry anything)."""
+    """pydantic's errors as ``pointer: rule (type)``; a key the schema does not declare is ``*``."""
     names = declared_names(schema)
     found = []
     for item in error.errors(include_url=False, include_input=False)[:MAX_FAILURES]:
@@ -172,8 +171,7 @@ def check_output_model(
 
 
 def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-    """``content``, and the bodies of its conditions and loops, in string form where they
-    have one."""
+    """``content`` and its bodies, each in string form where it has one."""
     for node in content:
         for body in ("then", "else", "body"):
             if body in node:
@@ -184,19 +182,15 @@ def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
 
 @exponent_floats
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as ``|`` blocks: templates read as they render. A NEL, a line
-    break to YAML 1.1 that PyYAML writes raw elsewhere (read back as a space or a newline),
-    is written escaped, in double quotes."""
+    """Multi-line strings as ``|`` blocks: templates read as they render. A NEL (a line
+    break to YAML 1.1 that PyYAML writes raw elsewhere) is written escaped, in quotes."""
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        style = '"' if "\x85" in data else "|" if "\n" in data else None
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-_Dumper.add_representer(
-    str,
-    lambda dumper, text: dumper.represent_scalar(
-        "tag:yaml.org,2002:str",
-        text,
-        style='"' if "\x85" in text else "|" if "\n" in text else None,
-    ),
-)
+_Dumper.add_representer(str, _Dumper.represent_str)
 
 
 @dataclass(frozen=True)

@@ -68,11 +68,10 @@ class FilterCall(WireModel):
 
     @model_validator(mode="after")
     def _own_arguments(self) -> FilterCall:
-        given = {"format": self.format is not None, "decimals": self.decimals is not None}
-        given["value"] = "value" in self.model_fields_set
-        for argument in (name for name, present in given.items() if present):
-            if _ARGUMENT.get(self.name) != argument:
-                takes = _ARGUMENT.get(self.name, "no argument")
+        takes = _ARGUMENT.get(self.name, "no argument")
+        for argument in ("format", "decimals", "value"):  # null stands for null only as value
+            given = argument == "value" or getattr(self, argument) is not None
+            if given and argument in self.model_fields_set and argument != takes:
                 context = {"name": self.name, "takes": takes, "argument": argument}
                 raise PydanticCustomError(
                     "filter_argument", "{name} takes {takes}, not {argument}", context
