@@ -164,8 +164,7 @@ def check_output_model(
     if isinstance(contract, (str, Path)):
         contract = _read(contract)
     declared = contract.output_schema if isinstance(contract, Contract) else contract
-    problems = _output_differences(declared, model)
-    if problems:
+    if problems := _output_differences(declared, model):
         message = f"output_schema does not match {model.__name__}: " + "; ".join(problems)
         raise OutputTypeError(message)
 
@@ -242,10 +241,9 @@ class TypedContract(Generic[Out]):
         except ValidationError as error:
             problems = _problems(error, [contract_json_schema(), document])  # its field names too
             try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
-                text = yaml.dump(document, Dumper=_Dumper, sort_keys=False)
+                found = parse_contract(yaml.dump(document, Dumper=_Dumper, sort_keys=False))[1]
             except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
-                text = None
-            found = [] if text is None else parse_contract(text)[1]
+                found = []
             if found and not any(d.message.startswith("invalid YAML") for d in found):
                 problems = _listed(found)  # not where YAML refuses a character JSON takes
             raise TypedContractError(f"contract {id}", problems) from None

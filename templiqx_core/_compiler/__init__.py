@@ -29,8 +29,7 @@ COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
 def _bind_values(
     section: str, specs: Mapping[str, Any], values: Mapping[str, Any]
 ) -> tuple[Binding, list[dict[str, Any]]]:
-    """The reference's ``validate_values``: declared fields in name order (missing, then
-    schema), then undeclared values (the host's ``_templiqx_*`` context keys excepted)."""
+    """The reference's ``validate_values``: declared fields by name, then undeclared ones."""
     diagnostics = []
     schemas = {name: spec["schema"] for name, spec in specs.items()}
     for name in sorted(specs):

@@ -231,10 +231,9 @@ def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
             items.append(node)
     parts: list[str] = []
     for index, node in enumerate(items):
-        following = items[index + 1]["kind"] if index + 1 < len(items) else None
-        if node["kind"] == "text":
+        if node["kind"] == "text":  # next: a placeholder, or no string form at all
             escaped = node["value"].replace("{{", '{{ "{{" }}')
-            if following == "interpolate" and escaped.endswith("{"):  # a placeholder would join
+            if index + 1 < len(items) and escaped.endswith("{"):  # the placeholder would join
                 escaped = escaped[:-1] + '{{ "{" }}'
             parts.append(escaped)
             continue
