@@ -181,8 +181,7 @@ def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
 
 @exponent_floats
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as ``|`` blocks: templates read as they render. A NEL (a line
-    break to YAML 1.1 that PyYAML writes raw elsewhere) is written escaped, in quotes."""
+    """Multi-line strings as ``|`` blocks (as they render); a NEL, quoted (PyYAML writes it raw)."""
 
     def represent_str(self, data: str) -> yaml.ScalarNode:
         style = '"' if "\x85" in data else "|" if "\n" in data else None

@@ -158,9 +158,7 @@ def compile_plain(
 
 
 def check_plain(contract: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What is wrong with a contract without a request (for its declared capabilities), then
-    what each eval fixture reveals (its values compiled, its ``fake_output`` against
-    ``output_schema``), located in the contract (``/evals/0/inputs/subject``)."""
+    """The contract's problems, then each eval fixture's, located in it (``/evals/0/...``)."""
     extensions = contract.get("extensions", {}).values()
     targets = [*contract.get("capabilities", []), *(spec["capability"] for spec in extensions)]
     _, diagnostics = compile_plain(contract, {}, {}, targets, static=True)

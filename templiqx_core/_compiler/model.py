@@ -222,8 +222,7 @@ class Contract(WireModel):
         return contract
 
     def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Diagnostics at a node of a string form moved to the string, with the character
-        where that node starts (and the string's line and column)."""
+        """Diagnostics inside a string form moved to the string, at the node's character."""
         for item in diagnostics:
             pointer = item.get("json_pointer") or ""
             owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
@@ -270,8 +269,7 @@ _READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_read
 
 @contextmanager
 def reading_each_file_once() -> Iterator[None]:
-    """Within the block, each contract file is read and validated once (a CLI run reads it
-    twice); a context variable, so no host ever sees a stale contract."""
+    """Each contract file read once in the block (a CLI run reads it twice), per context."""
     token = _READS.set({})
     try:
         yield
@@ -292,9 +290,8 @@ def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: 
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
-    """A pydantic error location without the union tags pydantic puts in (``literal[...]``,
-    ``TypedComponent``), told apart by walking the document (a last segment absent from it
-    names a missing field unless it is a tag), and the mark of the deepest node reached."""
+    """pydantic's error location without its union tags (``literal[...]``, ``TypedComponent``:
+    not in the document), and the mark of the deepest node reached."""
     cleaned: list[Any] = []
     node, mark = root, root.start_mark
     for index, part in enumerate(loc):

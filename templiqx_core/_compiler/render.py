@@ -312,7 +312,6 @@ class Renderer:
         for name, definition in self.components.items():
             if name in self._reached or not isinstance(definition, dict):
                 continue  # a legacy one's scope is whatever a use passes: unknown here
-            self._reached.add(name)
             scope = {
                 parameter: Binding(self.parameter_schema(name, parameter, spec)[1], MISSING)
                 for parameter, spec in definition.get("parameters", {}).items()
@@ -323,10 +322,9 @@ class Renderer:
         """The parameter's validator (None when its schema is invalid, reported) and schema."""
         try:
             return compile_schema(spec["schema"], what=f"parameter {name} schema"), spec["schema"]
-        except InvalidData as error:
-            schema_pointer = f"/components/{component}/parameters/{name}/schema"
-            if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
-                self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
+        except InvalidData as error:  # reported once, as every diagnostic
+            pointer = f"/components/{component}/parameters/{name}/schema"
+            self.fail(codes.VALUE_SCHEMA, str(error), pointer)
             return None, ANY_SCHEMA  # rendering on only finds further errors
 
     def typed_arguments(
