@@ -155,9 +155,8 @@ def parse_document(text: str, *, name: str) -> Any:
         try:
             return json.loads(text, parse_int=integer)
         except json.JSONDecodeError as error:
-            raise InvalidData(
-                f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-            ) from None
+            where = f"line {error.lineno} column {error.colno}"
+            raise InvalidData(f"{name}: invalid JSON at {where}: {error.msg}") from None
         except RecursionError:
             raise InvalidData(f"{name}: JSON nested too deeply to parse") from None
     try:
@@ -168,9 +167,8 @@ def parse_document(text: str, *, name: str) -> Any:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
-        raise YamlDocumentError(
-            f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
-        ) from None
+        message = f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
+        raise YamlDocumentError(message) from None
 
 
 def load_document(path: str | Path) -> Any:

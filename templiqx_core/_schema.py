@@ -95,10 +95,8 @@ def declared_names(schema: Any) -> frozenset[str]:
     pending = [schema]
     while pending:
         node = pending.pop()
-        if isinstance(node, list):
-            pending.extend(node)
-            continue
         if not isinstance(node, dict):
+            pending.extend(node if isinstance(node, list) else ())
             continue
         properties, dependent = node.get("properties"), node.get("dependentRequired")
         listed = [node.get("required")]

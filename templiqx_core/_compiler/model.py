@@ -319,9 +319,8 @@ def parse_contract(
         return None, [_error("invalid YAML: nested too deeply to parse", file)]
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or "malformed YAML"
-        return None, [
-            _error(f"invalid YAML: {problem}", file, getattr(error, "problem_mark", None))
-        ]
+        mark = getattr(error, "problem_mark", None)
+        return None, [_error(f"invalid YAML: {problem}", file, mark)]
     if not isinstance(data, dict) or root is None:
         return None, [_error("a contract is a YAML mapping", file)]
     try:
