@@ -1,6 +1,5 @@
-"""The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition of a valid
-contract; the JSON Schema shipped for editors is generated from them), and its loading: YAML
-syntax and structure errors become located diagnostics."""
+"""The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition, whence
+the shipped JSON Schema), and its loading: YAML and structure errors as located diagnostics."""
 
 from __future__ import annotations
 

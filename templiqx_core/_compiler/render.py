@@ -1,6 +1,5 @@
-"""Rendering validated content nodes (plain dicts) into text, recording diagnostics.
-References resolve against the declared schema (a typo in an untaken ``when`` is an error)
-and the value; a path that cannot exist or has no value is never an empty string."""
+"""Content nodes (plain dicts) rendered into text, with diagnostics. A reference resolves
+against the declared schema too: a typo in an untaken branch is an error, never ``""``."""
 
 from __future__ import annotations
 
