@@ -238,10 +238,9 @@ def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
             parts.append(escaped)
             continue
         expression = node.get("expression", {})
-        if node["kind"] != "interpolate" or expression.get("kind") != "ref":
-            return None
-        if _PATH.fullmatch(expression["path"]) is None:
+        path = expression["path"] if expression.get("kind") == "ref" else ""
+        if node["kind"] != "interpolate" or _PATH.fullmatch(path) is None:
             return None
         filters = "".join(f" | {_filter_text(item)}" for item in node.get("filters", []))
-        parts.append(f"{{{{ {expression['path']}{filters} }}}}")
+        parts.append(f"{{{{ {path}{filters} }}}}")
     return "".join(parts)
