@@ -29,8 +29,7 @@ _EXPONENT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"
 
 
 def exponent_floats(cls: _R) -> _R:
-    """YAML 1.2's and JSON's exponent forms (``1e-05``, ``1.5e3``) as floats, as the reference
-    reads them (YAML 1.1 reads strings); a dumper given it quotes such strings."""
+    """``1e-05`` as a float, as the reference (YAML 1.2, JSON) reads it; a dumper quotes it."""
     cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+.0123456789"))
     return cls
 
@@ -124,8 +123,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
-    """Parse YAML once: the node tree (for error locations) and the data built from it, alias
-    expansion bounded before anything is constructed."""
+    """The node tree (errors' locations) and its data, aliases bounded before construction."""
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
@@ -157,9 +155,8 @@ def parse_document(text: str, *, name: str) -> Any:
         try:
             return json.loads(text, parse_int=integer)
         except json.JSONDecodeError as error:
-            raise InvalidData(
-                f"{name}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-            ) from None
+            where = f"line {error.lineno} column {error.colno}"
+            raise InvalidData(f"{name}: invalid JSON at {where}: {error.msg}") from None
         except RecursionError:
             raise InvalidData(f"{name}: JSON nested too deeply to parse") from None
     try:
@@ -170,14 +167,12 @@ def parse_document(text: str, *, name: str) -> Any:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
-        raise YamlDocumentError(
-            f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
-        ) from None
+        message = f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
+        raise YamlDocumentError(message) from None
 
 
 def load_document(path: str | Path) -> Any:
-    """A JSON or YAML file's data; a missing file is ``NotFound``, an unreadable one
-    ``InvalidData``."""
+    """A JSON or YAML file's data; ``NotFound`` if missing, ``InvalidData`` if unreadable."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8-sig")  # a BOM, as contracts accept it
@@ -217,10 +212,7 @@ def contract_source(reference: str) -> Callable[[str], Any] | None:
     """The installed source answering ``reference`` (``SCHEME:...``), or None: a file."""
     found = _SCHEME.match(reference)
     entry = None if found is None else _sources().get(found.group(1))
-    if entry is None:
-        return None
-    loaded: Callable[[str], Any] = entry.load()
-    return loaded
+    return None if entry is None else entry.load()
 
 
 @functools.cache  # keyed by installed schemes only: made-up references never grow it

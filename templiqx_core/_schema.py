@@ -1,7 +1,6 @@
-"""Draft 2020-12 validation (formats enforced, no remote ``$ref``, patterns on a linear-time
-engine), compiled once per schema, and its failures as people read them: built from the
-schema, never from the validator's messages, which quote the instance (a reply, a secret);
-so a pointer shows an object key only when the schema declares it (any other is ``*``)."""
+"""Draft 2020-12 validation (formats enforced, no remote ``$ref``, linear-time patterns), cached,
+and its failures built from the schema, never from messages quoting the instance (a secret):
+a pointer shows an object key only when the schema declares it (any other is ``*``)."""
 
 from __future__ import annotations
 
@@ -95,10 +94,8 @@ def declared_names(schema: Any) -> frozenset[str]:
     pending = [schema]
     while pending:
         node = pending.pop()
-        if isinstance(node, list):
-            pending.extend(node)
-            continue
         if not isinstance(node, dict):
+            pending.extend(node if isinstance(node, list) else ())
             continue
         properties, dependent = node.get("properties"), node.get("dependentRequired")
         listed = [node.get("required")]

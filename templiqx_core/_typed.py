@@ -116,8 +116,7 @@ def _declared(model: type[BaseModel] | None, section: str) -> dict[str, dict[str
 
 
 def _problems(error: ValidationError, schema: Any) -> list[str]:
-    """pydantic's errors as ``pointer: rule (type)``, bounded; a key only if the schema
-    declares it (a key the answer made up could carry anything)."""
+    """pydantic's errors as ``pointer: rule (type)``; a key the schema does not declare is ``*``."""
     names = declared_names(schema)
     found = []
     for item in error.errors(include_url=False, include_input=False)[:MAX_FAILURES]:
@@ -165,15 +164,13 @@ def check_output_model(
     if isinstance(contract, (str, Path)):
         contract = _read(contract)
     declared = contract.output_schema if isinstance(contract, Contract) else contract
-    problems = _output_differences(declared, model)
-    if problems:
+    if problems := _output_differences(declared, model):
         message = f"output_schema does not match {model.__name__}: " + "; ".join(problems)
         raise OutputTypeError(message)
 
 
 def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-    """``content``, and the bodies of its conditions and loops, in string form where they
-    have one."""
+    """``content`` and its bodies, each in string form where it has one."""
     for node in content:
         for body in ("then", "else", "body"):
             if body in node:
@@ -184,19 +181,14 @@ def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
 
 @exponent_floats
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as ``|`` blocks: templates read as they render. A NEL, a line
-    break to YAML 1.1 that PyYAML writes raw elsewhere (read back as a space or a newline),
-    is written escaped, in double quotes."""
+    """Multi-line strings as ``|`` blocks (as they render); a NEL, quoted (PyYAML writes it raw)."""
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        style = '"' if "\x85" in data else "|" if "\n" in data else None
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-_Dumper.add_representer(
-    str,
-    lambda dumper, text: dumper.represent_scalar(
-        "tag:yaml.org,2002:str",
-        text,
-        style='"' if "\x85" in text else "|" if "\n" in text else None,
-    ),
-)
+_Dumper.add_representer(str, _Dumper.represent_str)
 
 
 @dataclass(frozen=True)
@@ -248,10 +240,9 @@ class TypedContract(Generic[Out]):
         except ValidationError as error:
             problems = _problems(error, [contract_json_schema(), document])  # its field names too
             try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
-                text = yaml.dump(document, Dumper=_Dumper, sort_keys=False)
+                found = parse_contract(yaml.dump(document, Dumper=_Dumper, sort_keys=False))[1]
             except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
-                text = None
-            found = [] if text is None else parse_contract(text)[1]
+                found = []
             if found and not any(d.message.startswith("invalid YAML") for d in found):
                 problems = _listed(found)  # not where YAML refuses a character JSON takes
             raise TypedContractError(f"contract {id}", problems) from None

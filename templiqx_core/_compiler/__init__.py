@@ -29,8 +29,7 @@ COMPILER_ID = f"templiqx-core/{REFERENCE_VERSION}"
 def _bind_values(
     section: str, specs: Mapping[str, Any], values: Mapping[str, Any]
 ) -> tuple[Binding, list[dict[str, Any]]]:
-    """The reference's ``validate_values``: declared fields in name order (missing, then
-    schema), then undeclared values (the host's ``_templiqx_*`` context keys excepted)."""
+    """The reference's ``validate_values``: declared fields by name, then undeclared ones."""
     diagnostics = []
     schemas = {name: spec["schema"] for name, spec in specs.items()}
     for name in sorted(specs):
@@ -159,9 +158,7 @@ def compile_plain(
 
 
 def check_plain(contract: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What is wrong with a contract without a request (for its declared capabilities), then
-    what each eval fixture reveals (its values compiled, its ``fake_output`` against
-    ``output_schema``), located in the contract (``/evals/0/inputs/subject``)."""
+    """The contract's problems, then each eval fixture's, located in it (``/evals/0/...``)."""
     extensions = contract.get("extensions", {}).values()
     targets = [*contract.get("capabilities", []), *(spec["capability"] for spec in extensions)]
     _, diagnostics = compile_plain(contract, {}, {}, targets, static=True)

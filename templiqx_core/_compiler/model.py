@@ -1,6 +1,5 @@
-"""The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition of a valid
-contract; the JSON Schema shipped for editors is generated from them), and its loading: YAML
-syntax and structure errors become located diagnostics."""
+"""The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition, whence
+the shipped JSON Schema), and its loading: YAML and structure errors as located diagnostics."""
 
 from __future__ import annotations
 
@@ -35,10 +34,9 @@ from .._loading import compose_and_load, contract_source
 from .template import Filter, JsonLiteral, TemplateSyntaxError, node_offsets, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
-#: A contract file is read up to this (a contract is a few KiB; Langfuse's are bounded at 4
-#: MiB): parsing tens of MB of YAML took minutes and gigabytes.
-MAX_CONTRACT_CHARS: Final = 4 * 2**20
 """The contract format as a JSON Schema, shipped for editors."""
+#: A contract is a few KiB (Langfuse's at most 4 MiB): tens of MB of YAML took minutes and GBs.
+MAX_CONTRACT_CHARS: Final = 4 * 2**20
 
 
 class RefExpr(WireModel):
@@ -223,8 +221,7 @@ class Contract(WireModel):
         return contract
 
     def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Diagnostics at a node of a string form moved to the string, with the character
-        where that node starts (and the string's line and column)."""
+        """Diagnostics inside a string form moved to the string, at the node's character."""
         for item in diagnostics:
             pointer = item.get("json_pointer") or ""
             owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
@@ -271,8 +268,7 @@ _READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_read
 
 @contextmanager
 def reading_each_file_once() -> Iterator[None]:
-    """Within the block, each contract file is read and validated once (a CLI run reads it
-    twice); a context variable, so no host ever sees a stale contract."""
+    """Each contract file read once in the block (a CLI run reads it twice), per context."""
     token = _READS.set({})
     try:
         yield
@@ -288,15 +284,13 @@ def _span(mark: yaml.Mark | None) -> SourceSpan | None:
 
 
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
-    return Diagnostic(
-        code=codes.PARSE_YAML, severity="error", message=message, file=file, span=_span(mark), **at
-    )
+    at.setdefault("code", codes.PARSE_YAML)
+    return Diagnostic(severity="error", message=message, file=file, span=_span(mark), **at)
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
-    """A pydantic error location without the union tags pydantic puts in (``literal[...]``,
-    ``TypedComponent``), told apart by walking the document (a last segment absent from it
-    names a missing field unless it is a tag), and the mark of the deepest node reached."""
+    """pydantic's error location without its union tags (``literal[...]``, ``TypedComponent``:
+    not in the document), and the mark of the deepest node reached."""
     cleaned: list[Any] = []
     node, mark = root, root.start_mark
     for index, part in enumerate(loc):
@@ -324,9 +318,8 @@ def parse_contract(
         return None, [_error("invalid YAML: nested too deeply to parse", file)]
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or "malformed YAML"
-        return None, [
-            _error(f"invalid YAML: {problem}", file, getattr(error, "problem_mark", None))
-        ]
+        mark = getattr(error, "problem_mark", None)
+        return None, [_error(f"invalid YAML: {problem}", file, mark)]
     if not isinstance(data, dict) or root is None:
         return None, [_error("a contract is a YAML mapping", file)]
     try:
@@ -337,10 +330,9 @@ def parse_contract(
     for item in errors:
         loc, mark = _locate(data, root, item["loc"])
         pointer, rule = json_pointer(loc), item["msg"]
-        if (pointer, rule) not in diagnostics:
-            found = _error(f"{pointer or '/'}: {rule}", file, mark, json_pointer=pointer)
-            if item["type"] == "template_syntax":  # located by pointer and offset
-                found = found.model_copy(update={"code": codes.TEMPLATE_SYNTAX})
+        if (pointer, rule) not in diagnostics:  # template syntax: located by pointer and offset
+            code = codes.TEMPLATE_SYNTAX if item["type"] == "template_syntax" else codes.PARSE_YAML
+            found = _error(f"{pointer or '/'}: {rule}", file, mark, code=code, json_pointer=pointer)
             diagnostics[pointer, rule] = found
     contract, rest = None, [item for item in errors if item["loc"][:1] != ("evals",)]
     if partial and all(item["type"] == "template_syntax" for item in rest):
@@ -365,19 +357,17 @@ def read_contract(
         try:
             with Path(path).open(encoding="utf-8") as stream:
                 text = stream.read(MAX_CONTRACT_CHARS + 1)
-            if len(text) > MAX_CONTRACT_CHARS:
-                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
-                error = Diagnostic(
-                    code=codes.DATA_INVALID, severity="error", message=message, file=file
-                )
-                found = None, [error]
-            else:
-                found = parse_contract(text, file=file, partial=True)
         except (OSError, UnicodeDecodeError) as error:
             missing = isinstance(error, FileNotFoundError)
             code = NotFound.code if missing else IoFailure.code
             message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
-            found = None, [Diagnostic(code=code, severity="error", message=message, file=file)]
+            found = None, [_error(message, file, code=code)]
+        else:
+            if len(text) > MAX_CONTRACT_CHARS:
+                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
+                found = None, [_error(message, file, code=codes.DATA_INVALID)]
+            else:
+                found = parse_contract(text, file=file, partial=True)
     if memo is not None:
         memo[key] = found
     contract, diagnostics = found

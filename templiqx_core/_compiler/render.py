@@ -1,11 +1,11 @@
-"""Rendering validated content nodes (plain dicts) into text, recording diagnostics.
-References resolve against the declared schema (a typo in an untaken ``when`` is an error)
-and the value; a path that cannot exist or has no value is never an empty string."""
+"""Content nodes (plain dicts) rendered into text, with diagnostics. A reference resolves
+against the declared schema too: a typo in an untaken branch is an error, never ``""``."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,8 +105,7 @@ class Renderer:
         return _Abort()
 
     def resolve(self, expr: Node, scope: Scope, pointer: str, *, absent: Any = None) -> Binding:
-        """The declared path's schema and value; a value that is not there is ``absent``,
-        an error when that is None (a reference is never silently empty)."""
+        """The path's schema and value; no value is ``absent``, if None an error (if active)."""
         path: str = expr["path"]
         head, *rest = path.split(".")
         if head not in scope:
@@ -132,10 +131,10 @@ class Renderer:
             value = MISSING if absent is None else absent
         return Binding(schema, value)
 
-    def evaluate(self, expr: Node, scope: Scope, pointer: str) -> Binding:
+    def evaluate(self, expr: Node, scope: Scope, pointer: str, *, absent: Any = None) -> Binding:
         kind = expr["kind"]
         if kind == "ref":
-            return self.resolve(expr, scope, pointer)
+            return self.resolve(expr, scope, pointer, absent=absent)
         if kind == "literal":
             return Binding(ANY_SCHEMA, expr["value"])
         if kind == "exists":
@@ -201,58 +200,48 @@ class Renderer:
             return f"{value}.{'0' * decimals}" if decimals else str(value)
 
     def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
+        outer, self._active = self._active, active
         parts: list[str] = []
         for index, node in enumerate(nodes):
-            try:
-                parts.append(self.node(node, scope, f"{pointer}/{index}", active=active))
-            except _Abort:
-                continue
+            with suppress(_Abort):
+                parts.append(self.node(node, scope, f"{pointer}/{index}"))
+        self._active = outer
         return "".join(parts)
 
-    def node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
-        outer, self._active = self._active, active
-        try:
-            return self._node(node, scope, pointer, active=active)
-        finally:
-            self._active = outer
-
-    def _node(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
+    def node(self, node: Node, scope: Scope, pointer: str) -> str:
         kind = node["kind"]
         if kind == "text":
             return str(node["value"])
         if kind == "interpolate":
-            return self.interpolate(node, scope, pointer, active=active)
+            return self.interpolate(node, scope, pointer)
         if kind == "when":
             value = self.condition(node["condition"], scope, f"{pointer}/condition")
-            taken = active and value is True
+            taken = self._active and value is True
+            skipped = self._active and value is False
             then = self.render(node["then"], scope, f"{pointer}/then", active=taken)
-            skipped = active and value is False
             otherwise = self.render(node.get("else", []), scope, f"{pointer}/else", active=skipped)
             return then if taken else otherwise if skipped else ""
         render = self.for_each if kind == "for_each" else self.component
-        return render(node, scope, pointer, active=active)
+        return render(node, scope, pointer)
 
-    def interpolate(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
+    def interpolate(self, node: Node, scope: Scope, pointer: str) -> str:
         filters = node.get("filters", [])
         names = [f if isinstance(f, str) else f["name"] for f in filters]
-        expression, where = node["expression"], f"{pointer}/expression"
+        where = f"{pointer}/expression"
         if "default" in names and names[0] != "default":  # found without values, as check runs
             message = f"filter {names[0]} would meet an absent value first (put default first)"
             raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/filters/0")
-        if "default" in names and expression["kind"] == "ref":  # absent is the filter's to fill
-            binding = self.resolve(expression, scope, where, absent=_ABSENT)
-        else:
-            binding = self.evaluate(expression, scope, where)
-        stringifies = "json" in names
+        absent = _ABSENT if "default" in names else None  # absent is the filter's to fill
+        binding = self.evaluate(node["expression"], scope, where, absent=absent)
         types = _schema_types(binding.schema)
-        if not stringifies and types is not None and types <= {"object", "array"}:
+        if "json" not in names and types is not None and types <= {"object", "array"}:
             message = "cannot interpolate an object or array without the json filter"
-            raise self.fail(codes.INTERPOLATION_TYPE, message, f"{pointer}/expression")
+            raise self.fail(codes.INTERPOLATION_TYPE, message, where)
         value = binding.value
-        filling = active and (value is _ABSENT or value is None)  # this request's stand-in
-        if names[:1] == ["default"] and not filling:  # its way through the filters: known now
+        filling = self._active and value in (_ABSENT, None)  # this request's stand-in
+        if absent is not None and not filling:  # its way through the filters: known now
             self.filtered(filters, _ABSENT, pointer)
-        if not active or value is MISSING:
+        if not self._active or value is MISSING:
             return ""
         return self.filtered(filters, value, pointer)
 
@@ -267,7 +256,7 @@ class Renderer:
             return "true" if value else "false"
         return str(value)
 
-    def for_each(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
+    def for_each(self, node: Node, scope: Scope, pointer: str) -> str:
         binding = self.evaluate(node["collection"], scope, f"{pointer}/collection")
         schema, items = binding.schema, binding.value
         types = _schema_types(schema)
@@ -277,7 +266,7 @@ class Renderer:
             raise self.fail(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/collection")
         item_schema = schema.get("items", ANY_SCHEMA) if isinstance(schema, dict) else ANY_SCHEMA
         body, nodes, name = f"{pointer}/body", node["body"], node["item"]
-        if not active or items is MISSING or not items:
+        if not self._active or items is MISSING or not items:
             self.render(nodes, {**scope, name: Binding(item_schema, MISSING)}, body, active=False)
             return ""
         separator: str = node.get("separator", "")
@@ -285,7 +274,7 @@ class Renderer:
             self.render(nodes, {**scope, name: Binding(item_schema, item)}, body) for item in items
         )
 
-    def component(self, node: Node, scope: Scope, pointer: str, *, active: bool) -> str:
+    def component(self, node: Node, scope: Scope, pointer: str) -> str:
         name: str = node["name"]
         definition = self.components.get(name)
         if definition is None:
@@ -294,41 +283,34 @@ class Renderer:
         if self._depth > 16:
             message = "components nest deeper than 16 levels"
             raise self.fail(codes.COMPONENT_MISSING, message, pointer)
-        args = {}
-        for arg, expr in node.get("with", {}).items():
-            at = f"{pointer}/with/{arg}"
-            if expr["kind"] == "ref":  # an absent value is passed on absent, as null is null
-                args[arg] = self.resolve(expr, scope, at, absent=_ABSENT)
-            else:
-                args[arg] = self.evaluate(expr, scope, at)
+        args = {  # an absent value is passed on absent, as null is null
+            arg: self.evaluate(expr, scope, f"{pointer}/with/{arg}", absent=_ABSENT)
+            for arg, expr in node.get("with", {}).items()
+        }
         self._reached.add(name)
         where = f"/components/{name}"
         if isinstance(definition, dict):  # typed: declared parameters
             parameters = definition.get("parameters", {})
             for arg, bound in args.items():  # a required one is not left out by passing it on
                 if bound.value is _ABSENT and parameters.get(arg, {}).get("required", False):
-                    if not self._active:
-                        args[arg] = Binding(bound.schema, MISSING)
-                        continue
-                    message = f"reference {node['with'][arg]['path']!r} has no value"
-                    raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/with/{arg}")
+                    if self._active:
+                        message = f"reference {node['with'][arg]['path']!r} has no value"
+                        raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/with/{arg}")
+                    args[arg] = Binding(bound.schema, MISSING)
             inner = self.typed_arguments(name, parameters, args, pointer)
             content, where = definition["content"], f"{where}/content"
         else:  # legacy: a bare list of nodes
             inner, content = args, definition
         self._depth += 1
-        try:
-            return self.render(content, inner, where, active=active)
-        finally:
-            self._depth -= 1
+        text = self.render(content, inner, where, active=self._active)
+        self._depth -= 1
+        return text
 
     def unused(self) -> None:
-        """Each typed component no use reached, rendered as a branch not taken: a typo in
-        it is found without a use (as the reference checks every component)."""
+        """Typed components no use reached, rendered inactive: the reference checks them all."""
         for name, definition in self.components.items():
             if name in self._reached or not isinstance(definition, dict):
                 continue  # a legacy one's scope is whatever a use passes: unknown here
-            self._reached.add(name)
             scope = {
                 parameter: Binding(self.parameter_schema(name, parameter, spec)[1], MISSING)
                 for parameter, spec in definition.get("parameters", {}).items()
@@ -339,10 +321,9 @@ class Renderer:
         """The parameter's validator (None when its schema is invalid, reported) and schema."""
         try:
             return compile_schema(spec["schema"], what=f"parameter {name} schema"), spec["schema"]
-        except InvalidData as error:
-            schema_pointer = f"/components/{component}/parameters/{name}/schema"
-            if all(item["json_pointer"] != schema_pointer for item in self.diagnostics):
-                self.fail(codes.VALUE_SCHEMA, str(error), schema_pointer)
+        except InvalidData as error:  # reported once, as every diagnostic
+            pointer = f"/components/{component}/parameters/{name}/schema"
+            self.fail(codes.VALUE_SCHEMA, str(error), pointer)
             return None, ANY_SCHEMA  # rendering on only finds further errors
 
     def typed_arguments(

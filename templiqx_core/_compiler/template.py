@@ -68,11 +68,10 @@ class FilterCall(WireModel):
 
     @model_validator(mode="after")
     def _own_arguments(self) -> FilterCall:
-        given = {"format": self.format is not None, "decimals": self.decimals is not None}
-        given["value"] = "value" in self.model_fields_set
-        for argument in (name for name, present in given.items() if present):
-            if _ARGUMENT.get(self.name) != argument:
-                takes = _ARGUMENT.get(self.name, "no argument")
+        takes = _ARGUMENT.get(self.name, "no argument")
+        for argument in ("format", "decimals", "value"):  # null stands for null only as value
+            given = argument == "value" or getattr(self, argument) is not None
+            if given and argument in self.model_fields_set and argument != takes:
                 context = {"name": self.name, "takes": takes, "argument": argument}
                 raise PydanticCustomError(
                     "filter_argument", "{name} takes {takes}, not {argument}", context
@@ -232,18 +231,16 @@ def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
             items.append(node)
     parts: list[str] = []
     for index, node in enumerate(items):
-        following = items[index + 1]["kind"] if index + 1 < len(items) else None
-        if node["kind"] == "text":
+        if node["kind"] == "text":  # next: a placeholder, or no string form at all
             escaped = node["value"].replace("{{", '{{ "{{" }}')
-            if following == "interpolate" and escaped.endswith("{"):  # a placeholder would join
+            if index + 1 < len(items) and escaped.endswith("{"):  # the placeholder would join
                 escaped = escaped[:-1] + '{{ "{" }}'
             parts.append(escaped)
             continue
         expression = node.get("expression", {})
-        if node["kind"] != "interpolate" or expression.get("kind") != "ref":
-            return None
-        if _PATH.fullmatch(expression["path"]) is None:
+        path = expression["path"] if expression.get("kind") == "ref" else ""
+        if node["kind"] != "interpolate" or _PATH.fullmatch(path) is None:
             return None
         filters = "".join(f" | {_filter_text(item)}" for item in node.get("filters", []))
-        parts.append(f"{{{{ {expression['path']}{filters} }}}}")
+        parts.append(f"{{{{ {path}{filters} }}}}")
     return "".join(parts)
