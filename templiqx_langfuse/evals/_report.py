@@ -261,14 +261,15 @@ def located_results(
                         what = "version " if key == "contract_version" else ""
                         held = f"{what}{found[key]!r}, not {wanted!r}"
                         raise InvalidData(f"{flag}: {path} holds results of {held}")
-            at = lines.tell()
+            at = len(head)  # counted, not tell(): a pipe has no position
             while line := lines.readline(_LINE_BYTES):
+                start, at = at, at + len(line)
                 if len(line) == _LINE_BYTES and not line.endswith(b"\n"):  # no case: skipped
                     while (line := lines.readline(_TAIL_BYTES)) and not line.endswith(b"\n"):
-                        pass
+                        at += len(line)
+                    at += len(line)
                 elif (case := case_at(line.decode("utf-8"))) is not None:
-                    yield at, case
-                at = lines.tell()
+                    yield start, case
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 

@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -367,6 +368,26 @@ def test_a_results_file_without_newlines_or_with_a_huge_line_costs_a_bounded_rea
     peak = peak_bytes(lambda: found.extend(read_results(long)))
     assert [case.id for case in found] == ["ryan"]
     assert peak < 36 * 2**20, f"{peak / 2**20:.1f} MiB for a 40 MiB line"
+
+
+def test_a_results_file_read_through_a_pipe_yields_its_cases(tmp_path: Path) -> None:
+    """Each line's offset came of ``tell()``, which a pipe (``/dev/stdin``, a FIFO) refuses:
+    its cases were an ``OSError``, said as "cannot read results"."""
+    data = results_file(tmp_path / "results.json", 3).read_bytes()
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("wb") as out:
+            out.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        found = [case.id for case in read_results(fifo)]
+    finally:
+        writer.join()
+    assert found == ["case-0", "case-1", "case-2"]
 
 
 @pytest.mark.parametrize("where", ["a-file", "a-file/below", "/proc/nope"])
