@@ -238,7 +238,7 @@ class Renderer:
             message = "cannot interpolate an object or array without the json filter"
             raise self.fail(codes.INTERPOLATION_TYPE, message, where)
         value = binding.value
-        filling = self._active and value in (_ABSENT, None)  # this request's stand-in
+        filling = self._active and (value is _ABSENT or value is None)  # this request's stand-in
         if absent is not None and not filling:  # its way through the filters: known now
             self.filtered(filters, _ABSENT, pointer)
         if not self._active or value is MISSING:

@@ -26,7 +26,7 @@ FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_nu
 
 
 def _json_only(value: Any) -> Any:
-    try:  # YAML's .inf and .nan are floats JSON cannot hold
+    try:  # a lone surrogate (wire models refuse .inf and .nan themselves)
         canonical_json(value)
     except NotJson as error:
         context = {"reason": error.reason}
