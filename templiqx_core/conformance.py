@@ -1,7 +1,8 @@
 """A conformance kit hosts run against their own ``RuntimeAdapter``: each check raises
-``ConformanceError`` (an ``AssertionError``) naming the invariant that broke. An async check
-awaits all its calls on one event loop of a daemon thread, each wait bounded. A
-``ToolCallDelta`` with a ``name`` opens the next call, a nameless one continues the last.
+``ConformanceError`` (an ``AssertionError``) naming the invariant that broke. Every check
+takes ``asynchronous``: it then awaits ``aexecute*`` on one event loop of a daemon thread,
+each wait bounded. A ``ToolCallDelta`` with a ``name`` opens the next call, a nameless one
+continues the last.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import orjson
 
@@ -33,33 +34,22 @@ from ._errors import PortError
 from ._ports import EventSink, RuntimeAdapter
 
 __all__ = [
-    "ASYNC_CHECKS",
-    "CONFORMANCE_CHECKS",
-    "STREAMING_CHECKS",
     "AssembledToolCall",
     "ConformanceError",
     "ConformanceReport",
     "StreamRun",
     "assemble_tool_calls",
     "check_adapter",
-    "check_async_adapter",
-    "check_async_cancellation",
-    "check_async_concurrent_use",
-    "check_async_failure_projection",
-    "check_async_parity",
     "check_cancellation",
     "check_concurrent_use",
     "check_delta_order",
     "check_failure_projection",
     "check_midstream_failure",
-    "check_single_terminal",
     "check_sink_exception_propagates",
     "check_size_bound",
-    "check_streaming_adapter",
     "check_streaming_parity",
     "check_tool_call_assembly",
     "receipts_equal",
-    "run_check",
     "run_stream",
     "validate_event_order",
 ]
@@ -82,8 +72,7 @@ class ConformanceReport:
     passed: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class AssembledToolCall:
+class AssembledToolCall(NamedTuple):
     name: str
     arguments: str
 
@@ -139,10 +128,7 @@ class _Lane:
         loop = cast(asyncio.AbstractEventLoop, self.loop)  # only async lanes wait
         outcome = asyncio.run_coroutine_threadsafe(main, loop)
         if not wait([outcome], timeout=limit_s).done:
-            raise ConformanceError(
-                f"{what} did not end within {limit_s:g} s (a task that ignores cancellation, "
-                "or a call that never returns)"
-            )
+            raise ConformanceError(f"{what} did not end within {limit_s:g} s")
         return outcome.result()
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
@@ -174,13 +160,8 @@ def validate_event_order(events: Sequence[StreamEvent]) -> StreamEvent:
     terminals = [i for i, e in enumerate(events) if isinstance(e, (CompleteEvent, FailedEvent))]
     if len(terminals) != 1:
         raise ConformanceError(f"stream emitted {len(terminals)} terminal events, expected 1")
-    if terminals[0] != len(events) - 1:
-        raise ConformanceError(
-            f"terminal event at position {terminals[0]} is not last of {len(events)}"
-        )
-    for event in events[:-1]:
-        if not isinstance(event, _DELTAS):
-            raise ConformanceError(f"unexpected {type(event).__name__} before the terminal event")
+    if terminals[0] != len(events) - 1:  # so every event before it is a delta
+        raise ConformanceError(f"terminal event at position {terminals[0]} is not last")
     return events[-1]
 
 
@@ -197,11 +178,10 @@ def _streamed(lane: _Lane, request: ExecutionRequest) -> StreamRun:
         run.error = error
     terminal = validate_event_order(run.events)
     if run.error is not None:
-        if not isinstance(terminal, FailedEvent):
-            raise ConformanceError(f"failed stream ended with {type(terminal).__name__}")
-        if terminal.code != run.error.code:
+        if not isinstance(terminal, FailedEvent) or terminal.code != run.error.code:
+            got = getattr(terminal, "code", type(terminal).__name__)
             raise ConformanceError(
-                f"Failed event code {terminal.code} differs from raised {run.error.code}"
+                f"the stream ended with {got}, which differs from raised {run.error.code}"
             )
         if not terminal.code.startswith("TQX_"):
             raise ConformanceError(f"Failed event code {terminal.code} is not a TQX_* code")
@@ -215,89 +195,73 @@ def _streamed(lane: _Lane, request: ExecutionRequest) -> StreamRun:
 def run_stream(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
 ) -> StreamRun:
-    """Stream ``request`` (``aexecute_streaming`` if ``asynchronous``), keeping a
-    ``PortError``; the events must end as the outcome says (``Failed`` with the raised
-    ``TQX_*`` code, or ``Complete`` with the returned receipt)."""
+    """Stream ``request``, keeping a ``PortError``: exactly one terminal event, last, and it
+    agrees with the outcome (``Failed`` with the raised ``TQX_*`` code, or ``Complete`` with
+    the returned receipt)."""
     with _Lane(adapter, asynchronous) as lane:
         return _streamed(lane, request)
 
 
-def _parity(lane: _Lane, request: ExecutionRequest) -> None:
-    call = f"{lane.prefix}execute_streaming"
-    direct = lane.adapter.execute(request)
-    if lane.loop is not None and not receipts_equal(lane.execute(request), direct):
-        raise ConformanceError("aexecute() returned a receipt that differs from execute()")
-    events: list[StreamEvent] = []
-    streamed = lane.stream(request, events.append)
-    terminal = validate_event_order(events)
-    if not isinstance(terminal, CompleteEvent):
-        raise ConformanceError(f"successful {call}() stream ended with {type(terminal).__name__}")
-    if not receipts_equal(terminal.receipt, direct):
-        raise ConformanceError(f"{call}()'s Complete event's receipt differs from execute()'s")
-    if not receipts_equal(streamed, direct):
-        raise ConformanceError(f"{call}() returned a receipt that differs from execute()'s")
-
-
-def check_streaming_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """``Complete`` carries the receipt ``execute`` returns, and so does the return value."""
-    _parity(_Lane(adapter, False), request)
-
-
-def check_async_parity(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """``aexecute`` and ``aexecute_streaming`` give the receipt ``execute`` gives, and the
-    stream ends with one ``Complete`` carrying it."""
-    with _Lane(adapter, True) as lane:
-        _parity(lane, request)
+def check_streaming_parity(
+    adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
+) -> None:
+    """The stream's ``Complete`` and its return value carry the receipt ``execute`` gives
+    (and so does ``aexecute``)."""
+    with _Lane(adapter, asynchronous) as lane:
+        direct = adapter.execute(request)
+        if lane.loop is not None and not receipts_equal(lane.execute(request), direct):
+            raise ConformanceError("aexecute() returned a receipt that differs from execute()")
+        events: list[StreamEvent] = []
+        streamed = lane.stream(request, events.append)
+        terminal = validate_event_order(events)
+        if not isinstance(terminal, CompleteEvent) or not all(
+            receipts_equal(receipt, direct) for receipt in (terminal.receipt, streamed)
+        ):
+            call = f"{lane.prefix}execute_streaming()"
+            raise ConformanceError(f"{call}'s Complete or return differs from execute()'s")
 
 
 def _failure(lane: _Lane, request: ExecutionRequest) -> tuple[StreamRun, PortError]:
-    """A failing request emits one ``Failed{code}`` (a ``TQX_*`` code) last, then raises
-    that ``PortError``; awaited, ``aexecute`` raises it too."""
     run = _streamed(lane, request)
     if run.error is None:
-        raise ConformanceError(
-            f"{lane.prefix}execute_streaming() on the failing request did not raise a PortError"
-        )
-    if lane.loop is None:
-        return run, run.error
-    try:
-        lane.execute(request)
-    except PortError as again:
-        if again.code != run.error.code:
-            raise ConformanceError(
-                f"aexecute() raised {again.code}, aexecute_streaming() {run.error.code}"
-            ) from None
-        return run, run.error
-    raise ConformanceError("aexecute() on the failing request returned")
+        raise ConformanceError(f"{lane.prefix}execute() on the failing request did not raise")
+    if lane.loop is not None:
+        try:
+            lane.execute(request)
+        except PortError as again:
+            if again.code == run.error.code:
+                return run, run.error
+        raise ConformanceError(f"aexecute() did not raise {run.error.code} as streaming did")
+    return run, run.error
 
 
-def check_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+def check_failure_projection(
+    adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
+) -> None:
     """A failing request emits one ``Failed{code}`` (a ``TQX_*`` code) last, then raises
-    that ``PortError``."""
-    _failure(_Lane(adapter, False), request)
-
-
-def check_async_failure_projection(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """``check_failure_projection`` awaited, and ``aexecute`` raises the same code."""
-    with _Lane(adapter, True) as lane:
+    that ``PortError`` (and ``aexecute`` raises the same code)."""
+    with _Lane(adapter, asynchronous) as lane:
         _failure(lane, request)
 
 
-def check_sink_exception_propagates(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
+def check_sink_exception_propagates(
+    adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
+) -> None:
     """An exception raised by the sink reaches the caller unchanged (host cancellation)."""
     sentinel = _Cancelled("cancelled by the conformance kit")
 
     def sink(event: StreamEvent) -> None:
         raise sentinel
 
-    try:
-        adapter.execute_streaming(request, sink)
-    except BaseException as raised:
-        if raised is sentinel:
-            return
-        replaced = type(raised).__name__
-        raise ConformanceError(f"sink exception was swallowed or replaced by {replaced}") from None
-    raise ConformanceError("sink raised, but execute_streaming() returned normally")
+    with _Lane(adapter, asynchronous) as lane:
+        try:
+            lane.stream(request, sink)
+        except BaseException as raised:
+            if raised is sentinel:
+                return
+            replaced = type(raised).__name__
+            raise ConformanceError(f"sink exception was replaced by {replaced}") from None
+    raise ConformanceError("sink raised, but the stream returned normally")
 
 
 def _same_receipts(got: Sequence[ExecutionReceipt], expected: Sequence[ExecutionReceipt]) -> None:
@@ -307,22 +271,6 @@ def _same_receipts(got: Sequence[ExecutionReceipt], expected: Sequence[Execution
             f"{mismatched} of {len(got)} concurrent receipts differed from execute()'s for "
             "the same request (cross-talk between calls?)"
         )
-
-
-def check_concurrent_use(
-    adapter: RuntimeAdapter, request: ExecutionRequest, *, threads: int = 8, calls: int = 10
-) -> None:
-    """One instance serves ``threads`` concurrent callers, each getting the same receipt."""
-    expected = adapter.execute(request)
-    barrier = threading.Barrier(threads)
-
-    def worker(_: int) -> list[ExecutionReceipt]:
-        barrier.wait(timeout=30)
-        return [adapter.execute(request) for _ in range(calls)]
-
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        results = [receipt for batch in pool.map(worker, range(threads)) for receipt in batch]
-    _same_receipts(results, [expected] * len(results))
 
 
 def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
@@ -337,18 +285,34 @@ def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
     )
 
 
-def check_async_concurrent_use(
+def check_concurrent_use(
     adapter: RuntimeAdapter,
     request: ExecutionRequest,
     *,
+    asynchronous: bool = False,
+    threads: int = 8,
+    calls: int = 10,
     tasks: int = 50,
     max_stall_s: float = 0.25,
 ) -> None:
-    """``tasks`` concurrent tasks on one loop, each asking its own thing, each get the
-    receipt ``execute`` gives for it; and no call holds the loop ``max_stall_s`` or longer
-    (a blocking call inside ``aproduce_output``)."""
+    """One instance serves concurrent callers, each getting the receipt ``execute`` gives:
+    ``threads`` threads making ``calls`` calls each or, ``asynchronous``, ``tasks`` tasks on
+    one loop, each asking its own thing, and no call holding the loop ``max_stall_s`` or
+    longer (a blocking call inside ``aproduce_output``)."""
+    if not asynchronous:
+        expected = adapter.execute(request)
+        barrier = threading.Barrier(threads)
+
+        def worker(_: int) -> list[ExecutionReceipt]:
+            barrier.wait(timeout=30)
+            return [adapter.execute(request) for _ in range(calls)]
+
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            results = [receipt for batch in pool.map(worker, range(threads)) for receipt in batch]
+        _same_receipts(results, [expected] * len(results))
+        return
     requests = [_distinct(request, i) for i in range(tasks)]
-    expected = [adapter.execute(r) for r in requests]
+    wanted = [adapter.execute(r) for r in requests]
 
     async def run() -> tuple[list[ExecutionReceipt], float]:
         stall, done = 0.0, asyncio.Event()
@@ -369,12 +333,9 @@ def check_async_concurrent_use(
 
     with _Lane(adapter, True) as lane:
         receipts, stall = lane.wait(run(), what="async concurrent use")
-    _same_receipts(receipts, expected)
+    _same_receipts(receipts, wanted)
     if stall >= max_stall_s:
-        raise ConformanceError(
-            f"the event loop was held for {stall:.2f} s during concurrent calls "
-            f"(allowed {max_stall_s:g} s): a blocking call on the loop?"
-        )
+        raise ConformanceError(f"the event loop was held for {stall:.2f} s during the calls")
 
 
 def assemble_tool_calls(events: Sequence[StreamEvent]) -> list[AssembledToolCall]:
@@ -393,26 +354,24 @@ def assemble_tool_calls(events: Sequence[StreamEvent]) -> list[AssembledToolCall
 
 
 def check_delta_order(
-    adapter: RuntimeAdapter, request: ExecutionRequest, *, expected_text: str | None = None
+    adapter: RuntimeAdapter,
+    request: ExecutionRequest,
+    *,
+    expected_text: str | None = None,
+    asynchronous: bool = False,
 ) -> None:
     """Deltas arrive in order: their text is what the provider sent (``expected_text``)
     and, when the stream completes, it is the JSON text of the receipt's output."""
-    run = run_stream(adapter, request)
-    text = run.text
-    if expected_text is not None and text != expected_text:
-        raise ConformanceError(
-            f"Delta texts concatenate to {_preview(text)}, the provider sent "
-            f"{_preview(expected_text)}"
-        )
+    run = run_stream(adapter, request, asynchronous=asynchronous)
+    if expected_text is not None and run.text != expected_text:
+        raise ConformanceError(f"Delta texts concatenate to {run.text!r:.60}, not the sent text")
     if run.receipt is not None:
         try:
-            parsed = orjson.loads(text)
+            same = fingerprint(orjson.loads(run.text)) == run.receipt.output_fingerprint
         except orjson.JSONDecodeError:
-            raise ConformanceError(
-                f"Delta texts concatenate to {_preview(text)}: not the output's JSON text"
-            ) from None
-        if fingerprint(parsed) != run.receipt.output_fingerprint:
-            raise ConformanceError("Delta texts concatenate to JSON that is not the output")
+            same = False
+        if not same:
+            raise ConformanceError("Delta texts concatenate to something not the output's JSON")
 
 
 def check_tool_call_assembly(
@@ -420,26 +379,18 @@ def check_tool_call_assembly(
     request: ExecutionRequest,
     *,
     expected: Sequence[tuple[str, str]],
+    asynchronous: bool = False,
 ) -> None:
     """``ToolCallDelta`` fragments reassemble into exactly the provider's calls:
     ``expected`` lists ``(name, arguments)`` per call, in the provider's index order."""
-    got = [(c.name, c.arguments) for c in assemble_tool_calls(run_stream(adapter, request).events)]
+    got = assemble_tool_calls(run_stream(adapter, request, asynchronous=asynchronous).events)
     if len(got) != len(expected):
         raise ConformanceError(
             f"ToolCallDelta events assemble into {len(got)} calls, not {len(expected)}"
         )
     for position, (have, need) in enumerate(zip(got, expected, strict=True)):
         if have != tuple(need):
-            raise ConformanceError(
-                f"tool call {position} assembles to {have[0]}({_preview(have[1])}), "
-                f"the provider sent {need[0]}({_preview(need[1])})"
-            )
-
-
-def check_single_terminal(adapter: RuntimeAdapter, request: ExecutionRequest) -> None:
-    """Success or failure, the stream ends with exactly one terminal event, last, and it
-    agrees with the outcome (``Complete`` and a return, or ``Failed`` and the raise)."""
-    run_stream(adapter, request)
+            raise ConformanceError(f"tool call {position} assembles to {have.name}, not {need}")
 
 
 def check_midstream_failure(
@@ -449,41 +400,42 @@ def check_midstream_failure(
     expected_text: str | None = None,
     expected_code: str | None = None,
     min_deltas: int = 1,
+    asynchronous: bool = False,
 ) -> None:
     """A stream that breaks after some deltas emits those deltas (``expected_text`` when
     given), then one ``Failed`` with a ``TQX_*`` code, then raises the same error."""
-    run, error = _failure(_Lane(adapter, False), request)
+    with _Lane(adapter, asynchronous) as lane:
+        run, error = _failure(lane, request)
     if expected_code is not None and error.code != expected_code:
         raise ConformanceError(f"mid-stream failure raised {error.code}, expected {expected_code}")
     if len(run.deltas) < min_deltas:
-        raise ConformanceError(
-            f"{len(run.deltas)} deltas before Failed: the deltas received before the failure "
-            "were not emitted"
-        )
+        raise ConformanceError(f"{len(run.deltas)} deltas before Failed, the provider sent more")
     if expected_text is not None and run.text != expected_text:
-        raise ConformanceError(
-            f"deltas before Failed were {_preview(run.text)}, the provider sent "
-            f"{_preview(expected_text)}"
-        )
+        raise ConformanceError(f"deltas before Failed were {run.text!r:.60}, not the sent text")
 
 
-def _cancellation(
-    lane: _Lane,
+def check_cancellation(
+    adapter: RuntimeAdapter,
     request: ExecutionRequest,
+    *,
     connection_released: Callable[[], bool],
-    within_s: float,
+    asynchronous: bool = False,
     cancel: Callable[[], None] | None = None,
     cancel_after_s: float | None = None,
+    within_s: float = 2.0,
 ) -> None:
-    """Cancel at the first delta (or ``cancel_after_s`` in) by the sink raising, ``cancel``
-    from another thread, or cancelling the task; the call must raise that within
-    ``within_s``, emit nothing after it and release its connection."""
+    """At the first delta of ``request`` (a stream longer than ``within_s``) the sink raises,
+    another thread calls ``cancel`` (a signal) or, ``asynchronous``, the awaiting task is
+    cancelled (or ``cancel_after_s`` in): that propagates within ``within_s``, nothing
+    follows it (sync: no ``Complete``) and ``connection_released()`` (the host's probe)
+    turns true."""
     first_delta, finished = threading.Event(), threading.Event()
     sentinel = _Cancelled("cancelled by the conformance kit")
     events: list[StreamEvent] = []
     cancelled: list[tuple[float, int]] = []  # when, and how many events had come by then
-    sink_cancels = lane.loop is None and cancel is None
+    sink_cancels = not asynchronous and cancel is None
     task: asyncio.Future[ExecutionReceipt] | None = None
+    lane = _Lane(adapter, asynchronous)
 
     def cancel_task() -> None:  # on the loop
         if task is not None and not task.done() and not cancelled:
@@ -508,7 +460,7 @@ def _cancellation(
 
     async def run() -> ExecutionReceipt:
         nonlocal task
-        task = asyncio.ensure_future(lane.adapter.aexecute_streaming(request, sink))
+        task = asyncio.ensure_future(adapter.aexecute_streaming(request, sink))
         if cancel_after_s is not None:
             asyncio.get_running_loop().call_later(cancel_after_s, cancel_task)
         return await task
@@ -516,84 +468,42 @@ def _cancellation(
     helper = threading.Thread(target=signal_cancel, daemon=True)
     helper.start()
     raised: BaseException | None = None
-    try:
-        if lane.loop is None:
-            lane.adapter.execute_streaming(request, sink)
-        else:
-            lane.wait(run(), limit_s=2 * within_s + 5, what="the cancelled call")
-    except ConformanceError:
-        raise
-    except BaseException as error:
-        if lane.loop is not None and not isinstance(error, Exception):
-            raise  # the caller's Ctrl-C as it waits, not the cancelled call's outcome
-        raised = error
-    ended, delta_seen = time.monotonic(), first_delta.is_set()
+    with lane:
+        try:
+            if lane.loop is None:
+                adapter.execute_streaming(request, sink)
+            else:
+                lane.wait(run(), limit_s=2 * within_s + 5, what="the cancelled call")
+        except ConformanceError:
+            raise
+        except BaseException as error:
+            if lane.loop is not None and not isinstance(error, Exception):
+                raise  # the caller's Ctrl-C as it waits, not the cancelled call's outcome
+            raised = error
+    ended = time.monotonic()
     finished.set()
     first_delta.set()
     helper.join(timeout=5)
     if not cancelled:
-        early = "stream to cancel ended before its first delta"
-        if cancel_after_s is not None or (lane.loop is not None and delta_seen):
-            early = "call to cancel ended before it was cancelled"
-        raise ConformanceError(f"the {early}")
+        raise ConformanceError("the call to cancel ended before it was cancelled")
     if raised is None:
-        raise ConformanceError(f"cancelled, but {lane.prefix}execute_streaming() returned normally")
-    if lane.loop is not None and not isinstance(raised, FutureCancelled):
-        raise ConformanceError(
-            f"a cancelled call raised {type(raised).__name__}, not CancelledError"
-        )
-    if sink_cancels and raised is not sentinel:
-        raise ConformanceError(f"the sink's exception was replaced by {type(raised).__name__}")
+        raise ConformanceError("cancelled, but the call returned normally")
+    if raised is not (sentinel if sink_cancels else raised) or (
+        lane.loop is not None and not isinstance(raised, FutureCancelled)
+    ):
+        raise ConformanceError(f"the cancel was replaced by {type(raised).__name__}")
     cancelled_at, seen = cancelled[0]
     # Async: no event after the cancel. Sync: no Complete at all (a signal's KeyboardInterrupt
     # still ends the stream with Failed).
-    late = (
-        events[seen:]
-        if lane.loop is not None
-        else [e for e in events if isinstance(e, CompleteEvent)]
-    )
+    late = events[seen:] if lane.loop else [e for e in events if isinstance(e, CompleteEvent)]
     if late:
-        name = "Complete" if lane.loop is None else f"{type(late[0]).__name__} after the cancel"
-        raise ConformanceError(f"a cancelled stream emitted {name}")
+        raise ConformanceError(f"a cancelled stream emitted {type(late[0]).__name__}")
     if ended - cancelled_at > within_s:
-        what = "the call" if lane.loop is not None else "reading"
-        raise ConformanceError(
-            f"{what} went on for {ended - cancelled_at:.2f} s after the cancel "
-            f"(allowed {within_s:g} s)"
-        )
+        raise ConformanceError(f"reading went on for {ended - cancelled_at:.2f} s after the cancel")
     while not connection_released():
         if time.monotonic() - ended > within_s:
             raise ConformanceError(f"the connection was not released within {within_s:g} s")
         time.sleep(0.01)
-
-
-def check_cancellation(
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
-    connection_released: Callable[[], bool],
-    cancel: Callable[[], None] | None = None,
-    within_s: float = 2.0,
-) -> None:
-    """At the first delta of ``request`` (a stream longer than ``within_s``) the sink raises,
-    or another thread calls ``cancel`` (a signal): the exception propagates, reading stops
-    within ``within_s`` and ``connection_released()`` (the host's probe) turns true."""
-    _cancellation(_Lane(adapter, False), request, connection_released, within_s, cancel=cancel)
-
-
-def check_async_cancellation(
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
-    connection_released: Callable[[], bool],
-    cancel_after_s: float | None = None,
-    within_s: float = 2.0,
-) -> None:
-    """Cancelling the awaiting task (at its first delta, or ``cancel_after_s`` in) makes it
-    raise ``CancelledError`` within ``within_s``, with no event after it, and
-    ``connection_released()`` (the host's probe) turns true."""
-    with _Lane(adapter, True) as lane:
-        _cancellation(lane, request, connection_released, within_s, cancel_after_s=cancel_after_s)
 
 
 def check_size_bound(
@@ -602,11 +512,12 @@ def check_size_bound(
     *,
     max_bytes: int,
     bytes_sent: Callable[[], int] | None = None,
+    asynchronous: bool = False,
 ) -> None:
     """A stream longer than the adapter's ``max_bytes`` fails ``TQX_RUNTIME_INVALID_RESPONSE``
     (``Failed``, then the raise) without reading it all: no more delta text than the bound,
     and, with the host's ``bytes_sent`` probe, not the whole stream."""
-    run = run_stream(adapter, request)
+    run = run_stream(adapter, request, asynchronous=asynchronous)
     if run.error is None or run.error.code != codes.RUNTIME_INVALID_RESPONSE:
         got = "a receipt" if run.error is None else run.error.code
         raise ConformanceError(
@@ -622,140 +533,54 @@ def check_size_bound(
         raise ConformanceError(f"the adapter kept reading: {sent} bytes sent for {max_bytes}")
 
 
-CONFORMANCE_CHECKS: dict[str, Callable[..., None]] = {
-    "streaming_parity": check_streaming_parity,
-    "sink_exception_propagates": check_sink_exception_propagates,
-    "concurrent_use": check_concurrent_use,
-    "failure_projection": check_failure_projection,
-}
-STREAMING_CHECKS: dict[str, Callable[..., None]] = {
-    "delta_order": check_delta_order,
-    "tool_call_assembly": check_tool_call_assembly,
-    "single_terminal": check_single_terminal,
-    "midstream_failure": check_midstream_failure,
-    "cancellation": check_cancellation,
-    "size_bound": check_size_bound,
-    "streaming_parity": check_streaming_parity,
-}
-ASYNC_CHECKS: dict[str, Callable[..., None]] = {
-    "async_parity": check_async_parity,
-    "async_failure_projection": check_async_failure_projection,
-    "async_concurrent_use": check_async_concurrent_use,
-    "async_cancellation": check_async_cancellation,
-}
-
-
-def _suite(
-    adapter: RuntimeAdapter,
-    *rows: tuple[str, Callable[..., None], ExecutionRequest | None, dict[str, Any]],
-) -> ConformanceReport:
-    """Run each row's check, in order, where the host supplied its request (not ``None``)."""
-    report = ConformanceReport(adapter_id=adapter.descriptor().id)
-    for name, check, request, options in rows:
-        if request is not None:
-            check(adapter, request, **options)
-            report.passed.append(name)
-    return report
-
-
-def run_check(
-    name: str,
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
-    failing_request: ExecutionRequest | None = None,
-    failing_adapter: RuntimeAdapter | None = None,
-    **options: Any,
-) -> None:
-    """Run one named check; ``failure_projection`` uses the failing adapter/request."""
-    if name not in CONFORMANCE_CHECKS:
-        raise KeyError(f"unknown conformance check {name!r}")
-    if name != "failure_projection":
-        CONFORMANCE_CHECKS[name](adapter, request, **options)
-    elif failing_request is None:
-        raise ConformanceError("failure_projection needs a failing_request")
-    else:
-        check_failure_projection(failing_adapter or adapter, failing_request)
-
-
 def check_adapter(
     adapter: RuntimeAdapter,
     request: ExecutionRequest,
     *,
+    asynchronous: bool = False,
     failing_request: ExecutionRequest | None = None,
     failing_adapter: RuntimeAdapter | None = None,
-    threads: int = 8,
-    calls: int = 10,
-) -> ConformanceReport:
-    """Run every check; failure projection only when a failing request is given."""
-    concurrency = {"threads": threads, "calls": calls}
-    report = _suite(
-        adapter,
-        ("streaming_parity", check_streaming_parity, request, {}),
-        ("sink_exception_propagates", check_sink_exception_propagates, request, {}),
-        ("concurrent_use", check_concurrent_use, request, concurrency),
-    )
-    if failing_request is not None:
-        check_failure_projection(failing_adapter or adapter, failing_request)
-        report.passed.append("failure_projection")
-    return report
-
-
-def check_streaming_adapter(
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
     expected_text: str | None = None,
     expected_tool_calls: Sequence[tuple[str, str]] | None = None,
+    interleaved_tool_calls: tuple[ExecutionRequest, Sequence[tuple[str, str]]] | None = None,
     midstream_failure: ExecutionRequest | None = None,
     cancel_request: ExecutionRequest | None = None,
     connection_released: Callable[[], bool] | None = None,
+    cancel_after_s: float | None = None,
     oversized_request: ExecutionRequest | None = None,
     max_bytes: int | None = None,
-    interleaved_tool_calls: tuple[ExecutionRequest, Sequence[tuple[str, str]]] | None = None,
-) -> ConformanceReport:
-    """Run every streaming check for which the host supplied what it needs
-    (``interleaved_tool_calls``: a request interleaving parallel calls, and those calls)."""
-    interleaved, calls = interleaved_tool_calls or (None, ())
-    tools = None if expected_tool_calls is None else request
-    cancel = None if connection_released is None else cancel_request
-    oversized = None if max_bytes is None else oversized_request
-    assemble, released = check_tool_call_assembly, {"connection_released": connection_released}
-    return _suite(
-        adapter,
-        ("delta_order", check_delta_order, request, {"expected_text": expected_text}),
-        ("single_terminal", check_single_terminal, request, {}),
-        ("streaming_parity", check_streaming_parity, request, {}),
-        ("tool_call_assembly", assemble, tools, {"expected": expected_tool_calls}),
-        ("tool_call_interleaving", assemble, interleaved, {"expected": calls}),
-        ("midstream_failure", check_midstream_failure, midstream_failure, {}),
-        ("cancellation", check_cancellation, cancel, released),
-        ("size_bound", check_size_bound, oversized, {"max_bytes": max_bytes}),
-    )
-
-
-def check_async_adapter(
-    adapter: RuntimeAdapter,
-    request: ExecutionRequest,
-    *,
-    failing_request: ExecutionRequest | None = None,
-    cancel_request: ExecutionRequest | None = None,
-    connection_released: Callable[[], bool] | None = None,
-    cancel_after_s: float | None = None,
+    threads: int = 8,
+    calls: int = 10,
     tasks: int = 50,
 ) -> ConformanceReport:
-    """Run every async check for which the host supplied what it needs."""
-    cancel = None if connection_released is None else cancel_request
+    """Run, in the ``asynchronous`` lane or not, the port's checks on ``request`` and each
+    other check for which the host supplied what it needs (``failing_request`` runs on
+    ``failing_adapter`` when given; ``interleaved_tool_calls``: a request interleaving
+    parallel calls, and those calls)."""
+    report = ConformanceReport(adapter_id=adapter.descriptor().id)
+
+    def run(
+        name: str, check: Callable[..., None], given: ExecutionRequest | None, **options: Any
+    ) -> None:
+        if given is not None:
+            subject = failing_adapter or adapter if name == "failure_projection" else adapter
+            check(subject, given, asynchronous=asynchronous, **options)
+            report.passed.append(name)
+
+    run("streaming_parity", check_streaming_parity, request)
+    run("sink_exception_propagates", check_sink_exception_propagates, request)
+    run("concurrent_use", check_concurrent_use, request, threads=threads, calls=calls, tasks=tasks)
+    run("failure_projection", check_failure_projection, failing_request)
+    text = None if expected_text is None else request
+    run("delta_order", check_delta_order, text, expected_text=expected_text)
+    tools = None if expected_tool_calls is None else request
+    run("tool_call_assembly", check_tool_call_assembly, tools, expected=expected_tool_calls)
+    interleaved, calls_sent = interleaved_tool_calls or (None, ())
+    run("tool_call_interleaving", check_tool_call_assembly, interleaved, expected=calls_sent)
+    run("midstream_failure", check_midstream_failure, midstream_failure)
+    cancelled = None if connection_released is None else cancel_request
     released = {"connection_released": connection_released, "cancel_after_s": cancel_after_s}
-    return _suite(
-        adapter,
-        ("async_parity", check_async_parity, request, {}),
-        ("async_concurrent_use", check_async_concurrent_use, request, {"tasks": tasks}),
-        ("async_failure_projection", check_async_failure_projection, failing_request, {}),
-        ("async_cancellation", check_async_cancellation, cancel, released),
-    )
-
-
-def _preview(text: Any, limit: int = 60) -> str:
-    value = repr(text)
-    return value if len(value) <= limit else value[: limit - 3] + "..."
+    run("cancellation", check_cancellation, cancelled, **released)
+    oversized = None if max_bytes is None else oversized_request
+    run("size_bound", check_size_bound, oversized, max_bytes=max_bytes)
+    return report

@@ -28,10 +28,10 @@ from templiqx_core import (
     codes,
 )
 from templiqx_core.conformance import (
-    check_async_cancellation,
-    check_async_concurrent_use,
-    check_async_failure_projection,
-    check_async_parity,
+    check_cancellation,
+    check_concurrent_use,
+    check_failure_projection,
+    check_streaming_parity,
 )
 from templiqx_langfuse import (
     AsyncDeadlineTransport,
@@ -394,15 +394,18 @@ def test_the_langfuse_runtime_passes_the_async_conformance_checks(
         runtime = runtime_for(model_server.base_url)
         failing = runtime_for(f"http://127.0.0.1:{closed_port()}/v1")
         cancelled = runtime_for(hanging.base_url)
-        check_async_parity(runtime, greeting_request)
+        check_streaming_parity(runtime, greeting_request, asynchronous=True)
         # Generous: the suite shares two cores with its own servers (0.43 s seen in CI).
-        check_async_concurrent_use(runtime, greeting_request, tasks=50, max_stall_s=1.5)
-        check_async_failure_projection(failing, greeting_request)
-        check_async_cancellation(
+        check_concurrent_use(
+            runtime, greeting_request, tasks=50, max_stall_s=1.5, asynchronous=True
+        )
+        check_failure_projection(failing, greeting_request, asynchronous=True)
+        check_cancellation(
             cancelled,
             greeting_request,
             connection_released=lambda: hanging.closed >= 1,
             cancel_after_s=0.3,
+            asynchronous=True,
         )
         for each in (runtime, failing, cancelled):
             each.close()

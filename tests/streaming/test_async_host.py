@@ -24,11 +24,11 @@ from templiqx_core import (
 from templiqx_core.adapters import RuntimeCall
 from templiqx_core.conformance import (
     ConformanceError,
-    check_async_adapter,
-    check_async_cancellation,
-    check_async_concurrent_use,
-    check_async_failure_projection,
-    check_async_parity,
+    check_adapter,
+    check_cancellation,
+    check_concurrent_use,
+    check_failure_projection,
+    check_streaming_parity,
 )
 from tests.loopback import LoopbackModelServer, Reply
 from tests.streaming.conftest import HostFactory, text_stream
@@ -74,7 +74,7 @@ def test_deltas_reach_an_async_sink_as_they_arrive(
 def test_the_streaming_host_passes_the_async_checks(
     routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
 ) -> None:
-    report = check_async_adapter(
+    report = check_adapter(
         make_host(),
         routes.request(plain_request, "ok", reply_for(text_stream(PARTS), piece=7)),
         failing_request=routes.request(plain_request, "503", Reply(503)),
@@ -82,13 +82,17 @@ def test_the_streaming_host_passes_the_async_checks(
             plain_request, "slow", reply_for(SLOW, pause_s=0.05, piece=len(SLOW) // 100)
         ),
         connection_released=released(routes.server),
+        expected_text=TEXT,
         tasks=20,
+        asynchronous=True,
     )
     assert report.passed == [
-        "async_parity",
-        "async_concurrent_use",
-        "async_failure_projection",
-        "async_cancellation",
+        "streaming_parity",
+        "sink_exception_propagates",
+        "concurrent_use",
+        "failure_projection",
+        "delta_order",
+        "cancellation",
     ]
 
 
@@ -101,8 +105,12 @@ def test_cancelling_a_stream_stops_reading_at_once(
         plain_request, "slow", reply_for(SLOW, pause_s=0.05, piece=len(SLOW) // 100)
     )
     started = time.monotonic()
-    check_async_cancellation(
-        make_host(), slow, connection_released=released(routes.server), within_s=0.5
+    check_cancellation(
+        make_host(),
+        slow,
+        connection_released=released(routes.server),
+        within_s=0.5,
+        asynchronous=True,
     )
     assert time.monotonic() - started < 2.0
 
@@ -165,8 +173,8 @@ class FailsOnItsFirstLoop(TiedToItsFirstLoop):
 @pytest.mark.parametrize(
     ("check", "adapter"),
     [
-        (check_async_parity, TiedToItsFirstLoop),
-        (check_async_failure_projection, FailsOnItsFirstLoop),
+        (check_streaming_parity, TiedToItsFirstLoop),
+        (check_failure_projection, FailsOnItsFirstLoop),
     ],
 )
 def test_an_async_check_runs_its_calls_on_one_event_loop(
@@ -174,29 +182,31 @@ def test_an_async_check_runs_its_calls_on_one_event_loop(
 ) -> None:
     """As a host does: an adapter tied to its first loop passes (each call used to get a
     fresh loop, failing with a raw RuntimeFailureError instead of a ConformanceError)."""
-    check(adapter(), plain_request)
+    check(adapter(), plain_request, asynchronous=True)
 
 
 def test_async_parity_catches_an_adapter_that_answers_differently_on_the_loop(
     plain_request: ExecutionRequest,
 ) -> None:
     with pytest.raises(ConformanceError, match="aexecute"):
-        check_async_parity(Diverges(), plain_request)
+        check_streaming_parity(Diverges(), plain_request, asynchronous=True)
 
 
 def test_async_cancellation_catches_an_adapter_that_ignores_the_cancel(
     plain_request: ExecutionRequest,
 ) -> None:
     with pytest.raises(ConformanceError, match="cancel"):
-        check_async_cancellation(IgnoresCancel(), plain_request, connection_released=lambda: True)
+        check_cancellation(
+            IgnoresCancel(), plain_request, connection_released=lambda: True, asynchronous=True
+        )
 
 
 def test_a_sync_only_adapter_passes_the_async_checks_in_a_worker_thread(
     plain_request: ExecutionRequest,
 ) -> None:
     adapter = ScriptedRuntime([ScriptedSuccess(output={"greeting": "hi"})])
-    report = check_async_adapter(adapter, plain_request)
-    assert report.passed == ["async_parity", "async_concurrent_use"]
+    report = check_adapter(adapter, plain_request, asynchronous=True)
+    assert report.passed == ["streaming_parity", "sink_exception_propagates", "concurrent_use"]
 
 
 class SwallowsCancel(RuntimeAdapter):
@@ -248,12 +258,13 @@ def test_async_cancellation_fails_on_a_task_that_cannot_be_cancelled(
 ) -> None:
     started = time.monotonic()
     with pytest.raises(ConformanceError, match="did not end"):
-        check_async_cancellation(
+        check_cancellation(
             SwallowsCancel(),
             plain_request,
             connection_released=lambda: True,
             cancel_after_s=0.1,
             within_s=0.5,
+            asynchronous=True,
         )
     assert time.monotonic() - started < 15
 
@@ -267,4 +278,4 @@ def test_async_concurrent_use_catches(
     adapter: type[RuntimeAdapter], catches: str, plain_request: ExecutionRequest
 ) -> None:
     with pytest.raises(ConformanceError, match=catches):
-        check_async_concurrent_use(adapter(), plain_request, tasks=10)
+        check_concurrent_use(adapter(), plain_request, tasks=10, asynchronous=True)

@@ -34,11 +34,10 @@ from templiqx_core.conformance import (
     check_cancellation,
     check_delta_order,
     check_midstream_failure,
-    check_single_terminal,
     check_size_bound,
-    check_streaming_adapter,
     check_streaming_parity,
     check_tool_call_assembly,
+    run_stream,
 )
 from templiqx_streaming_host import StreamingHostRuntime
 from tests.loopback import LoopbackModelServer, Reply
@@ -161,7 +160,7 @@ def test_the_reference_host_passes_every_check(
     routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
 ) -> None:
     host = make_host(max_response_bytes=16 * 1024)
-    report = check_streaming_adapter(
+    report = check_adapter(
         host,
         routes.request(plain_request, "ok", reply_for(text_stream(PARTS), piece=7)),
         expected_text=TEXT,
@@ -179,11 +178,16 @@ def test_the_reference_host_passes_every_check(
             routes.request(plain_request, "interleaved", reply_for(INTERLEAVED, piece=11)),
             INTERLEAVED_CALLS,
         ),
+        failing_request=routes.request(plain_request, "503", Reply(503)),
+        threads=4,
+        calls=5,
     )
     assert report.passed == [
-        "delta_order",
-        "single_terminal",
         "streaming_parity",
+        "sink_exception_propagates",
+        "concurrent_use",
+        "failure_projection",
+        "delta_order",
         "tool_call_assembly",
         "tool_call_interleaving",
         "midstream_failure",
@@ -192,14 +196,6 @@ def test_the_reference_host_passes_every_check(
     ]
     tools = routes.request(plain_request, "tools", reply_for(TOOLS, piece=5))
     check_tool_call_assembly(host, tools, expected=TOOL_CALLS)
-    failing = routes.request(plain_request, "503", Reply(503))
-    check_adapter(
-        host,
-        routes.request(plain_request, "ok", reply_for(text_stream(PARTS))),
-        failing_request=failing,
-        threads=4,
-        calls=5,
-    )
 
 
 def test_cancel_signal_while_blocked_in_a_read(
@@ -354,7 +350,7 @@ def _broken_cases() -> Iterator[Any]:
     )
     yield pytest.param(
         FailedTwice,
-        check_single_terminal,
+        run_stream,
         "broken",
         {},
         "2 terminal events",
