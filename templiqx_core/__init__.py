@@ -68,8 +68,6 @@ if _typing.TYPE_CHECKING:
         ScriptedOutcome,
         ScriptedRuntime,
         ScriptedSuccess,
-        failure_receipt_fingerprint,
-        success_receipt_fingerprint,
     )
     from ._strict import (
         OutputSchemaStrictError,
@@ -98,8 +96,7 @@ _WHERE = {
         "._ports": "EventSink RuntimeAdapter",
         "._repair": "RepairingRuntime collect_attempts",
         "._scenarios": "Scenario load_inventory load_scenario",
-        "._scripted": "ScriptedFailure ScriptedOutcome ScriptedRuntime ScriptedSuccess "
-        "failure_receipt_fingerprint success_receipt_fingerprint",
+        "._scripted": "ScriptedFailure ScriptedOutcome ScriptedRuntime ScriptedSuccess",
         "._strict": "OutputSchemaStrictError StrictFinding StrictForm model_output_schema "
         "require_strict_schema strict_findings to_strict_schema",
         "._typed": "TypedContract TypedContractError check_output_model",
@@ -161,7 +158,6 @@ __all__ = [
     "compile_contract",
     "compile_envelope",
     "execute_contract",
-    "failure_receipt_fingerprint",
     "fingerprint",
     "fingerprint_bytes",
     "load_inventory",
@@ -173,7 +169,6 @@ __all__ = [
     "require_strict_schema",
     "run_evals",
     "strict_findings",
-    "success_receipt_fingerprint",
     "to_diagnostic",
     "to_strict_schema",
 ]

@@ -10,7 +10,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from . import codes
 from ._canonical import NotJson
@@ -56,10 +56,6 @@ class CallOutcome:
     code: str | None = None
     detail: str = ""
 
-    @property
-    def ok(self) -> bool:
-        return self.receipt is not None
-
 
 @dataclass(slots=True)
 class _Stream:
@@ -90,7 +86,7 @@ class _Stream:
 
 def _terminal_failure(stream: _Stream | None, error: BaseException) -> None:
     if stream is not None and error is not stream.error:
-        stream.send(failed_event(error))
+        stream.send(_failed_event(error))
 
 
 def _own(adapter: RuntimeAdapter, name: str) -> bool:
@@ -142,7 +138,7 @@ def _interrupted(error: BaseException) -> str:
     return f"execution interrupted ({type(error).__name__})"
 
 
-def failed_event(error: BaseException) -> FailedEvent:
+def _failed_event(error: BaseException) -> FailedEvent:
     """``Failed`` with a ``PortError``'s code, else ``TQX_RUNTIME_PERMANENT`` (an ``Exception``)
     or ``TQX_RUNTIME_INTERRUPTED``; never the exception's text."""
     if isinstance(error, PortError):
@@ -154,21 +150,6 @@ def failed_event(error: BaseException) -> FailedEvent:
     return FailedEvent(code=codes.RUNTIME_INTERRUPTED, message=_interrupted(error))
 
 
-def project_terminal(run: Callable[[], ExecutionReceipt], sink: EventSink) -> ExecutionReceipt:
-    """Run ``run`` and emit its outcome as the one terminal event (``Failed`` for any
-    ``BaseException``, re-raised unchanged)."""
-    try:
-        receipt = run()
-    except BaseException as error:
-        sink(failed_event(error))
-        raise
-    sink(CompleteEvent.from_receipt(receipt))
-    return receipt
-
-
-_NOT_IMPLEMENTED: Final = "implement produce_output (or override execute)"
-
-
 class RuntimeAdapter(ABC):
     """Runs a compiled interaction into a fingerprinted receipt: adapters implement
     ``descriptor`` and ``produce_output`` (``release`` if they own resources), the port the
@@ -177,11 +158,6 @@ class RuntimeAdapter(ABC):
     _port_closing: threading.Lock
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RuntimeAdapter:
-        if (
-            cls.produce_output is RuntimeAdapter.produce_output
-            and cls.execute is RuntimeAdapter.execute
-        ):
-            raise TypeError(f"Can't instantiate {cls.__name__}: {_NOT_IMPLEMENTED}")
         instance = super().__new__(cls)
         # Set here, not in __init__: subclasses need not call super().__init__(). Acquired
         # once by close()/aclose() and never released: closed for good, and one closer wins.
@@ -195,7 +171,7 @@ class RuntimeAdapter(ABC):
     def produce_output(self, call: RuntimeCall) -> Any:
         """Run ``call.request`` once into the parsed output (or ``Produced``); raise a
         ``PortError`` for a failure you can name, the port maps anything else."""
-        raise NotImplementedError(_NOT_IMPLEMENTED)
+        raise NotImplementedError("implement produce_output (or override execute)")
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """Run the request once; raise a ``PortError`` subclass on failure."""
@@ -204,9 +180,15 @@ class RuntimeAdapter(ABC):
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         """``execute``, streaming deltas then ``Complete`` (or ``Failed`` and the raise) to
         ``sink``; an exception ``sink`` raises (a host cancelling) propagates unchanged."""
-        if _own(self, "execute"):  # a wrapper: its outcome, projected
-            return project_terminal(lambda: self.execute(request), sink)
-        return self._run(request, sink)
+        if not _own(self, "execute"):
+            return self._run(request, sink)
+        try:  # a wrapper: its outcome, projected
+            receipt = self.execute(request)
+        except BaseException as error:
+            sink(_failed_event(error))
+            raise
+        sink(CompleteEvent.from_receipt(receipt))
+        return receipt
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         """``execute`` on the loop (a native ``aproduce_output``) or in a worker thread;
@@ -231,7 +213,7 @@ class RuntimeAdapter(ABC):
         except asyncio.CancelledError:
             raise
         except BaseException as error:
-            sink(failed_event(error))
+            sink(_failed_event(error))
             raise
         sink(CompleteEvent.from_receipt(receipt))
         return receipt

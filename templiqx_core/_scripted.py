@@ -13,7 +13,7 @@ from typing import Any, Union
 import orjson
 
 from ._canonical import fingerprint
-from ._contracts import AdapterDescriptor, DeltaEvent, ExecutionReceipt
+from ._contracts import AdapterDescriptor, DeltaEvent
 from ._errors import InvalidData, Unsupported
 from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError
 from ._ports import Produced, RuntimeAdapter, RuntimeCall
@@ -200,26 +200,6 @@ class ScriptedRuntime(RuntimeAdapter):
                     "or the script an output"
                 )
         return Produced(output, output_schema_valid=outcome.expect_schema_valid)
-
-
-def success_receipt_fingerprint(receipt: ExecutionReceipt) -> str:
-    """The reference mock's payload-free fingerprint of a successful outcome."""
-    fields = {"request_fingerprint", "output_fingerprint", "output_schema_valid"}
-    return fingerprint({"outcome": "success", **receipt.model_dump(include=fields)})
-
-
-def failure_receipt_fingerprint(
-    code: str, failure_fingerprint: str, retry_after_ms: int | None
-) -> str:
-    """The reference mock's payload-free fingerprint of a failed outcome."""
-    return fingerprint(
-        {
-            "outcome": "failure",
-            "code": code,
-            "failure_fingerprint": failure_fingerprint,
-            "retry_after_ms": retry_after_ms,
-        }
-    )
 
 
 def runtime_factory(options: RuntimeOptions) -> ScriptedRuntime:

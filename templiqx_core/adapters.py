@@ -15,8 +15,6 @@ from ._ports import (
     Produced,
     RuntimeCall,
     WrappingRuntime,
-    failed_event,
-    project_terminal,
 )
 from ._receipts import build_receipt, request_fingerprint
 from ._repair import RepairAttempt, current_repair
@@ -38,8 +36,6 @@ __all__ = [
     "build_receipt",
     "compile_schema",
     "current_repair",
-    "failed_event",
     "load_document",
-    "project_terminal",
     "request_fingerprint",
 ]

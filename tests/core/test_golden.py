@@ -43,9 +43,8 @@ from templiqx_core import (
     ScriptedRuntime,
     codes,
     execute_contract,
-    failure_receipt_fingerprint,
+    fingerprint,
     load_inventory,
-    success_receipt_fingerprint,
 )
 from templiqx_core._receipts import OUTPUT_SCHEMA_SUMMARY
 from tests.conftest import REFERENCE
@@ -59,6 +58,24 @@ def _help_field(help_text: str | None, name: str) -> str | None:
         if field.startswith(f"{name}="):
             return field[len(name) + 1 :]
     return None
+
+
+def success_receipt_fingerprint(receipt: ExecutionReceipt) -> str:
+    """The reference mock's payload-free fingerprint of a successful outcome."""
+    fields = {"request_fingerprint", "output_fingerprint", "output_schema_valid"}
+    return fingerprint({"outcome": "success", **receipt.model_dump(include=fields)})
+
+
+def failure_receipt_fingerprint(code: str, failure: str, retry_after_ms: int | None) -> str:
+    """The reference mock's payload-free fingerprint of a failed outcome."""
+    return fingerprint(
+        {
+            "outcome": "failure",
+            "code": code,
+            "failure_fingerprint": failure,
+            "retry_after_ms": retry_after_ms,
+        }
+    )
 
 
 def outcome_fingerprint(envelope: OperationEnvelope[ExecutionReceipt]) -> str:

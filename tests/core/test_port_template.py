@@ -231,13 +231,15 @@ def test_an_adapter_with_only_descriptor_and_execute_keeps_the_stream_guarantee(
         assert isinstance(result, BaseException)  # the adapter's own exception, unchanged
 
 
-def test_an_adapter_with_neither_hook_nor_execute_cannot_be_built() -> None:
+def test_an_adapter_with_neither_hook_nor_execute_fails_its_calls(
+    bli61_request: ExecutionRequest,
+) -> None:
     class Empty(RuntimeAdapter):
         def descriptor(self) -> AdapterDescriptor:
             return DESCRIPTOR
 
-    with pytest.raises(TypeError, match="produce_output"):
-        Empty()
+    with pytest.raises(RuntimeFailureError, match="NotImplementedError"):
+        Empty().execute(bli61_request)
 
 
 def test_hook_adapters_pass_the_conformance_kit(bli61_request: ExecutionRequest) -> None:
