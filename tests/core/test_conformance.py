@@ -156,10 +156,10 @@ def test_default_projection_passes_every_check(bli61_request: ExecutionRequest) 
         def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
             raise self.fail()
 
-    report = check_adapter(
+    passed = check_adapter(
         Base(), bli61_request, failing_request=bli61_request, failing_adapter=Failing()
     )
-    assert report.passed == [
+    assert passed == [
         "streaming_parity",
         "sink_exception_propagates",
         "concurrent_use",

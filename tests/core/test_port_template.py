@@ -243,7 +243,7 @@ def test_an_adapter_with_neither_hook_nor_execute_fails_its_calls(
 
 
 def test_hook_adapters_pass_the_conformance_kit(bli61_request: ExecutionRequest) -> None:
-    report = check_adapter(
+    passed = check_adapter(
         Misbehaving(deltas_then(lambda call: call.request.fixture_output)),
         bli61_request,
         failing_request=bli61_request,
@@ -251,7 +251,7 @@ def test_hook_adapters_pass_the_conformance_kit(bli61_request: ExecutionRequest)
         threads=4,
         calls=4,
     )
-    assert "failure_projection" in report.passed
+    assert "failure_projection" in passed
 
 
 # -- lifecycle ------------------------------------------------------------------------

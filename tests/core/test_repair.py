@@ -285,7 +285,7 @@ def test_one_attempt_streams_as_the_inner_runtime(request_: ExecutionRequest, io
 
 def test_the_wrapper_passes_the_port_conformance_checks(request_: ExecutionRequest) -> None:
     valid = request_.model_copy(update={"fixture_output": VALID})
-    report = check_adapter(
+    passed = check_adapter(
         RepairingRuntime(
             ScriptedRuntime([ScriptedSuccess(text="no"), ScriptedSuccess()]), attempts=2
         ),
@@ -293,7 +293,7 @@ def test_the_wrapper_passes_the_port_conformance_checks(request_: ExecutionReque
         failing_request=valid,
         failing_adapter=RepairingRuntime(ScriptedRuntime([ScriptedSuccess(text="no")]), attempts=3),
     )
-    assert "failure_projection" in report.passed
+    assert "failure_projection" in passed
 
 
 @pytest.mark.parametrize("attempts", [0, -1, True, 1.5, 11, 10**20])

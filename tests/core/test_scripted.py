@@ -206,13 +206,13 @@ def test_events_lifecycle_follows_the_reference(tmp_path: Path, events: list[obj
 
 def test_scripted_runtime_passes_the_conformance_kit(bli61_request: ExecutionRequest) -> None:
     failing = ScriptedRuntime([ScriptedFailure(RuntimeFailureCode.UNAVAILABLE, "down")])
-    report = check_adapter(
+    passed = check_adapter(
         ScriptedRuntime([ScriptedSuccess(deltas=("a", "b"))]),
         bli61_request,
         failing_request=bli61_request,
         failing_adapter=failing,
     )
-    assert report.passed == [
+    assert passed == [
         "streaming_parity",
         "sink_exception_propagates",
         "concurrent_use",

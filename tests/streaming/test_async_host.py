@@ -74,7 +74,7 @@ def test_deltas_reach_an_async_sink_as_they_arrive(
 def test_the_streaming_host_passes_the_async_checks(
     routes: Routes, make_host: HostFactory, plain_request: ExecutionRequest
 ) -> None:
-    report = check_adapter(
+    passed = check_adapter(
         make_host(),
         routes.request(plain_request, "ok", reply_for(text_stream(PARTS), piece=7)),
         failing_request=routes.request(plain_request, "503", Reply(503)),
@@ -86,7 +86,7 @@ def test_the_streaming_host_passes_the_async_checks(
         tasks=20,
         asynchronous=True,
     )
-    assert report.passed == [
+    assert passed == [
         "streaming_parity",
         "sink_exception_propagates",
         "concurrent_use",
@@ -205,8 +205,8 @@ def test_a_sync_only_adapter_passes_the_async_checks_in_a_worker_thread(
     plain_request: ExecutionRequest,
 ) -> None:
     adapter = ScriptedRuntime([ScriptedSuccess(output={"greeting": "hi"})])
-    report = check_adapter(adapter, plain_request, asynchronous=True)
-    assert report.passed == ["streaming_parity", "sink_exception_propagates", "concurrent_use"]
+    passed = check_adapter(adapter, plain_request, asynchronous=True)
+    assert passed == ["streaming_parity", "sink_exception_propagates", "concurrent_use"]
 
 
 class SwallowsCancel(RuntimeAdapter):
