@@ -104,13 +104,8 @@ class RuntimeCall:
     _stream: _Stream | None = None
     _observers: list[Callable[[CallOutcome], None]] = field(default_factory=list)
 
-    @property
-    def streaming(self) -> bool:
-        return self._stream is not None
-
     def emit(self, event: DeltaEvent | ToolCallDeltaEvent) -> None:
-        """Send a delta to a streaming host (the terminal is the port's); let the sink's
-        exception propagate: that is how a host cancels."""
+        """Send a delta to a streaming host; the sink's exception (a host cancel) propagates."""
         if not isinstance(event, (DeltaEvent, ToolCallDeltaEvent)):
             raise TypeError("adapters emit Delta/ToolCallDelta only; the port emits the terminal")
         if self._stream is not None:
@@ -132,6 +127,9 @@ class RuntimeCall:
                 logger.warning(
                     "an execution observer of %s failed (%s)", self.adapter.id, type(error).__name__
                 )
+            except BaseException as error:  # a KeyboardInterrupt: still one terminal event
+                _terminal_failure(self._stream, error)
+                raise
 
 
 def _interrupted(error: BaseException) -> str:
@@ -233,31 +231,21 @@ class RuntimeAdapter(ABC):
     def _run(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         call, validator = self._port_open(request, sink)
         try:
-            try:
-                produced = self.produce_output(call)
-            except BaseException as error:
-                self._port_failed(call, error)
-            return self._port_receipt(call, validator, produced)
-        except BaseException as error:  # an observer's KeyboardInterrupt: still one terminal
-            _terminal_failure(call._stream, error)
-            raise
+            produced = self.produce_output(call)
+        except BaseException as error:
+            self._port_failed(call, error)
+        return self._port_receipt(call, validator, produced)
 
     async def _arun(self, request: ExecutionRequest, sink: EventSink | None) -> ExecutionReceipt:
         import asyncio
 
         call, validator = self._port_open(request, sink)
         try:
-            try:
-                produced = await self.aproduce_output(call)
-            except BaseException as error:
-                # A cancelled task: the host stopped listening, nothing more is sent to it.
-                self._port_failed(call, error, quiet=isinstance(error, asyncio.CancelledError))
-            return self._port_receipt(call, validator, produced)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as error:  # an observer's KeyboardInterrupt: still one terminal
-            _terminal_failure(call._stream, error)
-            raise
+            produced = await self.aproduce_output(call)
+        except BaseException as error:
+            # A cancelled task: the host stopped listening, nothing more is sent to it.
+            self._port_failed(call, error, quiet=isinstance(error, asyncio.CancelledError))
+        return self._port_receipt(call, validator, produced)
 
     def _port_open(
         self, request: ExecutionRequest, sink: EventSink | None

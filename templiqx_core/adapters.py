@@ -1,12 +1,6 @@
-"""What an adapter author needs besides ``templiqx_core`` (a host needs only that).
-
-Implement ``RuntimeAdapter.descriptor`` and ``RuntimeAdapter.produce_output`` (plus
-``release`` if the adapter owns resources); the port builds the receipt, maps unexpected
-errors, ends every stream with one terminal event and owns the lifecycle. Wrappers
-(retrying, repairing, ...) derive from ``WrappingRuntime``. Check the result with
-``templiqx_core.conformance``. An adapter's own files (cassettes, fixtures) load with
-``load_document``, bounded as contracts are.
-"""
+"""What an adapter author needs besides ``templiqx_core``: implement ``descriptor`` and
+``produce_output`` (the port does the rest), derive wrappers from ``WrappingRuntime``, check
+the adapter with ``templiqx_core.conformance``; ``load_document`` reads its own files."""
 
 from ._canonical import MAX_DEPTH, NotJson
 from ._loading import load_document
