@@ -202,7 +202,6 @@ PINNED: dict[str, list[str]] = {
     "templiqx_core.conformance": [
         "AssembledToolCall",
         "ConformanceError",
-        "ConformanceReport",
         "StreamRun",
         "assemble_tool_calls",
         "check_adapter",
