@@ -88,9 +88,7 @@ class StreamRun:
 
 
 class _Lane:
-    """How a check calls the adapter, so each check is written once: ``execute*`` in the
-    caller's thread, or ``aexecute*`` on one event loop (a daemon thread's, as a host has
-    one) with each wait bounded, so a task ignoring cancellation fails instead of hanging."""
+    """How a check calls the adapter: ``execute*`` here, or ``aexecute*`` on one bounded loop."""
 
     def __init__(self, adapter: RuntimeAdapter, asynchronous: bool) -> None:
         self.adapter = adapter
@@ -109,9 +107,7 @@ class _Lane:
         return self
 
     def __exit__(self, failed: object, *exc_info: object) -> None:
-        """End as ``asyncio.run`` does (tasks left by a Ctrl-C or a timeout cancelled, async
-        generators and worker threads waited for), then stop the loop; what is stuck for 5 s
-        (1 s after a failed check: a stuck task failed it) keeps it running."""
+        """Cancel what is left and stop the loop, as ``asyncio.run`` ends; a stuck task keeps it."""
         if self.loop is not None:
             with contextlib.suppress(ConformanceError):
                 self.wait(_wind_down(), limit_s=1 if failed else 5, what="shutdown")
@@ -123,11 +119,6 @@ class _Lane:
         if not wait([outcome], timeout=limit_s).done:
             raise ConformanceError(f"{what} did not end within {limit_s:g} s")
         return outcome.result()
-
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        if self.loop is None:
-            return self.adapter.execute(request)
-        return self.wait(self.adapter.aexecute(request), what="aexecute()")
 
     def stream(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
         if self.loop is None:
@@ -188,9 +179,7 @@ def _streamed(lane: _Lane, request: ExecutionRequest) -> StreamRun:
 def run_stream(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
 ) -> StreamRun:
-    """Stream ``request``, keeping a ``PortError``: exactly one terminal event, last, and it
-    agrees with the outcome (``Failed`` with the raised ``TQX_*`` code, or ``Complete`` with
-    the returned receipt)."""
+    """Stream ``request``: one terminal event, last, agreeing with the return or the raise."""
     with _Lane(adapter, asynchronous) as lane:
         return _streamed(lane, request)
 
@@ -198,12 +187,13 @@ def run_stream(
 def check_streaming_parity(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
 ) -> None:
-    """The stream's ``Complete`` and its return value carry the receipt ``execute`` gives
-    (and so does ``aexecute``)."""
+    """``Complete`` and the return carry ``execute``'s receipt (and ``aexecute`` gives it)."""
     with _Lane(adapter, asynchronous) as lane:
         direct = adapter.execute(request)
-        if lane.loop is not None and not receipts_equal(lane.execute(request), direct):
-            raise ConformanceError("aexecute() returned a receipt that differs from execute()")
+        if lane.loop is not None:
+            awaited = lane.wait(adapter.aexecute(request), what="aexecute()")
+            if not receipts_equal(awaited, direct):
+                raise ConformanceError("aexecute() returned a receipt that differs from execute()")
         events: list[StreamEvent] = []
         streamed = lane.stream(request, events.append)
         terminal = validate_event_order(events)
@@ -220,7 +210,7 @@ def _failure(lane: _Lane, request: ExecutionRequest) -> tuple[StreamRun, PortErr
         raise ConformanceError(f"{lane.prefix}execute() on the failing request did not raise")
     if lane.loop is not None:
         try:
-            lane.execute(request)
+            lane.wait(lane.adapter.aexecute(request), what="aexecute()")
         except PortError as again:
             if again.code == run.error.code:
                 return run, run.error
@@ -231,8 +221,7 @@ def _failure(lane: _Lane, request: ExecutionRequest) -> tuple[StreamRun, PortErr
 def check_failure_projection(
     adapter: RuntimeAdapter, request: ExecutionRequest, *, asynchronous: bool = False
 ) -> None:
-    """A failing request emits one ``Failed{code}`` (a ``TQX_*`` code) last, then raises
-    that ``PortError`` (and ``aexecute`` raises the same code)."""
+    """A failing request emits one ``Failed`` with a ``TQX_*`` code last, then raises it."""
     with _Lane(adapter, asynchronous) as lane:
         _failure(lane, request)
 
@@ -257,12 +246,6 @@ def check_sink_exception_propagates(
     raise ConformanceError("sink raised, but the stream returned normally")
 
 
-def _same_receipts(got: Sequence[ExecutionReceipt], expected: Sequence[ExecutionReceipt]) -> None:
-    mismatched = sum(not receipts_equal(g, e) for g, e in zip(got, expected, strict=True))
-    if mismatched:
-        raise ConformanceError(f"{mismatched} concurrent receipts differed (cross-talk?)")
-
-
 def _distinct(request: ExecutionRequest, index: int) -> ExecutionRequest:
     """``request`` with its last message marked ``#index``, so cross-talk is seen."""
     interaction = request.interaction
@@ -285,15 +268,9 @@ def check_concurrent_use(
     tasks: int = 50,
     max_stall_s: float = 0.25,
 ) -> None:
-    """One instance serves concurrent callers, each getting the receipt ``execute`` gives
-    for its own request: ``threads`` threads making ``calls`` calls each or, ``asynchronous``,
-    ``tasks`` tasks on one loop, none holding it ``max_stall_s`` or longer (a blocking call)."""
+    """Concurrent callers (threads x calls, or tasks) each get their own ``execute`` receipt."""
     requests = [_distinct(request, i) for i in range(tasks if asynchronous else threads)]
     expected = [adapter.execute(r) for r in requests]
-    if not asynchronous:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            _same_receipts(list(pool.map(adapter.execute, requests * calls)), expected * calls)
-        return
 
     async def run() -> tuple[list[ExecutionReceipt], float]:
         stall, done = 0.0, asyncio.Event()
@@ -312,9 +289,15 @@ def check_concurrent_use(
         await tick
         return receipts, stall
 
-    with _Lane(adapter, True) as lane:
-        receipts, stall = lane.wait(run(), what="async concurrent use")
-    _same_receipts(receipts, expected)
+    if asynchronous:
+        with _Lane(adapter, True) as lane:
+            receipts, stall = lane.wait(run(), what="async concurrent use")
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            receipts, stall = list(pool.map(adapter.execute, requests * calls)), 0.0
+        expected *= calls
+    if mismatched := sum(not receipts_equal(g, e) for g, e in zip(receipts, expected, strict=True)):
+        raise ConformanceError(f"{mismatched} concurrent receipts differed (cross-talk?)")
     if stall >= max_stall_s:
         raise ConformanceError(f"the event loop was held for {stall:.2f} s during the calls")
 
@@ -341,8 +324,7 @@ def check_delta_order(
     expected_text: str | None = None,
     asynchronous: bool = False,
 ) -> None:
-    """Deltas arrive in order: their text is what the provider sent (``expected_text``)
-    and, when the stream completes, it is the JSON text of the receipt's output."""
+    """Deltas concatenate to ``expected_text`` and, on ``Complete``, to the output's JSON."""
     run = run_stream(adapter, request, asynchronous=asynchronous)
     if expected_text is not None and run.text != expected_text:
         raise ConformanceError(f"Delta texts concatenate to {run.text!r:.60}, not the sent text")
@@ -362,8 +344,7 @@ def check_tool_call_assembly(
     expected: Sequence[tuple[str, str]],
     asynchronous: bool = False,
 ) -> None:
-    """``ToolCallDelta`` fragments reassemble into exactly the provider's calls:
-    ``expected`` lists ``(name, arguments)`` per call, in the provider's index order."""
+    """``ToolCallDelta`` fragments reassemble into exactly ``expected`` (name, arguments)."""
     got = assemble_tool_calls(run_stream(adapter, request, asynchronous=asynchronous).events)
     if len(got) != len(expected):
         raise ConformanceError(
@@ -382,8 +363,7 @@ def check_midstream_failure(
     expected_code: str | None = None,
     asynchronous: bool = False,
 ) -> None:
-    """A stream that breaks after some deltas emits those deltas (``expected_text`` when
-    given), then one ``Failed`` with a ``TQX_*`` code, then raises the same error."""
+    """A broken stream emits its deltas so far, one ``Failed`` (a ``TQX_*`` code), then raises."""
     with _Lane(adapter, asynchronous) as lane:
         run, error = _failure(lane, request)
     if expected_code is not None and error.code != expected_code:
@@ -404,11 +384,8 @@ def check_cancellation(
     cancel_after_s: float | None = None,
     within_s: float = 2.0,
 ) -> None:
-    """At the first delta of ``request`` (a stream longer than ``within_s``) the sink raises,
-    another thread calls ``cancel`` (a signal) or, ``asynchronous``, the awaiting task is
-    cancelled (or ``cancel_after_s`` in): that propagates within ``within_s``, nothing
-    follows it (sync: no ``Complete``) and ``connection_released()`` (the host's probe)
-    turns true."""
+    """A cancel at the first delta (sink raising, ``cancel`` from a thread, the task cancelled
+    or ``cancel_after_s`` in) ends the call within ``within_s`` and releases the connection."""
     first_delta, finished = threading.Event(), threading.Event()
     sentinel = _Cancelled("cancelled by the conformance kit")
     events: list[StreamEvent] = []
@@ -494,9 +471,7 @@ def check_size_bound(
     bytes_sent: Callable[[], int] | None = None,
     asynchronous: bool = False,
 ) -> None:
-    """A stream longer than the adapter's ``max_bytes`` fails ``TQX_RUNTIME_INVALID_RESPONSE``
-    (``Failed``, then the raise) without reading it all: no more delta text than the bound,
-    and, with the host's ``bytes_sent`` probe, not the whole stream."""
+    """A stream past ``max_bytes`` fails ``TQX_RUNTIME_INVALID_RESPONSE`` without reading it all."""
     run = run_stream(adapter, request, asynchronous=asynchronous)
     if run.error is None or run.error.code != codes.RUNTIME_INVALID_RESPONSE:
         got = "a receipt" if run.error is None else run.error.code
@@ -533,9 +508,7 @@ def check_adapter(
     calls: int = 10,
     tasks: int = 50,
 ) -> list[str]:
-    """Run the port's checks on ``request`` and each other check whose inputs are given (for
-    ``interleaved_tool_calls``: a request and the calls it interleaves), in the lane
-    ``asynchronous`` names; returns the names of the checks run, in order."""
+    """Run the port's checks and each check whose inputs are given; return the names run."""
     passed: list[str] = []
 
     def run(
