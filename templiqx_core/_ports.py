@@ -1,6 +1,4 @@
-"""The ``RuntimeAdapter`` port: a template method around one adapter hook, so the port, not
-each adapter, builds the receipt, maps unexpected errors, ends every stream with one terminal
-event, tells observers the outcome once and refuses calls once closed."""
+"""The ``RuntimeAdapter`` port: a template method around one hook, one lifecycle for all."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ _Self = TypeVar("_Self", bound="RuntimeAdapter")
 
 @dataclass(frozen=True)
 class Produced:
-    """An output with ``details`` for observers (never the receipt), a declared schema verdict
-    (scripted fakes) and a ``deadline_at`` past which the receipt is a timeout."""
+    """An output, ``details`` for observers, a declared schema verdict, a validation deadline."""
 
     output: Any
     details: Any = None
@@ -59,8 +56,7 @@ class CallOutcome:
 
 @dataclass(slots=True)
 class _Stream:
-    """The host's sink for one call: remembers the exception it raised (a host cancel) and its
-    terminal event, and sends nothing once the awaiting task was cancelled."""
+    """The host's sink for one call: one terminal event, nothing once the task is cancelled."""
 
     sink: EventSink
     error: BaseException | None = None
@@ -137,8 +133,7 @@ def _interrupted(error: BaseException) -> str:
 
 
 def _failed_event(error: BaseException) -> FailedEvent:
-    """``Failed`` with a ``PortError``'s code, else ``TQX_RUNTIME_PERMANENT`` (an ``Exception``)
-    or ``TQX_RUNTIME_INTERRUPTED``; never the exception's text."""
+    """``Failed`` with the error's code (or PERMANENT / INTERRUPTED), never its text."""
     if isinstance(error, PortError):
         return FailedEvent(code=error.code, message=str(error))
     if isinstance(error, Exception):
@@ -149,9 +144,7 @@ def _failed_event(error: BaseException) -> FailedEvent:
 
 
 class RuntimeAdapter(ABC):
-    """Runs a compiled interaction into a fingerprinted receipt: adapters implement
-    ``descriptor`` and ``produce_output`` (``release`` if they own resources), the port the
-    rest. One instance serves concurrent calls."""
+    """Implement ``descriptor`` and ``produce_output``; one instance serves concurrent calls."""
 
     _port_closing: threading.Lock
 
@@ -167,8 +160,7 @@ class RuntimeAdapter(ABC):
         """Identity and capabilities of this adapter."""
 
     def produce_output(self, call: RuntimeCall) -> Any:
-        """Run ``call.request`` once into the parsed output (or ``Produced``); raise a
-        ``PortError`` for a failure you can name, the port maps anything else."""
+        """Run ``call.request`` once into the output (or ``Produced``); the port maps errors."""
         raise NotImplementedError("implement produce_output (or override execute)")
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
@@ -176,8 +168,7 @@ class RuntimeAdapter(ABC):
         return self._run(request, None)
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """``execute``, streaming deltas then ``Complete`` (or ``Failed`` and the raise) to
-        ``sink``; an exception ``sink`` raises (a host cancelling) propagates unchanged."""
+        """``execute``, deltas then one terminal event to ``sink``; its exceptions propagate."""
         if not _own(self, "execute"):
             return self._run(request, sink)
         try:  # a wrapper: its outcome, projected
@@ -189,8 +180,7 @@ class RuntimeAdapter(ABC):
         return receipt
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        """``execute`` on the loop (a native ``aproduce_output``) or in a worker thread;
-        cancelling the task interrupts the call."""
+        """``execute`` on the loop (``aproduce_output``) or in a worker thread; cancellable."""
         if _own(self, "execute") and not _own(self, "aproduce_output"):
             import asyncio  # here: a synchronous host (the CLI) need not import it (~20 ms)
 
@@ -200,8 +190,7 @@ class RuntimeAdapter(ABC):
     async def aexecute_streaming(
         self, request: ExecutionRequest, sink: EventSink
     ) -> ExecutionReceipt:
-        """``execute_streaming`` awaited (a worker-thread adapter calls ``sink`` from its
-        thread); cancelling the task ends the stream where it is, no event follows."""
+        """``execute_streaming`` awaited; cancelling the task ends the stream, no event follows."""
         if _own(self, "aproduce_output") or not _own(self, "execute"):
             return await self._arun(request, sink)
         import asyncio
@@ -217,8 +206,7 @@ class RuntimeAdapter(ABC):
         return receipt
 
     async def aproduce_output(self, call: RuntimeCall) -> Any:
-        """The async hook; by default ``produce_output`` in a worker thread (never stalls
-        the loop)."""
+        """The async hook; by default ``produce_output`` in a worker thread (off the loop)."""
         import asyncio
 
         try:
@@ -296,8 +284,7 @@ class RuntimeAdapter(ABC):
     def _port_failed(
         self, call: RuntimeCall, error: BaseException, quiet: bool = False
     ) -> NoReturn:
-        """Map what the hook raised, tell observers, end the stream (unless ``quiet``: the
-        awaiting task was cancelled) and raise."""
+        """Map what the hook raised, tell observers, end the stream (unless ``quiet``), raise."""
         stream = call._stream
         if (stream is not None and error is stream.error) or not isinstance(error, Exception):
             # A host cancel through its sink, or KeyboardInterrupt & co: re-raised as is.
@@ -378,8 +365,7 @@ def _refuse(call: RuntimeCall, code: RuntimeFailureCode, detail: str) -> Runtime
 
 
 class WrappingRuntime(RuntimeAdapter):
-    """Base of runtimes wrapping another (retrying, repairing): same descriptor, closing it
-    closes ``inner``; subclasses' ``execute`` start with ``self._ensure_open()``."""
+    """Base of runtimes wrapping ``inner`` (retrying, repairing): its descriptor and lifecycle."""
 
     def __init__(self, inner: RuntimeAdapter) -> None:
         self.inner = inner

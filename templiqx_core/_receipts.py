@@ -17,8 +17,7 @@ OUTPUT_SCHEMA_SUMMARY = "runtime output does not satisfy the contract schema"
 
 
 def request_fingerprint(interaction: CompiledInteraction) -> str:
-    """Fingerprint of the compiled interaction, kept on it once its containers are frozen
-    (so it cannot change under the cache)."""
+    """The interaction's fingerprint, cached on it once its containers are frozen."""
     cached = interaction._fingerprint
     if cached is None:
         interaction._freeze()

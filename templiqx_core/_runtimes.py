@@ -1,5 +1,4 @@
-"""Runtime discovery through the ``templiqx.runtimes`` entry-point group, so the core never
-imports an adapter package: a distribution registers a ``(RuntimeOptions) -> RuntimeAdapter``."""
+"""Runtimes found through the ``templiqx.runtimes`` entry points (the core imports none)."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ _PROVIDED_BY = {
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """What a surface passes to a runtime factory; ``on_trace_url`` gets each execution's
-    trace URL as it starts (a callback: concurrent calls would race for an attribute)."""
+    """What a surface passes a runtime factory; ``on_trace_url``: per call, as they overlap."""
 
     replay: Path | None = None
     scenario: Path | None = None

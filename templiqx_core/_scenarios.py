@@ -1,5 +1,4 @@
-"""Scenario manifests (``templiqx.mock/v1alpha1``, the Rust reference mock's shapes and
-rules) and their inventory, loaded fail-closed: a wrong fixture fails at loading."""
+"""Scenario manifests and inventories (``templiqx.mock/v1alpha1``), loaded fail-closed."""
 
 from __future__ import annotations
 
@@ -134,8 +133,7 @@ class ScenarioManifest(WireModel):
 
     @model_validator(mode="after")
     def _check(self) -> ScenarioManifest:
-        """The reference mock's ``ScenarioManifest::validate``: one non-empty sequence, ids
-        unique, each kind in its phase."""
+        """The reference's ``ScenarioManifest::validate``: ids unique, each kind in its phase."""
         if (not self.steps) == (self.events is None):
             raise ValueError("scenario must contain exactly one non-empty steps or events sequence")
         sequence: list[Any] = self.steps or self.events or []
@@ -169,8 +167,7 @@ class ScenarioManifest(WireModel):
 
 @dataclass(frozen=True)
 class Scenario:
-    """A loaded manifest with its files resolved; ``expected_output`` is what the reference
-    conformance run passes as the request's ``fixture_output``."""
+    """A loaded manifest; ``expected_output`` is the request's ``fixture_output`` in a run."""
 
     manifest: ScenarioManifest
     source: Path
@@ -237,9 +234,7 @@ class Inventory(WireModel):
 def load_inventory(
     path: str | Path, *, package: str | None = None, root: str | Path | None = None
 ) -> list[Scenario]:
-    """Load an inventory and every manifest it lists; fail closed on any disagreement.
-    Manifest paths are relative to ``root``, by default the directory holding
-    ``<package>/scenarios/inventory.json``."""
+    """Load an inventory (manifests relative to ``root``); fail closed on any disagreement."""
     source = Path(path)
     inventory = validate_model(Inventory, load_document(source), name=str(source))
     if package is not None and inventory.package != package:

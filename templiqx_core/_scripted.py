@@ -1,12 +1,11 @@
-"""A deterministic scripted runtime, the reference mock (``templiqx-mock``) receipt for
-receipt: delays advance a virtual clock, it never sleeps or touches the network."""
+"""The reference mock (``templiqx-mock``), receipt for receipt: scripted time, no network."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -35,8 +34,7 @@ _NO_OUTPUT: Any = object()
 
 @dataclass(frozen=True)
 class ScriptedSuccess:
-    """Succeed with ``output`` (default: the request's ``fixture_output``) or a model's
-    ``text`` (not JSON: ``TQX_RUNTIME_INVALID_RESPONSE`` keeping it, for repair)."""
+    """Succeed with ``output`` (default: ``fixture_output``) or a model's ``text`` (repair)."""
 
     output: Any = _NO_OUTPUT
     deltas: tuple[str, ...] = ()
@@ -60,24 +58,10 @@ class ScriptedFailure:
 ScriptedOutcome = Union[ScriptedSuccess, ScriptedFailure]
 
 
-@dataclass
-class VirtualClock:
-    """Milliseconds of scripted time; advanced by delays, never by sleeping."""
-
-    now_ms: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def advance(self, delay_ms: int) -> int:
-        with self._lock:
-            self.now_ms += delay_ms
-            return self.now_ms
-
-
 def _events_output(events: list[ScenarioStreamEvent], fixture_output: Any) -> Any:
     """The mock's output for an events stream: finish output, fixture, or the aggregate."""
-    output = next((e.output for e in events if isinstance(e, FinishFixture)), None)
-    if output is None:
-        output = fixture_output
+    finish = next((e.output for e in events if isinstance(e, FinishFixture)), None)
+    output = fixture_output if finish is None else finish
     if output is not None:
         return output
     texts = [e for e in events if isinstance(e, TextFixture)]
@@ -101,7 +85,6 @@ class ScriptedRuntime(RuntimeAdapter):
         *,
         capabilities: Sequence[str] = ("structured_output",),
         timeout_ms: int | None = None,
-        clock: VirtualClock | None = None,
     ) -> None:
         if not outcomes:
             raise InvalidData("ScriptedRuntime needs at least one scripted outcome")
@@ -114,7 +97,8 @@ class ScriptedRuntime(RuntimeAdapter):
             capabilities=sorted(set(capabilities)),
         )
         self.timeout_ms = timeout_ms
-        self.clock = clock or VirtualClock()
+        self.now_ms = 0  # scripted time: delays advance it, nothing sleeps
+        self._clock = threading.Lock()
 
     @classmethod
     def from_scenario(cls, scenario: Scenario | str | Path, **kwargs: Any) -> ScriptedRuntime:
@@ -127,6 +111,10 @@ class ScriptedRuntime(RuntimeAdapter):
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
+
+    def _advance(self, delay_ms: int) -> None:
+        with self._clock:
+            self.now_ms += delay_ms
 
     def _fail(
         self, step_id: str, code: RuntimeFailureCode, detail: str, retry_after_ms: int | None
@@ -156,7 +144,7 @@ class ScriptedRuntime(RuntimeAdapter):
             return Produced(output, output_schema_valid=valid)
         for step in manifest.steps:
             if step.kind == "delay":
-                self.clock.advance(step.delay_ms or 0)
+                self._advance(step.delay_ms or 0)
             elif step.kind == "runtime_success":
                 output = fixture_output if step.output is None else step.output
                 return Produced(output, output_schema_valid=valid)
@@ -172,7 +160,7 @@ class ScriptedRuntime(RuntimeAdapter):
         outcome = self._outcomes[min(next(self._calls), len(self._outcomes) - 1)]
         for text in outcome.deltas:
             call.emit(DeltaEvent(text=text))
-        self.clock.advance(outcome.delay_ms)
+        self._advance(outcome.delay_ms)
         if self.timeout_ms is not None and outcome.delay_ms > self.timeout_ms:
             code = RuntimeFailureCode.TIMEOUT
             detail = (

@@ -126,7 +126,7 @@ def test_runtime_lacking_a_capability_is_refused(greeting_contract: Path) -> Non
         }
     ]
     assert envelope.fingerprints == {}
-    assert runtime.clock.now_ms == 0  # refused before executing: the scripted delay never ran
+    assert runtime.now_ms == 0  # refused before executing: the scripted delay never ran
 
 
 def test_compile_envelope(greeting_contract: Path) -> None:
