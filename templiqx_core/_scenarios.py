@@ -94,9 +94,8 @@ class DocumentExpectation(WireModel):
     unresolved_references: _U32 = 0
 
 
-#: Per kind: the phase it may come in and the phase after it. Steps: 0 before
-#: request_received, 1 after it, 2 after the terminal step; events: 0 not started, 1 started,
-#: 2 ended, 3 finished. A sequence must end in its last phase.
+#: Per kind: the phase it may come in, the phase after it. Steps: before request_received,
+#: after it, after the terminal step; events: not started, started, ended, finished.
 _PHASES: Final = {
     "request_received": (0, 1),
     "delay": (1, 1),
@@ -173,10 +172,6 @@ class Scenario:
     source: Path
     render_request: RenderRequest
     expected_output: Any = None
-
-    @property
-    def id(self) -> str:
-        return self.manifest.id
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -162,11 +162,9 @@ class ScriptedRuntime(RuntimeAdapter):
             call.emit(DeltaEvent(text=text))
         self._advance(outcome.delay_ms)
         if self.timeout_ms is not None and outcome.delay_ms > self.timeout_ms:
-            code = RuntimeFailureCode.TIMEOUT
-            detail = (
-                f"scripted delay of {outcome.delay_ms} ms exceeds the {self.timeout_ms} ms timeout"
-            )
-            raise self._fail(code.value, code, detail, None)
+            timeout = RuntimeFailureCode.TIMEOUT
+            detail = f"scripted delay {outcome.delay_ms} ms exceeds timeout {self.timeout_ms} ms"
+            raise self._fail(timeout.value, timeout, detail, None)
         if isinstance(outcome, ScriptedFailure):
             step_id = outcome.id or outcome.code.value
             raise self._fail(step_id, outcome.code, outcome.detail, outcome.retry_after_ms)
@@ -183,10 +181,7 @@ class ScriptedRuntime(RuntimeAdapter):
         if output is _NO_OUTPUT:
             output = call.request.fixture_output
             if output is None and outcome.expect_schema_valid is None:
-                raise InvalidData(
-                    "scripted success has no output: give the request a fixture_output "
-                    "or the script an output"
-                )
+                raise InvalidData("scripted success has no output (nor a fixture_output)")
         return Produced(output, output_schema_valid=outcome.expect_schema_valid)
 
 

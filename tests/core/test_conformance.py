@@ -125,7 +125,7 @@ class NotThreadSafe(Base):
         (DifferentStreamedReceipt(), check_streaming_parity, "differs from execute"),
         (TwoTerminals(), check_streaming_parity, "2 terminal events"),
         (DeltaAfterTerminal(), check_streaming_parity, "not last"),
-        (SilentFailure(), check_failure_projection, "no events"),
+        (SilentFailure(), check_failure_projection, "0 terminal events"),
         (WrongFailedCode(), check_failure_projection, "differs from raised"),
         (SwallowsSinkErrors(), check_sink_exception_propagates, "returned normally"),
         (NotThreadSafe(), check_concurrent_use, "concurrent receipts differed"),
@@ -145,7 +145,7 @@ def test_failure_projection_needs_a_raise(bli61_request: ExecutionRequest) -> No
 
 
 def test_event_order_rules() -> None:
-    with pytest.raises(ConformanceError, match="no events"):
+    with pytest.raises(ConformanceError, match="0 terminal events"):
         validate_event_order([])
     failed = FailedEvent(code="TQX_IO", message="x")
     assert validate_event_order([DeltaEvent(text="a"), failed]) is failed

@@ -50,7 +50,8 @@ from templiqx_core._receipts import OUTPUT_SCHEMA_SUMMARY
 from tests.conftest import REFERENCE
 
 GOLDEN = Path(__file__).parent / "golden"
-SCENARIOS = {s.id: s for s in load_inventory(REFERENCE / "crm3" / "scenarios" / "inventory.json")}
+INVENTORY = REFERENCE / "crm3" / "scenarios" / "inventory.json"
+SCENARIOS = {s.manifest.id: s for s in load_inventory(INVENTORY)}
 
 
 def _help_field(help_text: str | None, name: str) -> str | None:
