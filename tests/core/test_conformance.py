@@ -122,7 +122,7 @@ class NotThreadSafe(Base):
 @pytest.mark.parametrize(
     ("adapter", "check", "message"),
     [
-        (DifferentStreamedReceipt(), check_streaming_parity, "differs from execute"),
+        (DifferentStreamedReceipt(), check_streaming_parity, "differs from the returned"),
         (TwoTerminals(), check_streaming_parity, "2 terminal events"),
         (DeltaAfterTerminal(), check_streaming_parity, "not last"),
         (SilentFailure(), check_failure_projection, "0 terminal events"),

@@ -369,7 +369,7 @@ def _broken_cases() -> Iterator[Any]:
         check_streaming_parity,
         "ok",
         {},
-        "differs from execute",
+        "differs from the returned",
         id="parity:other-receipt",
     )
 
