@@ -1,9 +1,6 @@
-"""A conformance kit hosts run against their own ``RuntimeAdapter``: each check raises
-``ConformanceError`` (an ``AssertionError``) naming the invariant that broke. Every check
-takes ``asynchronous``: it then awaits ``aexecute*`` on one event loop of a daemon thread,
-each wait bounded. A ``ToolCallDelta`` with a ``name`` opens the next call, a nameless one
-continues the last.
-"""
+"""Checks a host runs on its ``RuntimeAdapter``; each raises ``ConformanceError`` naming the broken
+invariant. ``asynchronous=True`` awaits ``aexecute*`` on one event loop instead. A ``ToolCallDelta``
+with a ``name`` opens the next call, a nameless one continues the last."""
 
 from __future__ import annotations
 
