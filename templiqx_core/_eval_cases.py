@@ -31,16 +31,6 @@ from ._errors import InvalidData
 #: A JSONL case line, in characters: read up to it, so no line is ever held whole.
 MAX_CASE_LINE: Final = 16 * 2**20
 
-__all__ = [
-    "CheckResult",
-    "EvalCaseSpec",
-    "Observed",
-    "check_case",
-    "iter_cases",
-    "load_cases",
-    "resolve_pointer",
-]
-
 
 class EvalCaseSpec(WireModel):
     """One case of a ``--cases`` file (JSONL or YAML): a contract eval without the need
@@ -73,9 +63,6 @@ class CheckResult:
     passed: bool
     detail: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail}
-
 
 _MISSING = object()
 _NO_USAGE: Final = "the call reported no token usage"
@@ -88,12 +75,9 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
         part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif (
+        elif (  # RFC 6901 indexes; int() refuses past 4300 digits, and no list is that long
             isinstance(current, list)
-            and part.isascii()  # RFC 6901 indexes: ASCII digits ("²".isdigit() too)
-            and part.isdigit()
-            and (part == "0" or part[0] != "0")
-            and len(part) < 20  # int() refuses past 4300 digits; no list is that long
+            and re.fullmatch("0|[1-9][0-9]{0,18}", part)
             and int(part) < len(current)
         ):
             current = current[int(part)]
@@ -238,13 +222,8 @@ def _spec(data: Any, where: str) -> EvalCaseSpec:
     return validate_model(EvalCaseSpec, data, name=where)
 
 
-def load_cases(path: Path) -> list[EvalCaseSpec]:
-    """Cases of a JSONL or YAML/JSON file; ids unique: results and Langfuse items key on them."""
-    return list(iter_cases(path))
-
-
 def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
-    """``load_cases`` a case at a time: a suite of any size costs the memory of one case."""
+    """The cases of a JSONL or YAML file, a case at a time; ids unique (results key on them)."""
     seen: set[str] = set()
     for case in _read_cases(path):
         if case.id in seen:

@@ -12,9 +12,11 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, NamedTuple, TextIO
+from typing import IO, Annotated, Any, NamedTuple, TextIO
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
 from templiqx_core.adapters import load_document
@@ -35,44 +37,37 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
+from ._runner import arun_eval, judge_evaluator, resolve_contract
 
 EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
 LANGFUSE_CASES = "langfuse:"
 
 
-def _count(text: str, most: int | None = None) -> int:
-    """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
-    if not re.fullmatch(r"-?[0-9]+", text):  # int() also reads "1_0" and other digits
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    if most is not None and value > most:
-        raise argparse.ArgumentTypeError(f"at most {most}")
-    return value
+def _typed(annotation: Any) -> Callable[[str], Any]:
+    """An argparse type of a pydantic one: a wrong value is a usage error (exit 2)."""
+    adapter = TypeAdapter(annotation)
+
+    def parse(text: str) -> Any:
+        try:
+            return adapter.validate_strings(text)
+        except ValidationError as error:
+            raise argparse.ArgumentTypeError(error.errors()[0]["msg"]) from None
+
+    return parse
 
 
-def _tries(text: str) -> int:
-    return _count(text, MAX_REPAIR_ATTEMPTS)  # what a repairing runtime makes
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:  # NaN too
-        raise argparse.ArgumentTypeError("must be within [0, 1]")
-    return value
+_count = _typed(Annotated[int, Field(ge=1)])
+_tries = _typed(Annotated[int, Field(ge=1, le=MAX_REPAIR_ATTEMPTS)])  # what repair makes
+_rate = _typed(Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)])
 
 
 def _shard(text: str) -> tuple[int, int]:
-    try:
-        return parse_shard(text)
-    except InvalidData as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    found = re.fullmatch("([0-9]{1,9})/([0-9]{1,9})", text)
+    index, count = (int(part) for part in found.groups()) if found else (0, 0)
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"not I/N with 1 <= I <= N: {text!r}")
+    return index, count
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,7 +235,7 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
         dataset = dataset or name  # the run lands on the dataset it read
     # Checked before any call (another contract's file is refused now, a baseline too) and
     # read as the run goes, from a copy when --output is the same file (opened for writing).
-    resumes: list[Iterator[CaseResult] | None] = []
+    resumes: list[Iterable[CaseResult]] = []
     for index, files in enumerate(plan):
         if files.baseline is not None:
             list(read_results(files.baseline, files.contract, "--baseline"))
@@ -249,7 +244,7 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
             output = files.output
             if output is not None and os.path.exists(output) and resume.samefile(output):
                 resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
-        resumes.append(None if resume is None else read_results(resume, files.contract))
+        resumes.append(() if resume is None else read_results(resume, files.contract))
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:

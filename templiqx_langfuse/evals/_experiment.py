@@ -127,11 +127,9 @@ class LangfuseExperiment:
         *,
         run_name: str,
         dataset: str,
-        description: str | None = None,
         api: AsyncLangfuseAPI | None = None,
     ) -> None:
         self.config, self.run_name, self.dataset = config, run_name, dataset
-        self.description = description
         self.dataset_id: str | None = None
         self.project_id = config.project_id
         self.experiment_id = experiment_id_for(None, None, run_name)
@@ -147,7 +145,7 @@ class LangfuseExperiment:
         create = functools.partial(
             api.datasets.create,
             name=self.dataset,
-            description=self.description,
+            description=None,  # sent as null, as it always was
             metadata={"source": "templiqx eval"},
         )
         self.dataset_id = getattr(await self._call("dataset", create), "id", None)
@@ -184,7 +182,6 @@ class LangfuseExperiment:
             A.EXPERIMENT_ITEM_ID: item_id_of(self.dataset, case),
             A.EXPERIMENT_ITEM_METADATA: json.dumps({"case_id": case.id, **case.metadata}),
             A.EXPERIMENT_METADATA: json.dumps({"experiment_run_name": self.run_name}),
-            A.EXPERIMENT_DESCRIPTION: self.description,
             A.EXPERIMENT_DATASET_ID: self.dataset_id,
             A.EXPERIMENT_ITEM_EXPECTED_OUTPUT: None if expected is None else json.dumps(expected),
         }

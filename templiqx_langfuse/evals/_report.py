@@ -3,10 +3,8 @@ holds one case a line, so a file cut short (Ctrl-C, a crash) still yields every 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import heapq
-import io
 import itertools
 import json
 import math
@@ -185,16 +183,6 @@ class EvalReport:
     def passed(self) -> bool:
         return self.summary.gate(None)
 
-    def gate(self, min_pass_rate: float | None) -> bool:
-        return self.summary.gate(min_pass_rate)
-
-    def failures(self) -> list[CaseResult]:
-        return [case for case in self.cases if not case.passed]
-
-    def to_json(self) -> dict[str, Any]:
-        cases = [case.to_json() for case in self.cases]
-        return {"format": FORMAT, "cases": cases, "summary": self.summary.to_json()}
-
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
@@ -249,11 +237,7 @@ def located_results(
             if not first.startswith(f'{{"format": "{FORMAT}"') or len(head) == _TAIL_BYTES:
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
             if contract is not None:
-                found: Any = {}
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    found = orjson.loads(first + "]}")
-                if not found.keys() & set(_ORIGIN):  # an older file: its summary says
-                    found = read_summary(path) or {}
+                found = orjson.loads(first + "]}")
                 # Another version of the contract is what a baseline is for.
                 keys = _ORIGIN[:1] if flag == "--baseline" else _ORIGIN
                 for key, wanted in zip(keys, (contract.id, contract.version), strict=False):
@@ -270,7 +254,7 @@ def located_results(
                     at += len(line)
                 elif (case := case_at(line.decode("utf-8"))) is not None:
                     yield start, case
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, ValueError) as error:  # a head that is not JSON too
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
 
 
@@ -292,14 +276,11 @@ def read_summary(path: Path) -> dict[str, Any] | None:
             size = file.seek(0, 2)
             file.seek(max(0, size - _TAIL_BYTES))
             tail = file.read()
-        if size <= _TAIL_BYTES:  # small: the whole document, however it is laid out
-            summary = orjson.loads(tail).get("summary")
-        else:
-            last = tail.rstrip().rpartition(b"\n")[2]
-            if not last.startswith(b'], "summary": '):
-                return None
-            summary = orjson.loads(b"{" + last[3:]).get("summary")
-    except (OSError, orjson.JSONDecodeError, AttributeError):
+        last = tail.rstrip().rpartition(b"\n")[2]
+        if not last.startswith(b'], "summary": '):
+            return None
+        summary = orjson.loads(b"{" + last[3:]).get("summary")
+    except (OSError, orjson.JSONDecodeError):
         return None
     return summary if isinstance(summary, dict) else None
 
@@ -326,31 +307,20 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
     read = (case for case, _ in zip(cases, seen, strict=False))
     shown = heapq.nsmallest(limit, read, key=lambda case: (case.passed, case.key))
     more = next(seen) - len(shown)
-    repeats = any(case.repeat for case in shown)
-    rows: list[tuple[str, ...]] = [("case", "assertions", "scores", "latency", "tokens", "tries")]
+    columns = 5 + any(case.attempts is not None for case in shown)  # tries: a run with --repair
+    rows = [["case", "assertions", "scores", "latency", "tokens", "tries"][:columns]]
     for case in shown:
-        if case.errored and case.error is not None:
-            checks = f"ERROR {case.error.get('code', '')}"
-        else:
-            marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
-            names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
-            checks = f"{marks} {names}".strip()
-        rows.append(
-            (
-                f"{case.id}#{case.repeat}" if repeats else case.id,
-                checks,
-                " ".join(_score(score) for score in case.scores),
-                _ms(case.latency_ms),
-                str(case.total_tokens or "-"),
-                str(case.attempts or "-"),
-            )
-        )
-    if not any(case.attempts is not None for case in shown):  # a run without --repair
-        rows = [row[:-1] for row in rows]
-    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(len(rows[0]))]
+        marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
+        names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
+        checks = f"ERROR {case.error['code']}" if case.error else f"{marks} {names}".strip()
+        scores = " ".join(_score(score) for score in case.scores)
+        tokens, tries = str(case.total_tokens or "-"), str(case.attempts or "-")
+        rows.append([case.label, checks, scores, _ms(case.latency_ms), tokens, tries][:columns])
+    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(columns)]
     lines = [
-        "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+        "  ".join(cell[:60].ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
     ]
+    lines = [line.rstrip() for line in lines]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if more:
         lines.append(f"... {more} more case(s) in the results file")
@@ -404,12 +374,6 @@ def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) 
             body = f"<failure message={message}>{text}</failure>"
         stream.write(f"{head}>\n      {body}\n    </testcase>\n")
     stream.write("  </testsuite>\n</testsuites>\n")
-
-
-def junit_xml(report: EvalReport) -> str:
-    buffer = io.StringIO()
-    write_junit(report.summary, report.cases, buffer)
-    return buffer.getvalue()
 
 
 def baseline_diff(

@@ -36,11 +36,9 @@ from templiqx_core.evals import EvalCaseSpec, Observed, check_case, iter_cases
 from .._runtime import LangfuseTracedRuntime
 from .._tracing import collect_traces, collect_usage, experiment_attributes
 from ._experiment import LangfuseExperiment
-from ._report import CaseResult, EvalReport, ResultsWriter, Summary, read_results
+from ._report import CaseResult, EvalReport, ResultsWriter, Summary
 
 Evaluator = Callable[..., Any]
-#: ``(run name, contract id) -> experiment``, or None for a run that lands nowhere.
-ExperimentFactory = Callable[[str, str], "LangfuseExperiment | None"]
 
 
 def resolve_contract(contract: Contract | str | Path) -> Contract:
@@ -53,41 +51,13 @@ def resolve_contract(contract: Contract | str | Path) -> Contract:
     return parsed
 
 
-def contract_cases(contract: Contract) -> list[EvalCaseSpec]:
-    return [
-        EvalCaseSpec.model_validate(case.model_dump(by_alias=True, mode="json"))
-        for case in contract.evals
-    ]
-
-
-def default_run_name(contract: Contract, now: datetime | None = None) -> str:
-    """Unique per run: the contract, its version and the time to the second."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{contract.id} v{contract.version} {stamp}"
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``I/N`` (1-based) as ``(I, N)``."""
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise InvalidData(f"shard {text!r} is not I/N (e.g. 1/4)") from None
-    if not 1 <= index <= count:
-        raise InvalidData(f"shard {text!r}: I must be within 1..N")
-    return index, count
-
-
-def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
-    """By a hash of its id: the same split everywhere, kept when other cases are added."""
+def _in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """``shard`` is ``(I, N)``, 1-based; by a hash of the id, so a case keeps its shard."""
     index, count = shard
     return int.from_bytes(hashlib.sha256(case_id.encode()).digest()[:8], "big") % count == index - 1
 
 
-def select_shard(cases: Iterable[EvalCaseSpec], shard: tuple[int, int]) -> list[EvalCaseSpec]:
-    return [case for case in cases if in_shard(case.id, shard)]
-
-
-def load_evaluator(spec: str) -> Evaluator:
+def _load_evaluator(spec: str) -> Evaluator:
     """``module:function`` (of the working directory too), called as Langfuse calls evaluators:
     ``(input=, output=, expected_output=, metadata=)`` -> ``{name, value, comment}`` (or a list)."""
     if not all(spec.partition(":")[::2]):
@@ -211,10 +181,10 @@ async def arun_eval(
     run_name: str | None = None,
     evaluators: Sequence[Evaluator | str] = (),
     output: IO[str] | None = None,
-    resume: Iterable[CaseResult] | Path | None = None,
+    resume: Iterable[CaseResult] = (),
     retry_errors: bool = False,
     progress: IO[str] | None = None,
-    experiment: ExperimentFactory | bool | None = True,
+    experiment: bool = True,
     dataset: str | None = None,
     langfuse: Any = None,
     keep: Literal["all", "failures"] = "all",
@@ -228,21 +198,25 @@ async def arun_eval(
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
     parsed = resolve_contract(contract)
-    if not isinstance(cases, Path):
-        cases = contract_cases(parsed) if cases is None else list(cases)
+    if cases is None:
+        evals = (case.model_dump(by_alias=True, mode="json") for case in parsed.evals)
+        cases = [EvalCaseSpec.model_validate(case) for case in evals]
+    elif not isinstance(cases, Path):
+        cases = list(cases)
 
     def source() -> Iterator[EvalCaseSpec]:
         every = iter_cases(cases) if isinstance(cases, Path) else cases
-        return (case for case in every if shard is None or in_shard(case.id, shard))
+        return (case for case in every if shard is None or _in_shard(case.id, shard))
 
     total = sum(1 for _ in source())  # every case is valid before any call is made
-    name = run_name or default_run_name(parsed)
-    loaded = [load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
+    name = run_name or f"{parsed.id} v{parsed.version} {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    loaded = [_load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
     targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
     writer = None if output is None else ResultsWriter(output, parsed.id, parsed.version)
-    redactor = getattr(_traced(runtime), "redactor", None)
+    traced = _traced(runtime)
+    redactor = getattr(traced, "redactor", None)
     repairing = runtime if repair is None else RepairingRuntime(runtime, attempts=repair)
 
     def accept(result: CaseResult) -> CaseResult:
@@ -256,16 +230,17 @@ async def arun_eval(
         return result
 
     finished: set[tuple[str, int]] = set()
-    if isinstance(resume, Path):
-        resume = read_results(resume, parsed, "resume")
-    for result in resume or ():
+    for result in resume:
         if not (retry_errors and result.errored) and result.key not in finished:
             finished.add(result.key)
             accept(result)
 
-    if experiment is True:
-        experiment = experiment_for(runtime, dataset=dataset or parsed.id, langfuse=langfuse)
-    lane = experiment(name, parsed.id) if experiment else None
+    lane = None
+    if experiment and traced and traced.tracing.pipeline and traced.langfuse_config.enabled:
+        api = None if langfuse is None else langfuse.async_api
+        lane = LangfuseExperiment(
+            traced.langfuse_config, run_name=name, dataset=dataset or parsed.id, api=api
+        )
 
     async def one(case: EvalCaseSpec, k: int) -> CaseResult:
         render = RenderRequest(inputs=case.inputs, context=case.context)
@@ -297,7 +272,10 @@ async def arun_eval(
             observed = Observed(
                 receipt.output, receipt.output_schema_valid, latency, usage.get("total")
             )
-            checks = [r.to_json() for r in check_case(case.assert_, case.expected_output, observed)]
+            checks = [
+                dataclasses.asdict(r)
+                for r in check_case(case.assert_, case.expected_output, observed)
+            ]
             scores, evaluated = await _evaluate(loaded, case, receipt.output)
             checks += evaluated
         return CaseResult(
@@ -326,11 +304,9 @@ async def arun_eval(
         nonlocal drawn
         now = time.perf_counter()
         if progress is not None and (now - drawn >= 0.1 or summary.total == goal):
-            drawn, filled = now, 24 * summary.total // max(goal, 1)
-            progress.write(
-                f"\reval {parsed.id} [{'#' * filled}{'.' * (24 - filled)}] {summary.total}/{goal}"
-                f" ✗ {summary.failed} errored {summary.errored} {now - started:.1f}s"
-            )
+            drawn, bar = now, ("#" * (24 * summary.total // max(goal, 1))).ljust(24, ".")
+            done = f"{summary.total}/{goal} ✗ {summary.failed} errored {summary.errored}"
+            progress.write(f"\reval {parsed.id} [{bar}] {done} {now - started:.1f}s")
             progress.flush()
 
     jobs = ((case, k) for k in range(repeat) for case in source() if (case.id, k) not in finished)
@@ -377,28 +353,6 @@ def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
     )
 
 
-def experiment_for(
-    runtime: RuntimeAdapter,
-    *,
-    dataset: str,
-    description: str | None = None,
-    langfuse: Any = None,
-) -> ExperimentFactory:
-    """On ``dataset`` when ``runtime`` (or one it wraps) exports to Langfuse, else none."""
-    traced = _traced(runtime)
-
-    def build(run_name: str, contract_id: str) -> LangfuseExperiment | None:
-        if traced is None or traced.tracing.pipeline is None or not traced.langfuse_config.enabled:
-            return None
-        api = None if langfuse is None else langfuse.async_api
-        config = traced.langfuse_config
-        return LangfuseExperiment(
-            config, run_name=run_name, dataset=dataset, api=api, description=description
-        )
-
-    return build
-
-
 def assert_eval_passes(
     contract: Contract | str | Path,
     *,
@@ -408,13 +362,13 @@ def assert_eval_passes(
 ) -> EvalReport:
     """``run_eval`` as one assertion, naming every failing case and why."""
     report = run_eval(contract, runtime=runtime, **options)
-    if report.gate(min_pass_rate):
+    if report.summary.gate(min_pass_rate):
         return report
     summary = report.summary
     wanted = "every case" if min_pass_rate is None else f"pass rate >= {min_pass_rate:.1%}"
     lines = [
         f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed "
         f"(pass rate {summary.pass_rate:.1%}; wanted {wanted})",
-        *(f"  {case.id}#{case.repeat}: {case.why()}" for case in report.failures()),
+        *(f"  {case.id}#{case.repeat}: {case.why()}" for case in report.cases if not case.passed),
     ]
     raise AssertionError("\n".join(lines))

@@ -15,7 +15,7 @@ from templiqx_core._eval_cases import (
     EvalCaseSpec,
     Observed,
     check_case,
-    load_cases,
+    iter_cases,
     resolve_pointer,
 )
 
@@ -176,9 +176,9 @@ def test_cases_load_from_jsonl_and_yaml(tmp_path: Path) -> None:
     )
     yml = tmp_path / "cases.yaml"
     yml.write_text("cases:\n  - id: a\n    context: {org: X}\n", encoding="utf-8")
-    assert [c.id for c in load_cases(jsonl)] == ["a", "b"]
-    assert load_cases(jsonl)[1].expected_output == {"x": 2}
-    assert load_cases(yml)[0].context == {"org": "X"}
+    assert [c.id for c in list(iter_cases(jsonl))] == ["a", "b"]
+    assert list(iter_cases(jsonl))[1].expected_output == {"x": 2}
+    assert next(iter_cases(yml)).context == {"org": "X"}
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,7 @@ def test_a_bad_cases_file_is_one_typed_error(
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InvalidData, match=message):
-        load_cases(path)
+        list(iter_cases(path))
 
 
 def test_a_jsonl_line_past_its_bound_is_refused_without_reading_it_whole(
@@ -209,7 +209,7 @@ def test_a_jsonl_line_past_its_bound_is_refused_without_reading_it_whole(
     tracemalloc.start()
     try:
         with pytest.raises(InvalidData, match=r"flat.jsonl:2: longer than \d+ characters"):
-            load_cases(path)
+            list(iter_cases(path))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
