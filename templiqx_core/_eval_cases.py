@@ -86,32 +86,6 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
     return current
 
 
-def pointer_declared(schema: Any, pointer: str) -> bool:
-    """False where only closed objects could hold the value: a check there could never pass."""
-    parts = [raw.replace("~1", "/").replace("~0", "~") for raw in pointer.split("/")[1:]]
-    return _declared(schema, parts)
-
-
-def _declared(schema: Any, parts: list[str]) -> bool:
-    if not parts or not isinstance(schema, dict):
-        return True
-    part, rest = parts[0], parts[1:]
-    if part.isascii() and part.isdigit():  # an array element too: its prefixItems or items
-        prefix = schema.get("prefixItems")
-        prefix = prefix if isinstance(prefix, list) else []
-        held = prefix[int(part)] if len(part) < 10 and int(part) < len(prefix) else None
-        if _declared(schema.get("items") if held is None else held, rest):
-            return True
-        if schema.get("type") in ("array", ["array"]):  # no object either
-            return False
-    properties = schema.get("properties", {})
-    if schema.get("additionalProperties") is not False or not isinstance(properties, dict):
-        return True
-    if part in properties:
-        return _declared(properties[part], rest)
-    return "patternProperties" in schema
-
-
 # In this order: a bool is an int. Subclasses count (a host's output may hold enums).
 _JSON_TYPES: Final = {type(None): "null", bool: "boolean", int: "integer", str: "string"}
 
