@@ -30,8 +30,6 @@ from ._report import (
     ResultsWriter,
     Summary,
     baseline_diff,
-    case_at,
-    located_results,
     read_results,
     read_summary,
     table,
@@ -63,10 +61,10 @@ _rate = _typed(Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)])
 
 
 def _shard(text: str) -> tuple[int, int]:
-    found = re.fullmatch("([0-9]{1,9})/([0-9]{1,9})", text)
+    found = re.fullmatch("([0-9]{1,30})/([0-9]{1,30})", text)
     index, count = (int(part) for part in found.groups()) if found else (0, 0)
     if not 1 <= index <= count:
-        raise argparse.ArgumentTypeError(f"not I/N with 1 <= I <= N: {text!r}")
+        raise argparse.ArgumentTypeError(f"shard {text!r} is not I/N with 1 <= I <= N")
     return index, count
 
 
@@ -290,27 +288,25 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
 def _merge(paths: list[Path], files: _Files) -> Summary:
     """Every case once (a later file's record of a case wins), the summary recomputed."""
     contract = files.contract
-    where: dict[tuple[str, int], tuple[int, int]] = {}  # a case's file and line offset
+    last = {  # a case's key and the file that holds it last: the cases themselves are not held
+        case.key: index
+        for index, path in enumerate(paths)
+        for case in read_results(path, contract, "--merge")
+    }
     summary = Summary(contract.id, contract.version, "")
-    for index, path in enumerate(paths):
-        where.update(
-            (case.key, (index, at)) for at, case in located_results(path, contract, "--merge")
-        )
+    for path in paths:
         found = read_summary(path) or {}
         summary.run_name = summary.run_name or found.get("run_name") or ""
         summary.run_url = summary.run_url or found.get("run_url")
     summary.run_name = summary.run_name or "merged"
-    with _open(files.results) as stream, contextlib.ExitStack() as sources:
-        opened = [sources.enter_context(path.open("rb")) for path in paths]
+    with _open(files.results) as stream:
         writer = ResultsWriter(stream, contract.id, contract.version)
-        for key in sorted(where):
-            index, at = where[key]
-            opened[index].seek(at)
-            case = case_at(opened[index].readline().decode("utf-8"))
-            if case is None:  # the file changed since it was read
-                raise InvalidData(f"--merge: {paths[index]} changed while it was merged")
-            summary.add(case)
-            writer.write(case)
+        for index, path in enumerate(paths):
+            for case in read_results(path):
+                if last.get(case.key) == index:
+                    del last[case.key]
+                    summary.add(case)
+                    writer.write(case)
         writer.close(summary)
     return summary
 

@@ -223,50 +223,32 @@ def read_results(
     path: Path, contract: Contract | None = None, flag: str = "--resume"
 ) -> Iterator[CaseResult]:
     """A results file's finished cases, a line at a time; refused if another ``contract``'s."""
-    return (case for _, case in located_results(path, contract, flag))
-
-
-def located_results(
-    path: Path, contract: Contract | None = None, flag: str = "--resume"
-) -> Iterator[tuple[int, CaseResult]]:
-    """With each case's line offset: a merge of any size holds where each case is, not the cases."""
     try:
         with path.open("rb") as lines:
             head = lines.readline(_TAIL_BYTES)  # one short line: not the whole of any file
-            first = head.decode("utf-8").rstrip()
-            if not first.startswith(f'{{"format": "{FORMAT}"') or len(head) == _TAIL_BYTES:
+            if not head.startswith(f'{{"format": "{FORMAT}"'.encode()) or len(head) == _TAIL_BYTES:
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
-            if contract is not None:
-                found = orjson.loads(first + "]}")
-                # Another version of the contract is what a baseline is for.
-                keys = _ORIGIN[:1] if flag == "--baseline" else _ORIGIN
-                for key, wanted in zip(keys, (contract.id, contract.version), strict=False):
-                    if found.get(key, wanted) != wanted:
-                        what = "version " if key == "contract_version" else ""
-                        held = f"{what}{found[key]!r}, not {wanted!r}"
-                        raise InvalidData(f"{flag}: {path} holds results of {held}")
-            at = len(head)  # counted, not tell(): a pipe has no position
+            found = orjson.loads(head.rstrip() + b"]}")
+            wanted = {} if contract is None else {"contract_id": contract.id}
+            if contract is not None and flag != "--baseline":  # a baseline: another version
+                wanted["contract_version"] = contract.version
+            for key, value in wanted.items():
+                if found.get(key, value) != value:
+                    what = "version " if key == "contract_version" else ""
+                    held = f"{what}{found[key]!r}, not {value!r}"
+                    raise InvalidData(f"{flag}: {path} holds results of {held}")
             while line := lines.readline(_LINE_BYTES):
-                start, at = at, at + len(line)
                 if len(line) == _LINE_BYTES and not line.endswith(b"\n"):  # no case: skipped
                     while (line := lines.readline(_TAIL_BYTES)) and not line.endswith(b"\n"):
-                        at += len(line)
-                    at += len(line)
-                elif (case := case_at(line.decode("utf-8"))) is not None:
-                    yield start, case
+                        pass
+                elif line.startswith((b'{"id"', b',{"id"')):
+                    try:  # a line cut short, or a record the reports cannot read: skipped
+                        case = CaseResult.from_json(orjson.loads(line.removeprefix(b",")))
+                    except ValueError:
+                        continue
+                    yield case
     except (OSError, ValueError) as error:  # a head that is not JSON too
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
-
-
-def case_at(line: str) -> CaseResult | None:
-    """The case a results file's line holds; None for a line cut short or not a case."""
-    text = line.removeprefix(",")
-    if not text.startswith('{"id"'):
-        return None
-    try:
-        return CaseResult.from_json(orjson.loads(text))
-    except ValueError:
-        return None
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:

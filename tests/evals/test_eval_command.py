@@ -259,7 +259,7 @@ def test_command_failures_exit_1_with_one_line(
 def test_a_flag_value_out_of_range_is_a_usage_error(cli: Cli) -> None:
     """As argparse's own type errors: exit 2, the usage, then what is wrong with which flag."""
     for args, message in [
-        (("--shard", "3/2"), "argument --shard: not I/N with 1 <= I <= N: '3/2'"),
+        (("--shard", "3/2"), "argument --shard: shard '3/2' is not I/N with 1 <= I <= N"),
         (("--shard", "1-2"), "not I/N"),
         (("--min-pass-rate", "most"), "argument --min-pass-rate: Input should be a valid number"),
         (("--min-pass-rate", "nan"), "finite number"),
