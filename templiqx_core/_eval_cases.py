@@ -25,26 +25,20 @@ from ._checks import (
     TokensCheck,
     TypeCheck,
 )
-from ._contracts import WireModel
+from ._compiler.model import EvalCase
 from ._errors import InvalidData
 
 #: A JSONL case line, in characters: read up to it, so no line is ever held whole.
 MAX_CASE_LINE: Final = 16 * 2**20
 
 
-class EvalCaseSpec(WireModel):
-    """One case of a ``--cases`` file (JSONL or YAML): a contract eval without the need
-    for a scripted ``fake_output``."""
+class EvalCaseSpec(EvalCase):
+    """A contract's eval as a ``--cases`` file holds it: ``fake_output`` optional, ``metadata``."""
 
     _omit_none = frozenset({"expected_output", "fake_output"})
 
-    id: str = Field(min_length=1)
-    inputs: dict[str, JsonValue] = Field(default_factory=dict)
-    context: dict[str, JsonValue] = Field(default_factory=dict)
-    expected_output: JsonValue = None
-    assert_: list[Check] = Field(default_factory=list, alias="assert")
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
     fake_output: JsonValue = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,16 +191,7 @@ def _spec(data: Any, where: str) -> EvalCaseSpec:
 
 
 def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
-    """The cases of a JSONL or YAML file, a case at a time; ids unique (results key on them)."""
-    seen: set[str] = set()
-    for case in _read_cases(path):
-        if case.id in seen:
-            raise InvalidData(f"{path}: case id {case.id!r} appears twice")
-        seen.add(case.id)
-        yield case
-
-
-def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
+    """The cases of a JSONL or YAML file, a case at a time."""
     import orjson
 
     from ._loading import compose_and_load

@@ -266,7 +266,6 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
                         retry_errors=args.retry_errors,
                         progress=None if args.no_progress or not err.isatty() else err,
                         dataset=dataset,
-                        keep="failures",
                         repair=args.repair,
                     )
                 except (KeyboardInterrupt, asyncio.CancelledError):  # asyncio.run cancels on SIGINT

@@ -13,10 +13,11 @@ import os
 import pkgutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from templiqx_core import (
     Contract,
@@ -187,13 +188,13 @@ async def arun_eval(
     experiment: bool = True,
     dataset: str | None = None,
     langfuse: Any = None,
-    keep: Literal["all", "failures"] = "all",
     repair: int | None = None,
 ) -> EvalReport:
     """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
 
-    A ``cases`` path is re-read per pass, never held; ``keep="failures"`` keeps memory flat. A
-    traced runtime lands the run as a Langfuse experiment on ``dataset`` (default: contract id).
+    A ``cases`` path is re-read per pass; with an ``output`` file the report keeps only the
+    failed cases (memory stays flat). A traced runtime lands the run as a Langfuse experiment
+    on ``dataset`` (default: contract id).
     """
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
@@ -208,7 +209,11 @@ async def arun_eval(
         every = iter_cases(cases) if isinstance(cases, Path) else cases
         return (case for case in every if shard is None or _in_shard(case.id, shard))
 
-    total = sum(1 for _ in source())  # every case is valid before any call is made
+    # Every case valid before any call; ids unique: results, resumption and scores key on them.
+    ids = Counter(case.id for case in source())
+    if twice := next((key for key, count in ids.items() if count > 1), None):
+        raise InvalidData(f"case id {twice!r} appears twice")
+    total = sum(ids.values())
     name = run_name or f"{parsed.id} v{parsed.version} {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
     loaded = [_load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
     targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
@@ -225,7 +230,7 @@ async def arun_eval(
         if writer is not None:  # first: the summary counts only what the file holds
             writer.write(result)
         summary.add(result)
-        if keep == "all" or not result.passed:
+        if output is None or not result.passed:
             kept.append(result if output is None else dataclasses.replace(result, output=None))
         return result
 

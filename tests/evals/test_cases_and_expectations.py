@@ -184,7 +184,6 @@ def test_cases_load_from_jsonl_and_yaml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("dup.jsonl", '{"id": "a"}\n{"id": "a"}\n', "appears twice"),
         ("bad.jsonl", '{"id": "a"}\nnot json\n', "bad.jsonl:2"),
         ("bad.yaml", "id: a\n", "expected a list"),
         ("typo.yaml", "- {id: a, expected: 1}\n", "expected"),

@@ -240,7 +240,7 @@ def test_a_dataset_naming_one_case_id_twice_is_refused(
         langfuse.seed("dup", item, input={"name": "Ryan"}, metadata={"case_id": "same"})
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:dup")
     assert ran.code == 1
-    assert "case id 'same' names two items" in ran.err
+    assert "case id 'same' appears twice" in ran.err
 
 
 @pytest.mark.usefixtures("greeting_model")
