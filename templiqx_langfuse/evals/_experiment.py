@@ -10,7 +10,7 @@ import json
 import logging
 import random
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -135,8 +135,8 @@ class LangfuseExperiment:
         self._scores: list[CreateScoreRequest] = []
         self._pending: set[asyncio.Future[Any]] = set()
 
-    async def start(self, cases: Iterable[EvalCaseSpec]) -> None:
-        """The dataset before any case runs, then its items as they run (a few in flight)."""
+    async def start(self) -> None:
+        """The dataset before any case runs (its items are upserted as their cases run)."""
         api = self._api = self._api or async_api(self.config, None)
         create = functools.partial(
             api.datasets.create,
@@ -149,25 +149,6 @@ class LangfuseExperiment:
             found = await self._call("project lookup", api.projects.get)
             self.project_id = found.data[0].id if found is not None and found.data else None
         self.experiment_id = experiment_id_for(self.project_id, self.dataset_id, self.run_name)
-
-        async def items() -> None:
-            try:
-                for case in cases:
-                    if DATASET_ITEM_KEY in case.metadata:  # read from the dataset: it is there
-                        continue
-                    upsert = functools.partial(
-                        api.dataset_items.create,
-                        dataset_name=self.dataset,
-                        id=item_id_of(self.dataset, case),
-                        input={"inputs": case.inputs, "context": case.context},
-                        expected_output=case.expected_output,
-                        metadata={"case_id": case.id, **case.metadata},
-                    )
-                    await self._spawn("dataset item", upsert)
-            except Exception as error:  # the cases' file, changed under the run
-                self._failed("dataset item", type(error).__name__)
-
-        self._track(asyncio.create_task(items()))
 
     def attributes(self, case: EvalCaseSpec) -> dict[str, str]:
         """The generation's attributes the server builds the experiment of."""
@@ -183,8 +164,20 @@ class LangfuseExperiment:
         }
         return {key: value for key, value in attributes.items() if value}
 
-    async def record(self, result: CaseResult) -> None:
-        """Queue the case's scores (each check, ``passed``, the evaluators'); send a full batch."""
+    async def record(self, case: EvalCaseSpec, result: CaseResult) -> None:
+        """Upsert the case's item (once; not one read from the dataset) and queue its scores
+        (each check, ``passed``, the evaluators'); send a full batch."""
+        if result.repeat == 0 and DATASET_ITEM_KEY not in case.metadata:
+            assert self._api is not None
+            upsert = functools.partial(
+                self._api.dataset_items.create,
+                dataset_name=self.dataset,
+                id=item_id_of(self.dataset, case),
+                input={"inputs": case.inputs, "context": case.context},
+                expected_output=case.expected_output,
+                metadata={"case_id": case.id, **case.metadata},
+            )
+            await self._spawn("dataset item", upsert)
         if result.trace_id is None:
             return
         target = {"trace_id": result.trace_id, "observation_id": result.observation_id}
@@ -251,7 +244,7 @@ class LangfuseExperiment:
             await self._spawn("scores", functools.partial(self._api.scores.create, request=batch))
 
     async def _spawn(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
-        while len(self._pending) >= _IN_FLIGHT + 1:  # the items' feeder is one of them
+        while len(self._pending) >= _IN_FLIGHT:
             await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
         if not self._broken:  # a call failed past the client's retries: send nothing more
             self._track(asyncio.ensure_future(self._call(what, call)))

@@ -362,20 +362,16 @@ def baseline_diff(
     summary: Summary, cases: Iterable[CaseResult], baseline: Iterable[CaseResult]
 ) -> str:
     """Per case and per score, this run against a baseline's: regressions first."""
-    base = Summary("", "", "")
-    before: dict[tuple[str, int], bool] = {}
+    base, before = Summary("", "", ""), dict[tuple[str, int], bool]()
     for case in baseline:
         base.add(case)
         before[case.key] = case.passed
-    changed = []  # (0 a regression | 1 a fix | 2 new, case, line): regressions first
+    mark: dict[bool | None, str] = {True: "✔", False: "✗", None: "new"}
+    changed = []  # (0 a regression, 1 a fix, 2 a new case; its key; its line)
     for case in cases:
-        mark, old = "✔" if case.passed else "✗", before.get(case.key)
-        if old is None:
-            changed.append((2, case.key, f"  + {case.label}: {mark} (not in baseline)"))
-        elif old != case.passed:
-            changed.append(
-                (int(case.passed), case.key, f"  {'✔' if old else '✗'} → {mark} {case.label}")
-            )
+        if (old := before.get(case.key)) != case.passed:
+            group = 2 if old is None else int(case.passed)
+            changed.append((group, case.key, f"  {mark[old]} → {mark[case.passed]} {case.label}"))
     counts = Counter(group for group, _, _ in changed)
     lines = [
         "Evaluation diff: baseline → this run",
@@ -385,11 +381,8 @@ def baseline_diff(
     ]
     old_means, new_means = base.score_means(), summary.score_means()
     for name in sorted(old_means.keys() | new_means.keys()):
-        old_v, new_v = old_means.get(name), new_means.get(name)
-        if old_v is None or new_v is None:
-            lines.append(f"  score {name}: {_num(old_v)} → {_num(new_v)}")
-        elif not math.isclose(delta := new_v - old_v, 0.0, abs_tol=1e-9):
-            lines.append(f"  score {name}: {old_v:.3g} → {new_v:.3g} ({delta:+.3g})")
-    latency = f"{_ms(base.mean_latency())} → {_ms(summary.mean_latency())}"
-    lines.append(f"  avg latency {latency}")
+        was, now = old_means.get(name), new_means.get(name)
+        if was is None or now is None or not math.isclose(was, now, abs_tol=1e-9):
+            lines.append(f"  score {name}: {_num(was)} → {_num(now)}")
+    lines.append(f"  avg latency {_ms(base.mean_latency())} → {_ms(summary.mean_latency())}")
     return "\n".join(lines)

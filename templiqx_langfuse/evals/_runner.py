@@ -321,11 +321,11 @@ async def arun_eval(
             result = accept(await one(case, k))
             draw()
             if lane is not None:
-                await lane.record(result)
+                await lane.record(case, result)
 
     try:
         if lane is not None:
-            await lane.start(source())
+            await lane.start()
         async with asyncio.TaskGroup() as group:
             for _ in range(min(concurrency, max(todo, 1))):  # no idle worker for a short run
                 group.create_task(worker())
