@@ -37,7 +37,7 @@ BAD_CHECKS = [  # (entry, pointer, message)
     (
         "{pointer: nope, type: string}",
         "/evals/0/assert/0/pointer",
-        "a JSON pointer starts with '/' (/nope), or is '' (the whole output)",
+        "String should match pattern '^(/.*)?$'",
     ),
     ("{type: text}", "/evals/0/assert/0/type", "Input should be 'string'"),
     ("{min: 1, max: 2, name: 7}", "/evals/0/assert/0/name", "Input should be a valid string"),
