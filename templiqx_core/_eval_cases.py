@@ -182,19 +182,11 @@ def check_case(
     return results
 
 
-def _spec(data: Any, where: str) -> EvalCaseSpec:
-    from ._loading import validate_model
-
-    if not isinstance(data, dict):
-        raise InvalidData(f"{where}: a case is a JSON/YAML object")
-    return validate_model(EvalCaseSpec, data, name=where)
-
-
 def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
     """The cases of a JSONL or YAML file, a case at a time."""
     import orjson
 
-    from ._loading import compose_and_load
+    from ._loading import compose_and_load, validate_model
 
     try:
         if path.suffix == ".jsonl":  # read a line at a time; a leading BOM, as YAML's
@@ -205,13 +197,12 @@ def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
                     where = f"{path}:{number}"
                     if len(line) > MAX_CASE_LINE:
                         raise InvalidData(f"{where}: longer than {MAX_CASE_LINE} characters")
-                    if not line.strip():
-                        continue
-                    try:
-                        data = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        raise InvalidData(f"{where}: not a JSON object") from None
-                    yield _spec(data, where)
+                    if line.strip():
+                        try:
+                            data = orjson.loads(line)
+                        except orjson.JSONDecodeError:
+                            raise InvalidData(f"{where}: not a JSON object") from None
+                        yield validate_model(EvalCaseSpec, data, name=where)
             return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -225,4 +216,4 @@ def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
     if not isinstance(document, list):
         raise InvalidData(f"{path}: expected a list of cases (or {{cases: [...]}})")
     for index, data in enumerate(document):
-        yield _spec(data, f"{path} case {index}")
+        yield validate_model(EvalCaseSpec, data, name=f"{path} case {index}")

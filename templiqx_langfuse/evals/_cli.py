@@ -19,8 +19,8 @@ from typing import IO, Annotated, Any, NamedTuple, TextIO
 from pydantic import Field, TypeAdapter, ValidationError
 
 from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
-from templiqx_core.adapters import load_document
-from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, RuntimeOptions, load_runtime
+from templiqx_core.adapters import RuntimeOptions, load_document
+from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, load_runtime
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
@@ -71,11 +71,8 @@ def _shard(text: str) -> tuple[int, int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="templiqx eval",
-        description="Run a contract's eval cases against a model (--runtime NAME) and gate "
-        "on them, or merge shards' results (--merge); without either, `templiqx eval "
-        "CONTRACT` self-checks its fixtures on the scripted runtime.",
-        epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
-        "5 no case ran (an empty shard), 1 the command itself failed",
+        description="Run a contract's eval cases against a model and gate on them, or merge "
+        "shards' results. Exit 0 passed, 2 failed (or a usage error), 5 no case ran, 1 an error.",
     )
     add, many = parser.add_argument, "append"
     add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
@@ -231,18 +228,17 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
         name = str(args.cases).removeprefix(LANGFUSE_CASES)
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
-    # Checked before any call (another contract's file is refused now, a baseline too) and
-    # read as the run goes, from a copy when --output is the same file (opened for writing).
+    # Checked before any call (another contract's file is refused now) and read as the run
+    # goes, from a copy: --output may be the same file (opened for writing).
     resumes: list[Iterable[CaseResult]] = []
     for index, files in enumerate(plan):
-        if files.baseline is not None:
-            list(read_results(files.baseline, files.contract, "--baseline"))
-        if (resume := files.resume) is not None:
-            next(read_results(resume, files.contract), None)
-            output = files.output
-            if output is not None and os.path.exists(output) and resume.samefile(output):
-                resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
-        resumes.append(() if resume is None else read_results(resume, files.contract))
+        for path, flag in ((files.baseline, "--baseline"), (files.resume, "--resume")):
+            if path is not None:
+                next(read_results(path, files.contract, flag), None)
+        copy = scratch / f"resume-{index}.json"
+        resumes.append(
+            () if files.resume is None else read_results(shutil.copyfile(files.resume, copy))
+        )
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
