@@ -3,7 +3,6 @@ experiment; ``assert_eval_passes`` is the pytest helper."""
 
 from __future__ import annotations
 
-from ._experiment import stable_item_id
 from ._report import (
     CaseResult,
     EvalReport,
@@ -13,7 +12,7 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, assert_eval_passes, judge_evaluator, run_eval
+from ._runner import arun_eval, assert_eval_passes, judge_evaluator, run_eval, stable_item_id
 
 __all__ = [
     "CaseResult",

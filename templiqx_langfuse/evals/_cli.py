@@ -24,7 +24,6 @@ from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, load_runtime
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
-from ._experiment import fetch_dataset_cases
 from ._report import (
     CaseResult,
     ResultsWriter,
@@ -35,7 +34,7 @@ from ._report import (
     table,
     write_junit,
 )
-from ._runner import arun_eval, judge_evaluator, resolve_contract
+from ._runner import arun_eval, fetch_dataset_cases, judge_evaluator, resolve_contract
 
 EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
 #: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
