@@ -162,8 +162,6 @@ def _checked(args: argparse.Namespace) -> list[tuple[str, int]]:
         raise InvalidData("--merge combines the results of one contract")
     if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
-    if args.retry_errors and args.resume is None:
-        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
     if args.promote is None:
         return []
     # Each langfuse: contract pinned to the version its label names now, so the run

@@ -373,9 +373,7 @@ class LangfuseExperiment:
         for name, mean in summary.score_means().items():
             self._score(f"mean_{name}", mean, run)
         await self._send_scores()
-        while self._pending:
-            await asyncio.wait(set(self._pending))
-            self._pending = {task for task in self._pending if not task.done()}
+        await asyncio.gather(*self._pending)  # each call catches its own failure
         if self.project_id is None:
             return None
         baseline = urllib.parse.quote(self.experiment_id, safe="")
@@ -397,11 +395,8 @@ class LangfuseExperiment:
         while len(self._pending) >= _IN_FLIGHT:
             await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
         if not self._broken:  # a call failed past the client's retries: send nothing more
-            self._track(asyncio.ensure_future(self._call(what, call)))
-
-    def _track(self, task: asyncio.Future[Any]) -> None:
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+            self._pending.add(task := asyncio.ensure_future(self._call(what, call)))
+            task.add_done_callback(self._pending.discard)
 
     async def _call(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
         try:

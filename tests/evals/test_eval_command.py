@@ -241,7 +241,6 @@ def test_command_failures_exit_1_with_one_line(
 ) -> None:
     for args, message in [
         (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
-        (("--retry-errors",), "--retry-errors"),
         (("--evaluator", "nope"), "module:function"),
         (("--replay", tmp_path / "none.yaml"), "no such cassette"),
         (("--replay", tmp_path), "holds no cassette"),
