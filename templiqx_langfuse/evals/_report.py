@@ -111,31 +111,21 @@ class Summary:
     total: int = 0
     passed: int = 0
     errored: int = 0
-    latency_sum: float = 0.0
-    latency_n: int = 0
-    tokens_sum: int = 0
-    tokens_n: int = 0
-    score_sums: dict[str, float] = field(default_factory=dict)
-    score_counts: dict[str, int] = field(default_factory=dict)
     run_url: str | None = None
     interrupted: bool = False
+    #: Each measure's sum and count: ``latency_ms``, ``total_tokens``, ``score NAME``.
+    sums: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def add(self, result: CaseResult) -> None:
         self.total += 1
         self.passed += result.passed
         self.errored += result.errored
-        if result.latency_ms is not None:
-            self.latency_sum += result.latency_ms
-            self.latency_n += 1
-        if (tokens := result.total_tokens) is not None:
-            self.tokens_sum += tokens
-            self.tokens_n += 1
-        for score in result.scores:
-            value = score.get("value")
+        measures = [("latency_ms", result.latency_ms), ("total_tokens", result.total_tokens)]
+        measures += [(f"score {score['name']}", score.get("value")) for score in result.scores]
+        for key, value in measures:
             if isinstance(value, bool | int | float) and math.isfinite(value):
-                name = str(score["name"])
-                self.score_sums[name] = self.score_sums.get(name, 0.0) + float(value)
-                self.score_counts[name] = self.score_counts.get(name, 0) + 1
+                total, count = self.sums.get(key, (0.0, 0))
+                self.sums[key] = (total + float(value), count + 1)
 
     @property
     def failed(self) -> int:
@@ -145,11 +135,13 @@ class Summary:
     def pass_rate(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
-    def score_means(self) -> dict[str, float]:
-        return {name: self.score_sums[name] / n for name, n in self.score_counts.items()}
+    def mean(self, key: str) -> float | None:
+        total, count = self.sums.get(key, (0.0, 0))
+        return round(total / count, 3) if count else None
 
-    def mean_latency(self) -> float | None:
-        return round(self.latency_sum / self.latency_n, 3) if self.latency_n else None
+    def score_means(self) -> dict[str, float]:
+        sums = self.sums.items()
+        return {key[6:]: total / n for key, (total, n) in sums if key.startswith("score ")}
 
     def gate(self, min_pass_rate: float | None) -> bool:
         """Every case passed (a CI shard may hold none), or ``min_pass_rate``."""
@@ -158,13 +150,12 @@ class Summary:
         return self.pass_rate >= min_pass_rate
 
     def to_json(self) -> dict[str, Any]:
-        tokens = round(self.tokens_sum / self.tokens_n, 3) if self.tokens_n else None
         return {
             **{key: getattr(self, key) for key in _HEAD},
             "pass_rate": round(self.pass_rate, 6),
             "averages": {
-                "latency_ms": self.mean_latency(),
-                "total_tokens": tokens,
+                "latency_ms": self.mean("latency_ms"),
+                "total_tokens": self.mean("total_tokens"),
                 "scores": {k: round(v, 6) for k, v in self.score_means().items()},
             },
             "run_url": self.run_url,
@@ -340,7 +331,8 @@ def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) 
     counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(f"<testsuites name={suite} {counts}>\n")
-    stream.write(f'  <testsuite name={suite} {counts} time="{summary.latency_sum / 1000:.3f}">\n')
+    seconds = summary.sums.get("latency_ms", (0.0, 0))[0] / 1000
+    stream.write(f'  <testsuite name={suite} {counts} time="{seconds:.3f}">\n')
     for case in cases:
         seconds = (case.latency_ms or 0.0) / 1000
         head = f'    <testcase classname={suite} name={_xml(case.label)} time="{seconds:.3f}"'
@@ -384,5 +376,6 @@ def baseline_diff(
         was, now = old_means.get(name), new_means.get(name)
         if was is None or now is None or not math.isclose(was, now, abs_tol=1e-9):
             lines.append(f"  score {name}: {_num(was)} → {_num(now)}")
-    lines.append(f"  avg latency {_ms(base.mean_latency())} → {_ms(summary.mean_latency())}")
+    latency = f"{_ms(base.mean('latency_ms'))} → {_ms(summary.mean('latency_ms'))}"
+    lines.append(f"  avg latency {latency}")
     return "\n".join(lines)
