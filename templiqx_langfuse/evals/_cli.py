@@ -37,8 +37,6 @@ from ._report import (
 from ._runner import arun_eval, fetch_dataset_cases, judge_evaluator, resolve_contract
 
 EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
-#: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
-LANGFUSE_CASES = "langfuse:"
 
 
 def _typed(annotation: Any) -> Callable[[str], Any]:
@@ -113,8 +111,8 @@ def main(argv: list[str]) -> int:
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
     out, err = sys.stdout, sys.stderr
     promotions = _checked(args)
-    with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+    with tempfile.TemporaryDirectory(prefix="templiqx-eval-") as directory:
+        scratch = Path(directory)
         plan = _files(args, scratch)
         if args.merge is not None:
             summaries = [_merge(args.merge, plan[0])]
@@ -221,8 +219,8 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
 def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
-    if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
-        name = str(args.cases).removeprefix(LANGFUSE_CASES)
+    if args.cases is not None and str(args.cases).startswith("langfuse:"):  # a dataset's items
+        name = str(args.cases).removeprefix("langfuse:")
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
     # Checked before any call (another contract's file is refused now) and read as the run
