@@ -267,11 +267,6 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} ms"
 
 
-def _score(score: Mapping[str, Any]) -> str:
-    value = score.get("value")
-    return f"{score['name']}={_num(value) if isinstance(value, float) else value}"
-
-
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
     """A row per case (failed first, at most ``limit``): checks, scores, latency, tokens, tries."""
     seen = itertools.count()  # zip stops at the last case: next(seen) is then how many
@@ -284,7 +279,8 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
         names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
         checks = f"ERROR {case.error['code']}" if case.error else f"{marks} {names}".strip()
-        scores = " ".join(_score(score) for score in case.scores)
+        values = ((s["name"], s.get("value")) for s in case.scores)
+        scores = " ".join(f"{k}={_num(v) if isinstance(v, float) else v}" for k, v in values)
         tokens, tries = str(case.total_tokens or "-"), str(case.attempts or "-")
         rows.append([case.label, checks, scores, _ms(case.latency_ms), tokens, tries][:columns])
     widths = [min(max(len(row[i]) for row in rows), 60) for i in range(columns)]

@@ -68,12 +68,6 @@ def resolve_contract(contract: Contract | str | Path) -> Contract:
     return parsed
 
 
-def _in_shard(case_id: str, shard: tuple[int, int]) -> bool:
-    """``shard`` is ``(I, N)``, 1-based; by a hash of the id, so a case keeps its shard."""
-    index, count = shard
-    return int.from_bytes(hashlib.sha256(case_id.encode()).digest()[:8], "big") % count == index - 1
-
-
 def _load_evaluator(spec: str) -> Evaluator:
     """``module:function`` (of the working directory too), called as Langfuse calls evaluators:
     ``(input=, output=, expected_output=, metadata=)`` -> ``{name, value, comment}`` (or a list)."""
@@ -165,16 +159,6 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
 
     evaluate.__name__ = judge.id
     return evaluate
-
-
-def _traced(runtime: RuntimeAdapter) -> LangfuseTracedRuntime | None:
-    """The traced runtime ``runtime`` is or wraps (retrying, replaying, ...), if any."""
-    inner: Any = runtime
-    for _ in range(16):  # a bounded walk down the wrappers
-        if isinstance(inner, LangfuseTracedRuntime):
-            return inner
-        inner = getattr(inner, "inner", None)
-    return None
 
 
 logger = logging.getLogger("templiqx_langfuse")
@@ -452,9 +436,13 @@ async def arun_eval(
     elif not isinstance(cases, Path):
         cases = list(cases)
 
+    def in_shard(case_id: str) -> bool:  # shard (I, N), 1-based, by a hash: a case keeps it
+        digest = hashlib.sha256(case_id.encode()).digest()[:8]
+        return shard is None or int.from_bytes(digest, "big") % shard[1] == shard[0] - 1
+
     def source() -> Iterator[EvalCaseSpec]:
         every = iter_cases(cases) if isinstance(cases, Path) else cases
-        return (case for case in every if shard is None or _in_shard(case.id, shard))
+        return (case for case in every if in_shard(case.id))
 
     # Every case valid before any call; ids unique: results, resumption and scores key on them.
     ids = Counter(case.id for case in source())
@@ -467,7 +455,9 @@ async def arun_eval(
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
     writer = None if output is None else ResultsWriter(output, parsed.id, parsed.version)
-    traced = _traced(runtime)
+    traced: Any = runtime  # the traced runtime it is or wraps (retrying, replaying, ...), if any
+    while traced is not None and not isinstance(traced, LangfuseTracedRuntime):
+        traced = getattr(traced, "inner", None)
     redactor = getattr(traced, "redactor", None)
     repairing = runtime if repair is None else RepairingRuntime(runtime, attempts=repair)
 
