@@ -1,6 +1,4 @@
-"""``templiqx eval CONTRACT --runtime NAME``, the core CLI's ``templiqx.commands`` entry point
-``eval``. Exit 0 the gate passed, 2 it did not or a usage error, 5 no case ran (as pytest's "no
-tests ran"), 1 the command itself failed (a typed error the CLI prints on one line)."""
+"""``templiqx eval CONTRACT --runtime NAME``: the ``eval`` entry point of ``templiqx.commands``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Eval cases on a runtime's native async path, one way: read the cases, run each
-(``concurrency`` workers pulling from one iterator), check and score, record, report. A run
-lands in Langfuse as an experiment: dataset, items and scores upserted under stable ids, so
-a rerun or a shard adds nothing twice; like tracing it fails open (one warning)."""
+"""Eval cases on a runtime's native async path: read, run, check and score, record (the results
+file and a Langfuse experiment, which fails open as tracing does), report."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def resolve_contract(contract: Contract | str | Path) -> Contract:
 
 
 def _load_evaluator(spec: str) -> Evaluator:
-    """``module:function`` (of the working directory too), called as Langfuse calls evaluators:
-    ``(input=, output=, expected_output=, metadata=)`` -> ``{name, value, comment}`` (or a list)."""
+    """``module:function``, called as Langfuse calls evaluators (docs/evals.md)."""
     if not all(spec.partition(":")[::2]):
         raise InvalidData(f"evaluator {spec!r} is not module:function")
     sys.path.insert(0, here := os.getcwd())  # as pytest imports a test module
@@ -138,8 +135,7 @@ async def _evaluate(
 
 
 def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) -> Evaluator:
-    """A contract as an evaluator: the arguments it declares as inputs, answering ``{score,
-    comment}`` (a boolean score is a check, a number a score), named by its contract id."""
+    """A contract as an evaluator: given the arguments it declares, it answers {score, comment}."""
     judge = resolve_contract(contract)
 
     async def evaluate(*, input: Any, output: Any, expected_output: Any, metadata: Any) -> Any:
@@ -299,8 +295,7 @@ class LangfuseExperiment:
         return {key: value for key, value in attributes.items() if value}
 
     async def record(self, case: EvalCaseSpec, result: CaseResult) -> None:
-        """Upsert the case's item (once; not one read from the dataset) and queue its scores
-        (each check, ``passed``, the evaluators'); send a full batch."""
+        """Upsert the case's item (once) and queue its scores; send a full batch."""
         if result.repeat == 0 and DATASET_ITEM_KEY not in case.metadata:
             assert self._api is not None
             upsert = functools.partial(
@@ -421,12 +416,8 @@ async def arun_eval(
     langfuse: Any = None,
     repair: int | None = None,
 ) -> EvalReport:
-    """Run every case (``repeat`` times) of ``contract`` on ``runtime`` and report.
-
-    A ``cases`` path is re-read per pass; with an ``output`` file the report keeps only the
-    failed cases (memory stays flat). A traced runtime lands the run as a Langfuse experiment
-    on ``dataset`` (default: contract id).
-    """
+    """Run every case (``repeat`` times) on ``runtime``; with an ``output`` file the report keeps
+    only the failed ones. A traced runtime lands it as a Langfuse experiment on ``dataset``."""
     if concurrency < 1 or repeat < 1:
         raise InvalidData("concurrency and repeat must be at least 1")
     parsed = resolve_contract(contract)
