@@ -84,13 +84,6 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
 _JSON_TYPES: Final = {type(None): "null", bool: "boolean", int: "integer", str: "string"}
 
 
-def _type_of(value: Any) -> str:
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    found = (name for kind, name in _JSON_TYPES.items() if isinstance(value, kind))
-    return next(found, "array" if isinstance(value, list) else "object")
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -141,7 +134,11 @@ def _pointer_check(check: PointerCheck, output: Any) -> CheckResult:
             passed = _is_number(value) and (low is None or value >= low)
             passed = passed and (high is None or value <= high)
         case TypeCheck(type=expected):
-            kind, actual = "type", _type_of(value)
+            types = (name for cls, name in _JSON_TYPES.items() if isinstance(value, cls))
+            actual = next(types, "array" if isinstance(value, list) else "object")
+            if isinstance(value, float):
+                actual = "integer" if value.is_integer() else "number"
+            kind = "type"
             passed = found and (actual == expected or (expected, actual) == ("number", "integer"))
     name = check.name or f"{where} {kind}"
     if passed:
