@@ -190,9 +190,6 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
-    for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
-        if several and path is not None and not path.is_dir():
-            raise InvalidData(f"{flag}: with several contracts, a directory of results")
     if several and args.output is not None:
         try:
             args.output.mkdir(parents=True, exist_ok=True)
@@ -207,8 +204,9 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     for index, path in enumerate(args.contract):
         contract = resolve_contract(path)
         output = at(args.output, contract.id, ".xml" if args.format == "junit" else ".json")
-        junit = output is None or args.format == "junit"
-        results = scratch / f"results-{index}.json" if junit or output is None else output
+        results = scratch / f"results-{index}.json"  # JUnit is written at the end
+        if output is not None and args.format != "junit":
+            results = output
         resume, baseline = at(args.resume, contract.id), at(args.baseline, contract.id)
         found.append(_Files(contract, results, output, resume, baseline))
     return found
@@ -322,11 +320,7 @@ def _print_report(
         (out if args.format == "table" else err).write(diff + "\n")
     if summary.total == 0:
         err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
-    if args.format != "table":
-        err.write(
-            f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "
-            f"{summary.failed} failed, {summary.errored} errored\n"
-        )
-        if summary.run_url:
-            err.write(f"run: {summary.run_url}\n")
+    if args.format != "table":  # the table says both
+        err.write(f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed\n")
+        err.write(f"run: {summary.run_url}\n" if summary.run_url else "")
     out.flush()
