@@ -248,12 +248,7 @@ class LangfuseExperiment:
     """One eval run as a Langfuse experiment on dataset ``dataset``."""
 
     def __init__(
-        self,
-        config: LangfuseConfig,
-        *,
-        run_name: str,
-        dataset: str,
-        api: AsyncLangfuseAPI | None = None,
+        self, config: LangfuseConfig, run_name: str, dataset: str, api: AsyncLangfuseAPI | None
     ) -> None:
         self.config, self.run_name, self.dataset = config, run_name, dataset
         self.dataset_id: str | None = None
@@ -584,14 +579,10 @@ def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
 
 
 def assert_eval_passes(
-    contract: Contract | str | Path,
-    *,
-    runtime: RuntimeAdapter,
-    min_pass_rate: float | None = None,
-    **options: Any,
+    contract: Contract | str | Path, *, min_pass_rate: float | None = None, **options: Any
 ) -> EvalReport:
-    """``run_eval`` as one assertion, naming every failing case and why."""
-    report = run_eval(contract, runtime=runtime, **options)
+    """``run_eval(contract, runtime=..., ...)`` as one assertion naming each failing case."""
+    report = run_eval(contract, **options)
     if report.summary.gate(min_pass_rate):
         return report
     summary = report.summary
