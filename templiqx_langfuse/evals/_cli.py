@@ -92,7 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
     add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
     add("--no-progress", action="store_true", help="no progress bar on stderr")
-    add("--json", action="store_true", help=argparse.SUPPRESS)  # the core eval's flag
     add("--merge", action=many, type=Path, metavar="FILE", help="merge shards' results files")
     return parser
 
@@ -105,7 +104,7 @@ def main(argv: list[str]) -> int:
         parser.error("--merge combines results files; it runs no --runtime")
     if args.merge is None and args.runtime is None:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
-        given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
+        given = next((f for f in flags if f != "--capability"), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
     out, err = sys.stdout, sys.stderr
     promotions = _checked(args)

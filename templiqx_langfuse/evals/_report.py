@@ -256,9 +256,6 @@ def read_summary(path: Path) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) else None
 
 
-# -- for a person ---------------------------------------------------------------------
-
-
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 

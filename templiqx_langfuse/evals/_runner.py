@@ -14,7 +14,6 @@ import logging
 import math
 import os
 import pkgutil
-import random
 import sys
 import time
 import urllib.parse
@@ -231,10 +230,7 @@ def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSp
 
 
 def experiment_id_for(project_id: str | None, dataset_id: str | None, run_name: str) -> str:
-    """The id the SDK derives, so a run's shards share it; random without project or dataset."""
-    if project_id is None or dataset_id is None:
-        return f"{random.getrandbits(64):016x}"
-    # JSON.stringify's bytes: compact, UTF-8 unescaped (orjson's too).
+    """The id the SDK derives (from JSON.stringify's bytes, as orjson's): shards share it."""
     payload = orjson.dumps(["langfuse-experiment-v1", project_id, dataset_id, run_name])
     return hashlib.sha256(payload).hexdigest()[:16]
 
