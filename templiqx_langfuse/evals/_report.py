@@ -22,8 +22,7 @@ from pydantic import TypeAdapter
 from templiqx_core import Contract, InvalidData
 
 FORMAT = "templiqx.eval/v1"
-_ORIGIN = ("contract_id", "contract_version")
-_HEAD = (*_ORIGIN, "run_name", "total", "passed", "failed", "errored")  # a summary's first keys
+_HEAD = ("contract_id", "contract_version", "run_name", "total", "passed", "failed", "errored")
 
 
 @dataclass(frozen=True)
@@ -183,7 +182,7 @@ class ResultsWriter:
     def __init__(self, stream: IO[str], contract_id: str, version: str) -> None:
         self._stream, self._count = stream, 0
         # The contract in the first line too: a file cut short still says whose it is.
-        origin = _dumps(dict(zip(_ORIGIN, (contract_id, version), strict=True)))[1:-1]
+        origin = _dumps({"contract_id": contract_id, "contract_version": version})[1:-1]
         self._put(f'{{"format": "{FORMAT}", {origin}, "cases": [\n')
 
     def _put(self, text: str) -> None:

@@ -252,13 +252,13 @@ class LangfuseExperiment:
         self.experiment_id = experiment_id_for(None, None, run_name)
         self.failures = 0
         self._broken = False
-        self._api = api
+        self._api = api or async_api(config, None)
         self._scores: list[CreateScoreRequest] = []
         self._pending: set[asyncio.Future[Any]] = set()
 
     async def start(self) -> None:
         """The dataset before any case runs (its items are upserted as their cases run)."""
-        api = self._api = self._api or async_api(self.config, None)
+        api = self._api
         create = functools.partial(
             api.datasets.create,
             name=self.dataset,
@@ -288,7 +288,6 @@ class LangfuseExperiment:
     async def record(self, case: EvalCaseSpec, result: CaseResult) -> None:
         """Upsert the case's item (once) and queue its scores; send a full batch."""
         if result.repeat == 0 and DATASET_ITEM_KEY not in case.metadata:
-            assert self._api is not None
             upsert = functools.partial(
                 self._api.dataset_items.create,
                 dataset_name=self.dataset,
@@ -356,7 +355,6 @@ class LangfuseExperiment:
         await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def _send_scores(self) -> None:
-        assert self._api is not None
         while self._scores:
             batch, self._scores = self._scores[:_SCORE_BATCH], self._scores[_SCORE_BATCH:]
             await self._spawn("scores", functools.partial(self._api.scores.create, request=batch))
@@ -568,10 +566,7 @@ def run_eval(contract: Contract | str | Path, **options: Any) -> EvalReport:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(arun_eval(contract, **options))
-    raise Unsupported(
-        "run_eval cannot run inside a running event loop (a notebook, an async test): "
-        "use `await arun_eval(...)` there"
-    )
+    raise Unsupported("run_eval inside a running event loop (a notebook): `await arun_eval(...)`")
 
 
 def assert_eval_passes(
