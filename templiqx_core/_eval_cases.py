@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -129,10 +129,9 @@ def _pointer_check(check: PointerCheck, output: Any) -> CheckResult:
             kind, expected = "matches", _short(pattern)
             passed = isinstance(value, str) and re.search(pattern, value) is not None
         case RangeCheck(min=low, max=high):
-            bounds = ("-inf" if low is None else f"{low:g}", "inf" if high is None else f"{high:g}")
-            kind, expected = "range", f"[{bounds[0]}, {bounds[1]}]"
-            passed = _is_number(value) and (low is None or value >= low)
-            passed = passed and (high is None or value <= high)
+            low, high = -math.inf if low is None else low, math.inf if high is None else high
+            kind, expected = "range", f"[{low:g}, {high:g}]"
+            passed = _is_number(value) and low <= value <= high
         case TypeCheck(type=expected):
             types = (name for cls, name in _JSON_TYPES.items() if isinstance(value, cls))
             actual = next(types, "array" if isinstance(value, list) else "object")
@@ -208,9 +207,7 @@ def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
         document = compose_and_load(text)[1]
     except Exception as error:  # YAML errors of every kind: one typed error
         raise InvalidData(f"{path}: not YAML ({type(error).__name__})") from None
-    if isinstance(document, Mapping) and "cases" in document:
-        document = document["cases"]
     if not isinstance(document, list):
-        raise InvalidData(f"{path}: expected a list of cases (or {{cases: [...]}})")
+        raise InvalidData(f"{path}: expected a list of cases")
     for index, data in enumerate(document):
         yield validate_model(EvalCaseSpec, data, name=f"{path} case {index}")

@@ -175,7 +175,7 @@ def test_cases_load_from_jsonl_and_yaml(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     yml = tmp_path / "cases.yaml"
-    yml.write_text("cases:\n  - id: a\n    context: {org: X}\n", encoding="utf-8")
+    yml.write_text("- id: a\n  context: {org: X}\n", encoding="utf-8")
     assert [c.id for c in list(iter_cases(jsonl))] == ["a", "b"]
     assert list(iter_cases(jsonl))[1].expected_output == {"x": 2}
     assert next(iter_cases(yml)).context == {"org": "X"}
