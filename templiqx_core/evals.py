@@ -3,14 +3,13 @@ cases, their checks, runtimes by name (``templiqx_langfuse.evals`` uses these al
 
 from ._eval_cases import CheckResult, EvalCaseSpec, Observed, check_case, iter_cases
 from ._repair import MAX_ATTEMPTS as MAX_REPAIR_ATTEMPTS
-from ._runtimes import available_runtimes, load_runtime
+from ._runtimes import load_runtime
 
 __all__ = [
     "MAX_REPAIR_ATTEMPTS",
     "CheckResult",
     "EvalCaseSpec",
     "Observed",
-    "available_runtimes",
     "check_case",
     "iter_cases",
     "load_runtime",

@@ -146,7 +146,6 @@ PINNED: dict[str, list[str]] = {
         "EvalCaseSpec",
         "MAX_REPAIR_ATTEMPTS",
         "Observed",
-        "available_runtimes",
         "check_case",
         "iter_cases",
         "load_runtime",

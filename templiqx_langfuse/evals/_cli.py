@@ -100,8 +100,6 @@ def main(argv: list[str]) -> int:
     """Each report is read back from its results file: a run keeps only its failed cases."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.merge is not None and args.runtime is not None:
-        parser.error("--merge combines results files; it runs no --runtime")
     if args.merge is None and args.runtime is None:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
         given = next((f for f in flags if f != "--capability"), "--runtime")

@@ -243,10 +243,8 @@ def read_summary(path: Path) -> dict[str, Any] | None:
     """A complete file's summary (None if cut short), read from its tail however large."""
     try:
         with path.open("rb") as file:
-            size = file.seek(0, 2)
-            file.seek(max(0, size - _TAIL_BYTES))
-            tail = file.read()
-        last = tail.rstrip().rpartition(b"\n")[2]
+            file.seek(max(0, file.seek(0, 2) - _TAIL_BYTES))
+            last = file.read().rstrip().rpartition(b"\n")[2]
         if not last.startswith(b'], "summary": '):
             return None
         summary = orjson.loads(b"{" + last[3:]).get("summary")
