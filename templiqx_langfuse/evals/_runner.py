@@ -429,8 +429,8 @@ async def arun_eval(
     if twice := next((key for key, count in ids.items() if count > 1), None):
         raise InvalidData(f"case id {twice!r} appears twice")
     total = sum(ids.values())
-    name = run_name or f"{parsed.id} v{parsed.version} {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
     loaded = [_load_evaluator(e) if isinstance(e, str) else e for e in evaluators]
+    name = run_name or f"{parsed.id} v{parsed.version} {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
     targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
     summary = Summary(parsed.id, parsed.version, name)
     kept: list[CaseResult] = []
@@ -459,10 +459,8 @@ async def arun_eval(
 
     lane = None
     if experiment and traced and traced.tracing.pipeline and traced.langfuse_config.enabled:
-        api = None if langfuse is None else langfuse.async_api
-        lane = LangfuseExperiment(
-            traced.langfuse_config, run_name=name, dataset=dataset or parsed.id, api=api
-        )
+        api = None if langfuse is None else langfuse.async_api  # a host's own client's
+        lane = LangfuseExperiment(traced.langfuse_config, name, dataset or parsed.id, api)
 
     async def one(case: EvalCaseSpec, k: int) -> CaseResult:
         render = RenderRequest(inputs=case.inputs, context=case.context)
