@@ -142,8 +142,6 @@ def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
             raise InvalidData(f"--replay: {replay} holds no cassette (*.yaml)")
         replay = scratch / "cassette.yaml"
         replay.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
-    elif replay is not None and not replay.is_file():
-        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
     inner = load_runtime(args.runtime, RuntimeOptions(replay=replay, env=dict(os.environ)))
     # A 429 waits its retry-after and tries again; only what still fails is errored.
     return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)

@@ -242,7 +242,7 @@ def test_command_failures_exit_1_with_one_line(
     for args, message in [
         (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
         (("--evaluator", "nope"), "evaluator 'nope': cannot import it"),
-        (("--replay", tmp_path / "none.yaml"), "no such cassette"),
+        (("--replay", tmp_path / "none.yaml"), "none.yaml does not exist"),
         (("--replay", tmp_path), "holds no cassette"),
     ]:
         ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
