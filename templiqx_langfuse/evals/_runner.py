@@ -210,10 +210,8 @@ def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSp
                 limit = 1
                 continue
             if status == 200:
-                raise InvalidData(
-                    f"Langfuse dataset {dataset!r}: item {page} could not be read (not JSON, "
-                    f"or past the {MAX_PROMPT_BYTES} bytes an answer may be)"
-                ) from None
+                why = f"item {page} could not be read (not JSON, or past {MAX_PROMPT_BYTES} bytes)"
+                raise InvalidData(f"Langfuse dataset {dataset!r}: {why}") from None
             why = f"HTTP {status}" if status else type(error).__name__
             # Langfuse refusing or unreachable is I/O; only an unreadable answer is data.
             kind = IoFailure if status or isinstance(error, httpx.HTTPError) else InvalidData
