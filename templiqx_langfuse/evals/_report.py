@@ -73,10 +73,6 @@ class CaseResult:
             raise ValueError("a check, score, error or latency a report cannot read")
         return case
 
-    @property
-    def total_tokens(self) -> int | None:  # as the max_tokens check reads it
-        return self.usage.get("total")
-
     def why(self, *, named: bool = True) -> str:
         """What failed: the error, or each failed check's detail (after its name)."""
         if self.error is not None:
@@ -90,7 +86,7 @@ _CASE = TypeAdapter(CaseResult)
 
 # What the reports read of a case's parts (each may hold more keys).
 _CHECK = {"name": str, "passed": bool, "detail": str}
-_SCORE = {"name": str, "value": object}
+_SCORE = {"name": str}
 _ERROR = {"code": str, "detail": str}
 
 
@@ -117,7 +113,7 @@ class Summary:
         self.total += 1
         self.passed += result.passed
         self.errored += result.errored
-        measures = [("latency_ms", result.latency_ms), ("total_tokens", result.total_tokens)]
+        measures = [("latency_ms", result.latency_ms), ("total_tokens", result.usage.get("total"))]
         measures += [(f"score {score['name']}", score.get("value")) for score in result.scores]
         for key, value in measures:
             if isinstance(value, bool | int | float) and math.isfinite(value):
@@ -275,7 +271,7 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         checks = f"ERROR {case.error['code']}" if case.error else f"{marks} {names}".strip()
         values = ((s["name"], s.get("value")) for s in case.scores)
         scores = " ".join(f"{k}={_num(v) if isinstance(v, float) else v}" for k, v in values)
-        tokens, tries = str(case.total_tokens or "-"), str(case.attempts or "-")
+        tokens, tries = str(case.usage.get("total") or "-"), str(case.attempts or "-")
         rows.append([case.label, checks, scores, _ms(case.latency_ms), tokens, tries][:columns])
     widths = [min(max(len(row[i]) for row in rows), 60) for i in range(columns)]
     lines = [

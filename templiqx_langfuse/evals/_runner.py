@@ -16,7 +16,6 @@ import os
 import pkgutil
 import sys
 import time
-import urllib.parse
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -337,9 +336,8 @@ class LangfuseExperiment:
         await asyncio.gather(*self._pending)  # each call catches its own failure
         if self.project_id is None:
             return None
-        baseline = urllib.parse.quote(self.experiment_id, safe="")
         base = f"{self.config.base_url.rstrip('/')}/project/{self.project_id}"
-        return f"{base}/experiments/results?baseline={baseline}"
+        return f"{base}/experiments/results?baseline={self.experiment_id}"  # hex: no quoting
 
     async def aclose(self) -> None:
         for task in self._pending:
