@@ -214,23 +214,19 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
         name = str(args.cases).removeprefix("langfuse:")
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
-    # Checked before any call (another contract's file is refused now) and read as the run
-    # goes, from a copy: --output may be the same file (opened for writing).
-    resumes: list[Iterable[CaseResult]] = []
-    for index, files in enumerate(plan):
+    for files in plan:  # checked before any call: another contract's file is refused now
         for path, flag in ((files.baseline, "--baseline"), (files.resume, "--resume")):
             if path is not None:
                 next(read_results(path, files.contract, flag), None)
-        copy = scratch / f"resume-{index}.json"
-        resumes.append(
-            () if files.resume is None else read_results(shutil.copyfile(files.resume, copy))
-        )
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
         judges = [judge_evaluator(path, runtime) for path in args.judge or ()]
         summaries = []
-        for files, resume in zip(plan, resumes, strict=True):
+        for index, files in enumerate(plan):
+            resume: Iterable[CaseResult] = ()
+            if files.resume is not None:  # read from a copy: --output may be the same file
+                resume = read_results(shutil.copyfile(files.resume, scratch / f"{index}.json"))
             with _open(files.results) as stream:
                 try:
                     report = await arun_eval(
