@@ -59,7 +59,6 @@ class CheckResult:
 
 
 _MISSING = object()
-_NO_USAGE: Final = "the call reported no token usage"
 
 
 def resolve_pointer(document: Any, pointer: str) -> Any:
@@ -157,7 +156,7 @@ def _one(check: Check, observed: Observed) -> CheckResult:
         case TokensCheck(max_tokens=most):
             default, tokens = "tokens", observed.total_tokens
             passed = tokens is not None and tokens <= most
-            detail = f"{tokens} tokens > {most}" if tokens is not None else _NO_USAGE
+            detail = "no token usage reported" if tokens is None else f"{tokens} tokens > {most}"
         case _:
             return _pointer_check(check, observed.output)
     return CheckResult(check.name or default, passed, "" if passed else detail)

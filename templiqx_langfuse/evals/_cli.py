@@ -109,10 +109,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="templiqx-eval-") as directory:
         scratch = Path(directory)
         plan = _files(args, scratch)
-        if args.merge is not None:
-            summaries = [_merge(args.merge, plan[0])]
-        else:
-            summaries = _run(args, plan, scratch, err)
+        summaries = [_merge(args.merge, plan[0])] if args.merge else _run(args, plan, scratch, err)
         for files, summary in zip(plan, summaries, strict=True):
             _print_report(args, files, summary, out, err)
     if not all(summary.gate(args.min_pass_rate) for summary in summaries):
@@ -189,8 +186,8 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
         try:
             args.output.mkdir(parents=True, exist_ok=True)
         except OSError as error:  # a file there, or no right to write
-            kind = type(error).__name__
-            raise InvalidData(f"--output: {args.output}: cannot be a directory ({kind})") from None
+            why = f"cannot be a directory ({type(error).__name__})"
+            raise InvalidData(f"--output: {args.output}: {why}") from None
 
     def at(directory: Path | None, name: str, suffix: str = ".json") -> Path | None:
         return directory / f"{name}{suffix}" if directory is not None and several else directory
