@@ -3,6 +3,7 @@ host's own harness agree on what passed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -185,10 +186,9 @@ def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
 
     try:
         if path.suffix == ".jsonl":  # read a line at a time; a leading BOM, as YAML's
-            with path.open(encoding="utf-8-sig") as lines:
-                number = 0
-                while line := lines.readline(MAX_CASE_LINE + 1):
-                    number += 1
+            with path.open(encoding="utf-8-sig") as file:
+                lines = iter(functools.partial(file.readline, MAX_CASE_LINE + 1), "")
+                for number, line in enumerate(lines, 1):
                     where = f"{path}:{number}"
                     if len(line) > MAX_CASE_LINE:
                         raise InvalidData(f"{where}: longer than {MAX_CASE_LINE} characters")

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 from xml.sax import saxutils
 
 import orjson
@@ -73,12 +73,12 @@ class CaseResult:
             raise ValueError("a check, score, error or latency a report cannot read")
         return case
 
-    def why(self, *, named: bool = True) -> str:
-        """What failed: the error, or each failed check's detail (after its name)."""
+    def why(self) -> str:
+        """What failed: the error, or each failed check's name and detail."""
         if self.error is not None:
             return f"{self.error['code']}: {self.error['detail']}"
         failed = [a for a in self.assertions if not a["passed"]]
-        return "; ".join(f"{a['name']}: {a['detail']}" if named else a["detail"] for a in failed)
+        return "; ".join(f"{a['name']}: {a['detail']}" for a in failed)
 
 
 _CASE = TypeAdapter(CaseResult)
@@ -156,8 +156,7 @@ class Summary:
         }
 
 
-@dataclass
-class EvalReport:
+class EvalReport(NamedTuple):
     """What ``run_eval`` returns: the summary and the case records (the kept ones)."""
 
     summary: Summary
@@ -292,7 +291,7 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         f"{summary.passed}/{summary.total} passed, {summary.failed} failed, "
         f"{summary.errored} errored (pass rate {summary.pass_rate:.1%})",
         ", ".join(extras),
-        *(f"✗ {case.id}: {case.why(named=False)}" for case in shown[:20] if not case.passed),
+        *(f"✗ {case.label}: {case.why()}" for case in shown[:20] if not case.passed),
     ]
     if summary.run_url:
         lines.append(f"run: {summary.run_url}")
@@ -360,6 +359,4 @@ def baseline_diff(
         was, now = old_means.get(name), new_means.get(name)
         if was is None or now is None or not math.isclose(was, now, abs_tol=1e-9):
             lines.append(f"  score {name}: {_num(was)} → {_num(now)}")
-    latency = f"{_ms(base.mean('latency_ms'))} → {_ms(summary.mean('latency_ms'))}"
-    lines.append(f"  avg latency {latency}")
     return "\n".join(lines)

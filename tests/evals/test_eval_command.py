@@ -43,7 +43,7 @@ def test_a_failing_case_fails_the_gate_and_is_named(
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad)
     assert ran.code == 2
     assert "1/2 passed, 1 failed" in ran.out
-    assert '✗ ada: got {"greeting": "Hello Ada"}' in ran.out
+    assert '✗ ada: expected_output: got {"greeting": "Hello Ada"}' in ran.out
     gated = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad, "--min-pass-rate", "0.5")
     assert gated.code == 0
     assert cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases).code == 0
