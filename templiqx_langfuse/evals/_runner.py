@@ -357,22 +357,20 @@ class LangfuseExperiment:
             task.add_done_callback(self._pending.discard)
 
     async def _call(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        answer, why = None, None
         try:
             answer = await call()
         except Exception as error:  # the client's ApiError, httpx's, a body it cannot parse
             status = getattr(error, "status_code", None)
             self._broken = True  # so a Langfuse down costs one timeout, not one per case
-            self._failed(what, f"HTTP {status}" if status else type(error).__name__)
-            return None
+            why = f"HTTP {status}" if status else type(error).__name__
         if rejected := getattr(answer, "rejected", 0):  # a 207: some scores refused
-            self._failed(what, f"{rejected} refused")
+            why = f"{rejected} refused"
+        if why is not None:
+            self.failures += 1
+            if self.failures == 1:  # one warning; the eval's results are unaffected
+                logger.warning("Langfuse experiment: sending a %s failed (%s)", what, why)
         return answer
-
-    def _failed(self, what: str, why: str) -> None:
-        self.failures += 1
-        if self.failures == 1:
-            why = f"sending a {what} failed ({why})"
-            logger.warning("Langfuse experiment: %s; the eval's results are unaffected", why)
 
 
 async def arun_eval(
