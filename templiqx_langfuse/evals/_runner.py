@@ -4,7 +4,6 @@ file and a Langfuse experiment, which fails open as tracing does), report."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -157,6 +156,7 @@ logger = logging.getLogger("templiqx_langfuse")
 
 _SCORE_BATCH = 50
 _IN_FLIGHT = 4
+_Target = Mapping[str, str | None]  # what a score is on: a trace and observation, or a run
 _PAGE = 100
 #: Characters of a score's comment or text value sent to Langfuse (the results keep all).
 SCORE_TEXT_LIMIT = 2000
@@ -302,11 +302,7 @@ class LangfuseExperiment:
             await self._send_scores()
 
     def _score(
-        self,
-        name: str,
-        value: bool | float | str,
-        target: Mapping[str, str | None],
-        comment: str | None = None,
+        self, name: str, value: bool | float | str, target: _Target, comment: str | None = None
     ) -> None:
         """Its id derived from target and name: sent again, it updates, not adds."""
         from langfuse.api import CreateScoreRequest
@@ -536,11 +532,9 @@ async def arun_eval(
         raise
     finally:
         if progress is not None and drawn:
-            progress.write("\n")
-            progress.flush()
+            progress.write("\n")  # a line ending flushes a terminal's stream
         if lane is not None:
-            with contextlib.suppress(Exception):
-                await lane.aclose()
+            await lane.aclose()  # gathers its cancelled calls, their exceptions returned
         if writer is not None:
             writer.close(summary)
     return EvalReport(summary, kept)
