@@ -157,7 +157,6 @@ logger = logging.getLogger("templiqx_langfuse")
 _SCORE_BATCH = 50
 _IN_FLIGHT = 4
 _Target = Mapping[str, str | None]  # what a score is on: a trace and observation, or a run
-_PAGE = 100
 #: Characters of a score's comment or text value sent to Langfuse (the results keep all).
 SCORE_TEXT_LIMIT = 2000
 #: Case metadata naming the Langfuse dataset item a case was read from.
@@ -198,7 +197,7 @@ def _case_of(item: Any) -> EvalCaseSpec:
 def fetch_dataset_cases(config: LangfuseConfig, dataset: str) -> list[EvalCaseSpec]:
     """A dataset's active items as cases; an item's ``metadata.case_id`` names its case."""
     api, cases = sync_api(config, None), list[EvalCaseSpec]()
-    page, pages, limit = 1, 1, _PAGE
+    page, pages, limit = 1, 1, 100
     while page <= pages:
         try:
             found = api.dataset_items.list(dataset_name=dataset, page=page, limit=limit)
@@ -241,8 +240,7 @@ class LangfuseExperiment:
         self.dataset_id: str | None = None
         self.project_id = config.project_id
         self.experiment_id = experiment_id_for(None, None, run_name)
-        self.failures = 0
-        self._broken = False
+        self.failures, self._broken = 0, False
         self._api = api or async_api(config, None)
         self._scores: list[CreateScoreRequest] = []
         self._pending: set[asyncio.Future[Any]] = set()
