@@ -273,10 +273,7 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         tokens, tries = str(case.usage.get("total") or "-"), str(case.attempts or "-")
         rows.append([case.label, checks, scores, _ms(case.latency_ms), tokens, tries][:columns])
     widths = [min(max(len(row[i]) for row in rows), 60) for i in range(columns)]
-    lines = [
-        "  ".join(cell[:60].ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
-    ]
-    lines = [line.rstrip() for line in lines]
+    lines = ["  ".join(map(str.ljust, row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if more:
         lines.append(f"... {more} more case(s) in the results file")

@@ -143,8 +143,7 @@ def judge_evaluator(contract: Contract | str | Path, runtime: RuntimeAdapter) ->
             first = compiled.diagnostics[0]
             raise InvalidData(f"judge {judge.id}: {first.code} {first.message}")
         receipt = await runtime.aexecute(ExecutionRequest(interaction=compiled.interaction))
-        verdict = receipt.output
-        if not isinstance(verdict, dict) or "score" not in verdict:
+        if not isinstance(verdict := receipt.output, dict) or "score" not in verdict:
             raise InvalidData(f"judge {judge.id} answered without a score")
         return {"name": judge.id, "value": verdict["score"], "comment": verdict.get("comment")}
 
@@ -169,8 +168,7 @@ def stable_item_id(dataset: str, case_id: str) -> str:
     return f"tqx-{digest[:32]}"
 
 
-def item_id_of(dataset: str, case: EvalCaseSpec) -> str:
-    """The item a case is: the one it was read from, or its stable id in ``dataset``."""
+def item_id_of(dataset: str, case: EvalCaseSpec) -> str:  # the item it was read from, if any
     known = case.metadata.get(DATASET_ITEM_KEY)
     return known if isinstance(known, str) else stable_item_id(dataset, case.id)
 
