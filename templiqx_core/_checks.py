@@ -6,14 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    ConfigDict,
-    Discriminator,
-    Field,
-    JsonValue,
-    Tag,
-    model_validator,
-)
+from pydantic import ConfigDict, Discriminator, Field, JsonValue, Tag, model_validator
 
 from ._contracts import WireModel
 
