@@ -133,8 +133,8 @@ class Summary:
         return round(total / count, 3) if count else None
 
     def score_means(self) -> dict[str, float]:
-        sums = self.sums.items()
-        return {key[6:]: total / n for key, (total, n) in sums if key.startswith("score ")}
+        means = ((key.partition(" "), total / n) for key, (total, n) in self.sums.items())
+        return {name: mean for (kind, _, name), mean in means if kind == "score"}
 
     def gate(self, min_pass_rate: float | None) -> bool:
         """Every case passed (a CI shard may hold none), or ``min_pass_rate``."""
