@@ -24,7 +24,6 @@ from ._contracts import (
     TestReport,
 )
 from ._errors import PortError
-from ._eval_cases import pointer_declared
 from ._failures import to_diagnostic
 from ._receipts import output_schema_diagnostics
 from ._repair import RepairingRuntime, collect_attempts
@@ -69,16 +68,6 @@ def check_envelope(
     evals, first = plain["evals"], dict[str, int]()  # results, --resume, items key on eval ids
     items = [
         *parsed.locate(check_plain(plain)),
-        *(
-            diagnostic(
-                codes.REF_UNKNOWN,
-                f"assert pointer {check['pointer']!r} is not declared by the output schema",
-                f"/evals/{i}/assert/{j}/pointer",
-            )
-            for i, case in enumerate(evals)
-            for j, check in enumerate(case.get("assert", ()))
-            if not pointer_declared(plain["output_schema"], check.get("pointer", ""))
-        ),
         *(
             diagnostic(
                 codes.DATA_INVALID,

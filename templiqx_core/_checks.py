@@ -6,40 +6,20 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    JsonValue,
-    Tag,
-    WithJsonSchema,
-    model_validator,
-)
-from pydantic_core import PydanticCustomError
+from pydantic import ConfigDict, Discriminator, Field, JsonValue, Tag, model_validator
 
 from ._contracts import WireModel
 
 JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "null"]
 
 
-def _pointer(value: str) -> str:
-    if value and not value.startswith("/"):
-        raise PydanticCustomError(
-            "json_pointer",
-            "a JSON pointer starts with '/' (/{v}), or is '' (the whole output)",
-            {"v": value},
-        )
-    return value
-
-
-class PointerCheck(WireModel):
+class _Named(WireModel):
     _omit_none = frozenset({"name"})
 
+
+class PointerCheck(_Named):
     #: RFC 6901 JSON pointer into the output; "" is the whole output.
-    pointer: Annotated[
-        str, AfterValidator(_pointer), WithJsonSchema({"type": "string", "pattern": "^(/.*)?$"})
-    ] = ""
+    pointer: str = Field("", pattern="^(/.*)?$")
     name: str | None = None
 
 
@@ -89,24 +69,18 @@ class TypeCheck(PointerCheck):
     type: JsonType
 
 
-class SchemaValidCheck(WireModel):
-    _omit_none = frozenset({"name"})
-
+class SchemaValidCheck(_Named):
     schema_valid: bool
     name: str | None = None
 
 
-class LatencyCheck(WireModel):
-    _omit_none = frozenset({"name"})
-
+class LatencyCheck(_Named):
     max_latency_ms: float = Field(gt=0)
     name: str | None = None
 
 
-class TokensCheck(WireModel):
+class TokensCheck(_Named):
     """Total tokens the call used (the provider's usage), at most ``max_tokens``."""
-
-    _omit_none = frozenset({"name"})
 
     max_tokens: int = Field(ge=0)
     name: str | None = None

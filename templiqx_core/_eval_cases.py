@@ -3,10 +3,11 @@ host's own harness agree on what passed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -25,36 +26,20 @@ from ._checks import (
     TokensCheck,
     TypeCheck,
 )
-from ._contracts import WireModel
+from ._compiler.model import EvalCase
 from ._errors import InvalidData
 
 #: A JSONL case line, in characters: read up to it, so no line is ever held whole.
 MAX_CASE_LINE: Final = 16 * 2**20
 
-__all__ = [
-    "CheckResult",
-    "EvalCaseSpec",
-    "Observed",
-    "check_case",
-    "iter_cases",
-    "load_cases",
-    "resolve_pointer",
-]
 
-
-class EvalCaseSpec(WireModel):
-    """One case of a ``--cases`` file (JSONL or YAML): a contract eval without the need
-    for a scripted ``fake_output``."""
+class EvalCaseSpec(EvalCase):
+    """A contract's eval as a ``--cases`` file holds it: ``fake_output`` optional, ``metadata``."""
 
     _omit_none = frozenset({"expected_output", "fake_output"})
 
-    id: str = Field(min_length=1)
-    inputs: dict[str, JsonValue] = Field(default_factory=dict)
-    context: dict[str, JsonValue] = Field(default_factory=dict)
-    expected_output: JsonValue = None
-    assert_: list[Check] = Field(default_factory=list, alias="assert")
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
     fake_output: JsonValue = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,12 +58,8 @@ class CheckResult:
     passed: bool
     detail: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail}
-
 
 _MISSING = object()
-_NO_USAGE: Final = "the call reported no token usage"
 
 
 def resolve_pointer(document: Any, pointer: str) -> Any:
@@ -88,12 +69,9 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
         part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif (
+        elif (  # RFC 6901 indexes; int() refuses past 4300 digits, and no list is that long
             isinstance(current, list)
-            and part.isascii()  # RFC 6901 indexes: ASCII digits ("²".isdigit() too)
-            and part.isdigit()
-            and (part == "0" or part[0] != "0")
-            and len(part) < 20  # int() refuses past 4300 digits; no list is that long
+            and re.fullmatch("0|[1-9][0-9]{0,18}", part)
             and int(part) < len(current)
         ):
             current = current[int(part)]
@@ -102,41 +80,8 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
     return current
 
 
-def pointer_declared(schema: Any, pointer: str) -> bool:
-    """False where only closed objects could hold the value: a check there could never pass."""
-    parts = [raw.replace("~1", "/").replace("~0", "~") for raw in pointer.split("/")[1:]]
-    return _declared(schema, parts)
-
-
-def _declared(schema: Any, parts: list[str]) -> bool:
-    if not parts or not isinstance(schema, dict):
-        return True
-    part, rest = parts[0], parts[1:]
-    if part.isascii() and part.isdigit():  # an array element too: its prefixItems or items
-        prefix = schema.get("prefixItems")
-        prefix = prefix if isinstance(prefix, list) else []
-        held = prefix[int(part)] if len(part) < 10 and int(part) < len(prefix) else None
-        if _declared(schema.get("items") if held is None else held, rest):
-            return True
-        if schema.get("type") in ("array", ["array"]):  # no object either
-            return False
-    properties = schema.get("properties", {})
-    if schema.get("additionalProperties") is not False or not isinstance(properties, dict):
-        return True
-    if part in properties:
-        return _declared(properties[part], rest)
-    return "patternProperties" in schema
-
-
 # In this order: a bool is an int. Subclasses count (a host's output may hold enums).
 _JSON_TYPES: Final = {type(None): "null", bool: "boolean", int: "integer", str: "string"}
-
-
-def _type_of(value: Any) -> str:
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    found = (name for kind, name in _JSON_TYPES.items() if isinstance(value, kind))
-    return next(found, "array" if isinstance(value, list) else "object")
 
 
 def _is_number(value: Any) -> bool:
@@ -184,12 +129,15 @@ def _pointer_check(check: PointerCheck, output: Any) -> CheckResult:
             kind, expected = "matches", _short(pattern)
             passed = isinstance(value, str) and re.search(pattern, value) is not None
         case RangeCheck(min=low, max=high):
-            bounds = ("-inf" if low is None else f"{low:g}", "inf" if high is None else f"{high:g}")
-            kind, expected = "range", f"[{bounds[0]}, {bounds[1]}]"
-            passed = _is_number(value) and (low is None or value >= low)
-            passed = passed and (high is None or value <= high)
+            low, high = -math.inf if low is None else low, math.inf if high is None else high
+            kind, expected = "range", f"[{low:g}, {high:g}]"
+            passed = _is_number(value) and low <= value <= high
         case TypeCheck(type=expected):
-            kind, actual = "type", _type_of(value)
+            types = (name for cls, name in _JSON_TYPES.items() if isinstance(value, cls))
+            actual = next(types, "array" if isinstance(value, list) else "object")
+            if isinstance(value, float):
+                actual = "integer" if value.is_integer() else "number"
+            kind = "type"
             passed = found and (actual == expected or (expected, actual) == ("number", "integer"))
     name = check.name or f"{where} {kind}"
     if passed:
@@ -209,7 +157,7 @@ def _one(check: Check, observed: Observed) -> CheckResult:
         case TokensCheck(max_tokens=most):
             default, tokens = "tokens", observed.total_tokens
             passed = tokens is not None and tokens <= most
-            detail = f"{tokens} tokens > {most}" if tokens is not None else _NO_USAGE
+            detail = "no token usage reported" if tokens is None else f"{tokens} tokens > {most}"
         case _:
             return _pointer_check(check, observed.output)
     return CheckResult(check.name or default, passed, "" if passed else detail)
@@ -230,50 +178,26 @@ def check_case(
     return results
 
 
-def _spec(data: Any, where: str) -> EvalCaseSpec:
-    from ._loading import validate_model
-
-    if not isinstance(data, dict):
-        raise InvalidData(f"{where}: a case is a JSON/YAML object")
-    return validate_model(EvalCaseSpec, data, name=where)
-
-
-def load_cases(path: Path) -> list[EvalCaseSpec]:
-    """Cases of a JSONL or YAML/JSON file; ids unique: results and Langfuse items key on them."""
-    return list(iter_cases(path))
-
-
 def iter_cases(path: Path) -> Iterator[EvalCaseSpec]:
-    """``load_cases`` a case at a time: a suite of any size costs the memory of one case."""
-    seen: set[str] = set()
-    for case in _read_cases(path):
-        if case.id in seen:
-            raise InvalidData(f"{path}: case id {case.id!r} appears twice")
-        seen.add(case.id)
-        yield case
-
-
-def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
+    """The cases of a JSONL or YAML file, a case at a time."""
     import orjson
 
-    from ._loading import compose_and_load
+    from ._loading import compose_and_load, validate_model
 
     try:
         if path.suffix == ".jsonl":  # read a line at a time; a leading BOM, as YAML's
-            with path.open(encoding="utf-8-sig") as lines:
-                number = 0
-                while line := lines.readline(MAX_CASE_LINE + 1):
-                    number += 1
+            with path.open(encoding="utf-8-sig") as file:
+                lines = iter(functools.partial(file.readline, MAX_CASE_LINE + 1), "")
+                for number, line in enumerate(lines, 1):
                     where = f"{path}:{number}"
                     if len(line) > MAX_CASE_LINE:
                         raise InvalidData(f"{where}: longer than {MAX_CASE_LINE} characters")
-                    if not line.strip():
-                        continue
-                    try:
-                        data = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        raise InvalidData(f"{where}: not a JSON object") from None
-                    yield _spec(data, where)
+                    if line.strip():
+                        try:
+                            data = orjson.loads(line)
+                        except orjson.JSONDecodeError:
+                            raise InvalidData(f"{where}: not a JSON object") from None
+                        yield validate_model(EvalCaseSpec, data, name=where)
             return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -282,9 +206,7 @@ def _read_cases(path: Path) -> Iterator[EvalCaseSpec]:
         document = compose_and_load(text)[1]
     except Exception as error:  # YAML errors of every kind: one typed error
         raise InvalidData(f"{path}: not YAML ({type(error).__name__})") from None
-    if isinstance(document, Mapping) and "cases" in document:
-        document = document["cases"]
     if not isinstance(document, list):
-        raise InvalidData(f"{path}: expected a list of cases (or {{cases: [...]}})")
+        raise InvalidData(f"{path}: expected a list of cases")
     for index, data in enumerate(document):
-        yield _spec(data, f"{path} case {index}")
+        yield validate_model(EvalCaseSpec, data, name=f"{path} case {index}")

@@ -1,6 +1,4 @@
-"""``templiqx eval CONTRACT --runtime NAME``, the core CLI's ``templiqx.commands`` entry point
-``eval``. Exit 0 the gate passed, 2 it did not or a usage error, 5 no case ran (as pytest's "no
-tests ran"), 1 the command itself failed (a typed error the CLI prints on one line)."""
+"""``templiqx eval CONTRACT --runtime NAME``: the ``eval`` entry point of ``templiqx.commands``."""
 
 from __future__ import annotations
 
@@ -12,77 +10,64 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, NamedTuple, TextIO
+from typing import IO, Annotated, Any, NamedTuple, TextIO
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from templiqx_core import Contract, InvalidData, PortError, RuntimeAdapter
-from templiqx_core.adapters import load_document
-from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, RuntimeOptions, load_runtime
+from templiqx_core.adapters import RuntimeOptions, load_document
+from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, load_runtime
 
 from .._config import LangfuseConfig
 from .._retry import RetryingRuntime
-from ._experiment import fetch_dataset_cases
 from ._report import (
     CaseResult,
     ResultsWriter,
     Summary,
     baseline_diff,
-    case_at,
-    located_results,
     read_results,
     read_summary,
     table,
     write_junit,
 )
-from ._runner import arun_eval, judge_evaluator, parse_shard, resolve_contract
+from ._runner import arun_eval, fetch_dataset_cases, judge_evaluator, resolve_contract
 
 EXIT_OK, EXIT_GATE, EXIT_NO_CASES = 0, 2, 5
-#: ``--cases langfuse:NAME``: the cases are the items of Langfuse dataset NAME.
-LANGFUSE_CASES = "langfuse:"
 
 
-def _count(text: str, most: int | None = None) -> int:
-    """A count of at least 1; argparse reports anything else as a usage error (exit 2)."""
-    if not re.fullmatch(r"-?[0-9]+", text):  # int() also reads "1_0" and other digits
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    if most is not None and value > most:
-        raise argparse.ArgumentTypeError(f"at most {most}")
-    return value
+def _typed(annotation: Any) -> Callable[[str], Any]:
+    """An argparse type of a pydantic one: a wrong value is a usage error (exit 2)."""
+    adapter = TypeAdapter(annotation)
+
+    def parse(text: str) -> Any:
+        try:
+            return adapter.validate_strings(text)
+        except ValidationError as error:
+            raise argparse.ArgumentTypeError(error.errors()[0]["msg"]) from None
+
+    return parse
 
 
-def _tries(text: str) -> int:
-    return _count(text, MAX_REPAIR_ATTEMPTS)  # what a repairing runtime makes
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:  # NaN too
-        raise argparse.ArgumentTypeError("must be within [0, 1]")
-    return value
+_count = _typed(Annotated[int, Field(ge=1)])
+_tries = _typed(Annotated[int, Field(ge=1, le=MAX_REPAIR_ATTEMPTS)])  # what repair makes
+_rate = _typed(Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)])
 
 
 def _shard(text: str) -> tuple[int, int]:
-    try:
-        return parse_shard(text)
-    except InvalidData as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    found = re.fullmatch("([0-9]{1,30})/([0-9]{1,30})", text)
+    index, count = (int(part) for part in found.groups()) if found else (0, 0)
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"shard {text!r} is not I/N with 1 <= I <= N")
+    return index, count
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="templiqx eval",
-        description="Run a contract's eval cases against a model (--runtime NAME) and gate "
-        "on them, or merge shards' results (--merge); without either, `templiqx eval "
-        "CONTRACT` self-checks its fixtures on the scripted runtime.",
-        epilog="exit status: 0 the gate passed, 2 it did not (or a usage error), "
-        "5 no case ran (an empty shard), 1 the command itself failed",
+        description="Run a contract's eval cases against a model and gate on them, or merge "
+        "shards' results. Exit 0 passed, 2 failed (or a usage error), 5 no case ran, 1 an error.",
     )
     add, many = parser.add_argument, "append"
     add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
@@ -107,7 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--resume", type=Path, metavar="FILE", help="skip the cases a results file finished")
     add("--retry-errors", action="store_true", help="with --resume: re-run its errored cases")
     add("--no-progress", action="store_true", help="no progress bar on stderr")
-    add("--json", action="store_true", help=argparse.SUPPRESS)  # the core eval's flag
     add("--merge", action=many, type=Path, metavar="FILE", help="merge shards' results files")
     return parser
 
@@ -116,21 +100,16 @@ def main(argv: list[str]) -> int:
     """Each report is read back from its results file: a run keeps only its failed cases."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.merge is not None and args.runtime is not None:
-        parser.error("--merge combines results files; it runs no --runtime")
     if args.merge is None and args.runtime is None:
         flags = (a.split("=")[0] for a in argv if a.startswith("--"))
-        given = next((f for f in flags if f not in ("--capability", "--json")), "--runtime")
+        given = next((f for f in flags if f != "--capability"), "--runtime")
         parser.error(f"{given} runs cases against a model: add --runtime NAME")
     out, err = sys.stdout, sys.stderr
     promotions = _checked(args)
-    with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="templiqx-eval-")))
+    with tempfile.TemporaryDirectory(prefix="templiqx-eval-") as directory:
+        scratch = Path(directory)
         plan = _files(args, scratch)
-        if args.merge is not None:
-            summaries = [_merge(args.merge, plan[0])]
-        else:
-            summaries = _run(args, plan, scratch, err)
+        summaries = [_merge(args.merge, plan[0])] if args.merge else _run(args, plan, scratch, err)
         for files, summary in zip(plan, summaries, strict=True):
             _print_report(args, files, summary, out, err)
     if not all(summary.gate(args.min_pass_rate) for summary in summaries):
@@ -160,8 +139,6 @@ def _runtime(args: argparse.Namespace, scratch: Path) -> RuntimeAdapter:
             raise InvalidData(f"--replay: {replay} holds no cassette (*.yaml)")
         replay = scratch / "cassette.yaml"
         replay.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}), "utf-8")
-    elif replay is not None and not replay.is_file():
-        raise InvalidData(f"--replay: {replay}: no such cassette file or directory")
     inner = load_runtime(args.runtime, RuntimeOptions(replay=replay, env=dict(os.environ)))
     # A 429 waits its retry-after and tries again; only what still fails is errored.
     return RetryingRuntime(inner, attempts=args.attempts, max_wait_s=30.0)
@@ -173,8 +150,6 @@ def _checked(args: argparse.Namespace) -> list[tuple[str, int]]:
         raise InvalidData("--merge combines the results of one contract")
     if args.merge is not None and args.promote is not None and "#" not in str(args.contract[0]):
         raise InvalidData("--merge --promote: name the version the shards ran (langfuse:NAME#N)")
-    if args.retry_errors and args.resume is None:
-        raise InvalidData("--retry-errors re-runs the errored cases of --resume FILE")
     if args.promote is None:
         return []
     # Each langfuse: contract pinned to the version its label names now, so the run
@@ -207,15 +182,12 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     several = len(args.contract) > 1
     if several and args.format == "json" and args.output is None:
         raise InvalidData("--format json with several contracts needs --output DIR")
-    for flag, path in (("--resume", args.resume), ("--baseline", args.baseline)):
-        if several and path is not None and not path.is_dir():
-            raise InvalidData(f"{flag}: with several contracts, a directory of results")
     if several and args.output is not None:
         try:
             args.output.mkdir(parents=True, exist_ok=True)
         except OSError as error:  # a file there, or no right to write
-            kind = type(error).__name__
-            raise InvalidData(f"--output: {args.output}: cannot be a directory ({kind})") from None
+            why = f"cannot be a directory ({type(error).__name__})"
+            raise InvalidData(f"--output: {args.output}: {why}") from None
 
     def at(directory: Path | None, name: str, suffix: str = ".json") -> Path | None:
         return directory / f"{name}{suffix}" if directory is not None and several else directory
@@ -224,8 +196,9 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
     for index, path in enumerate(args.contract):
         contract = resolve_contract(path)
         output = at(args.output, contract.id, ".xml" if args.format == "junit" else ".json")
-        junit = output is None or args.format == "junit"
-        results = scratch / f"results-{index}.json" if junit or output is None else output
+        results = scratch / f"results-{index}.json"  # JUnit is written at the end
+        if output is not None and args.format != "junit":
+            results = output
         resume, baseline = at(args.resume, contract.id), at(args.baseline, contract.id)
         found.append(_Files(contract, results, output, resume, baseline))
     return found
@@ -234,28 +207,23 @@ def _files(args: argparse.Namespace, scratch: Path) -> list[_Files]:
 def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextIO) -> list[Summary]:
     cases: Path | list[EvalCaseSpec] | None = args.cases
     dataset: str | None = args.dataset
-    if args.cases is not None and str(args.cases).startswith(LANGFUSE_CASES):
-        name = str(args.cases).removeprefix(LANGFUSE_CASES)
+    if args.cases is not None and str(args.cases).startswith("langfuse:"):  # a dataset's items
+        name = str(args.cases).removeprefix("langfuse:")
         cases = fetch_dataset_cases(LangfuseConfig.from_env(os.environ), name)
         dataset = dataset or name  # the run lands on the dataset it read
-    # Checked before any call (another contract's file is refused now, a baseline too) and
-    # read as the run goes, from a copy when --output is the same file (opened for writing).
-    resumes: list[Iterator[CaseResult] | None] = []
-    for index, files in enumerate(plan):
-        if files.baseline is not None:
-            list(read_results(files.baseline, files.contract, "--baseline"))
-        if (resume := files.resume) is not None:
-            next(read_results(resume, files.contract), None)
-            output = files.output
-            if output is not None and os.path.exists(output) and resume.samefile(output):
-                resume = Path(shutil.copyfile(resume, scratch / f"resume-{index}.json"))
-        resumes.append(None if resume is None else read_results(resume, files.contract))
+    for files in plan:  # checked before any call: another contract's file is refused now
+        for path, flag in ((files.baseline, "--baseline"), (files.resume, "--resume")):
+            if path is not None:
+                next(read_results(path, files.contract, flag), None)
     runtime = _runtime(args, scratch)
 
     async def run_all() -> list[Summary]:
         judges = [judge_evaluator(path, runtime) for path in args.judge or ()]
         summaries = []
-        for files, resume in zip(plan, resumes, strict=True):
+        for index, files in enumerate(plan):
+            resume: Iterable[CaseResult] = ()
+            if files.resume is not None:  # read from a copy: --output may be the same file
+                resume = read_results(shutil.copyfile(files.resume, scratch / f"{index}.json"))
             with _open(files.results) as stream:
                 try:
                     report = await arun_eval(
@@ -273,7 +241,6 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
                         retry_errors=args.retry_errors,
                         progress=None if args.no_progress or not err.isatty() else err,
                         dataset=dataset,
-                        keep="failures",
                         repair=args.repair,
                     )
                 except (KeyboardInterrupt, asyncio.CancelledError):  # asyncio.run cancels on SIGINT
@@ -295,27 +262,25 @@ def _run(args: argparse.Namespace, plan: list[_Files], scratch: Path, err: TextI
 def _merge(paths: list[Path], files: _Files) -> Summary:
     """Every case once (a later file's record of a case wins), the summary recomputed."""
     contract = files.contract
-    where: dict[tuple[str, int], tuple[int, int]] = {}  # a case's file and line offset
+    last = {  # a case's key and the file that holds it last: the cases themselves are not held
+        case.key: index
+        for index, path in enumerate(paths)
+        for case in read_results(path, contract, "--merge")
+    }
     summary = Summary(contract.id, contract.version, "")
-    for index, path in enumerate(paths):
-        where.update(
-            (case.key, (index, at)) for at, case in located_results(path, contract, "--merge")
-        )
+    for path in paths:
         found = read_summary(path) or {}
         summary.run_name = summary.run_name or found.get("run_name") or ""
         summary.run_url = summary.run_url or found.get("run_url")
     summary.run_name = summary.run_name or "merged"
-    with _open(files.results) as stream, contextlib.ExitStack() as sources:
-        opened = [sources.enter_context(path.open("rb")) for path in paths]
+    with _open(files.results) as stream:
         writer = ResultsWriter(stream, contract.id, contract.version)
-        for key in sorted(where):
-            index, at = where[key]
-            opened[index].seek(at)
-            case = case_at(opened[index].readline().decode("utf-8"))
-            if case is None:  # the file changed since it was read
-                raise InvalidData(f"--merge: {paths[index]} changed while it was merged")
-            summary.add(case)
-            writer.write(case)
+        for index, path in enumerate(paths):
+            for case in read_results(path):
+                if last.get(case.key) == index:
+                    del last[case.key]
+                    summary.add(case)
+                    writer.write(case)
         writer.close(summary)
     return summary
 
@@ -343,11 +308,7 @@ def _print_report(
         (out if args.format == "table" else err).write(diff + "\n")
     if summary.total == 0:
         err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
-    if args.format != "table":
-        err.write(
-            f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed, "
-            f"{summary.failed} failed, {summary.errored} errored\n"
-        )
-        if summary.run_url:
-            err.write(f"run: {summary.run_url}\n")
+    if args.format != "table":  # the table says both
+        err.write(f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed\n")
+        err.write(f"run: {summary.run_url}\n" if summary.run_url else "")
     out.flush()

