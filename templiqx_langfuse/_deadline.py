@@ -1,9 +1,6 @@
-"""One bounded POST: ``BoundedStream`` decides (request, deadline, size bound, status to
-failure), two thin drivers move its bytes over httpx, sync or async, through transports on
-httpcore2 pools (httpcore 1's are quadratic in calls in flight). httpx timeouts bound each
-socket operation, not the exchange, so every connect, read and write here gets what is left
-of one deadline in a context variable (an outer one, a retry loop's, caps inner ones).
-Reuse, compression and limits: docs/performance-and-limits.md.
+"""One bounded POST: ``BoundedStream`` decides (deadline, size bound, status to failure), two
+thin drivers move its bytes, sync or async, over httpcore2 pools whose network backend gives
+every connect, read and write what is left of one deadline (httpx bounds each operation only).
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import socket
 import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar, Unpack
 
@@ -186,10 +183,6 @@ class _DeadlineBackend(httpcore2.SyncBackend):
     def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
         return _DeadlineStream(super().connect_tcp(*args, **_connecting(kwargs)), self.gate)
 
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        inner = super().connect_unix_socket(*args, **_connecting(kwargs))
-        return _DeadlineStream(inner, self.gate)
-
 
 class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
     def __init__(self, gate: _Bounded[Any]) -> None:
@@ -197,10 +190,6 @@ class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
 
     async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
         inner = await super().connect_tcp(*args, **_connecting(kwargs))
-        return _AsyncDeadlineStream(inner, self.gate)
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
-        inner = await super().connect_unix_socket(*args, **_connecting(kwargs))
         return _AsyncDeadlineStream(inner, self.gate)
 
 
@@ -295,17 +284,13 @@ class _Bounded(Generic[_Pool]):
         self,
         *,
         verify: ssl.SSLContext | str | bool = True,
-        cert: Any = None,
         limits: httpx.Limits | None = None,
         proxy: str | httpx.Proxy | None = None,
-        local_address: str | None = None,
-        uds: str | None = None,
-        socket_options: Iterable[Any] | None = None,
     ) -> None:
         limits = limits or httpx.Limits(max_connections=100)
         proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
         self._options: dict[str, Any] = {
-            "ssl_context": httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
+            "ssl_context": httpx.create_ssl_context(verify=verify, trust_env=False),
             "proxy": proxy
             and httpcore2.Proxy(
                 url=_core_url(proxy.url),
@@ -316,9 +301,6 @@ class _Bounded(Generic[_Pool]):
             "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
             "keepalive_expiry": limits.keepalive_expiry,
-            "local_address": local_address,
-            "uds": uds,
-            "socket_options": None if socket_options is None else list(socket_options),
         }
         self.pool: _Pool = self._new_pool()
         _LIVE.add(self)
@@ -386,6 +368,18 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_INVALID = RuntimeFailureCode.INVALID_RESPONSE
+_FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], RuntimeFailureCode, str], ...]
+_FAILURES = (
+    (ConnectionCutShort, _UNAVAILABLE, "model gateway closed the connection mid-response"),
+    (httpx.RemoteProtocolError, _INVALID, "response is not valid HTTP/1.1"),
+    ((httpx.ConnectError, httpx.ProxyError), _UNAVAILABLE, "model gateway unreachable"),
+    (httpx.NetworkError, _UNAVAILABLE, "model gateway connection broke mid-exchange"),
+    (httpx.DecodingError, _INVALID, "response body could not be decoded"),
+    (httpx.HTTPError, _UNAVAILABLE, "model call failed"),
+)
+
+
 class Post(TypedDict):
     content: bytes
     headers: Mapping[str, str]
@@ -407,21 +401,18 @@ class BoundedStream:
         self.max_bytes = post.get("max_bytes", MAX_RESPONSE_BYTES)
         headers = SecretHeaders({**post["headers"], "accept-encoding": "identity"})
         self._request = {"content": post["content"], "headers": headers}
-        self.size, self.at, self.capped = 0, 0.0, False
+        self.size, self.at = 0, 0.0
 
     @contextmanager
     def deadline(self) -> Iterator[dict[str, Any]]:
         """The socket-level deadline of what runs inside; yields ``client.stream``'s
         arguments, httpx's timeout of every phase (pool wait included) within it."""
-        started = time.monotonic()
         with deadline(self.timeout_s) as self.at:
-            self.capped = self.at < started + self.timeout_s
             timeout = httpx.Timeout(max(self.at - time.monotonic(), 1e-3))
             yield {**self._request, "timeout": timeout}
 
     def late(self) -> WireFailure:
-        whose = "the caller's overall" if self.capped else f"its {self.timeout_s:g} s"
-        return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose} deadline")
+        return WireFailure(RuntimeFailureCode.TIMEOUT, "model call exceeded its deadline")
 
     def opened(self, response: httpx.Response) -> BoundedStream:
         """Check the head before any body is read: a compressed body is refused (httpx would
@@ -458,28 +449,16 @@ class BoundedStream:
         return failure or _invalid(f"response body exceeds {self.max_bytes} bytes")
 
     def failure(self, error: httpx.HTTPError) -> WireFailure:
-        """The one mapping of httpx's exceptions (and the bounded transports') to failures."""
+        """httpx's exceptions (and the bounded transports') as failures; a socket the
+        deadline's last read shut fails as a network error, late."""
         if isinstance(error, httpx.PoolTimeout):
-            detail = (
-                "no connection became free before the deadline (max_connections calls in flight)"
-            )
+            detail = "no connection became free before the deadline (max_connections)"
             return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
-        if isinstance(error, httpx.TimeoutException):
+        network = isinstance(error, (httpx.NetworkError, httpx.ProxyError))
+        if isinstance(error, httpx.TimeoutException) or (network and time.monotonic() > self.at):
             return self.late()
-        if isinstance(error, ConnectionCutShort):
-            return WireFailure(_UNAVAILABLE, "model gateway closed the connection mid-response")
-        if isinstance(error, httpx.RemoteProtocolError):
-            return _invalid("response is not valid HTTP/1.1")
-        if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
-            if time.monotonic() > self.at:  # a socket shut by the deadline's last read
-                return self.late()
-            # A read or write failed after the gateway was reached: not "unreachable".
-            refused = isinstance(error, (httpx.ConnectError, httpx.ProxyError))
-            what = "unreachable" if refused else "connection broke mid-exchange"
-            return WireFailure(_UNAVAILABLE, f"model gateway {what} ({type(error).__name__})")
-        if isinstance(error, httpx.DecodingError):
-            return _invalid("response body could not be decoded")
-        return WireFailure(_UNAVAILABLE, f"model call failed ({type(error).__name__})")
+        code, what = next((c, w) for kind, c, w in _FAILURES if isinstance(error, kind))
+        return WireFailure(code, f"{what} ({type(error).__name__})")
 
     def iter_bytes(self) -> Iterator[bytes]:
         if self._whole is not None:

@@ -1,8 +1,4 @@
-"""The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
-
-Of a provider's body a failure detail carries only its error object's reason (bounded,
-escaped, redacted): what a host needs to act on a 400.
-"""
+"""The OpenAI-compatible wire format: request bodies, response parsing, failure mapping."""
 
 from __future__ import annotations
 
@@ -45,20 +41,17 @@ FORWARDED_POLICY_KEYS = frozenset(
     }
 )
 EXTENSION_NAMESPACE = "openai."
-# Fields the adapter owns: an extension setting them would switch the model behind the
-# trace's back, drop the output schema or break the one-round-trip promise (streaming).
+# An extension setting these would switch the traced model, drop the schema or stream.
 RESERVED_FIELDS = frozenset({"model", "messages", "response_format", "stream", "stream_options"})
 _BAD_FINISH = frozenset({"length", "content_filter"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
-# Gateways (LiteLLM) rewrite the upstream error to a generic throttling one; only the
-# upstream's message still tells a billing quota from a rate limit.
+# LiteLLM rewrites a quota error to a throttling one: only the message still tells them apart.
 _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
-# Retry hints, most precise first. LiteLLM re-sends the upstream's headers with an
-# ``llm_provider-`` prefix and drops the originals.
+# Retry hints, most precise first; LiteLLM re-sends the upstream's with a prefix.
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
 MAX_REASON_BYTES = 1024  # of a provider's reason in a failure detail
-# Control characters, line separators and lone surrogates, escaped in a provider's reason.
+# Escaped in a provider's reason: it must not drive a terminal or split a log line.
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 logger = logging.getLogger("templiqx_langfuse")
@@ -86,7 +79,7 @@ class WireFailure(Exception):
         self.reason = reason  # the provider's whole reason, whose bounded form is in detail
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
-        """Redacted whole, then bounded: a secret cut at the bound would no longer match."""
+        # Redacted whole, then bounded: a secret cut at the bound would no longer match.
         answer = None if self.answer is None else redactor.text(self.answer)
         detail = self.detail
         if self.reason:
@@ -113,15 +106,12 @@ class RequestBody:
 
 @functools.lru_cache(maxsize=256)
 def _strict_form(written: bytes) -> StrictForm:
-    """Keyed by the schema's bytes in its written order (a strict form's ``required`` keeps
-    it): each compile builds a new schema object, and bringing one into the subset costs
-    far more than serializing it."""
+    """Keyed by bytes: each compile builds a new schema object; converting costs far more."""
     return to_strict_schema(orjson.loads(written))
 
 
 class ResponseFormats:
-    """One runtime's schema choices, and the one warning per contract id and version that
-    ``"auto"`` sends without a strict form."""
+    """One runtime's schema choices, warning once per contract version sent non-strict."""
 
     def __init__(self) -> None:
         self._warned: set[tuple[str, str]] = set()
@@ -138,8 +128,6 @@ class ResponseFormats:
         return form
 
     def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
-        """The schema to send and its ``strict`` flag; ``OutputSchemaStrictError`` (before
-        any I/O) when ``strict`` is True and the schema has no strict form."""
         schema = interaction.output_schema
         if strict is False:
             return schema, False
@@ -159,24 +147,6 @@ class ResponseFormats:
         return schema, False
 
 
-def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
-    """Points at the part JSON cannot carry (64-bit overflow, lone surrogate, depth)."""
-    parts: list[tuple[str, Any]] = [
-        *((f"/messages/{i}/content", m.content) for i, m in enumerate(interaction.messages)),
-        *((f"/runtime_policy/{k}", v) for k, v in interaction.runtime_policy.items()),
-        *((f"/extensions/{k}", v) for k, v in interaction.extensions.items()),
-        ("/output_schema", interaction.output_schema),
-    ]
-    where = "/"
-    for name, value in parts:
-        try:
-            orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
-            where = name
-            break
-    return InvalidData(f"request value at {where} cannot be sent as JSON ({error})")
-
-
 def build_request_body(
     interaction: CompiledInteraction,
     *,
@@ -184,8 +154,8 @@ def build_request_body(
     strict: StrictMode,
     formats: ResponseFormats | None = None,
 ) -> RequestBody:
-    """The chat-completions request, same interaction → same bytes; ``InvalidData`` before
-    any I/O. ``runtime_policy`` keys not forwarded are only listed."""
+    """The chat-completions request, same interaction → same bytes (cassettes match on them);
+    ``InvalidData`` before any I/O."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -215,11 +185,10 @@ def build_request_body(
             },
         },
     }
-    # Sorted keys: cassettes match on the body.
     try:
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as error:
-        raise _unserializable(interaction, error) from None
+        raise InvalidData(f"request cannot be sent as JSON ({error})") from None
     return RequestBody(content, forwarded, ignored, strict_sent)
 
 
@@ -228,8 +197,7 @@ _U64_MAX = 2**64 - 1  # retry_after_ms is a u64 in the reference's receipts
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
-    """``retry-after-ms``/``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date),
-    each also under LiteLLM's ``llm_provider-`` prefix."""
+    """The hint in ms: a ``*-ms`` header, else ``retry-after`` (seconds or an HTTP date)."""
     for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
         for name in names:
             text = headers.get(name, "").strip()
@@ -255,17 +223,6 @@ def _error_object(body: bytes) -> dict[str, Any]:
     return error if isinstance(error, dict) else {}
 
 
-def _escaped(text: str) -> str:
-    """A provider's text as one line of a log that cannot drive a terminal."""
-    return _UNSAFE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
-
-
-def provider_reason(error: Mapping[str, Any]) -> str:
-    """The provider's own reason as one line of at most ``MAX_REASON_BYTES`` UTF-8 bytes;
-    "" without one."""
-    return _bounded(_whole_reason(error))
-
-
 def _bounded(text: str) -> str:
     encoded = text.encode("utf-8", "surrogatepass")
     if len(encoded) > MAX_REASON_BYTES:
@@ -273,9 +230,12 @@ def _bounded(text: str) -> str:
     return text
 
 
+def _escaped(text: str) -> str:
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
+
+
 def _whole_reason(error: Mapping[str, Any]) -> str:
-    """The reason before its bound (the body's own bound limits it): a secret in it is
-    redacted whole before the cut, which would leave its start unmatched."""
+    """The provider's reason, unbounded (``to_error`` redacts it whole, then bounds it)."""
     parts = [
         f"{key}={_escaped(str(value))}"
         for key in ("message", "type", "param", "code")
@@ -293,8 +253,7 @@ def _whole_reason(error: Mapping[str, Any]) -> str:
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """A non-2xx status (with its retry hints) as a failure; None for 2xx. The body's error
-    object tells a billing-quota 429 (permanent) from a rate limit."""
+    """A non-2xx status (with its retry hints) as a failure; None for 2xx."""
     if 200 <= status < 300:
         return None
     error = _error_object(body) if body else {}
@@ -330,8 +289,8 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` normalised as its server does: each ``*_tokens_details``
-    count is taken out of ``input``/``output`` (Langfuse prices each key: no double bill)."""
+    """Langfuse ``UsageDetails`` as its server normalises them: each ``*_tokens_details``
+    count is taken out of ``input``/``output`` (each key is priced: no double bill)."""
     if not isinstance(usage, dict):
         return {}
 
@@ -369,7 +328,6 @@ class Usage:
 
     @classmethod
     def of(cls, details: Mapping[str, int]) -> Usage | None:
-        """From ``usage_details``' normalised counts (None when the provider gave none)."""
         if not details:
             return None
 
@@ -393,17 +351,11 @@ def parse_completion(body: bytes) -> Completion:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise _invalid("response body is not JSON") from None
-    if not isinstance(data, dict):
-        raise _invalid("response body is not a JSON object")
-    if "error" in data and "choices" not in data:
-        raise _invalid("response body is an error object, not a chat completion")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _invalid("response has no choices")
-    choice = choices[0]
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise _invalid("choices[0] has no message")
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(data, dict) or not isinstance(choice, dict) or not isinstance(message, dict):
+        raise _invalid("response body is not a chat completion (no choices[0].message)")
     finish_reason = _text(choice.get("finish_reason"))
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
@@ -437,8 +389,7 @@ def parse_completion(body: bytes) -> Completion:
 
 
 def _is_parts(content: Any) -> bool:
-    """Content as typed parts (``[{"type": "thinking", ...}, {"type": "text", "text": ...}]``),
-    read as the streaming host reads them; not an answer already parsed into a list."""
+    """Typed parts (``[{"type": "text", "text": ...}, ...]``), not an answer parsed to a list."""
     return (
         isinstance(content, list)
         and bool(content)

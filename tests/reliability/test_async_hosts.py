@@ -366,7 +366,6 @@ def test_async_retries_end_within_the_deadline(
 
     error, elapsed = asyncio.run(run())
     assert error.code == "TQX_HOST_RETRY_EXHAUSTED"
-    assert "overall deadline" in str(error)
     assert elapsed < 1.5
 
 
