@@ -25,43 +25,46 @@ from pydantic import (
 
 from templiqx_core import InvalidData
 
-ENV_MODEL_BASE_URL = "TEMPLIQX_MODEL_BASE_URL"  # …/v1; else OPENAI_BASE_URL, else the default
-ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
-ENV_MODEL_API_KEY = "TEMPLIQX_MODEL_API_KEY"  # else OPENAI_API_KEY
+ENV_MODEL_API_KEY = "TEMPLIQX_MODEL_API_KEY"
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
-ENV_MODEL = "TEMPLIQX_MODEL"  # the model id sent as ``model`` (required)
-ENV_MODEL_TIMEOUT_S = "TEMPLIQX_MODEL_TIMEOUT_S"  # one round trip's whole deadline (60 s)
-ENV_MODEL_MAX_CONNECTIONS = "TEMPLIQX_MODEL_MAX_CONNECTIONS"  # calls in flight per runtime/loop
-ENV_MODEL_PROXY = "TEMPLIQX_MODEL_PROXY"  # HTTP(S)_PROXY/ALL_PROXY are not read
-ENV_MODEL_STRICT = "TEMPLIQX_MODEL_STRICT"  # true, false or auto (the default)
-# The langfuse SDK's own variables (``langfuse._client.environment_variables``), read with
-# its meaning: a host configures both through one environment.
 ENV_LANGFUSE_PUBLIC_KEY = "LANGFUSE_PUBLIC_KEY"
 ENV_LANGFUSE_SECRET_KEY = "LANGFUSE_SECRET_KEY"  # noqa: S105 - a variable name, not a secret
-ENV_LANGFUSE_BASE_URL = "LANGFUSE_BASE_URL"  # else LANGFUSE_HOST, else Langfuse Cloud
-ENV_LANGFUSE_HOST = "LANGFUSE_HOST"
-ENV_LANGFUSE_TRACING_ENABLED = "LANGFUSE_TRACING_ENABLED"  # only ``false`` (any case) is off
-ENV_LANGFUSE_SAMPLE_RATE = "LANGFUSE_SAMPLE_RATE"
-ENV_LANGFUSE_TRACING_ENVIRONMENT = "LANGFUSE_TRACING_ENVIRONMENT"
-ENV_LANGFUSE_RELEASE = "LANGFUSE_RELEASE"
-ENV_LANGFUSE_FLUSH_AT = "LANGFUSE_FLUSH_AT"
-ENV_LANGFUSE_FLUSH_INTERVAL = "LANGFUSE_FLUSH_INTERVAL"
-ENV_LANGFUSE_TIMEOUT = "LANGFUSE_TIMEOUT"
-ENV_LANGFUSE_PROJECT_ID = "LANGFUSE_PROJECT_ID"  # only for trace URLs built locally
+# Each field's variables, the first one set wins; HTTP(S)_PROXY/ALL_PROXY are not read.
+MODEL_ENV = {
+    "base_url": ("TEMPLIQX_MODEL_BASE_URL", "OPENAI_BASE_URL"),
+    "api_key": (ENV_MODEL_API_KEY, ENV_OPENAI_API_KEY),
+    "model": ("TEMPLIQX_MODEL",),
+    "timeout_s": ("TEMPLIQX_MODEL_TIMEOUT_S",),
+    "max_connections": ("TEMPLIQX_MODEL_MAX_CONNECTIONS",),
+    "proxy": ("TEMPLIQX_MODEL_PROXY",),
+    "strict": ("TEMPLIQX_MODEL_STRICT",),
+}
+# The langfuse SDK's own variables with its meaning (one environment configures both).
+LANGFUSE_ENV = {
+    "public_key": (ENV_LANGFUSE_PUBLIC_KEY,),
+    "secret_key": (ENV_LANGFUSE_SECRET_KEY,),
+    "base_url": ("LANGFUSE_BASE_URL", "LANGFUSE_HOST"),
+    "project_id": ("LANGFUSE_PROJECT_ID",),
+    "environment": ("LANGFUSE_TRACING_ENVIRONMENT",),
+    "release": ("LANGFUSE_RELEASE",),
+    "tracing": ("LANGFUSE_TRACING_ENABLED",),
+    "sample_rate": ("LANGFUSE_SAMPLE_RATE",),
+    "flush_at": ("LANGFUSE_FLUSH_AT",),
+    "flush_interval_s": ("LANGFUSE_FLUSH_INTERVAL",),
+    "timeout_s": ("LANGFUSE_TIMEOUT",),
+}
 
 DEFAULT_MODEL_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_LANGFUSE_BASE_URL = "https://cloud.langfuse.com"
 DEFAULT_TIMEOUT_S = 60.0
 #: As AsyncOpenAI's: a burst of calls is not serialised behind a small pool.
 DEFAULT_MAX_CONNECTIONS = 1000
-# Langfuse's rule for environment names (the SDK enforces the same pattern; pydantic's
-# regex engine has no look-ahead, so it is checked here).
-_ENVIRONMENT = re.compile(r"^(?!langfuse)[a-z0-9_-]+$")
 
-
-# Seconds as ASCII decimal text: float() would also take "١٢", "1_0", "inf" and "nan".
-_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
-_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+# ASCII decimals: float() would also take "١٢", "1_0", "inf" and "nan".
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
+_NUMBERS: dict[str, type[float] | type[int]] = {"timeout_s": float, "sample_rate": float}
+_NUMBERS |= {"flush_interval_s": float, "max_connections": int, "flush_at": int}
+_WORDS: dict[str, bool | str] = {"true": True, "false": False, "auto": "auto"}
 # What an HTTP header value can carry verbatim (keys travel in Authorization headers).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+", re.ASCII)
 # Control characters, and lone surrogates (no UTF-8 encoder takes them).
@@ -115,24 +118,26 @@ def proxy_secrets(proxy: SecretStr | None) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def _texts(env: Mapping[str, str], fields: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
-    """The text fields set in ``env`` (field: its variables, the first one set wins)."""
-    read: dict[str, str] = {}
-    for name, variables in fields.items():
-        if value := next((env[v] for v in variables if env.get(v)), None):
-            read[name] = value
-    return read
-
-
-def _numbers(env: Mapping[str, str], fields: Mapping[str, tuple[str, type]]) -> dict[str, Any]:
-    """The number variables set in ``env`` (variable: field, type), by field."""
+def _from_env(env: Mapping[str, str], variables: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The fields set in ``env``; a bad number or word names its variable."""
     read: dict[str, Any] = {}
-    for variable, (name, kind) in fields.items():
-        if text := env.get(variable, "").strip():
-            pattern, what = (_SECONDS, "a number") if kind is float else (_DIGITS, "a whole number")
-            if not pattern.fullmatch(text):
-                raise InvalidData(f"{variable} must be {what} (ASCII digits)")
+    for name, names in variables.items():
+        variable = next((v for v in names if env.get(v, "").strip()), None)
+        if variable is None:
+            continue
+        text, kind = env[variable].strip(), _NUMBERS.get(name)
+        if kind is not None:
+            if not _DECIMAL.fullmatch(text) or (kind is int and not text.isdigit()):
+                whole = "whole " if kind is int else ""
+                raise InvalidData(f"{variable} must be a {whole}number in ASCII digits")
             read[name] = kind(text)
+        elif name in ("strict", "tracing"):
+            if (word := _WORDS.get(text.lower())) is None and name == "strict":
+                raise InvalidData(f"{variable} must be true, false or auto")
+            if name == "strict" or word is False:  # the SDK's: only "false" turns tracing off
+                read[name] = word
+        else:
+            read[name] = env[variable]
     return read
 
 
@@ -161,18 +166,6 @@ def _sendable(value: str) -> str:
     return value
 
 
-def _environment(value: str) -> str:
-    if not _ENVIRONMENT.fullmatch(value):
-        raise ValueError("must be lowercase letters, digits, - or _ and not start with 'langfuse'")
-    return value
-
-
-def _strict_mode(value: object) -> object:
-    if value is True or value is False or value == "auto":
-        return value
-    raise ValueError('must be true, false or "auto"')
-
-
 def _key_text(value: object) -> object:
     if not isinstance(value, (str, SecretStr)):
         raise ValueError("must be a string")  # lax SecretStr would take bytes as text
@@ -189,7 +182,12 @@ class _Config(BaseModel):
     """Frozen, strict (``"5"`` is not a number, ``True`` not a count), no unknown fields."""
 
     model_config = ConfigDict(
-        frozen=True, strict=True, extra="forbid", allow_inf_nan=False, hide_input_in_errors=True
+        frozen=True,
+        strict=True,
+        extra="forbid",
+        allow_inf_nan=False,
+        hide_input_in_errors=True,
+        regex_engine="python-re",  # look-ahead, for Langfuse's rule for environment names
     )
     _prefix: ClassVar[str]
 
@@ -216,7 +214,7 @@ class ModelConfig(_Config):
     api_key: Key = Field(strict=False)  # str or SecretStr, as hosts hold it
     model: Name
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
-    strict: Annotated[bool | Literal["auto"], BeforeValidator(_strict_mode)] = "auto"
+    strict: bool | Literal["auto"] = "auto"
     proxy: Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_proxy)] | None = Field(
         default=None, strict=False
     )
@@ -228,26 +226,11 @@ class ModelConfig(_Config):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
-        strict = env.get(ENV_MODEL_STRICT, "").strip().lower() or "auto"
-        if strict not in ("true", "false", "auto"):
-            raise InvalidData(f"{ENV_MODEL_STRICT} must be true, false or auto")
-        variables = {
-            "base_url": (ENV_MODEL_BASE_URL, ENV_OPENAI_BASE_URL),
-            "api_key": (ENV_MODEL_API_KEY, ENV_OPENAI_API_KEY),
-            "model": (ENV_MODEL,),
-            "proxy": (ENV_MODEL_PROXY,),
-        }
-        read: dict[str, Any] = {"base_url": DEFAULT_MODEL_BASE_URL, **_texts(env, variables)}
-        required = {"api_key": f"{ENV_MODEL_API_KEY} (or {ENV_OPENAI_API_KEY})", "model": ENV_MODEL}
-        for name, named in required.items():
-            if not read.get(name, "").strip():
-                raise InvalidData(f"{named} must not be empty")
-        numbers = {
-            ENV_MODEL_TIMEOUT_S: ("timeout_s", float),
-            ENV_MODEL_MAX_CONNECTIONS: ("max_connections", int),
-        }
-        read["strict"] = "auto" if strict == "auto" else strict == "true"
-        return cls(**read, **_numbers(env, numbers))
+        read = _from_env(env, MODEL_ENV)
+        for name, variable in (("api_key", ENV_MODEL_API_KEY), ("model", "TEMPLIQX_MODEL")):
+            if name not in read:
+                raise InvalidData(f"{variable} must not be empty")
+        return cls(**{"base_url": DEFAULT_MODEL_BASE_URL, **read})
 
 
 class LangfuseConfig(_Config):
@@ -258,11 +241,11 @@ class LangfuseConfig(_Config):
     public_key: Key | None = Field(default=None, strict=False)
     secret_key: Key | None = Field(default=None, strict=False)
     base_url: Annotated[str, AfterValidator(_url)] = DEFAULT_LANGFUSE_BASE_URL
-    environment: Annotated[str, AfterValidator(_environment)] | None = None
+    environment: str | None = Field(default=None, pattern=r"^(?!langfuse)[a-z0-9_-]+\Z")
     release: Text | None = None
     sample_rate: float | None = Field(default=None, ge=0, le=1)
     #: A path segment of trace URLs printed to terminals and logs.
-    project_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
+    project_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}\Z")
     flush_timeout_s: Seconds = 5.0
     tags: tuple[Text, ...] = Field(default=(), strict=False)  # a list is fine
     session_id: Text | None = None
@@ -293,27 +276,7 @@ class LangfuseConfig(_Config):
     @classmethod
     def from_env(cls, env: Mapping[str, str], **overrides: Any) -> LangfuseConfig:
         """From the langfuse SDK's variables, with its meaning; ``overrides`` win."""
-        read: dict[str, Any] = _texts(
-            env,
-            {
-                "public_key": (ENV_LANGFUSE_PUBLIC_KEY,),
-                "secret_key": (ENV_LANGFUSE_SECRET_KEY,),
-                "base_url": (ENV_LANGFUSE_BASE_URL, ENV_LANGFUSE_HOST),
-                "project_id": (ENV_LANGFUSE_PROJECT_ID,),
-                "environment": (ENV_LANGFUSE_TRACING_ENVIRONMENT,),
-                "release": (ENV_LANGFUSE_RELEASE,),
-            },
-        )
-        if env.get(ENV_LANGFUSE_TRACING_ENABLED, "").strip().lower() == "false":
-            read["tracing"] = False
-        numbers = {
-            ENV_LANGFUSE_SAMPLE_RATE: ("sample_rate", float),
-            ENV_LANGFUSE_FLUSH_AT: ("flush_at", int),
-            ENV_LANGFUSE_FLUSH_INTERVAL: ("flush_interval_s", float),
-            ENV_LANGFUSE_TIMEOUT: ("timeout_s", float),
-        }
-        read |= _numbers(env, numbers)
-        return cls(**{**read, **overrides})
+        return cls(**{**_from_env(env, LANGFUSE_ENV), **overrides})
 
     def trace_url(self, trace_id: str) -> str | None:
         if self.project_id is None:
