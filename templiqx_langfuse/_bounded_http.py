@@ -1,9 +1,6 @@
-"""httpx transports that read at most ``limit`` bytes of an answer, undecoded: Langfuse's
-generated API client reads every answer whole, and a broken server or proxy may stream
-without end or send a compression bomb. Every request asks for ``identity`` (httpx's own
-default asks for gzip, which this body would pass on undecoded). Past ``limit`` the
-connection closes; the body goes on as sent (a cut or compressed one then fails to parse,
-typed)."""
+"""httpx transports that read at most ``limit`` bytes of an answer, undecoded, for Langfuse's
+generated API client, which reads every answer whole: a broken server or proxy may stream
+without end. Requests ask for ``identity``; a cut or compressed body then fails to parse."""
 
 from __future__ import annotations
 
@@ -11,18 +8,11 @@ from typing import Any
 
 import httpx
 
-__all__ = ["AsyncBoundedTransport", "BoundedTransport"]
-
 
 class _Limited:
     def __init__(self, limit: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.limit = limit
-
-    @staticmethod
-    def _identity(request: httpx.Request) -> httpx.Request:
-        request.headers["accept-encoding"] = "identity"
-        return request
 
     def _bounded(self, response: httpx.Response, body: bytearray) -> httpx.Response:
         dropped = (b"content-length", b"content-encoding")
@@ -34,7 +24,8 @@ class _Limited:
 
 class BoundedTransport(_Limited, httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response, body = super().handle_request(self._identity(request)), bytearray()
+        request.headers["accept-encoding"] = "identity"
+        response, body = super().handle_request(request), bytearray()
         try:
             for piece in response.iter_raw():
                 body += piece
@@ -47,8 +38,8 @@ class BoundedTransport(_Limited, httpx.HTTPTransport):
 
 class AsyncBoundedTransport(_Limited, httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await super().handle_async_request(self._identity(request))
-        body = bytearray()
+        request.headers["accept-encoding"] = "identity"
+        response, body = await super().handle_async_request(request), bytearray()
         try:
             async for piece in response.aiter_raw():
                 body += piece

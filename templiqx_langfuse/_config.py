@@ -54,12 +54,6 @@ LANGFUSE_ENV = {
     "timeout_s": ("LANGFUSE_TIMEOUT",),
 }
 
-DEFAULT_MODEL_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_LANGFUSE_BASE_URL = "https://cloud.langfuse.com"
-DEFAULT_TIMEOUT_S = 60.0
-#: As AsyncOpenAI's: a burst of calls is not serialised behind a small pool.
-DEFAULT_MAX_CONNECTIONS = 1000
-
 # ASCII decimals: float() would also take "١٢", "1_0", "inf" and "nan".
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 _NUMBERS: dict[str, type[float] | type[int]] = {"timeout_s": float, "sample_rate": float}
@@ -102,20 +96,6 @@ def _proxy(value: SecretStr) -> SecretStr:  # a secret: its user-info is the pro
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ValueError("must be scheme://host[:port] only")
     return value
-
-
-def proxy_secrets(proxy: SecretStr | None) -> tuple[str, ...]:
-    """The credentials inside a proxy URL, for the redactor (raw and percent-decoded)."""
-    if proxy is None:
-        return ()
-    parts = urlsplit(proxy.get_secret_value())
-    userinfo = parts.netloc.rpartition("@")[0]
-    found = {userinfo, unquote(userinfo)} if userinfo else set()
-    if parts.password:
-        found |= {parts.password, unquote(parts.password)}
-    # The Proxy-Authorization value itself, which a 407 or the HTTP loggers may show.
-    found |= {base64.b64encode(text.encode()).decode("ascii") for text in set(found) if ":" in text}
-    return tuple(sorted(found))
 
 
 def _from_env(env: Mapping[str, str], variables: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -213,16 +193,26 @@ class ModelConfig(_Config):
     base_url: Annotated[str, AfterValidator(_url)]
     api_key: Key = Field(strict=False)  # str or SecretStr, as hosts hold it
     model: Name
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
     strict: bool | Literal["auto"] = "auto"
     proxy: Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_proxy)] | None = Field(
         default=None, strict=False
     )
-    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=100_000)
+    # As AsyncOpenAI's: a burst of calls is not serialised behind a small pool.
+    max_connections: int = Field(default=1000, ge=1, le=100_000)
 
     def secrets(self) -> tuple[str, ...]:
-        """Every value of this configuration that must never leave in text."""
-        return (self.api_key.get_secret_value(), *proxy_secrets(self.proxy))
+        """The key, and the proxy's credentials raw, percent-decoded and as the
+        Proxy-Authorization value (a 407 or the HTTP loggers may show it)."""
+        found: set[str] = set()
+        if self.proxy is not None:
+            parts = urlsplit(self.proxy.get_secret_value())
+            userinfo = parts.netloc.rpartition("@")[0]
+            found = {userinfo, unquote(userinfo)} if userinfo else set()
+            if parts.password:
+                found |= {parts.password, unquote(parts.password)}
+            found |= {base64.b64encode(t.encode()).decode("ascii") for t in set(found) if ":" in t}
+        return (self.api_key.get_secret_value(), *sorted(found))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
@@ -230,7 +220,7 @@ class ModelConfig(_Config):
         for name, variable in (("api_key", ENV_MODEL_API_KEY), ("model", "TEMPLIQX_MODEL")):
             if name not in read:
                 raise InvalidData(f"{variable} must not be empty")
-        return cls(**{"base_url": DEFAULT_MODEL_BASE_URL, **read})
+        return cls(**{"base_url": "https://api.openai.com/v1", **read})
 
 
 class LangfuseConfig(_Config):
@@ -240,7 +230,7 @@ class LangfuseConfig(_Config):
     _prefix: ClassVar[str] = "langfuse"
     public_key: Key | None = Field(default=None, strict=False)
     secret_key: Key | None = Field(default=None, strict=False)
-    base_url: Annotated[str, AfterValidator(_url)] = DEFAULT_LANGFUSE_BASE_URL
+    base_url: Annotated[str, AfterValidator(_url)] = "https://cloud.langfuse.com"
     environment: str | None = Field(default=None, pattern=r"^(?!langfuse)[a-z0-9_-]+\Z")
     release: Text | None = None
     sample_rate: float | None = Field(default=None, ge=0, le=1)

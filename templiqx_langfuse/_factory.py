@@ -12,7 +12,7 @@ from ._tracing import TraceRef
 
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
-    """Configured from the environment, or replaying a cassette (no call, no export)."""
+    """From the environment, or replaying a cassette (no call, no export)."""
     runtime: RuntimeAdapter
     if options.replay is None:
         runtime = traced = LangfuseTracedRuntime.from_env(options.env)

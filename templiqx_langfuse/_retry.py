@@ -1,7 +1,5 @@
-"""Opt-in retries of retryable failures around any ``RuntimeAdapter``, sync or async, on
-tenacity: a server's ``retry_after_ms`` (capped at ``max_wait_s``), else full-jitter backoff.
-``deadline_s`` is hard where sockets honour the ambient deadline (the Langfuse runtime's do):
-no wait starts that would end past it. Out of attempts or time: ``TQX_HOST_RETRY_EXHAUSTED``."""
+"""Opt-in retries around any ``RuntimeAdapter`` on tenacity; ``deadline_s`` is hard where
+sockets honour the ambient deadline (the Langfuse runtime's do)."""
 
 from __future__ import annotations
 
@@ -34,12 +32,10 @@ from templiqx_core.adapters import WrappingRuntime
 
 from ._deadline import deadline
 
-__all__ = ["RetryingRuntime"]
-
 
 class RetryingRuntime(WrappingRuntime):
-    """Wraps ``inner`` under its descriptor, so receipts are indistinguishable from the
-    inner's; closing it closes ``inner``."""
+    """Retries retryable failures: a server's ``retry_after_ms`` (capped at ``max_wait_s``),
+    else full-jitter backoff; then ``TQX_HOST_RETRY_EXHAUSTED``. Receipts are the inner's."""
 
     def __init__(
         self,
@@ -52,10 +48,9 @@ class RetryingRuntime(WrappingRuntime):
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        if attempts < 1:
-            raise InvalidData("attempts must be at least 1")
-        if base_wait_s < 0 or max_wait_s < 0 or (deadline_s is not None and deadline_s <= 0):
-            raise InvalidData("waits must be non-negative and the deadline positive")
+        positive = deadline_s is None or deadline_s > 0
+        if attempts < 1 or min(base_wait_s, max_wait_s) < 0 or not positive:
+            raise InvalidData("attempts must be at least 1, waits >= 0, the deadline > 0")
         super().__init__(inner)
         self.attempts, self.max_wait_s, self.deadline_s = attempts, max_wait_s, deadline_s
         backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)

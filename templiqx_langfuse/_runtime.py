@@ -1,5 +1,5 @@
-"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per ``execute`` (streaming
-keeps the port's default projection: SSE is ``templiqx_streaming_host``'s)."""
+"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per call (streaming keeps
+the port's default projection: SSE is ``templiqx_streaming_host``'s)."""
 
 from __future__ import annotations
 
@@ -48,24 +48,20 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         return self._descriptor
 
     def trace_url(self, trace_id: str) -> str | None:
-        """A trace URL built locally from the configured project id (no network call)."""
         return self.langfuse_config.trace_url(trace_id)
 
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        """``execute``, plus the trace id, generation id and URL of where it landed, beside
-        the (unchanged) receipt; failures raise exactly as ``execute`` does."""
+        """``execute``, plus where its generation landed in Langfuse and its usage."""
         with collect_traces() as found, collect_usage() as used:
             receipt = self.execute(request)
         return TracedReceipt.of(receipt, found, used)
 
     async def aexecute_traced(self, request: ExecutionRequest) -> TracedReceipt:
-        """``execute_traced`` for async hosts (this task's trace, whatever else runs)."""
         with collect_traces() as found, collect_usage() as used:
             receipt = await self.aexecute(request)
         return TracedReceipt.of(receipt, found, used)
 
     def produce_output(self, call: RuntimeCall) -> Produced:
-        """One bounded POST, traced; the port builds the receipt and finishes the generation."""
         wiring = self._wiring
         with wiring.settled(self):
             with open_bounded(wiring.http, wiring.url, **self._begin(call)) as stream:
@@ -85,7 +81,6 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         return Post(content=content, headers=headers, timeout_s=self.model.timeout_s)
 
     def release(self) -> None:
-        """Release pooled connections and flush the adapter-owned export (bounded)."""
         self._wiring.close()
 
     async def arelease(self) -> None:

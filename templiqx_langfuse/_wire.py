@@ -178,11 +178,7 @@ def build_request_body(
         "messages": [{"role": m.role, "content": m.content} for m in interaction.messages],
         "response_format": {
             "type": "json_schema",
-            "json_schema": {
-                "name": "templiqx_output",
-                "strict": strict_sent,
-                "schema": schema,
-            },
+            "json_schema": {"name": "templiqx_output", "strict": strict_sent, "schema": schema},
         },
     }
     try:
