@@ -75,10 +75,8 @@ def _parse_url(value: str) -> SplitResult:
         httpx.URL(value)  # the parser the request will use (IDNA, ports, characters)
     except (ValueError, httpx.InvalidURL):
         raise ValueError("is not a valid URL") from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("must use http:// or https://")
-    if not parts.hostname:
-        raise ValueError("must name a host")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be http:// or https:// and name a host")
     return parts
 
 
@@ -139,13 +137,6 @@ def _header(value: SecretStr) -> SecretStr:
     return value
 
 
-def _sendable(value: str) -> str:
-    """A lone surrogate has no UTF-8 form: every export would fail."""
-    if any(0xD800 <= ord(c) < 0xE000 for c in value):
-        raise ValueError("must be Unicode text that can be sent (it has a lone surrogate)")
-    return value
-
-
 def _key_text(value: object) -> object:
     if not isinstance(value, (str, SecretStr)):
         raise ValueError("must be a string")  # lax SecretStr would take bytes as text
@@ -153,7 +144,8 @@ def _key_text(value: object) -> object:
 
 
 Key = Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_header)]
-Text = Annotated[str, AfterValidator(_sendable)]
+# A lone surrogate has no UTF-8 form: every export would fail.
+Text = Annotated[str, Field(pattern=r"^[^\ud800-\udfff]*\Z")]
 Name = Annotated[str, AfterValidator(_clean)]  # its control characters include surrogates
 Seconds = Annotated[float, Field(gt=0, le=300)]
 

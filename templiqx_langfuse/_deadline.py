@@ -285,19 +285,13 @@ class _Bounded(Generic[_Pool]):
         *,
         verify: ssl.SSLContext | str | bool = True,
         limits: httpx.Limits | None = None,
-        proxy: str | httpx.Proxy | None = None,
+        proxy: str | None = None,
     ) -> None:
         limits = limits or httpx.Limits(max_connections=100)
-        proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
+        via = httpx.Proxy(url=proxy) if proxy else None  # parses its user-info into auth
         self._options: dict[str, Any] = {
             "ssl_context": httpx.create_ssl_context(verify=verify, trust_env=False),
-            "proxy": proxy
-            and httpcore2.Proxy(
-                url=_core_url(proxy.url),
-                auth=proxy.raw_auth,
-                headers=proxy.headers.raw,
-                ssl_context=proxy.ssl_context,
-            ),
+            "proxy": via and httpcore2.Proxy(url=_core_url(via.url), auth=via.raw_auth),
             "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
             "keepalive_expiry": limits.keepalive_expiry,

@@ -28,12 +28,10 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         self,
         model: ModelConfig,
         langfuse: LangfuseConfig | None = None,
-        *,
-        capabilities: tuple[str, ...] = CAPABILITIES,
         **options: Unpack[WiringOptions],
     ) -> None:
         self._descriptor = AdapterDescriptor(
-            id=ADAPTER_ID, version=__version__, capabilities=sorted(set(capabilities))
+            id=ADAPTER_ID, version=__version__, capabilities=sorted(CAPABILITIES)
         )
         self._wiring = wiring = HostWiring.build(model, langfuse, **options)
         self.model, self.langfuse_config = wiring.model, wiring.langfuse

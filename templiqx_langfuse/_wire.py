@@ -29,16 +29,8 @@ from ._redaction import Redactor
 
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 FORWARDED_POLICY_KEYS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "seed",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-    }
+    {"temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty"}
+    | {"max_tokens", "max_completion_tokens"}
 )
 EXTENSION_NAMESPACE = "openai."
 # An extension setting these would switch the traced model, drop the schema or stream.
@@ -115,23 +107,15 @@ class ResponseFormats:
 
     def __init__(self) -> None:
         self._warned: set[tuple[str, str]] = set()
-        self._last: tuple[Any, StrictForm] | None = None  # a reused interaction's, by identity
 
-    def _form(self, schema: Any) -> StrictForm:
-        if (last := self._last) is not None and last[0] is schema:
-            return last[1]
+    def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
+        schema: Any = interaction.output_schema
+        if strict is False:
+            return schema, False
         try:
             form = _strict_form(orjson.dumps(schema))
         except (TypeError, orjson.JSONEncodeError):
-            return to_strict_schema(schema)  # the body's serialization names what fails
-        self._last = (schema, form)
-        return form
-
-    def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
-        schema = interaction.output_schema
-        if strict is False:
-            return schema, False
-        form = self._form(schema)
+            form = to_strict_schema(schema)  # the body's serialization names what fails
         if form.schema is not None:
             return form.schema, True
         name = f"{interaction.contract_id}@{interaction.contract_version}"
@@ -360,9 +344,8 @@ def parse_completion(body: bytes) -> Completion:
         raise _invalid(f"model stopped with finish_reason {finish_reason}")
     content = message.get("content")
     if content is None or content == "":
-        if message.get("tool_calls"):
-            raise _invalid("model returned tool_calls instead of content")
-        raise _invalid("message content is empty")
+        calls = " (the model returned tool_calls)" if message.get("tool_calls") else ""
+        raise _invalid(f"message content is empty{calls}")
     if _is_parts(content):  # Mistral's list of typed parts: the text parts are the answer
         content = "".join(p["text"] for p in content if p["type"] == "text")
     if isinstance(content, (dict, list)):
