@@ -72,10 +72,6 @@ def _connecting(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "timeout": _budget(kwargs.get("timeout"), httpcore2.ConnectTimeout)}
 
 
-class ConnectionCutShort(httpx.ReadError):
-    """The server closed the connection before the response was complete."""
-
-
 #: The stream the current call last wrote to: tells a connection cut short from non-HTTP.
 _LAST: contextvars.ContextVar[_Counted[Any] | None] = contextvars.ContextVar(
     "templiqx_langfuse_last_stream", default=None
@@ -194,10 +190,10 @@ class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
 
 
 def _as_httpx(error: Exception, stream: _Counted[Any] | None) -> Exception:
-    """httpx's namesake of what httpcore2 raised (httpx's own table is private); a
-    protocol error after the server closed the socket is a connection cut short."""
+    """httpx's namesake of what httpcore2 raised (httpx's own table is private); a protocol
+    error after the server closed the socket is a connection cut short (retryable)."""
     if isinstance(error, httpcore2.RemoteProtocolError) and stream is not None and stream.eof:
-        return ConnectionCutShort("the server closed the connection mid-response")
+        return httpx.ReadError("the server closed the connection mid-response")
     for kind in type(error).mro():
         core, mapped = getattr(httpcore2, kind.__name__, None), getattr(httpx, kind.__name__, None)
         if core is kind and isinstance(mapped, type) and issubclass(mapped, httpx.TransportError):
@@ -365,7 +361,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _INVALID = RuntimeFailureCode.INVALID_RESPONSE
 _FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], RuntimeFailureCode, str], ...]
 _FAILURES = (
-    (ConnectionCutShort, _UNAVAILABLE, "model gateway closed the connection mid-response"),
     (httpx.RemoteProtocolError, _INVALID, "response is not valid HTTP/1.1"),
     ((httpx.ConnectError, httpx.ProxyError), _UNAVAILABLE, "model gateway unreachable"),
     (httpx.NetworkError, _UNAVAILABLE, "model gateway connection broke mid-exchange"),
@@ -508,3 +503,47 @@ async def aopen_bounded(
                 yield trip.opened(response)
     except httpx.HTTPError as error:
         raise trip.failure(error) from None
+
+
+class _Limited:
+    """Langfuse's API client reads every answer whole: its transports read at most ``limit``
+    bytes, undecoded (``identity`` asked; a cut or compressed body then fails to parse)."""
+
+    def __init__(self, limit: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.limit = limit
+
+    def _bounded(self, response: httpx.Response, body: bytearray) -> httpx.Response:
+        dropped = (b"content-length", b"content-encoding")
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
+        return httpx.Response(
+            response.status_code, headers=headers, content=bytes(body[: self.limit])
+        )
+
+
+class BoundedTransport(_Limited, httpx.HTTPTransport):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["accept-encoding"] = "identity"
+        response, body = super().handle_request(request), bytearray()
+        try:
+            for piece in response.iter_raw():
+                body += piece
+                if len(body) > self.limit:
+                    break
+        finally:
+            response.close()
+        return self._bounded(response, body)
+
+
+class AsyncBoundedTransport(_Limited, httpx.AsyncHTTPTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["accept-encoding"] = "identity"
+        response, body = await super().handle_async_request(request), bytearray()
+        try:
+            async for piece in response.aiter_raw():
+                body += piece
+                if len(body) > self.limit:
+                    break
+        finally:
+            await response.aclose()
+        return self._bounded(response, body)

@@ -31,8 +31,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Tracer
 
-from ._bounded_http import BoundedTransport
 from ._config import LangfuseConfig
+from ._deadline import BoundedTransport
 from ._redaction import SecretHeaders
 from ._version import DISTRIBUTION, __version__
 

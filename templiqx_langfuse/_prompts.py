@@ -39,8 +39,8 @@ from templiqx_core import (
     read_contract,
 )
 
-from ._bounded_http import AsyncBoundedTransport, BoundedTransport
 from ._config import LangfuseConfig
+from ._deadline import AsyncBoundedTransport, BoundedTransport
 from ._tracing import PROMPT_EXTENSION, link_prompt
 
 if TYPE_CHECKING:
