@@ -121,18 +121,14 @@ def _from_env(env: Mapping[str, str], variables: Mapping[str, tuple[str, ...]]) 
 
 def _clean(value: str) -> str:
     """Refuses what would fail every call as a *retryable* error (a key file's newline)."""
-    if not value.strip():
-        raise ValueError("must not be empty")
-    if value != value.strip():
-        raise ValueError("must not have leading or trailing whitespace")
-    if _CONTROL.search(value):
-        raise ValueError("must not contain control characters")
+    if not value.strip() or value != value.strip() or _CONTROL.search(value):
+        raise ValueError("must be text without surrounding whitespace or control characters")
     return value
 
 
 def _header(value: SecretStr) -> SecretStr:
     """Keys travel in headers, where httpx would raise with the value."""
-    if not _HEADER_TOKEN.fullmatch(_clean(value.get_secret_value())):
+    if not _HEADER_TOKEN.fullmatch(value.get_secret_value()):
         raise ValueError("must be printable ASCII without spaces")
     return value
 

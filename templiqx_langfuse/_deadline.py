@@ -172,23 +172,6 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
         return _AsyncDeadlineStream(inner, self._gate)
 
 
-class _DeadlineBackend(httpcore2.SyncBackend):
-    def __init__(self, gate: _Bounded[Any]) -> None:
-        self.gate = gate
-
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        return _DeadlineStream(super().connect_tcp(*args, **_connecting(kwargs)), self.gate)
-
-
-class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
-    def __init__(self, gate: _Bounded[Any]) -> None:
-        self.gate = gate
-
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
-        inner = await super().connect_tcp(*args, **_connecting(kwargs))
-        return _AsyncDeadlineStream(inner, self.gate)
-
-
 def _as_httpx(error: Exception, stream: _Counted[Any] | None) -> Exception:
     """httpx's namesake of what httpcore2 raised (httpx's own table is private); a protocol
     error after the server closed the socket is a connection cut short (retryable)."""
@@ -274,7 +257,6 @@ class _Bounded(Generic[_Pool]):
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
     closed = False  # then its connections send and read nothing more
     _pool_type: Any
-    _backend_type: Any
 
     def __init__(
         self,
@@ -296,15 +278,20 @@ class _Bounded(Generic[_Pool]):
         _LIVE.add(self)
 
     def _new_pool(self) -> _Pool:
-        pool: _Pool = self._pool_type(network_backend=self._backend_type(self), **self._options)
+        pool: _Pool = self._pool_type(network_backend=self, **self._options)
         return pool
 
 
-class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
-    """An httpx transport whose round trips end by the caller's deadline; takes
-    ``httpx.HTTPTransport``'s connection arguments (a host lends one for TLS, a proxy)."""
+class DeadlineTransport(
+    _Bounded[httpcore2.ConnectionPool], httpx.BaseTransport, httpcore2.SyncBackend
+):
+    """An httpx transport whose round trips end by the caller's deadline (its pool connects
+    through it); takes ``httpx.HTTPTransport``'s connection arguments (a host lends one)."""
 
-    _pool_type, _backend_type = httpcore2.ConnectionPool, _DeadlineBackend
+    _pool_type = httpcore2.ConnectionPool
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(super().connect_tcp(*args, **_connecting(kwargs)), self)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
@@ -317,11 +304,16 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
         self.pool.close()
 
 
-class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
+class AsyncDeadlineTransport(
+    _Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport, httpcore2.AnyIOBackend
+):
     """``DeadlineTransport`` for ``httpx.AsyncClient``; a pool belongs to the event loop
     that first used it (its sockets do), or a new one once that loop has closed."""
 
-    _pool_type, _backend_type = httpcore2.AsyncConnectionPool, _AsyncDeadlineBackend
+    _pool_type = httpcore2.AsyncConnectionPool
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
+        return _AsyncDeadlineStream(await super().connect_tcp(*args, **_connecting(kwargs)), self)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)

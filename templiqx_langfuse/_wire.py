@@ -54,21 +54,18 @@ def _invalid(detail: str) -> WireFailure:
     return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
+@dataclass(eq=False, repr=False)
 class WireFailure(Exception):
     """A mapped failure before it is tied to an adapter (code, redaction-safe detail)."""
 
-    def __init__(
-        self,
-        code: RuntimeFailureCode,
-        detail: str,
-        retry_after_ms: int | None = None,
-        answer: str | None = None,
-        reason: str = "",
-    ) -> None:
-        super().__init__(detail)
-        self.code, self.detail, self.retry_after_ms = code, detail, retry_after_ms
-        self.answer = answer  # the model's text when it is not JSON (for a repair)
-        self.reason = reason  # the provider's whole reason, whose bounded form is in detail
+    code: RuntimeFailureCode
+    detail: str
+    retry_after_ms: int | None = None
+    answer: str | None = None  # the model's text when it is not JSON (for a repair)
+    reason: str = ""  # the provider's whole reason, whose bounded form is in detail
+
+    def __post_init__(self) -> None:
+        super().__init__(self.detail)
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
         # Redacted whole, then bounded: a secret cut at the bound would no longer match.
