@@ -191,8 +191,10 @@ def _core_url(url: httpx.URL) -> httpcore2.URL:
 
 
 @contextmanager
-def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
+def _exchange(request: httpx.Request, limit: int | None) -> Iterator[httpcore2.Request]:
     """One request through a pool, its errors told apart by the stream it last wrote to."""
+    if limit is not None:
+        request.headers["accept-encoding"] = "identity"
     token = _LAST.set(None)
     try:
         yield httpcore2.Request(
@@ -212,8 +214,8 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A body of either layer; after its last byte (before the connection goes back to the
     pool), the byte count decides whether the connection may be reused."""
 
-    def __init__(self, response: httpcore2.Response) -> None:
-        self._response = response
+    def __init__(self, response: httpcore2.Response, limit: int | None) -> None:
+        self._response, self._left = response, limit
         stream = response.extensions.get("network_stream")
         self._stream = stream if isinstance(stream, _Counted) else None
 
@@ -226,14 +228,25 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         if self._stream is not None:
             self._stream.settled(self._response.status, self._response.headers)
 
+    def _within(self, chunk: bytes) -> bytes:
+        if self._left is None:
+            return chunk
+        self._left -= len(chunk)  # past the limit: the chunk's head, and the read ends
+        return chunk if self._left >= 0 else chunk[: self._left]
+
     def __iter__(self) -> Iterator[bytes]:
         with self._settled():
-            yield from self._response.iter_stream()
+            for chunk in self._response.iter_stream():
+                yield self._within(chunk)
+                if self._left is not None and self._left < 0:
+                    return
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with self._settled():
             async for chunk in self._response.aiter_stream():
-                yield chunk
+                yield self._within(chunk)
+                if self._left is not None and self._left < 0:
+                    return
 
     def close(self) -> None:
         self._response.close()
@@ -242,9 +255,14 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         await self._response.aclose()
 
     @classmethod
-    def response(cls, core: httpcore2.Response) -> httpx.Response:
+    def response(cls, core: httpcore2.Response, limit: int | None) -> httpx.Response:
+        headers = core.headers
+        if limit is not None:  # the body as read, undecoded: httpx must not inflate it
+            cut = (b"content-length", b"content-encoding")
+            headers = [(k, v) for k, v in headers if k.lower() not in cut]
+        stream = cls(core, limit)
         return httpx.Response(
-            core.status, headers=core.headers, stream=cls(core), extensions=core.extensions
+            core.status, headers=headers, stream=stream, extensions=core.extensions
         )
 
 
@@ -264,11 +282,14 @@ class _Bounded(Generic[_Pool]):
         verify: ssl.SSLContext | str | bool = True,
         limits: httpx.Limits | None = None,
         proxy: str | None = None,
+        max_bytes: int | None = None,
     ) -> None:
+        # A body is read up to max_bytes, undecoded (Langfuse's API client reads it whole).
+        self.max_bytes = max_bytes
         limits = limits or httpx.Limits(max_connections=100)
         via = httpx.Proxy(url=proxy) if proxy else None  # parses its user-info into auth
         self._options: dict[str, Any] = {
-            "ssl_context": httpx.create_ssl_context(verify=verify, trust_env=False),
+            "ssl_context": httpx.create_ssl_context(verify=verify),
             "proxy": via and httpcore2.Proxy(url=_core_url(via.url), auth=via.raw_auth),
             "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
@@ -295,8 +316,8 @@ class DeadlineTransport(
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
-        with _exchange(request) as core:
-            return _ResponseStream.response(self.pool.handle_request(core))
+        with _exchange(request, self.max_bytes) as core:
+            return _ResponseStream.response(self.pool.handle_request(core), self.max_bytes)
 
     def close(self) -> None:
         """Close every connection, those in use and those still connecting included."""
@@ -328,8 +349,9 @@ class AsyncDeadlineTransport(
                 )
             self.pool = self._new_pool()
         self._served = loop
-        with _exchange(request) as core:
-            return _ResponseStream.response(await self.pool.handle_async_request(core))
+        with _exchange(request, self.max_bytes) as core:
+            core_response = await self.pool.handle_async_request(core)
+            return _ResponseStream.response(core_response, self.max_bytes)
 
     async def aclose(self) -> None:
         """``DeadlineTransport.close`` on the pool's loop."""
@@ -495,47 +517,3 @@ async def aopen_bounded(
                 yield trip.opened(response)
     except httpx.HTTPError as error:
         raise trip.failure(error) from None
-
-
-class _Limited:
-    """Langfuse's API client reads every answer whole: its transports read at most ``limit``
-    bytes, undecoded (``identity`` asked; a cut or compressed body then fails to parse)."""
-
-    def __init__(self, limit: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.limit = limit
-
-    def _bounded(self, response: httpx.Response, body: bytearray) -> httpx.Response:
-        dropped = (b"content-length", b"content-encoding")
-        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
-        return httpx.Response(
-            response.status_code, headers=headers, content=bytes(body[: self.limit])
-        )
-
-
-class BoundedTransport(_Limited, httpx.HTTPTransport):
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["accept-encoding"] = "identity"
-        response, body = super().handle_request(request), bytearray()
-        try:
-            for piece in response.iter_raw():
-                body += piece
-                if len(body) > self.limit:
-                    break
-        finally:
-            response.close()
-        return self._bounded(response, body)
-
-
-class AsyncBoundedTransport(_Limited, httpx.AsyncHTTPTransport):
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["accept-encoding"] = "identity"
-        response, body = await super().handle_async_request(request), bytearray()
-        try:
-            async for piece in response.aiter_raw():
-                body += piece
-                if len(body) > self.limit:
-                    break
-        finally:
-            await response.aclose()
-        return self._bounded(response, body)
