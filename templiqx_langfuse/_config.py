@@ -14,7 +14,6 @@ import httpx
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -110,8 +109,7 @@ def _from_env(env: Mapping[str, str], variables: Mapping[str, tuple[str, ...]]) 
                 raise InvalidData(f"{variable} must be a {whole}number in ASCII digits")
             read[name] = kind(text)
         elif name in ("strict", "tracing"):
-            if (word := _WORDS.get(text.lower())) is None and name == "strict":
-                raise InvalidData(f"{variable} must be true, false or auto")
+            word = _WORDS.get(text.lower(), text)  # strict refuses any other word itself
             if name == "strict" or word is False:  # the SDK's: only "false" turns tracing off
                 read[name] = word
         else:
@@ -133,13 +131,7 @@ def _header(value: SecretStr) -> SecretStr:
     return value
 
 
-def _key_text(value: object) -> object:
-    if not isinstance(value, (str, SecretStr)):
-        raise ValueError("must be a string")  # lax SecretStr would take bytes as text
-    return value
-
-
-Key = Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_header)]
+Key = Annotated[SecretStr, AfterValidator(_header)]
 # A lone surrogate has no UTF-8 form: every export would fail.
 Text = Annotated[str, Field(pattern=r"^[^\ud800-\udfff]*\Z")]
 Name = Annotated[str, AfterValidator(_clean)]  # its control characters include surrogates
@@ -183,9 +175,7 @@ class ModelConfig(_Config):
     model: Name
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
     strict: bool | Literal["auto"] = "auto"
-    proxy: Annotated[SecretStr, BeforeValidator(_key_text), AfterValidator(_proxy)] | None = Field(
-        default=None, strict=False
-    )
+    proxy: Annotated[SecretStr, AfterValidator(_proxy)] | None = Field(default=None, strict=False)
     # As AsyncOpenAI's: a burst of calls is not serialised behind a small pool.
     max_connections: int = Field(default=1000, ge=1, le=100_000)
 

@@ -1,7 +1,5 @@
-"""One bounded POST: ``BoundedStream`` decides (deadline, size bound, status to failure), two
-thin drivers move its bytes, sync or async, over httpcore2 pools whose network backend gives
-every connect, read and write what is left of one deadline (httpx bounds each operation only).
-"""
+"""One bounded POST: ``BoundedStream`` decides, two thin drivers move its bytes over httpcore2
+pools whose backend gives each socket operation what is left of one deadline (httpx's don't)."""
 
 from __future__ import annotations
 
@@ -68,7 +66,6 @@ def _budget(timeout: float | None, error: type[Exception]) -> float | None:
 
 
 def _connecting(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """httpcore2 connects by keyword: the same arguments, the timeout within the budget."""
     return {**kwargs, "timeout": _budget(kwargs.get("timeout"), httpcore2.ConnectTimeout)}
 
 
@@ -211,8 +208,7 @@ def _exchange(request: httpx.Request, limit: int | None) -> Iterator[httpcore2.R
 
 
 class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body of either layer; after its last byte (before the connection goes back to the
-    pool), the byte count decides whether the connection may be reused."""
+    """A body of either layer; after its last byte the byte count decides reuse."""
 
     def __init__(self, response: httpcore2.Response, limit: int | None) -> None:
         self._response, self._left = response, limit
@@ -270,8 +266,6 @@ _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool
 
 
 class _Bounded(Generic[_Pool]):
-    """Both transports' construction: httpx's arguments, a fresh pool on demand."""
-
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
     closed = False  # then its connections send and read nothing more
     _pool_type: Any
@@ -343,10 +337,7 @@ class AsyncDeadlineTransport(
         loop, bound = asyncio.get_running_loop(), self._served
         if bound is not None and bound is not loop:
             if not bound.is_closed():
-                raise InvalidData(
-                    "this AsyncDeadlineTransport serves another event loop: its pooled "
-                    "sockets belong to that loop (lend one per loop, or none)"
-                )
+                raise InvalidData("this transport serves another event loop (lend one per loop)")
             self.pool = self._new_pool()
         self._served = loop
         with _exchange(request, self.max_bytes) as core:
@@ -354,7 +345,6 @@ class AsyncDeadlineTransport(
             return _ResponseStream.response(core_response, self.max_bytes)
 
     async def aclose(self) -> None:
-        """``DeadlineTransport.close`` on the pool's loop."""
         self.closed = True
         await self.pool.aclose()
 
@@ -363,8 +353,7 @@ _LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Fresh pools; the parent's connections are dropped, never closed (the parent still
-    reads those sockets)."""
+    """Fresh pools; the parent's connections are dropped, never closed (it still reads them)."""
     for transport in list(_LIVE):
         transport.pool, transport._served = transport._new_pool(), None
 
@@ -408,8 +397,7 @@ class BoundedStream:
 
     @contextmanager
     def deadline(self) -> Iterator[dict[str, Any]]:
-        """The socket-level deadline of what runs inside; yields ``client.stream``'s
-        arguments, httpx's timeout of every phase (pool wait included) within it."""
+        """Yields ``client.stream``'s arguments; httpx's timeout (pool wait too) within it."""
         with deadline(self.timeout_s) as self.at:
             timeout = httpx.Timeout(max(self.at - time.monotonic(), 1e-3))
             yield {**self._request, "timeout": timeout}
@@ -437,7 +425,6 @@ class BoundedStream:
         return self
 
     def feed(self, chunk: bytes) -> bytes:
-        """One chunk of the body, within the size bound and the deadline."""
         self.size += len(chunk)
         if self.size > self.max_bytes:
             raise self._too_large()
@@ -446,8 +433,7 @@ class BoundedStream:
         return chunk
 
     def _too_large(self) -> WireFailure:
-        """Over the bound: an error status still names its failure (a 429 or 503 stays
-        retryable, with its hint), its body unread."""
+        """Over the bound: an error status still names its failure (a 429 stays retryable)."""
         failure = failure_for_status(self.status, self.headers, b"")
         return failure or _invalid(f"response body exceeds {self.max_bytes} bytes")
 
@@ -495,8 +481,8 @@ class BoundedStream:
 def open_bounded(
     client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
-    """POST and hold the response open. ``timeout_s`` bounds the whole round trip (capped by
-    an enclosing deadline), ``max_bytes`` the body; leaving releases the connection."""
+    """POST and hold the response open; ``timeout_s`` bounds the whole round trip (capped by
+    an enclosing deadline), ``max_bytes`` the body."""
     trip = BoundedStream(post)
     try:
         with trip.deadline() as args, client.stream("POST", url, **args) as response:

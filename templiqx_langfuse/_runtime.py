@@ -68,9 +68,6 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
 
-    def trace_url(self, trace_id: str) -> str | None:
-        return self.langfuse_config.trace_url(trace_id)
-
     def execute_traced(self, request: ExecutionRequest) -> TracedReceipt:
         """``execute``, plus where its generation landed in Langfuse and its usage."""
         with collect_traces() as found, collect_usage() as used:

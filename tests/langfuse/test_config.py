@@ -177,7 +177,6 @@ KEY = "sk-padded-0123456789"
         ({"timeout_s": float("inf")}, "model timeout_s"),
         ({"strict": "yes"}, "model strict"),
         ({"strict": 1}, "model strict"),
-        ({"api_key": b"sk-bytes-0123"}, "model api_key"),
         ({"max_connections": 1.5}, "model max_connections"),
         ({"max_connections": True}, "model max_connections"),
         ({"unknown": 1}, "model unknown"),
@@ -339,9 +338,9 @@ def test_strict_from_the_environment(text: str, strict: object) -> None:
     assert ModelConfig.from_env(env).strict == strict
 
 
-def test_a_bad_strict_variable_is_named() -> None:
+def test_a_bad_strict_value_is_named() -> None:
     env = {ENV_MODEL_API_KEY: KEY, ENV_MODEL: "m", ENV_MODEL_STRICT: "yes"}
-    with pytest.raises(InvalidData, match=ENV_MODEL_STRICT):
+    with pytest.raises(InvalidData, match="model strict "):
         ModelConfig.from_env(env)
     with pytest.raises(InvalidData, match="model strict "):
         ModelConfig(base_url="https://h/v1", api_key=KEY, model="m", strict="yes")  # type: ignore[arg-type]
