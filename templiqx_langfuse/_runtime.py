@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, Unpack
 
 from tenacity import (
@@ -123,7 +123,6 @@ class RetryingRuntime(WrappingRuntime):
         max_wait_s: float = 30.0,
         deadline_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         positive = deadline_s is None or deadline_s > 0
         if attempts < 1 or min(base_wait_s, max_wait_s) < 0 or not positive:
@@ -149,9 +148,7 @@ class RetryingRuntime(WrappingRuntime):
             ),
             "retry_error_callback": self._exhausted,
         }
-        self._sleep = sleep
-        # Unless given, tenacity's own ``asyncio.sleep``, imported only by async hosts.
-        self._asleep: dict[str, Any] = {"sleep": asleep} if asleep else {}
+        self._sleep = sleep  # aexecute waits on tenacity's asyncio.sleep
 
     def _budget(self) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext() if self.deadline_s is None else deadline(self.deadline_s)
@@ -164,8 +161,7 @@ class RetryingRuntime(WrappingRuntime):
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
         with self._budget():
-            retrying = AsyncRetrying(**self._asleep, **self._policy)
-            return await retrying(self.inner.aexecute, request)
+            return await AsyncRetrying(**self._policy)(self.inner.aexecute, request)
 
     def _exhausted(self, state: RetryCallState) -> NoReturn:
         assert state.outcome is not None

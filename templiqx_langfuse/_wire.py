@@ -271,19 +271,15 @@ def usage_details(usage: Any) -> dict[str, int]:
     if not isinstance(usage, dict):
         return {}
 
-    def count(value: Any) -> int | None:
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return value if ok else None
+    def count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
-    details: dict[str, int] = {}
-    sides = (("input", "prompt_tokens"), ("output", "completion_tokens"))
-    for key, source in (*sides, ("total", "total_tokens")):
-        if (value := count(usage.get(source))) is not None:
-            details[key] = value
-    for side, source in sides:
-        parts = usage.get(f"{source}_details")
-        for key, raw in parts.items() if isinstance(parts, dict) else ():
-            if (value := count(raw)) is not None and isinstance(key, str):
+    sources = {"input": "prompt_tokens", "output": "completion_tokens", "total": "total_tokens"}
+    details = {key: usage[source] for key, source in sources.items() if count(usage.get(source))}
+    for side in ("input", "output"):
+        parts = usage.get(f"{sources[side]}_details")
+        for key, value in parts.items() if isinstance(parts, dict) else ():
+            if count(value) and isinstance(key, str):
                 details[f"{side}_{key}"] = value
                 if side in details:
                     details[side] = max(details[side] - value, 0)
@@ -334,8 +330,7 @@ def parse_completion(body: bytes) -> Completion:
     if not isinstance(data, dict) or not isinstance(choice, dict) or not isinstance(message, dict):
         raise _invalid("response body is not a chat completion (no choices[0].message)")
     finish_reason = _text(choice.get("finish_reason"))
-    refusal = message.get("refusal")
-    if isinstance(refusal, str) and refusal:
+    if isinstance(refusal := message.get("refusal"), str) and refusal:
         raise _invalid("model refused (message.refusal is set)")
     if finish_reason in _BAD_FINISH:
         raise _invalid(f"model stopped with finish_reason {finish_reason}")
