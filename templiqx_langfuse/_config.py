@@ -24,6 +24,8 @@ from pydantic import (
 
 from templiqx_core import InvalidData
 
+from ._wire import _DECIMAL
+
 ENV_MODEL_API_KEY = "TEMPLIQX_MODEL_API_KEY"
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
 ENV_LANGFUSE_PUBLIC_KEY = "LANGFUSE_PUBLIC_KEY"
@@ -53,10 +55,7 @@ LANGFUSE_ENV = {
     "timeout_s": ("LANGFUSE_TIMEOUT",),
 }
 
-# ASCII decimals: float() would also take "١٢", "1_0", "inf" and "nan".
-_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
-_NUMBERS: dict[str, type[float] | type[int]] = {"timeout_s": float, "sample_rate": float}
-_NUMBERS |= {"flush_interval_s": float, "max_connections": int, "flush_at": int}
+_NUMBERS = {"timeout_s", "sample_rate", "flush_interval_s", "max_connections", "flush_at"}
 _WORDS: dict[str, bool | str] = {"true": True, "false": False, "auto": "auto"}
 # What an HTTP header value can carry verbatim (keys travel in Authorization headers).
 _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+", re.ASCII)
@@ -102,12 +101,11 @@ def _from_env(env: Mapping[str, str], variables: Mapping[str, tuple[str, ...]]) 
         variable = next((v for v in names if env.get(v, "").strip()), None)
         if variable is None:
             continue
-        text, kind = env[variable].strip(), _NUMBERS.get(name)
-        if kind is not None:
-            if not _DECIMAL.fullmatch(text) or (kind is int and not text.isdigit()):
-                whole = "whole " if kind is int else ""
-                raise InvalidData(f"{variable} must be a {whole}number in ASCII digits")
-            read[name] = kind(text)
+        text = env[variable].strip()
+        if name in _NUMBERS:  # ASCII decimals: float() would also take "١٢", "1_0" and "inf"
+            if not _DECIMAL.fullmatch(text):
+                raise InvalidData(f"{variable} must be a number in ASCII digits")
+            read[name] = int(text) if text.isdigit() else float(text)  # a count refuses 1.5
         elif name in ("strict", "tracing"):
             word = _WORDS.get(text.lower(), text)  # strict refuses any other word itself
             if name == "strict" or word is False:  # the SDK's: only "false" turns tracing off

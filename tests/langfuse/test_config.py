@@ -363,7 +363,7 @@ def test_langfuse_numbers_from_the_environment_keep_the_sdk_meaning() -> None:
         7.0,
     )
     assert config.tracing is False
-    with pytest.raises(InvalidData, match="LANGFUSE_FLUSH_AT"):
+    with pytest.raises(InvalidData, match="langfuse flush_at"):
         LangfuseConfig.from_env({"LANGFUSE_FLUSH_AT": "1.5"})
 
 
