@@ -19,15 +19,8 @@ import httpx
 
 from templiqx_core import InvalidData, RuntimeFailureCode
 
+from . import _wire
 from ._redaction import SecretHeaders
-from ._wire import (
-    MAX_RESPONSE_BYTES,
-    Completion,
-    WireFailure,
-    _invalid,
-    failure_for_status,
-    parse_completion,
-)
 
 if TYPE_CHECKING:
     import asyncio
@@ -376,7 +369,7 @@ class Post(TypedDict):
     content: bytes
     headers: Mapping[str, str]
     timeout_s: float  # the whole round trip's
-    max_bytes: NotRequired[int]  # the body's bound: MAX_RESPONSE_BYTES if not given
+    max_bytes: NotRequired[int]  # the body's bound: _wire.MAX_RESPONSE_BYTES if not given
 
 
 class BoundedStream:
@@ -390,7 +383,7 @@ class BoundedStream:
 
     def __init__(self, post: Post) -> None:
         self.timeout_s = post["timeout_s"]
-        self.max_bytes = post.get("max_bytes", MAX_RESPONSE_BYTES)
+        self.max_bytes = post.get("max_bytes", _wire.MAX_RESPONSE_BYTES)
         headers = SecretHeaders({**post["headers"], "accept-encoding": "identity"})
         self._request = {"content": post["content"], "headers": headers}
         self.size, self.at = 0, 0.0
@@ -402,8 +395,8 @@ class BoundedStream:
             timeout = httpx.Timeout(max(self.at - time.monotonic(), 1e-3))
             yield {**self._request, "timeout": timeout}
 
-    def late(self) -> WireFailure:
-        return WireFailure(RuntimeFailureCode.TIMEOUT, "model call exceeded its deadline")
+    def late(self) -> _wire.WireFailure:
+        return _wire.WireFailure(RuntimeFailureCode.TIMEOUT, "model call exceeded its deadline")
 
     def opened(self, response: httpx.Response) -> BoundedStream:
         """Check the head before any body is read: a compressed body is refused (httpx would
@@ -418,7 +411,7 @@ class BoundedStream:
             if not 200 <= response.status_code < 300:
                 self._whole = b""  # the status names the failure (a 429 stays retryable) unread
                 return self
-            raise _invalid("response is compressed although identity was asked for")
+            raise _wire.invalid("response is compressed although identity was asked for")
         declared = response.headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
             raise self._too_large()
@@ -432,22 +425,22 @@ class BoundedStream:
             raise self.late()
         return chunk
 
-    def _too_large(self) -> WireFailure:
+    def _too_large(self) -> _wire.WireFailure:
         """Over the bound: an error status still names its failure (a 429 stays retryable)."""
-        failure = failure_for_status(self.status, self.headers, b"")
-        return failure or _invalid(f"response body exceeds {self.max_bytes} bytes")
+        failure = _wire.failure_for_status(self.status, self.headers, b"")
+        return failure or _wire.invalid(f"response body exceeds {self.max_bytes} bytes")
 
-    def failure(self, error: httpx.HTTPError) -> WireFailure:
+    def failure(self, error: httpx.HTTPError) -> _wire.WireFailure:
         """httpx's exceptions (and the bounded transports') as failures; a socket the
         deadline's last read shut fails as a network error, late."""
         if isinstance(error, httpx.PoolTimeout):
             detail = "no connection became free before the deadline (max_connections)"
-            return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
+            return _wire.WireFailure(RuntimeFailureCode.TIMEOUT, detail)
         network = isinstance(error, (httpx.NetworkError, httpx.ProxyError))
         if isinstance(error, httpx.TimeoutException) or (network and time.monotonic() > self.at):
             return self.late()
         code, what = next((c, w) for kind, c, w in _FAILURES if isinstance(error, kind))
-        return WireFailure(code, f"{what} ({type(error).__name__})")
+        return _wire.WireFailure(code, f"{what} ({type(error).__name__})")
 
     def iter_bytes(self) -> Iterator[bytes]:
         if self._whole is not None:
@@ -469,12 +462,12 @@ class BoundedStream:
     async def abody(self) -> bytes:
         return b"".join([chunk async for chunk in self.aiter_bytes()])
 
-    def settle(self, body: bytes) -> Completion:
+    def settle(self, body: bytes) -> _wire.Completion:
         """The completion a whole response carries, or the failure its status names."""
-        failure = failure_for_status(self.status, self.headers, body)
+        failure = _wire.failure_for_status(self.status, self.headers, body)
         if failure is not None:
             raise failure
-        return parse_completion(body)
+        return _wire.parse_completion(body)
 
 
 @contextmanager

@@ -5,20 +5,12 @@ around any adapter, on tenacity."""
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, Unpack
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
-from tenacity.stop import stop_base
+import tenacity
 
 from templiqx_core import (
     AdapterDescriptor,
@@ -129,21 +121,20 @@ class RetryingRuntime(WrappingRuntime):
             raise InvalidData("attempts must be at least 1, waits >= 0, the deadline > 0")
         super().__init__(inner)
         self.attempts, self.max_wait_s, self.deadline_s = attempts, max_wait_s, deadline_s
-        backoff = wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
+        backoff = tenacity.wait_random_exponential(multiplier=base_wait_s, max=max_wait_s)
 
-        def wait(state: RetryCallState) -> float:
+        def wait(state: tenacity.RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None
             if isinstance(error, RuntimeFailureError) and error.failure.retry_after_ms is not None:
                 return min(error.failure.retry_after_ms / 1000.0, max_wait_s)
             return float(backoff(state))
 
-        stop: stop_base = stop_after_attempt(attempts)
-        if deadline_s is not None:
-            stop = stop | stop_before_delay(deadline_s)
+        # No wait starts that would end past the deadline.
+        before = tenacity.stop_before_delay(deadline_s or math.inf)
         self._policy: dict[str, Any] = {
-            "stop": stop,
+            "stop": tenacity.stop_after_attempt(attempts) | before,
             "wait": wait,
-            "retry": retry_if_exception(
+            "retry": tenacity.retry_if_exception(
                 lambda error: isinstance(error, RuntimeFailureError) and error.retryable
             ),
             "retry_error_callback": self._exhausted,
@@ -156,14 +147,15 @@ class RetryingRuntime(WrappingRuntime):
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
         with self._budget():
-            return Retrying(sleep=self._sleep, **self._policy)(self.inner.execute, request)
+            retrying = tenacity.Retrying(sleep=self._sleep, **self._policy)
+            return retrying(self.inner.execute, request)
 
     async def aexecute(self, request: ExecutionRequest) -> ExecutionReceipt:
         self._ensure_open()
         with self._budget():
-            return await AsyncRetrying(**self._policy)(self.inner.aexecute, request)
+            return await tenacity.AsyncRetrying(**self._policy)(self.inner.aexecute, request)
 
-    def _exhausted(self, state: RetryCallState) -> NoReturn:
+    def _exhausted(self, state: tenacity.RetryCallState) -> NoReturn:
         assert state.outcome is not None
         last = state.outcome.exception()
         assert isinstance(last, RuntimeFailureError)

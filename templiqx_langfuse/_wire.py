@@ -50,7 +50,7 @@ logger = logging.getLogger("templiqx_langfuse")
 StrictMode = bool | Literal["auto"]
 
 
-def _invalid(detail: str) -> WireFailure:
+def invalid(detail: str) -> WireFailure:
     return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
@@ -323,21 +323,21 @@ def parse_completion(body: bytes) -> Completion:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise _invalid("response body is not JSON") from None
+        raise invalid("response body is not JSON") from None
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(data, dict) or not isinstance(choice, dict) or not isinstance(message, dict):
-        raise _invalid("response body is not a chat completion (no choices[0].message)")
+        raise invalid("response body is not a chat completion (no choices[0].message)")
     finish_reason = _text(choice.get("finish_reason"))
     if isinstance(refusal := message.get("refusal"), str) and refusal:
-        raise _invalid("model refused (message.refusal is set)")
+        raise invalid("model refused (message.refusal is set)")
     if finish_reason in _BAD_FINISH:
-        raise _invalid(f"model stopped with finish_reason {finish_reason}")
+        raise invalid(f"model stopped with finish_reason {finish_reason}")
     content = message.get("content")
     if content is None or content == "":
         calls = " (the model returned tool_calls)" if message.get("tool_calls") else ""
-        raise _invalid(f"message content is empty{calls}")
+        raise invalid(f"message content is empty{calls}")
     if _is_parts(content):  # Mistral's list of typed parts: the text parts are the answer
         content = "".join(p["text"] for p in content if p["type"] == "text")
     if isinstance(content, (dict, list)):
@@ -349,7 +349,7 @@ def parse_completion(body: bytes) -> Completion:
             detail = "message content is not JSON"  # the answer itself: the port's to repair
             raise WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail, answer=content) from None
     else:
-        raise _invalid("message content is not a string")
+        raise invalid("message content is not a string")
     return Completion(
         output=output,
         finish_reason=finish_reason,
