@@ -148,8 +148,7 @@ def build_request_body(
     }
     if reserved := sorted(RESERVED_FIELDS & fields.keys()):
         raise InvalidData(
-            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
-            f"{', '.join(sorted(RESERVED_FIELDS))} itself"
+            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved (the adapter's)"
         )
     schema, strict_sent = (formats or ResponseFormats()).choose(interaction, strict)
     body: dict[str, Any] = {
