@@ -35,9 +35,8 @@ CAPABILITIES = ("structured_output", PROMPT_CAPABILITY)
 
 
 class LangfuseTracedRuntime(RuntimeAdapter):
-    """Executes compiled interactions against an OpenAI-compatible endpoint, traced. One
-    instance serves threads (``execute``) and tasks (``aexecute``, natively async: a pool
-    per event loop); close it to release connections and flush traces."""
+    """Executes compiled interactions against an OpenAI-compatible endpoint, traced, for
+    threads and tasks alike (natively async); close it to release connections and flush."""
 
     def __init__(
         self,

@@ -190,15 +190,6 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
     return None
 
 
-def _error_object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return {}
-    error = data.get("error") if isinstance(data, dict) else None
-    return error if isinstance(error, dict) else {}
-
-
 def _bounded(text: str) -> str:
     encoded = text.encode("utf-8", "surrogatepass")
     if len(encoded) > MAX_REASON_BYTES:
@@ -232,7 +223,12 @@ def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> 
     """A non-2xx status (with its retry hints) as a failure; None for 2xx."""
     if 200 <= status < 300:
         return None
-    error = _error_object(body) if body else {}
+    try:
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        data = None
+    found = data.get("error") if isinstance(data, dict) else None
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
     whole = _whole_reason(error)
     reason = _bounded(whole)
     detail = f"model gateway returned HTTP {status}" + (f": {reason}" if reason else "")
