@@ -99,33 +99,29 @@ def _strict_form(written: bytes) -> StrictForm:
     return to_strict_schema(orjson.loads(written))
 
 
-class ResponseFormats:
-    """One runtime's schema choices, warning once per contract version sent non-strict."""
+@functools.cache  # once per contract version and process
+def _warn_not_strict(name: str, findings: str) -> None:
+    logger.warning(
+        "output schema of %s has no strict form: sent with strict: false (%s)", name, findings
+    )
 
-    def __init__(self) -> None:
-        self._warned: set[tuple[str, str]] = set()
 
-    def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
-        schema: Any = interaction.output_schema
-        if strict is False:
-            return schema, False
-        try:
-            form = _strict_form(orjson.dumps(schema))
-        except (TypeError, orjson.JSONEncodeError):
-            form = to_strict_schema(schema)  # the body's serialization names what fails
-        if form.schema is not None:
-            return form.schema, True
-        name = f"{interaction.contract_id}@{interaction.contract_version}"
-        if strict is True:
-            raise OutputSchemaStrictError(form.blocking, f"output schema of {name}")
-        if (key := (interaction.contract_id, interaction.contract_version)) not in self._warned:
-            self._warned.add(key)
-            logger.warning(
-                "output schema of %s has no strict form: sent with strict: false (%s)",
-                name,
-                "; ".join(str(finding) for finding in form.blocking),
-            )
+def _response_schema(interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
+    """The schema to send and its ``strict`` flag (``OutputSchemaStrictError`` before I/O)."""
+    schema: Any = interaction.output_schema
+    if strict is False:
         return schema, False
+    try:
+        form = _strict_form(orjson.dumps(schema))
+    except (TypeError, orjson.JSONEncodeError):
+        form = to_strict_schema(schema)  # the body's serialization names what fails
+    if form.schema is not None:
+        return form.schema, True
+    name = f"{interaction.contract_id}@{interaction.contract_version}"
+    if strict is True:
+        raise OutputSchemaStrictError(form.blocking, f"output schema of {name}")
+    _warn_not_strict(name, "; ".join(str(finding) for finding in form.blocking))
+    return schema, False
 
 
 def build_request_body(
@@ -133,7 +129,6 @@ def build_request_body(
     *,
     model: str,
     strict: StrictMode,
-    formats: ResponseFormats | None = None,
 ) -> RequestBody:
     """The chat-completions request, same interaction → same bytes (cassettes match on them);
     ``InvalidData`` before any I/O."""
@@ -150,7 +145,7 @@ def build_request_body(
         raise InvalidData(
             f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved (the adapter's)"
         )
-    schema, strict_sent = (formats or ResponseFormats()).choose(interaction, strict)
+    schema, strict_sent = _response_schema(interaction, strict)
     body: dict[str, Any] = {
         **forwarded,
         **fields,
