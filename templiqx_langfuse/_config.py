@@ -162,8 +162,7 @@ class _Config(BaseModel):
 
 
 class ModelConfig(_Config):
-    """The OpenAI-compatible endpoint; ``strict`` sets ``json_schema.strict`` (``"auto"``:
-    strict when the output schema has a strict form)."""
+    """The OpenAI-compatible endpoint; ``strict`` is ``json_schema.strict`` ("auto": if it can)."""
 
     _prefix: ClassVar[str] = "model"
     base_url: Annotated[str, AfterValidator(_url)]
@@ -234,7 +233,6 @@ class LangfuseConfig(_Config):
         return public, secret
 
     def secrets(self) -> tuple[str, ...]:
-        """The keys, for the redactor."""
         return tuple(key for key in self.keys() if key)
 
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import socket
 import ssl
@@ -204,7 +205,7 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A body of either layer; after its last byte the byte count decides reuse."""
 
     def __init__(self, response: httpcore2.Response, limit: int | None) -> None:
-        self._response, self._left = response, limit
+        self._response, self._left = response, math.inf if limit is None else limit
         stream = response.extensions.get("network_stream")
         self._stream = stream if isinstance(stream, _Counted) else None
 
@@ -218,23 +219,21 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
             self._stream.settled(self._response.status, self._response.headers)
 
     def _within(self, chunk: bytes) -> bytes:
-        if self._left is None:
-            return chunk
         self._left -= len(chunk)  # past the limit: the chunk's head, and the read ends
-        return chunk if self._left >= 0 else chunk[: self._left]
+        return chunk if self._left >= 0 else chunk[: int(self._left)]
 
     def __iter__(self) -> Iterator[bytes]:
         with self._settled():
             for chunk in self._response.iter_stream():
                 yield self._within(chunk)
-                if self._left is not None and self._left < 0:
+                if self._left < 0:
                     return
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with self._settled():
             async for chunk in self._response.aiter_stream():
                 yield self._within(chunk)
-                if self._left is not None and self._left < 0:
+                if self._left < 0:
                     return
 
     def close(self) -> None:

@@ -1,6 +1,5 @@
-"""``LangfuseTracedRuntime``: one bounded, failure-mapped round trip per call (streaming keeps
-the port's default projection: SSE is ``templiqx_streaming_host``'s); ``RetryingRuntime``
-around any adapter, on tenacity."""
+"""``LangfuseTracedRuntime`` (one bounded, failure-mapped round trip per call; SSE streaming is
+``templiqx_streaming_host``'s) and ``RetryingRuntime`` around any adapter, on tenacity."""
 
 from __future__ import annotations
 
