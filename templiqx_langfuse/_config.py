@@ -141,7 +141,6 @@ class _Config(BaseModel):
         frozen=True,
         strict=True,
         extra="forbid",
-        allow_inf_nan=False,
         hide_input_in_errors=True,
         regex_engine="python-re",  # look-ahead, for Langfuse's rule for environment names
     )

@@ -4,7 +4,6 @@ pools whose backend gives each socket operation what is left of one deadline (ht
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import math
 import os
 import socket
@@ -13,6 +12,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar, Unpack
 
 import httpcore2
@@ -26,9 +26,7 @@ from ._redaction import SecretHeaders
 if TYPE_CHECKING:
     import asyncio
 
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "templiqx_langfuse_deadline", default=None
-)
+_DEADLINE: ContextVar[float | None] = ContextVar("templiqx_langfuse_deadline", default=None)
 _UNAVAILABLE = RuntimeFailureCode.UNAVAILABLE
 
 
@@ -64,9 +62,7 @@ def _connecting(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 #: The stream the current call last wrote to: tells a connection cut short from non-HTTP.
-_LAST: contextvars.ContextVar[_Counted[Any] | None] = contextvars.ContextVar(
-    "templiqx_langfuse_last_stream", default=None
-)
+_LAST: ContextVar[_Counted[Any] | None] = ContextVar("templiqx_langfuse_last_stream", default=None)
 _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStream)
 
 
@@ -473,8 +469,7 @@ class BoundedStream:
 def open_bounded(
     client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
-    """POST and hold the response open; ``timeout_s`` bounds the whole round trip (capped by
-    an enclosing deadline), ``max_bytes`` the body."""
+    """POST, the response held open: ``timeout_s`` bounds the trip, ``max_bytes`` the body."""
     trip = BoundedStream(post)
     try:
         with trip.deadline() as args, client.stream("POST", url, **args) as response:

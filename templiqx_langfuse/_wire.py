@@ -278,9 +278,8 @@ def usage_details(usage: Any) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Usage:
-    """The tokens one call used, as the provider reported them: ``input_tokens`` and
-    ``output_tokens`` include their ``cached_tokens`` and ``reasoning_tokens``. ``details``
-    is the normalised form the generation carries in Langfuse."""
+    """The tokens one call used, as reported (``input_tokens`` includes ``cached_tokens``);
+    ``details`` is the normalised form the generation carries in Langfuse."""
 
     input_tokens: int | None
     output_tokens: int | None
