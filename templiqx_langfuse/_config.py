@@ -226,10 +226,8 @@ class LangfuseConfig(_Config):
 
     def keys(self) -> tuple[str, str]:
         """The public and secret key as text ("" when unset)."""
-        public, secret = (
-            k.get_secret_value() if k else "" for k in (self.public_key, self.secret_key)
-        )
-        return public, secret
+        public, secret = (self.public_key or SecretStr("")), (self.secret_key or SecretStr(""))
+        return public.get_secret_value(), secret.get_secret_value()
 
     def secrets(self) -> tuple[str, ...]:
         return tuple(key for key in self.keys() if key)

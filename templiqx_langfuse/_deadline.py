@@ -160,8 +160,8 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
 
 
 def _as_httpx(error: Exception, stream: _Counted[Any] | None) -> Exception:
-    """httpx's namesake of what httpcore2 raised (httpx's own table is private); a protocol
-    error after the server closed the socket is a connection cut short (retryable)."""
+    """httpx's namesake of what httpcore2 raised (httpx's table is private); a protocol error
+    after the server closed the socket is a connection cut short (retryable)."""
     if isinstance(error, httpcore2.RemoteProtocolError) and stream is not None and stream.eof:
         return httpx.ReadError("the server closed the connection mid-response")
     for kind in type(error).mro():
@@ -394,8 +394,7 @@ class BoundedStream:
         return _wire.WireFailure(RuntimeFailureCode.TIMEOUT, "model call exceeded its deadline")
 
     def opened(self, response: httpx.Response) -> BoundedStream:
-        """Check the head before any body is read: a compressed body is refused (httpx would
-        inflate it in one unbounded step); a cassette's replay, held decoded, still counts."""
+        """The head, before any body is read; a cassette's replay, held decoded, still counts."""
         self.status, self.headers, self._response = response.status_code, response.headers, response
         self._whole = None
         if response.is_stream_consumed or response.is_closed:

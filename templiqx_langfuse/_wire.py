@@ -256,8 +256,7 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` as its server normalises them: each ``*_tokens_details``
-    count is taken out of ``input``/``output`` (each key is priced: no double bill)."""
+    """Langfuse ``UsageDetails`` as its server normalises them (each key priced: no double bill)."""
     if not isinstance(usage, dict):
         return {}
 
