@@ -107,9 +107,7 @@ class _Counted(Generic[_Stream]):
             self.suspect = True
 
     def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and self.suspect:
-            return True
-        return self._inner.get_extra_info(info)
+        return True if info == "is_readable" and self.suspect else self._inner.get_extra_info(info)
 
 
 class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream):
@@ -264,9 +262,8 @@ class _Bounded(Generic[_Pool]):
         verify: ssl.SSLContext | str | bool = True,
         limits: httpx.Limits | None = None,
         proxy: str | None = None,
-        max_bytes: int | None = None,
+        max_bytes: int | None = None,  # read undecoded, for a client that reads bodies whole
     ) -> None:
-        # A body is read up to max_bytes, undecoded (Langfuse's API client reads it whole).
         self.max_bytes = max_bytes
         limits = limits or httpx.Limits(max_connections=100)
         via = httpx.Proxy(url=proxy) if proxy else None  # parses its user-info into auth
