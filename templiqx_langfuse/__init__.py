@@ -13,8 +13,7 @@ if _typing.TYPE_CHECKING:
     from ._deadline import AsyncDeadlineTransport, DeadlineTransport
     from ._prompts import Published, aload_contract, load_contract, promote_label, publish_contract
     from ._redaction import REDACTED, Redactor
-    from ._retry import RetryingRuntime
-    from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
+    from ._runtime import ADAPTER_ID, LangfuseTracedRuntime, RetryingRuntime
     from ._tracing import (
         PROMPT_CAPABILITY,
         PROMPT_EXTENSION,
@@ -66,8 +65,7 @@ if not _typing.TYPE_CHECKING:
                 "publish_contract",
             ),
             "._redaction": ("REDACTED", "Redactor"),
-            "._retry": ("RetryingRuntime",),
-            "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),
+            "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime", "RetryingRuntime"),
             "._tracing": (
                 "PROMPT_CAPABILITY",
                 "PROMPT_EXTENSION",

@@ -1,22 +1,18 @@
-"""One bounded POST: ``BoundedStream`` decides (request, deadline, size bound, status to
-failure), two thin drivers move its bytes over httpx, sync or async, through transports on
-httpcore2 pools (httpcore 1's are quadratic in calls in flight). httpx timeouts bound each
-socket operation, not the exchange, so every connect, read and write here gets what is left
-of one deadline in a context variable (an outer one, a retry loop's, caps inner ones).
-Reuse, compression and limits: docs/performance-and-limits.md.
-"""
+"""One bounded POST: ``BoundedStream`` decides, two thin drivers move its bytes over httpcore2
+pools whose backend gives each socket operation what is left of one deadline (httpx's don't)."""
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import math
 import os
 import socket
 import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar, Unpack
 
 import httpcore2
@@ -24,22 +20,13 @@ import httpx
 
 from templiqx_core import InvalidData, RuntimeFailureCode
 
+from . import _wire
 from ._redaction import SecretHeaders
-from ._wire import (
-    MAX_RESPONSE_BYTES,
-    Completion,
-    WireFailure,
-    _invalid,
-    failure_for_status,
-    parse_completion,
-)
 
 if TYPE_CHECKING:
     import asyncio
 
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "templiqx_langfuse_deadline", default=None
-)
+_DEADLINE: ContextVar[float | None] = ContextVar("templiqx_langfuse_deadline", default=None)
 _UNAVAILABLE = RuntimeFailureCode.UNAVAILABLE
 
 
@@ -71,18 +58,11 @@ def _budget(timeout: float | None, error: type[Exception]) -> float | None:
 
 
 def _connecting(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """httpcore2 connects by keyword: the same arguments, the timeout within the budget."""
     return {**kwargs, "timeout": _budget(kwargs.get("timeout"), httpcore2.ConnectTimeout)}
 
 
-class ConnectionCutShort(httpx.ReadError):
-    """The server closed the connection before the response was complete."""
-
-
 #: The stream the current call last wrote to: tells a connection cut short from non-HTTP.
-_LAST: contextvars.ContextVar[_Counted[Any] | None] = contextvars.ContextVar(
-    "templiqx_langfuse_last_stream", default=None
-)
+_LAST: ContextVar[_Counted[Any] | None] = ContextVar("templiqx_langfuse_last_stream", default=None)
 _Stream = TypeVar("_Stream", httpcore2.NetworkStream, httpcore2.AsyncNetworkStream)
 
 
@@ -127,9 +107,7 @@ class _Counted(Generic[_Stream]):
             self.suspect = True
 
     def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and self.suspect:
-            return True
-        return self._inner.get_extra_info(info)
+        return True if info == "is_readable" and self.suspect else self._inner.get_extra_info(info)
 
 
 class _DeadlineStream(_Counted[httpcore2.NetworkStream], httpcore2.NetworkStream):
@@ -179,36 +157,11 @@ class _AsyncDeadlineStream(_Counted[httpcore2.AsyncNetworkStream], httpcore2.Asy
         return _AsyncDeadlineStream(inner, self._gate)
 
 
-class _DeadlineBackend(httpcore2.SyncBackend):
-    def __init__(self, gate: _Bounded[Any]) -> None:
-        self.gate = gate
-
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        return _DeadlineStream(super().connect_tcp(*args, **_connecting(kwargs)), self.gate)
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        inner = super().connect_unix_socket(*args, **_connecting(kwargs))
-        return _DeadlineStream(inner, self.gate)
-
-
-class _AsyncDeadlineBackend(httpcore2.AnyIOBackend):
-    def __init__(self, gate: _Bounded[Any]) -> None:
-        self.gate = gate
-
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
-        inner = await super().connect_tcp(*args, **_connecting(kwargs))
-        return _AsyncDeadlineStream(inner, self.gate)
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
-        inner = await super().connect_unix_socket(*args, **_connecting(kwargs))
-        return _AsyncDeadlineStream(inner, self.gate)
-
-
 def _as_httpx(error: Exception, stream: _Counted[Any] | None) -> Exception:
-    """httpx's namesake of what httpcore2 raised (httpx's own table is private); a
-    protocol error after the server closed the socket is a connection cut short."""
+    """httpx's namesake of what httpcore2 raised (httpx's table is private); a protocol error
+    after the server closed the socket is a connection cut short (retryable)."""
     if isinstance(error, httpcore2.RemoteProtocolError) and stream is not None and stream.eof:
-        return ConnectionCutShort("the server closed the connection mid-response")
+        return httpx.ReadError("the server closed the connection mid-response")
     for kind in type(error).mro():
         core, mapped = getattr(httpcore2, kind.__name__, None), getattr(httpx, kind.__name__, None)
         if core is kind and isinstance(mapped, type) and issubclass(mapped, httpx.TransportError):
@@ -223,8 +176,10 @@ def _core_url(url: httpx.URL) -> httpcore2.URL:
 
 
 @contextmanager
-def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
+def _exchange(request: httpx.Request, limit: int | None) -> Iterator[httpcore2.Request]:
     """One request through a pool, its errors told apart by the stream it last wrote to."""
+    if limit is not None:
+        request.headers["accept-encoding"] = "identity"
     token = _LAST.set(None)
     try:
         yield httpcore2.Request(
@@ -241,11 +196,10 @@ def _exchange(request: httpx.Request) -> Iterator[httpcore2.Request]:
 
 
 class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body of either layer; after its last byte (before the connection goes back to the
-    pool), the byte count decides whether the connection may be reused."""
+    """A body of either layer; after its last byte the byte count decides reuse."""
 
-    def __init__(self, response: httpcore2.Response) -> None:
-        self._response = response
+    def __init__(self, response: httpcore2.Response, limit: int | None) -> None:
+        self._response, self._left = response, math.inf if limit is None else limit
         stream = response.extensions.get("network_stream")
         self._stream = stream if isinstance(stream, _Counted) else None
 
@@ -258,14 +212,23 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         if self._stream is not None:
             self._stream.settled(self._response.status, self._response.headers)
 
+    def _within(self, chunk: bytes) -> bytes:
+        self._left -= len(chunk)  # past the limit: the chunk's head, and the read ends
+        return chunk if self._left >= 0 else chunk[: int(self._left)]
+
     def __iter__(self) -> Iterator[bytes]:
         with self._settled():
-            yield from self._response.iter_stream()
+            for chunk in self._response.iter_stream():
+                yield self._within(chunk)
+                if self._left < 0:
+                    return
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with self._settled():
             async for chunk in self._response.aiter_stream():
-                yield chunk
+                yield self._within(chunk)
+                if self._left < 0:
+                    return
 
     def close(self) -> None:
         self._response.close()
@@ -274,9 +237,14 @@ class _ResponseStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         await self._response.aclose()
 
     @classmethod
-    def response(cls, core: httpcore2.Response) -> httpx.Response:
+    def response(cls, core: httpcore2.Response, limit: int | None) -> httpx.Response:
+        headers = core.headers
+        if limit is not None:  # the body as read, undecoded: httpx must not inflate it
+            cut = (b"content-length", b"content-encoding")
+            headers = [(k, v) for k, v in headers if k.lower() not in cut]
+        stream = cls(core, limit)
         return httpx.Response(
-            core.status, headers=core.headers, stream=cls(core), extensions=core.extensions
+            core.status, headers=headers, stream=stream, extensions=core.extensions
         )
 
 
@@ -284,60 +252,51 @@ _Pool = TypeVar("_Pool", httpcore2.ConnectionPool, httpcore2.AsyncConnectionPool
 
 
 class _Bounded(Generic[_Pool]):
-    """Both transports' construction: httpx's arguments, a fresh pool on demand."""
-
     _served: asyncio.AbstractEventLoop | None = None  # the loop an async pool serves
     closed = False  # then its connections send and read nothing more
     _pool_type: Any
-    _backend_type: Any
 
     def __init__(
         self,
         *,
         verify: ssl.SSLContext | str | bool = True,
-        cert: Any = None,
         limits: httpx.Limits | None = None,
-        proxy: str | httpx.Proxy | None = None,
-        local_address: str | None = None,
-        uds: str | None = None,
-        socket_options: Iterable[Any] | None = None,
+        proxy: str | None = None,
+        max_bytes: int | None = None,  # read undecoded, for a client that reads bodies whole
     ) -> None:
+        self.max_bytes = max_bytes
         limits = limits or httpx.Limits(max_connections=100)
-        proxy = httpx.Proxy(url=proxy) if isinstance(proxy, str) else proxy
+        via = httpx.Proxy(url=proxy) if proxy else None  # parses its user-info into auth
         self._options: dict[str, Any] = {
-            "ssl_context": httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
-            "proxy": proxy
-            and httpcore2.Proxy(
-                url=_core_url(proxy.url),
-                auth=proxy.raw_auth,
-                headers=proxy.headers.raw,
-                ssl_context=proxy.ssl_context,
-            ),
+            "ssl_context": httpx.create_ssl_context(verify=verify),
+            "proxy": via and httpcore2.Proxy(url=_core_url(via.url), auth=via.raw_auth),
             "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
             "keepalive_expiry": limits.keepalive_expiry,
-            "local_address": local_address,
-            "uds": uds,
-            "socket_options": None if socket_options is None else list(socket_options),
         }
         self.pool: _Pool = self._new_pool()
         _LIVE.add(self)
 
     def _new_pool(self) -> _Pool:
-        pool: _Pool = self._pool_type(network_backend=self._backend_type(self), **self._options)
+        pool: _Pool = self._pool_type(network_backend=self, **self._options)
         return pool
 
 
-class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport):
-    """An httpx transport whose round trips end by the caller's deadline; takes
-    ``httpx.HTTPTransport``'s connection arguments (a host lends one for TLS, a proxy)."""
+class DeadlineTransport(
+    _Bounded[httpcore2.ConnectionPool], httpx.BaseTransport, httpcore2.SyncBackend
+):
+    """An httpx transport whose round trips end by the caller's deadline (its pool connects
+    through it); takes ``httpx.HTTPTransport``'s connection arguments (a host lends one)."""
 
-    _pool_type, _backend_type = httpcore2.ConnectionPool, _DeadlineBackend
+    _pool_type = httpcore2.ConnectionPool
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(super().connect_tcp(*args, **_connecting(kwargs)), self)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
-        with _exchange(request) as core:
-            return _ResponseStream.response(self.pool.handle_request(core))
+        with _exchange(request, self.max_bytes) as core:
+            return _ResponseStream.response(self.pool.handle_request(core), self.max_bytes)
 
     def close(self) -> None:
         """Close every connection, those in use and those still connecting included."""
@@ -345,11 +304,16 @@ class DeadlineTransport(_Bounded[httpcore2.ConnectionPool], httpx.BaseTransport)
         self.pool.close()
 
 
-class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport):
+class AsyncDeadlineTransport(
+    _Bounded[httpcore2.AsyncConnectionPool], httpx.AsyncBaseTransport, httpcore2.AnyIOBackend
+):
     """``DeadlineTransport`` for ``httpx.AsyncClient``; a pool belongs to the event loop
     that first used it (its sockets do), or a new one once that loop has closed."""
 
-    _pool_type, _backend_type = httpcore2.AsyncConnectionPool, _AsyncDeadlineBackend
+    _pool_type = httpcore2.AsyncConnectionPool
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
+        return _AsyncDeadlineStream(await super().connect_tcp(*args, **_connecting(kwargs)), self)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)
@@ -358,17 +322,14 @@ class AsyncDeadlineTransport(_Bounded[httpcore2.AsyncConnectionPool], httpx.Asyn
         loop, bound = asyncio.get_running_loop(), self._served
         if bound is not None and bound is not loop:
             if not bound.is_closed():
-                raise InvalidData(
-                    "this AsyncDeadlineTransport serves another event loop: its pooled "
-                    "sockets belong to that loop (lend one per loop, or none)"
-                )
+                raise InvalidData("this transport serves another event loop (lend one per loop)")
             self.pool = self._new_pool()
         self._served = loop
-        with _exchange(request) as core:
-            return _ResponseStream.response(await self.pool.handle_async_request(core))
+        with _exchange(request, self.max_bytes) as core:
+            core_response = await self.pool.handle_async_request(core)
+            return _ResponseStream.response(core_response, self.max_bytes)
 
     async def aclose(self) -> None:
-        """``DeadlineTransport.close`` on the pool's loop."""
         self.closed = True
         await self.pool.aclose()
 
@@ -377,8 +338,7 @@ _LIVE: weakref.WeakSet[_Bounded[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Fresh pools; the parent's connections are dropped, never closed (the parent still
-    reads those sockets)."""
+    """Fresh pools; the parent's connections are dropped, never closed (it still reads them)."""
     for transport in list(_LIVE):
         transport.pool, transport._served = transport._new_pool(), None
 
@@ -386,11 +346,22 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_INVALID = RuntimeFailureCode.INVALID_RESPONSE
+_FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], RuntimeFailureCode, str], ...]
+_FAILURES = (
+    (httpx.RemoteProtocolError, _INVALID, "response is not valid HTTP/1.1"),
+    ((httpx.ConnectError, httpx.ProxyError), _UNAVAILABLE, "model gateway unreachable"),
+    (httpx.NetworkError, _UNAVAILABLE, "model gateway connection broke mid-exchange"),
+    (httpx.DecodingError, _INVALID, "response body could not be decoded"),
+    (httpx.HTTPError, _UNAVAILABLE, "model call failed"),
+)
+
+
 class Post(TypedDict):
     content: bytes
     headers: Mapping[str, str]
     timeout_s: float  # the whole round trip's
-    max_bytes: NotRequired[int]  # the body's bound: MAX_RESPONSE_BYTES if not given
+    max_bytes: NotRequired[int]  # the body's bound: _wire.MAX_RESPONSE_BYTES if not given
 
 
 class BoundedStream:
@@ -404,28 +375,23 @@ class BoundedStream:
 
     def __init__(self, post: Post) -> None:
         self.timeout_s = post["timeout_s"]
-        self.max_bytes = post.get("max_bytes", MAX_RESPONSE_BYTES)
+        self.max_bytes = post.get("max_bytes", _wire.MAX_RESPONSE_BYTES)
         headers = SecretHeaders({**post["headers"], "accept-encoding": "identity"})
         self._request = {"content": post["content"], "headers": headers}
-        self.size, self.at, self.capped = 0, 0.0, False
+        self.size, self.at = 0, 0.0
 
     @contextmanager
     def deadline(self) -> Iterator[dict[str, Any]]:
-        """The socket-level deadline of what runs inside; yields ``client.stream``'s
-        arguments, httpx's timeout of every phase (pool wait included) within it."""
-        started = time.monotonic()
+        """Yields ``client.stream``'s arguments; httpx's timeout (pool wait too) within it."""
         with deadline(self.timeout_s) as self.at:
-            self.capped = self.at < started + self.timeout_s
             timeout = httpx.Timeout(max(self.at - time.monotonic(), 1e-3))
             yield {**self._request, "timeout": timeout}
 
-    def late(self) -> WireFailure:
-        whose = "the caller's overall" if self.capped else f"its {self.timeout_s:g} s"
-        return WireFailure(RuntimeFailureCode.TIMEOUT, f"model call exceeded {whose} deadline")
+    def late(self) -> _wire.WireFailure:
+        return _wire.WireFailure(RuntimeFailureCode.TIMEOUT, "model call exceeded its deadline")
 
     def opened(self, response: httpx.Response) -> BoundedStream:
-        """Check the head before any body is read: a compressed body is refused (httpx would
-        inflate it in one unbounded step); a cassette's replay, held decoded, still counts."""
+        """The head, before any body is read; a cassette's replay, held decoded, still counts."""
         self.status, self.headers, self._response = response.status_code, response.headers, response
         self._whole = None
         if response.is_stream_consumed or response.is_closed:
@@ -436,14 +402,13 @@ class BoundedStream:
             if not 200 <= response.status_code < 300:
                 self._whole = b""  # the status names the failure (a 429 stays retryable) unread
                 return self
-            raise _invalid("response is compressed although identity was asked for")
+            raise _wire.invalid("response is compressed although identity was asked for")
         declared = response.headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
             raise self._too_large()
         return self
 
     def feed(self, chunk: bytes) -> bytes:
-        """One chunk of the body, within the size bound and the deadline."""
         self.size += len(chunk)
         if self.size > self.max_bytes:
             raise self._too_large()
@@ -451,35 +416,22 @@ class BoundedStream:
             raise self.late()
         return chunk
 
-    def _too_large(self) -> WireFailure:
-        """Over the bound: an error status still names its failure (a 429 or 503 stays
-        retryable, with its hint), its body unread."""
-        failure = failure_for_status(self.status, self.headers, b"")
-        return failure or _invalid(f"response body exceeds {self.max_bytes} bytes")
+    def _too_large(self) -> _wire.WireFailure:
+        """Over the bound: an error status still names its failure (a 429 stays retryable)."""
+        failure = _wire.failure_for_status(self.status, self.headers, b"")
+        return failure or _wire.invalid(f"response body exceeds {self.max_bytes} bytes")
 
-    def failure(self, error: httpx.HTTPError) -> WireFailure:
-        """The one mapping of httpx's exceptions (and the bounded transports') to failures."""
+    def failure(self, error: httpx.HTTPError) -> _wire.WireFailure:
+        """httpx's exceptions (and the bounded transports') as failures; a socket the
+        deadline's last read shut fails as a network error, late."""
         if isinstance(error, httpx.PoolTimeout):
-            detail = (
-                "no connection became free before the deadline (max_connections calls in flight)"
-            )
-            return WireFailure(RuntimeFailureCode.TIMEOUT, detail)
-        if isinstance(error, httpx.TimeoutException):
+            detail = "no connection became free before the deadline (max_connections)"
+            return _wire.WireFailure(RuntimeFailureCode.TIMEOUT, detail)
+        network = isinstance(error, (httpx.NetworkError, httpx.ProxyError))
+        if isinstance(error, httpx.TimeoutException) or (network and time.monotonic() > self.at):
             return self.late()
-        if isinstance(error, ConnectionCutShort):
-            return WireFailure(_UNAVAILABLE, "model gateway closed the connection mid-response")
-        if isinstance(error, httpx.RemoteProtocolError):
-            return _invalid("response is not valid HTTP/1.1")
-        if isinstance(error, (httpx.NetworkError, httpx.ProxyError)):
-            if time.monotonic() > self.at:  # a socket shut by the deadline's last read
-                return self.late()
-            # A read or write failed after the gateway was reached: not "unreachable".
-            refused = isinstance(error, (httpx.ConnectError, httpx.ProxyError))
-            what = "unreachable" if refused else "connection broke mid-exchange"
-            return WireFailure(_UNAVAILABLE, f"model gateway {what} ({type(error).__name__})")
-        if isinstance(error, httpx.DecodingError):
-            return _invalid("response body could not be decoded")
-        return WireFailure(_UNAVAILABLE, f"model call failed ({type(error).__name__})")
+        code, what = next((c, w) for kind, c, w in _FAILURES if isinstance(error, kind))
+        return _wire.WireFailure(code, f"{what} ({type(error).__name__})")
 
     def iter_bytes(self) -> Iterator[bytes]:
         if self._whole is not None:
@@ -501,20 +453,19 @@ class BoundedStream:
     async def abody(self) -> bytes:
         return b"".join([chunk async for chunk in self.aiter_bytes()])
 
-    def settle(self, body: bytes) -> Completion:
+    def settle(self, body: bytes) -> _wire.Completion:
         """The completion a whole response carries, or the failure its status names."""
-        failure = failure_for_status(self.status, self.headers, body)
+        failure = _wire.failure_for_status(self.status, self.headers, body)
         if failure is not None:
             raise failure
-        return parse_completion(body)
+        return _wire.parse_completion(body)
 
 
 @contextmanager
 def open_bounded(
     client: httpx.Client, url: httpx.URL | str, **post: Unpack[Post]
 ) -> Iterator[BoundedStream]:
-    """POST and hold the response open. ``timeout_s`` bounds the whole round trip (capped by
-    an enclosing deadline), ``max_bytes`` the body; leaving releases the connection."""
+    """POST, the response held open: ``timeout_s`` bounds the trip, ``max_bytes`` the body."""
     trip = BoundedStream(post)
     try:
         with trip.deadline() as args, client.stream("POST", url, **args) as response:

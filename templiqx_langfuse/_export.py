@@ -31,8 +31,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Tracer
 
-from ._bounded_http import BoundedTransport
 from ._config import LangfuseConfig
+from ._deadline import DeadlineTransport
 from ._redaction import SecretHeaders
 from ._version import DISTRIBUTION, __version__
 
@@ -267,7 +267,7 @@ class ExportPipeline:
                 session=self._session,
             )
             self._http = httpx.Client(
-                transport=BoundedTransport(MAX_RESPONSE_BYTES),
+                transport=DeadlineTransport(max_bytes=MAX_RESPONSE_BYTES),
                 trust_env=False,
                 timeout=config.timeout_s,
                 headers={"accept-encoding": "identity"},

@@ -8,11 +8,10 @@ from templiqx_core.adapters import RuntimeOptions
 
 from ._config import LangfuseConfig
 from ._runtime import LangfuseTracedRuntime
-from ._tracing import TraceRef
 
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
-    """Configured from the environment, or replaying a cassette (no call, no export)."""
+    """From the environment, or replaying a cassette (no call, no export)."""
     runtime: RuntimeAdapter
     if options.replay is None:
         runtime = traced = LangfuseTracedRuntime.from_env(options.env)
@@ -32,10 +31,5 @@ def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
         assert isinstance(runtime.runtime, LangfuseTracedRuntime)  # as replaying_runtime builds
         traced = runtime.runtime
     if (on_url := options.on_trace_url) is not None:
-
-        def on_ref(ref: TraceRef) -> None:
-            if ref.url is not None:
-                on_url(ref.url)
-
-        traced.tracing.on_ref = on_ref
+        traced.tracing.on_ref = lambda ref: None if ref.url is None else on_url(ref.url)
     return runtime

@@ -32,7 +32,7 @@ from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
 from ._tracing import GenerationRecord, JsonText, TraceRef
-from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
+from ._wire import RequestBody, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
     import asyncio
@@ -318,7 +318,6 @@ class HostWiring:
     headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
     log_filter: RedactingLogFilter
-    formats: ResponseFormats = field(default_factory=ResponseFormats)
 
     @property
     def http(self) -> httpx.Client:
@@ -379,9 +378,7 @@ class HostWiring:
         """The call's request body; its generation opens, finished by the port's outcome
         (``first_token``: when a streaming adapter saw the first token)."""
         model, strict = self.model.model, self.model.strict
-        body = build_request_body(
-            call.request.interaction, model=model, strict=strict, formats=self.formats
-        )
+        body = build_request_body(call.request.interaction, model=model, strict=strict)
         record, tracing = self.tracing.start(call, body, model), self.tracing
         call.on_finish(lambda outcome: tracing.finish(record, outcome, first_token))
         return body

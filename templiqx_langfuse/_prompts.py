@@ -39,8 +39,8 @@ from templiqx_core import (
     read_contract,
 )
 
-from ._bounded_http import AsyncBoundedTransport, BoundedTransport
 from ._config import LangfuseConfig
+from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._tracing import PROMPT_EXTENSION, link_prompt
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> Langfuse
 
     if client is not None:
         return client.api
-    return _own(_sync_apis, config, LangfuseAPI, httpx.Client, BoundedTransport)
+    return _own(_sync_apis, config, LangfuseAPI, httpx.Client, DeadlineTransport)
 
 
 def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLangfuseAPI:
@@ -156,7 +156,7 @@ def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLa
     loop = asyncio.get_running_loop()
     if (mine := _async_apis.get(loop)) is None:
         mine = _async_apis[loop] = _LoopApis()
-    return _own(mine.apis, config, AsyncLangfuseAPI, mine.opened, AsyncBoundedTransport)
+    return _own(mine.apis, config, AsyncLangfuseAPI, mine.opened, AsyncDeadlineTransport)
 
 
 class _LoopApis:
@@ -189,7 +189,7 @@ def _own(
     config: LangfuseConfig | None,
     api: Callable[..., _Api],
     http: Callable[..., Any],
-    transport: Callable[[int], Any],
+    transport: Callable[..., Any],
 ) -> _Api:
     config = config or env_config()
     if config.public_key is None or config.secret_key is None:
@@ -202,7 +202,9 @@ def _own(
             username=public,
             password=secret,
             timeout=config.timeout_s,
-            httpx_client=http(transport=transport(MAX_PROMPT_BYTES), timeout=config.timeout_s),
+            httpx_client=http(
+                transport=transport(max_bytes=MAX_PROMPT_BYTES), timeout=config.timeout_s
+            ),
         )
     return mine[key]
 

@@ -1,8 +1,4 @@
-"""The OpenAI-compatible wire format: request bodies, response parsing, failure mapping.
-
-Of a provider's body a failure detail carries only its error object's reason (bounded,
-escaped, redacted): what a host needs to act on a 400.
-"""
+"""The OpenAI-compatible wire format: request bodies, response parsing, failure mapping."""
 
 from __future__ import annotations
 
@@ -33,60 +29,46 @@ from ._redaction import Redactor
 
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 FORWARDED_POLICY_KEYS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "seed",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-    }
+    {"temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty"}
+    | {"max_tokens", "max_completion_tokens"}
 )
 EXTENSION_NAMESPACE = "openai."
-# Fields the adapter owns: an extension setting them would switch the model behind the
-# trace's back, drop the output schema or break the one-round-trip promise (streaming).
+# An extension setting these would switch the traced model, drop the schema or stream.
 RESERVED_FIELDS = frozenset({"model", "messages", "response_format", "stream", "stream_options"})
 _BAD_FINISH = frozenset({"length", "content_filter"})
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
-# Gateways (LiteLLM) rewrite the upstream error to a generic throttling one; only the
-# upstream's message still tells a billing quota from a rate limit.
+# LiteLLM rewrites a quota error to a throttling one: only the message still tells them apart.
 _QUOTA_MESSAGES = ("insufficient_quota", "exceeded your current quota")
-# Retry hints, most precise first. LiteLLM re-sends the upstream's headers with an
-# ``llm_provider-`` prefix and drops the originals.
+# Retry hints, most precise first; LiteLLM re-sends the upstream's with a prefix.
 _HINTS_MS = ("retry-after-ms", "x-retry-after-ms", "llm_provider-retry-after-ms")
 _HINTS_S = ("retry-after", "llm_provider-retry-after")
 MAX_REASON_BYTES = 1024  # of a provider's reason in a failure detail
-# Control characters, line separators and lone surrogates, escaped in a provider's reason.
+# Escaped in a provider's reason: it must not drive a terminal or split a log line.
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 logger = logging.getLogger("templiqx_langfuse")
 StrictMode = bool | Literal["auto"]
 
 
-def _invalid(detail: str) -> WireFailure:
+def invalid(detail: str) -> WireFailure:
     return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
+@dataclass(eq=False, repr=False)
 class WireFailure(Exception):
     """A mapped failure before it is tied to an adapter (code, redaction-safe detail)."""
 
-    def __init__(
-        self,
-        code: RuntimeFailureCode,
-        detail: str,
-        retry_after_ms: int | None = None,
-        answer: str | None = None,
-        reason: str = "",
-    ) -> None:
-        super().__init__(detail)
-        self.code, self.detail, self.retry_after_ms = code, detail, retry_after_ms
-        self.answer = answer  # the model's text when it is not JSON (for a repair)
-        self.reason = reason  # the provider's whole reason, whose bounded form is in detail
+    code: RuntimeFailureCode
+    detail: str
+    retry_after_ms: int | None = None
+    answer: str | None = None  # the model's text when it is not JSON (for a repair)
+    reason: str = ""  # the provider's whole reason, whose bounded form is in detail
+
+    def __post_init__(self) -> None:
+        super().__init__(self.detail)
 
     def to_error(self, adapter: AdapterDescriptor, redactor: Redactor) -> RuntimeFailureError:
-        """Redacted whole, then bounded: a secret cut at the bound would no longer match."""
+        # Redacted whole, then bounded: a secret cut at the bound would no longer match.
         answer = None if self.answer is None else redactor.text(self.answer)
         detail = self.detail
         if self.reason:
@@ -113,68 +95,33 @@ class RequestBody:
 
 @functools.lru_cache(maxsize=256)
 def _strict_form(written: bytes) -> StrictForm:
-    """Keyed by the schema's bytes in its written order (a strict form's ``required`` keeps
-    it): each compile builds a new schema object, and bringing one into the subset costs
-    far more than serializing it."""
+    """Keyed by bytes: each compile builds a new schema object; converting costs far more."""
     return to_strict_schema(orjson.loads(written))
 
 
-class ResponseFormats:
-    """One runtime's schema choices, and the one warning per contract id and version that
-    ``"auto"`` sends without a strict form."""
+@functools.cache  # once per contract version and process
+def _warn_not_strict(name: str, findings: str) -> None:
+    logger.warning(
+        "output schema of %s has no strict form: sent with strict: false (%s)", name, findings
+    )
 
-    def __init__(self) -> None:
-        self._warned: set[tuple[str, str]] = set()
-        self._last: tuple[Any, StrictForm] | None = None  # a reused interaction's, by identity
 
-    def _form(self, schema: Any) -> StrictForm:
-        if (last := self._last) is not None and last[0] is schema:
-            return last[1]
-        try:
-            form = _strict_form(orjson.dumps(schema))
-        except (TypeError, orjson.JSONEncodeError):
-            return to_strict_schema(schema)  # the body's serialization names what fails
-        self._last = (schema, form)
-        return form
-
-    def choose(self, interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
-        """The schema to send and its ``strict`` flag; ``OutputSchemaStrictError`` (before
-        any I/O) when ``strict`` is True and the schema has no strict form."""
-        schema = interaction.output_schema
-        if strict is False:
-            return schema, False
-        form = self._form(schema)
-        if form.schema is not None:
-            return form.schema, True
-        name = f"{interaction.contract_id}@{interaction.contract_version}"
-        if strict is True:
-            raise OutputSchemaStrictError(form.blocking, f"output schema of {name}")
-        if (key := (interaction.contract_id, interaction.contract_version)) not in self._warned:
-            self._warned.add(key)
-            logger.warning(
-                "output schema of %s has no strict form: sent with strict: false (%s)",
-                name,
-                "; ".join(str(finding) for finding in form.blocking),
-            )
+def _response_schema(interaction: CompiledInteraction, strict: StrictMode) -> tuple[Any, bool]:
+    """The schema to send and its ``strict`` flag (``OutputSchemaStrictError`` before I/O)."""
+    schema: Any = interaction.output_schema
+    if strict is False:
         return schema, False
-
-
-def _unserializable(interaction: CompiledInteraction, error: Exception) -> InvalidData:
-    """Points at the part JSON cannot carry (64-bit overflow, lone surrogate, depth)."""
-    parts: list[tuple[str, Any]] = [
-        *((f"/messages/{i}/content", m.content) for i, m in enumerate(interaction.messages)),
-        *((f"/runtime_policy/{k}", v) for k, v in interaction.runtime_policy.items()),
-        *((f"/extensions/{k}", v) for k, v in interaction.extensions.items()),
-        ("/output_schema", interaction.output_schema),
-    ]
-    where = "/"
-    for name, value in parts:
-        try:
-            orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
-            where = name
-            break
-    return InvalidData(f"request value at {where} cannot be sent as JSON ({error})")
+    try:
+        form = _strict_form(orjson.dumps(schema))
+    except (TypeError, orjson.JSONEncodeError):
+        form = to_strict_schema(schema)  # the body's serialization names what fails
+    if form.schema is not None:
+        return form.schema, True
+    name = f"{interaction.contract_id}@{interaction.contract_version}"
+    if strict is True:
+        raise OutputSchemaStrictError(form.blocking, f"output schema of {name}")
+    _warn_not_strict(name, "; ".join(str(finding) for finding in form.blocking))
+    return schema, False
 
 
 def build_request_body(
@@ -182,10 +129,9 @@ def build_request_body(
     *,
     model: str,
     strict: StrictMode,
-    formats: ResponseFormats | None = None,
 ) -> RequestBody:
-    """The chat-completions request, same interaction → same bytes; ``InvalidData`` before
-    any I/O. ``runtime_policy`` keys not forwarded are only listed."""
+    """The chat-completions request, same interaction → same bytes (cassettes match on them);
+    ``InvalidData`` before any I/O."""
     policy = interaction.runtime_policy
     forwarded = {key: policy[key] for key in sorted(policy) if key in FORWARDED_POLICY_KEYS}
     ignored = sorted(key for key in policy if key not in FORWARDED_POLICY_KEYS)
@@ -197,10 +143,9 @@ def build_request_body(
     }
     if reserved := sorted(RESERVED_FIELDS & fields.keys()):
         raise InvalidData(
-            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved: the adapter sets "
-            f"{', '.join(sorted(RESERVED_FIELDS))} itself"
+            f"extension {EXTENSION_NAMESPACE}{reserved[0]} is reserved (the adapter's)"
         )
-    schema, strict_sent = (formats or ResponseFormats()).choose(interaction, strict)
+    schema, strict_sent = _response_schema(interaction, strict)
     body: dict[str, Any] = {
         **forwarded,
         **fields,
@@ -208,18 +153,13 @@ def build_request_body(
         "messages": [{"role": m.role, "content": m.content} for m in interaction.messages],
         "response_format": {
             "type": "json_schema",
-            "json_schema": {
-                "name": "templiqx_output",
-                "strict": strict_sent,
-                "schema": schema,
-            },
+            "json_schema": {"name": "templiqx_output", "strict": strict_sent, "schema": schema},
         },
     }
-    # Sorted keys: cassettes match on the body.
     try:
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as error:
-        raise _unserializable(interaction, error) from None
+        raise InvalidData(f"request cannot be sent as JSON ({error})") from None
     return RequestBody(content, forwarded, ignored, strict_sent)
 
 
@@ -228,8 +168,7 @@ _U64_MAX = 2**64 - 1  # retry_after_ms is a u64 in the reference's receipts
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
-    """``retry-after-ms``/``x-retry-after-ms`` (ms), else ``retry-after`` (s or HTTP date),
-    each also under LiteLLM's ``llm_provider-`` prefix."""
+    """The hint in ms: a ``*-ms`` header, else ``retry-after`` (seconds or an HTTP date)."""
     for names, scale in ((_HINTS_MS, 1), (_HINTS_S, 1000)):
         for name in names:
             text = headers.get(name, "").strip()
@@ -246,26 +185,6 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
     return None
 
 
-def _error_object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return {}
-    error = data.get("error") if isinstance(data, dict) else None
-    return error if isinstance(error, dict) else {}
-
-
-def _escaped(text: str) -> str:
-    """A provider's text as one line of a log that cannot drive a terminal."""
-    return _UNSAFE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
-
-
-def provider_reason(error: Mapping[str, Any]) -> str:
-    """The provider's own reason as one line of at most ``MAX_REASON_BYTES`` UTF-8 bytes;
-    "" without one."""
-    return _bounded(_whole_reason(error))
-
-
 def _bounded(text: str) -> str:
     encoded = text.encode("utf-8", "surrogatepass")
     if len(encoded) > MAX_REASON_BYTES:
@@ -273,9 +192,12 @@ def _bounded(text: str) -> str:
     return text
 
 
+def _escaped(text: str) -> str:
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
+
+
 def _whole_reason(error: Mapping[str, Any]) -> str:
-    """The reason before its bound (the body's own bound limits it): a secret in it is
-    redacted whole before the cut, which would leave its start unmatched."""
+    """The provider's reason, unbounded (``to_error`` redacts it whole, then bounds it)."""
     parts = [
         f"{key}={_escaped(str(value))}"
         for key in ("message", "type", "param", "code")
@@ -293,11 +215,15 @@ def _whole_reason(error: Mapping[str, Any]) -> str:
 
 
 def failure_for_status(status: int, headers: Mapping[str, str], body: bytes) -> WireFailure | None:
-    """A non-2xx status (with its retry hints) as a failure; None for 2xx. The body's error
-    object tells a billing-quota 429 (permanent) from a rate limit."""
+    """A non-2xx status (with its retry hints) as a failure; None for 2xx."""
     if 200 <= status < 300:
         return None
-    error = _error_object(body) if body else {}
+    try:
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        data = None
+    found = data.get("error") if isinstance(data, dict) else None
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
     whole = _whole_reason(error)
     reason = _bounded(whole)
     detail = f"model gateway returned HTTP {status}" + (f": {reason}" if reason else "")
@@ -330,24 +256,19 @@ class Completion:
 
 
 def usage_details(usage: Any) -> dict[str, int]:
-    """Langfuse ``UsageDetails`` normalised as its server does: each ``*_tokens_details``
-    count is taken out of ``input``/``output`` (Langfuse prices each key: no double bill)."""
+    """Langfuse ``UsageDetails`` as its server normalises them (each key priced: no double bill)."""
     if not isinstance(usage, dict):
         return {}
 
-    def count(value: Any) -> int | None:
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return value if ok else None
+    def count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
-    details: dict[str, int] = {}
-    sides = (("input", "prompt_tokens"), ("output", "completion_tokens"))
-    for key, source in (*sides, ("total", "total_tokens")):
-        if (value := count(usage.get(source))) is not None:
-            details[key] = value
-    for side, source in sides:
-        parts = usage.get(f"{source}_details")
-        for key, raw in parts.items() if isinstance(parts, dict) else ():
-            if (value := count(raw)) is not None and isinstance(key, str):
+    sources = {"input": "prompt_tokens", "output": "completion_tokens", "total": "total_tokens"}
+    details = {key: usage[source] for key, source in sources.items() if count(usage.get(source))}
+    for side in ("input", "output"):
+        parts = usage.get(f"{sources[side]}_details")
+        for key, value in parts.items() if isinstance(parts, dict) else ():
+            if count(value) and isinstance(key, str):
                 details[f"{side}_{key}"] = value
                 if side in details:
                     details[side] = max(details[side] - value, 0)
@@ -356,9 +277,8 @@ def usage_details(usage: Any) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Usage:
-    """The tokens one call used, as the provider reported them: ``input_tokens`` and
-    ``output_tokens`` include their ``cached_tokens`` and ``reasoning_tokens``. ``details``
-    is the normalised form the generation carries in Langfuse."""
+    """The tokens one call used, as reported (``input_tokens`` includes ``cached_tokens``);
+    ``details`` is the normalised form the generation carries in Langfuse."""
 
     input_tokens: int | None
     output_tokens: int | None
@@ -369,7 +289,6 @@ class Usage:
 
     @classmethod
     def of(cls, details: Mapping[str, int]) -> Usage | None:
-        """From ``usage_details``' normalised counts (None when the provider gave none)."""
         if not details:
             return None
 
@@ -392,29 +311,21 @@ def parse_completion(body: bytes) -> Completion:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise _invalid("response body is not JSON") from None
-    if not isinstance(data, dict):
-        raise _invalid("response body is not a JSON object")
-    if "error" in data and "choices" not in data:
-        raise _invalid("response body is an error object, not a chat completion")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _invalid("response has no choices")
-    choice = choices[0]
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise _invalid("choices[0] has no message")
+        raise invalid("response body is not JSON") from None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(data, dict) or not isinstance(choice, dict) or not isinstance(message, dict):
+        raise invalid("response body is not a chat completion (no choices[0].message)")
     finish_reason = _text(choice.get("finish_reason"))
-    refusal = message.get("refusal")
-    if isinstance(refusal, str) and refusal:
-        raise _invalid("model refused (message.refusal is set)")
+    if isinstance(refusal := message.get("refusal"), str) and refusal:
+        raise invalid("model refused (message.refusal is set)")
     if finish_reason in _BAD_FINISH:
-        raise _invalid(f"model stopped with finish_reason {finish_reason}")
+        raise invalid(f"model stopped with finish_reason {finish_reason}")
     content = message.get("content")
     if content is None or content == "":
-        if message.get("tool_calls"):
-            raise _invalid("model returned tool_calls instead of content")
-        raise _invalid("message content is empty")
+        calls = " (the model returned tool_calls)" if message.get("tool_calls") else ""
+        raise invalid(f"message content is empty{calls}")
     if _is_parts(content):  # Mistral's list of typed parts: the text parts are the answer
         content = "".join(p["text"] for p in content if p["type"] == "text")
     if isinstance(content, (dict, list)):
@@ -426,7 +337,7 @@ def parse_completion(body: bytes) -> Completion:
             detail = "message content is not JSON"  # the answer itself: the port's to repair
             raise WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail, answer=content) from None
     else:
-        raise _invalid("message content is not a string")
+        raise invalid("message content is not a string")
     return Completion(
         output=output,
         finish_reason=finish_reason,
@@ -437,8 +348,7 @@ def parse_completion(body: bytes) -> Completion:
 
 
 def _is_parts(content: Any) -> bool:
-    """Content as typed parts (``[{"type": "thinking", ...}, {"type": "text", "text": ...}]``),
-    read as the streaming host reads them; not an answer already parsed into a list."""
+    """Typed parts (``[{"type": "text", "text": ...}, ...]``), not an answer parsed to a list."""
     return (
         isinstance(content, list)
         and bool(content)

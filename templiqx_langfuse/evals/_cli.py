@@ -21,7 +21,7 @@ from templiqx_core.adapters import RuntimeOptions, load_document
 from templiqx_core.evals import MAX_REPAIR_ATTEMPTS, EvalCaseSpec, load_runtime
 
 from .._config import LangfuseConfig
-from .._retry import RetryingRuntime
+from .._runtime import RetryingRuntime
 from ._report import (
     CaseResult,
     ResultsWriter,

@@ -115,10 +115,6 @@ class ReplayingRuntime(RuntimeAdapter):
         with collect_traces() as found, collect_usage() as used:
             return TracedReceipt.of(await self.aexecute(request), found, used)
 
-    def trace_url(self, trace_id: str) -> str | None:
-        runtime = self.runtime
-        return runtime.trace_url(trace_id) if isinstance(runtime, LangfuseTracedRuntime) else None
-
     def release(self) -> None:
         with contextlib.closing(self._stack):  # the cassette saved even if closing fails
             self.runtime.close()

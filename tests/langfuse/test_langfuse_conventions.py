@@ -80,7 +80,7 @@ def test_every_sdk_variable_that_applies_here_is_read() -> None:
     """The SDK's list is the reference: each variable it defines is read here, or is one
     that does not apply to this adapter's export (named, so a new one is a decision)."""
     sdk = {v for k, v in vars(sdk_env).items() if k.startswith("LANGFUSE_") and isinstance(v, str)}
-    ours = {v for k, v in vars(config_module).items() if k.startswith("ENV_LANGFUSE_")}
+    ours = {variable for names in config_module.LANGFUSE_ENV.values() for variable in names}
     not_applicable = {
         "LANGFUSE_DEBUG",  # configures the SDK's own logger
         "LANGFUSE_MEDIA_UPLOAD_THREAD_COUNT",  # the SDK's media upload

@@ -246,9 +246,9 @@ def _completion(**overrides: Any) -> bytes:
     ("raw", "fragment"),
     [
         (b"<html>oops</html>", "not JSON"),
-        (b"[1, 2]", "not a JSON object"),
-        (_completion(body={"error": {"message": "x"}}), "error object"),
-        (_completion(body={"id": "x", "choices": []}), "no choices"),
+        (b"[1, 2]", "not a chat completion"),
+        (_completion(body={"error": {"message": "x"}}), "not a chat completion"),
+        (_completion(body={"id": "x", "choices": []}), "not a chat completion"),
         (_completion(content=None), "content is empty"),
         (_completion(refusal="I can't help with that"), "refused"),
         (_completion(finish_reason="length"), "finish_reason length"),

@@ -333,19 +333,25 @@ def test_async_retries_wait_the_servers_hint_on_the_loop(
         return next(answers, None) or ok_reply(request)  # type: ignore[arg-type]
 
     model_server.set_responder(responder)
-    waits: list[float] = []
+    ticks: list[float] = []
 
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-        await asyncio.sleep(seconds)
+    async def tick() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.02)
 
     async def run() -> object:
-        retrying = RetryingRuntime(runtime_for(model_server.base_url), attempts=3, asleep=record)
+        retrying = RetryingRuntime(runtime_for(model_server.base_url), attempts=3)
+        ticker = asyncio.create_task(tick())
         async with retrying:
-            return (await retrying.aexecute(greeting_request)).output
+            output = (await retrying.aexecute(greeting_request)).output
+        ticker.cancel()
+        return output
 
+    started = time.monotonic()
     assert asyncio.run(run()) == {"greeting": "Hello Ryan"}
-    assert waits == [0.2]
+    assert time.monotonic() - started >= 0.2  # the hint was waited
+    assert len(ticks) >= 5  # on the loop: other tasks ran meanwhile
     assert len(model_server.requests) == 2
 
 
@@ -366,7 +372,6 @@ def test_async_retries_end_within_the_deadline(
 
     error, elapsed = asyncio.run(run())
     assert error.code == "TQX_HOST_RETRY_EXHAUSTED"
-    assert "overall deadline" in str(error)
     assert elapsed < 1.5
 
 

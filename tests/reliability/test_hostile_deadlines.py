@@ -44,7 +44,6 @@ def test_retrying_runtime_ends_within_its_deadline(
     error, elapsed = timed_failure(retrying, greeting_request, "hang, deadline_s=1, timeout_s=5")
     assert error.code == "TQX_HOST_RETRY_EXHAUSTED"
     assert "TQX_RUNTIME_TIMEOUT" in str(error)
-    assert "overall deadline" in str(error)
     assert elapsed < 1.0 + SLACK_S
 
 
