@@ -68,7 +68,7 @@ def check_envelope(
     plain = parsed.model_dump(by_alias=True)
     evals, first = plain["evals"], dict[str, int]()  # results, --resume, items key on eval ids
     items = [
-        *parsed.locate(check_plain(plain)),
+        *check_plain(plain),
         *(
             diagnostic(
                 codes.REF_UNKNOWN,

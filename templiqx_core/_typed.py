@@ -271,7 +271,7 @@ class TypedContract(Generic[Out]):
 
     def _checked(self, what: str) -> TypedContract[Out]:
         """What ``templiqx check`` finds, raised at definition rather than at the first call."""
-        found = self.contract.locate(check_plain(self.contract.model_dump(by_alias=True)))
+        found = check_plain(self.contract.model_dump(by_alias=True))
         if any(d["severity"] == "error" for d in found):
             raise TypedContractError(what, _listed(found))
         return self

@@ -218,6 +218,5 @@ def compile_contract(
         contract.declared_capabilities if target_capabilities is None else target_capabilities,
     )
     if interaction is None:
-        located = contract.locate(diagnostics)
-        return CompileResult(None, [Diagnostic(**item, file=file) for item in located])
+        return CompileResult(None, [Diagnostic(**item, file=file) for item in diagnostics])
     return CompileResult(CompiledInteraction(**interaction))

@@ -16,12 +16,9 @@ from pydantic import (
     Discriminator,
     Field,
     JsonValue,
-    ModelWrapValidatorHandler,
-    PrivateAttr,
     Tag,
     ValidationError,
     ValidationInfo,
-    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -31,7 +28,7 @@ from .._checks import Check
 from .._contracts import Diagnostic, Role, SourceSpan, WireModel
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load, contract_source
-from .template import Filter, JsonLiteral, TemplateSyntaxError, node_offsets, parse_template
+from .template import Filter, JsonLiteral, TemplateSyntaxError, parse_template
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped for editors."""
@@ -205,56 +202,10 @@ class Contract(WireModel):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
     evals: list[EvalCase] = Field(default_factory=list)
 
-    # pointer -> the string form, and where it is in the YAML document parsed
-    _strings: dict[str, tuple[str, SourceSpan | None]] = PrivateAttr(default_factory=dict)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _remember_string_forms(
-        cls, data: Any, handler: ModelWrapValidatorHandler[Contract], info: ValidationInfo
-    ) -> Contract:
-        contract = handler(data)
-        root = (info.context or {}).get("root")
-        for loc, text in _string_forms(data, []) if isinstance(data, dict) else ():
-            span = None if root is None else _span(_locate(data, root, loc)[1])
-            contract._strings[json_pointer(loc)] = (text, span)
-        return contract
-
-    def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Diagnostics inside a string form moved to the string, at the node's character."""
-        for item in diagnostics:
-            pointer = item.get("json_pointer") or ""
-            owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
-            if not owners:
-                continue
-            owner = max(owners, key=len)
-            index = pointer[len(owner) + 1 :].split("/")[0]
-            text, span = self._strings[owner]
-            offsets = node_offsets(text)
-            if index.isdigit() and int(index) < len(offsets):
-                item.update(json_pointer=owner, span=span)
-                item["message"] = f"{item['message']} at character {offsets[int(index)]}"
-        return diagnostics
-
     @property
     def declared_capabilities(self) -> list[str]:
         """Its capabilities and its extensions' (the default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
-
-
-def _string_forms(data: Any, loc: list[Any]) -> Iterator[tuple[list[Any], str]]:
-    """Where raw contract data writes a content as a string (in messages and components)."""
-    if isinstance(data, str):
-        yield loc, data
-    elif isinstance(data, list):
-        for index, item in enumerate(data):
-            yield from _string_forms(item, [*loc, index])
-    elif isinstance(data, dict):
-        for key, value in data.items():
-            content = key in ("content", "then", "else", "body") or loc == ["components"]
-            nested = isinstance(value, (list, dict)) and key not in ("with", "parameters")
-            if (loc or key in ("messages", "components")) and (content or nested):
-                yield from _string_forms(value, [*loc, key])  # not roles, node values, ...
 
 
 def contract_json_schema() -> dict[str, Any]:
@@ -323,7 +274,7 @@ def parse_contract(
     if not isinstance(data, dict) or root is None:
         return None, [_error("a contract is a YAML mapping", file)]
     try:
-        return Contract.model_validate(data, context={"root": root}), []
+        return Contract.model_validate(data), []
     except ValidationError as error:
         errors = error.errors(include_url=False, include_input=False)
     diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
@@ -338,7 +289,7 @@ def parse_contract(
     if partial and all(item["type"] == "template_syntax" for item in rest):
         kept = data if len(rest) == len(errors) else {**data, "evals": []}  # checks the rest
         with suppress(ValidationError):
-            contract = Contract.model_validate(kept, context={"root": root, "partial": True})
+            contract = Contract.model_validate(kept, context={"partial": True})
     return contract, list(diagnostics.values())
 
 

@@ -165,19 +165,9 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
 
 
 def parse_template(text: str) -> list[dict[str, Any]]:
-    return _parse(text)[0]
-
-
-def node_offsets(text: str) -> list[int]:
-    """Where each of ``parse_template(text)``'s nodes starts in ``text``."""
-    return _parse(text)[1]
-
-
-def _parse(text: str) -> tuple[list[dict[str, Any]], list[int]]:
     nodes: list[dict[str, Any]] = []
-    starts: list[int] = []
     literal: list[str] = []
-    at = run_start = 0
+    at = 0
     while (start := text.find("{{", at)) >= 0:
         literal.append(text[at:start])
         scanner = _Scanner(text, start + 2)
@@ -197,17 +187,13 @@ def _parse(text: str) -> tuple[list[dict[str, Any]], list[int]]:
         if not escape:
             if run := "".join(literal):
                 nodes.append({"kind": "text", "value": run})
-                starts.append(run_start)
             literal = []
             expression = {"kind": "ref", "path": path}
             nodes.append({"kind": "interpolate", "expression": expression, "filters": filters})
-            starts.append(start)
-            run_start = scanner.at
         at = scanner.at
     if run := "".join([*literal, text[at:]]):
         nodes.append({"kind": "text", "value": run})
-        starts.append(run_start)
-    return nodes, starts
+    return nodes
 
 
 def _filter_text(item: str | Mapping[str, Any]) -> str:
