@@ -62,7 +62,7 @@ def check_envelope(
 ) -> OperationEnvelope[dict[str, Any]]:
     """Check a contract and its eval fixtures; where its output schema is outside OpenAI's
     strict subset, a warning, or with ``strict_schema`` an error where no strict form exists."""
-    parsed, diagnostics = read_contract(contract, partial=True)  # syntax beside the rest
+    parsed, diagnostics = read_contract(contract)
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)

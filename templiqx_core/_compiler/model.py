@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
@@ -18,7 +18,6 @@ from pydantic import (
     JsonValue,
     Tag,
     ValidationError,
-    ValidationInfo,
 )
 from pydantic_core import PydanticCustomError
 
@@ -86,7 +85,7 @@ class InterpolateNode(WireModel):
     filters: list[Filter] = Field(default_factory=list)
 
 
-def _expand(value: Any, info: ValidationInfo) -> Any:
+def _expand(value: Any) -> Any:
     """A string form becomes the node list it stands for."""
     if isinstance(value, list) and any(isinstance(item, str) for item in value):
         message = "a string stands for a whole content; in a list, write nodes (kind: text, ...)"
@@ -96,8 +95,6 @@ def _expand(value: Any, info: ValidationInfo) -> Any:
     try:
         return parse_template(value)
     except TemplateSyntaxError as error:
-        if (info.context or {}).get("partial"):
-            return []  # reported by the strict pass; ``check`` goes on to find the rest
         context = {"reason": str(error), "offset": error.offset}
         raise PydanticCustomError("template_syntax", "{reason}", context) from None
 
@@ -258,11 +255,9 @@ def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], 
 
 
 def parse_contract(
-    text: str, *, file: str | None = None, partial: bool = False
+    text: str, *, file: str | None = None
 ) -> tuple[Contract | None, list[Diagnostic]]:
-    """Parse contract YAML; errors carry a JSON pointer and line/column. ``partial``: a
-    contract whose only errors are template syntax or in its evals comes back too, those
-    strings empty and those evals left out."""
+    """Parse contract YAML; errors carry a JSON pointer and line/column."""
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
     except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
@@ -285,19 +280,12 @@ def parse_contract(
             code = codes.TEMPLATE_SYNTAX if item["type"] == "template_syntax" else codes.PARSE_YAML
             found = _error(f"{pointer or '/'}: {rule}", file, mark, code=code, json_pointer=pointer)
             diagnostics[pointer, rule] = found
-    contract, rest = None, [item for item in errors if item["loc"][:1] != ("evals",)]
-    if partial and all(item["type"] == "template_syntax" for item in rest):
-        kept = data if len(rest) == len(errors) else {**data, "evals": []}  # checks the rest
-        with suppress(ValidationError):
-            contract = Contract.model_validate(kept, context={"partial": True})
-    return contract, list(diagnostics.values())
+    return None, list(diagnostics.values())
 
 
-def read_contract(
-    path: str | Path, *, partial: bool = False
-) -> tuple[Contract | None, list[Diagnostic]]:
+def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
-    file is a diagnostic too. ``partial`` as for ``parse_contract``."""
+    file is a diagnostic too."""
     memo, key = _READS.get(), os.fspath(path)
     if memo is not None and key in memo:
         found = memo[key]
@@ -318,10 +306,7 @@ def read_contract(
                 message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
                 found = None, [_error(message, file, code=codes.DATA_INVALID)]
             else:
-                found = parse_contract(text, file=file, partial=True)
+                found = parse_contract(text, file=file)
     if memo is not None:
         memo[key] = found
-    contract, diagnostics = found
-    if not partial and any(d.severity == "error" for d in diagnostics):
-        contract = None
-    return contract, list(diagnostics)
+    return found[0], list(found[1])

@@ -19,11 +19,6 @@ MISSING: Any = object()  # not known: ``check`` renders without values
 _ABSENT: Any = object()  # known not to be there: an optional value left out
 ANY_SCHEMA: dict[str, Any] = {}
 _BOOLEAN: dict[str, Any] = {"type": "boolean"}
-_STRING_FILTERS: dict[str, Callable[[str], str]] = {
-    "trim": str.strip,
-    "lower": str.lower,
-    "upper": str.upper,
-}
 
 
 @dataclass(frozen=True)
@@ -51,6 +46,14 @@ _JSON_TYPES = ((type(None), "null"), (bool, "boolean"), ((int, float), "number")
 def _json_type(value: Any) -> str:
     found = (name for kind, name in _JSON_TYPES if isinstance(value, kind))
     return next(found, "array" if isinstance(value, list) else "object")
+
+
+_STRING_FILTERS: dict[str, Callable[[str], str]] = {
+    "trim": str.strip,
+    "lower": str.lower,
+    "upper": str.upper,
+}
+_NEEDS = {"format_date": "an ISO date string (YYYY-MM-DD)", "format_number": "a number"}
 
 
 def _schema_types(schema: Any) -> set[str] | None:
@@ -171,33 +174,25 @@ class Renderer:
 
     def apply_filter(self, flt: str | Node, value: Any, pointer: str) -> Any:
         call: Node = flt if isinstance(flt, dict) else {"name": flt}
-        name = call["name"]
+        name, decimals = call["name"], call.get("decimals")
         if name == "default":
             return call.get("value", "") if value is _ABSENT or value is None else value
         if name == "json":
             return canonical_json(value).decode("utf-8")
-        if name in _STRING_FILTERS:
-            if not isinstance(value, str):
-                message = f"filter {name} needs a string, got {_json_type(value)}"
-                raise self.fail(codes.FILTER_TYPE, message, pointer)
-            return _STRING_FILTERS[name](value)
-        if name == "format_date":
-            try:
-                parsed = dt.date.fromisoformat(value)
-            except (TypeError, ValueError):
-                message = "filter format_date needs an ISO date string (YYYY-MM-DD)"
-                raise self.fail(codes.FILTER_TYPE, message, pointer) from None
-            return parsed.strftime(call.get("format") or "%Y-%m-%d")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            message = f"filter format_number needs a number, got {_json_type(value)}"
-            raise self.fail(codes.FILTER_TYPE, message, pointer)
-        decimals = call.get("decimals")
-        if decimals is None:
-            return str(value)
         try:
-            return f"{value:.{decimals}f}"
+            if name == "format_date":
+                return dt.date.fromisoformat(value).strftime(call.get("format") or "%Y-%m-%d")
+            if name != "format_number":
+                return _STRING_FILTERS[name](value)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(value)
+            return str(value) if decimals is None else f"{value:.{decimals}f}"
         except OverflowError:  # an integer no float holds: its digits, then the zeros
             return f"{value}.{'0' * decimals}" if decimals else str(value)
+        except (TypeError, ValueError):
+            needs = _NEEDS.get(name, "a string")
+            message = f"filter {name} needs {needs}, got {_json_type(value)}"
+            raise self.fail(codes.FILTER_TYPE, message, pointer) from None
 
     def render(self, nodes: list[Node], scope: Scope, pointer: str, *, active: bool = True) -> str:
         outer, self._active = self._active, active
