@@ -4,9 +4,7 @@ the shipped JSON Schema), and its loading: YAML and structure errors as located 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Union
 
@@ -95,8 +93,7 @@ def _expand(value: Any) -> Any:
     try:
         return parse_template(value)
     except TemplateSyntaxError as error:
-        context = {"reason": str(error), "offset": error.offset}
-        raise PydanticCustomError("template_syntax", "{reason}", context) from None
+        raise PydanticCustomError("template_syntax", "{reason}", {"reason": str(error)}) from None
 
 
 _Placeholders = Annotated[str, Field(description="{{ path | filter }} placeholders")]
@@ -210,20 +207,6 @@ def contract_json_schema() -> dict[str, Any]:
     return Contract.model_json_schema(by_alias=True)
 
 
-_Read = tuple[Contract | None, list[Diagnostic]]
-_READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_reads", default=None)
-
-
-@contextmanager
-def reading_each_file_once() -> Iterator[None]:
-    """Each contract file read once in the block (a CLI run reads it twice), per context."""
-    token = _READS.set({})
-    try:
-        yield
-    finally:
-        _READS.reset(token)
-
-
 def _span(mark: yaml.Mark | None) -> SourceSpan | None:
     if mark is None:
         return None
@@ -286,27 +269,20 @@ def parse_contract(
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
     file is a diagnostic too."""
-    memo, key = _READS.get(), os.fspath(path)
-    if memo is not None and key in memo:
-        found = memo[key]
-    elif (source := contract_source(key)) is not None:  # ``langfuse:NAME@LABEL``, checked there
-        found = source(key)
-    else:
-        file = str(Path(path))
-        try:
-            with Path(path).open(encoding="utf-8") as stream:
-                text = stream.read(MAX_CONTRACT_CHARS + 1)
-        except (OSError, UnicodeDecodeError) as error:
-            missing = isinstance(error, FileNotFoundError)
-            code = NotFound.code if missing else IoFailure.code
-            message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
-            found = None, [_error(message, file, code=code)]
-        else:
-            if len(text) > MAX_CONTRACT_CHARS:
-                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
-                found = None, [_error(message, file, code=codes.DATA_INVALID)]
-            else:
-                found = parse_contract(text, file=file)
-    if memo is not None:
-        memo[key] = found
-    return found[0], list(found[1])
+    source = contract_source(os.fspath(path))
+    if source is not None:  # ``langfuse:NAME@LABEL``, checked there
+        contract, diagnostics = source(os.fspath(path))
+        return contract, list(diagnostics)
+    file = str(Path(path))
+    try:
+        with Path(path).open(encoding="utf-8") as stream:
+            text = stream.read(MAX_CONTRACT_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        missing = isinstance(error, FileNotFoundError)
+        code = NotFound.code if missing else IoFailure.code
+        message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
+        return None, [_error(message, file, code=code)]
+    if len(text) > MAX_CONTRACT_CHARS:
+        message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
+        return None, [_error(message, file, code=codes.DATA_INVALID)]
+    return parse_contract(text, file=file)

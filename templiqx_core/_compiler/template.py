@@ -28,8 +28,9 @@ def _json_only(value: Any) -> Any:
     try:  # a lone surrogate (wire models refuse .inf and .nan themselves)
         canonical_json(value)
     except NotJson as error:
-        context = {"reason": error.reason}
-        raise PydanticCustomError("not_json", "not JSON: {reason}", context) from None
+        raise PydanticCustomError(
+            "not_json", "not JSON: {reason}", {"reason": error.reason}
+        ) from None
     return value
 
 
@@ -68,9 +69,8 @@ class FilterCall(WireModel):
     @model_validator(mode="after")
     def _own_arguments(self) -> FilterCall:
         takes = _ARGUMENT.get(self.name, "no argument")
-        for argument in ("format", "decimals", "value"):  # null stands for null only as value
-            given = argument == "value" or getattr(self, argument) is not None
-            if given and argument in self.model_fields_set and argument != takes:
+        for argument in sorted(self.model_fields_set - {"name", takes}):
+            if argument == "value" or getattr(self, argument) is not None:  # null is only a value
                 context = {"name": self.name, "takes": takes, "argument": argument}
                 raise PydanticCustomError(
                     "filter_argument", "{name} takes {takes}, not {argument}", context
@@ -83,19 +83,12 @@ Filter = Union[FilterName, FilterCall]
 _PATH: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPACE: Final = re.compile(r"\s*")
-_DECODER: Final = json.JSONDecoder(parse_constant=lambda name: _reject(name))
+_DECODER: Final = json.JSONDecoder()
 
 
 class TemplateSyntaxError(ValueError):
-    """A malformed placeholder, at ``offset`` (characters from the string's start)."""
-
-    def __init__(self, message: str, offset: int) -> None:
+    def __init__(self, message: str, offset: int) -> None:  # from the string's start
         super().__init__(f"{message} at character {offset}")
-        self.offset = offset
-
-
-def _reject(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 class _Scanner:  # one placeholder's inside; errors at the character that broke it
@@ -124,9 +117,9 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
         self.skip()
         try:
             value, end = _DECODER.raw_decode(self.text, self.at)
-        except (ValueError, RecursionError):  # not JSON, NaN, too many digits, too deep
+        except (ValueError, RecursionError):  # not JSON, too many digits, too deep
             raise TemplateSyntaxError("expected a JSON literal", self.at) from None
-        try:  # decoded, but no JSON value: 1e400 (inf), "\ud800" (a lone surrogate)
+        try:  # decoded, but no JSON value: NaN, 1e400 (inf), "\ud800" (a lone surrogate)
             canonical_json(value)
         except NotJson as error:
             reason = f"expected a JSON literal, not {error.reason}"

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import io
-from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from templiqx_core._cli import main
-from templiqx_core._compiler import parse_contract, read_contract
+from templiqx_core._compiler import parse_contract
 from templiqx_core._loading import UniqueKeyLoader
 from tests.conftest import REFERENCE
 
@@ -49,25 +46,6 @@ def test_structure_errors_still_carry_their_line(loaders: list[str]) -> None:
     _, diagnostics = parse_contract(text)
     assert len(loaders) == 1
     assert any(d.span is not None and d.span.line == line for d in diagnostics), diagnostics
-
-
-def test_a_cli_run_reads_the_contract_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    reads: list[Path] = []
-    original = Path.open
-
-    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
-        reads.append(self)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", counting)
-    with redirect_stdout(io.StringIO()) as out:
-        code = main(["compile", str(BLI61), "--eval", "synthetic-fixed-term"])
-    assert code == 0, out.getvalue()
-    assert reads.count(BLI61) == 1
-    # Outside a CLI run nothing is remembered: a host always sees the file as it is now.
-    read_contract(BLI61)
-    read_contract(BLI61)
-    assert reads.count(BLI61) == 3
 
 
 def test_exponent_numbers_read_as_json_and_yaml_1_2_write_them(tmp_path: Path) -> None:
