@@ -13,7 +13,6 @@ from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer, thaw
 from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
-from ._compiler.model import contract_json_schema
 from ._contracts import (
     API_VERSION,
     CompiledInteraction,
@@ -227,7 +226,8 @@ class TypedContract(Generic[Out]):
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
-            problems = _problems(error, [contract_json_schema(), document])  # its field names too
+            fields = Contract.model_json_schema(by_alias=True)  # its field names too
+            problems = _problems(error, [fields, document])
             try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
                 found = parse_contract(yaml.dump(document, Dumper=_Dumper, sort_keys=False))[1]
             except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold

@@ -202,21 +202,12 @@ class Contract(WireModel):
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
 
 
-def contract_json_schema() -> dict[str, Any]:
-    """What ``CONTRACT_SCHEMA_PATH`` holds."""
-    return Contract.model_json_schema(by_alias=True)
-
-
-def _span(mark: yaml.Mark | None) -> SourceSpan | None:
-    if mark is None:
-        return None
-    line, column = mark.line + 1, mark.column + 1
-    return SourceSpan(line=line, column=column, end_line=line, end_column=column)
-
-
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
     at.setdefault("code", codes.PARSE_YAML)
-    return Diagnostic(severity="error", message=message, file=file, span=_span(mark), **at)
+    if mark is not None:
+        line, column = mark.line + 1, mark.column + 1
+        at["span"] = SourceSpan(line=line, column=column, end_line=line, end_column=column)
+    return Diagnostic(severity="error", message=message, file=file, **at)
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
@@ -226,12 +217,11 @@ def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], 
     node, mark = root, root.start_mark
     for index, part in enumerate(loc):
         in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        tag = "[" in str(part) or str(part)[:1].isupper() or part in ("str", "int", "float", "bool")
         if in_list or (isinstance(data, dict) and part in data):
             node = node.value[part] if in_list else node.value[list(data).index(part)][1]
             data, mark = data[part], node.start_mark
-        elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
-            continue  # a union tag
-        elif part in ("str", "int", "float", "bool"):  # JsonValue's, for a scalar
+        elif index < len(loc) - 1 or tag:  # a union tag (JsonValue's for a scalar: str, int...)
             continue
         cleaned.append(part)
     return cleaned, mark
@@ -271,8 +261,8 @@ def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
     file is a diagnostic too."""
     source = contract_source(os.fspath(path))
     if source is not None:  # ``langfuse:NAME@LABEL``, checked there
-        contract, diagnostics = source(os.fspath(path))
-        return contract, list(diagnostics)
+        found: tuple[Contract | None, list[Diagnostic]] = source(os.fspath(path))
+        return found
     file = str(Path(path))
     try:
         with Path(path).open(encoding="utf-8") as stream:

@@ -104,7 +104,7 @@ def test_huge_integer_in_a_json_document_is_invalid_data(
     else:
         args = ["compile", str(GREETING), *values(tmp_path, inputs)]
     result = run_cli(*args)
-    assert_typed(result, 1, "inputs.json: invalid JSON at line 2 column 11", "digits")
+    assert_typed(result, 1, "inputs.json: invalid JSON", "digits")
 
 
 # -- (b) nesting between the interpreter's recursion limit and libyaml's -------------
