@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codes
 from ._canonical import fingerprint
-from ._compiler import Contract, check_plain, compile_contract, read_contract
-from ._compiler.render import diagnostic
+from ._compiler import Contract, check_plain, compile_contract, diagnostic, read_contract
 from ._contracts import (
     CompiledInteraction,
     Diagnostic,

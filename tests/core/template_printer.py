@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from templiqx_core._compiler.template import _PATH
+from templiqx_core._compiler.model import _PATH
 
 
 def _filter_text(item: str | Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from templiqx_core import RenderRequest, codes
 from templiqx_core._compiler import compile_contract, parse_contract
-from templiqx_core._compiler.template import parse_template
+from templiqx_core._compiler.model import parse_template
 from templiqx_core._receipts import request_fingerprint
 
 from .template_printer import print_template
