@@ -21,9 +21,6 @@ if TYPE_CHECKING:  # pydantic loads only when a model is validated (CLI start-up
 
     from pydantic import BaseModel
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 _R = TypeVar("_R", bound=type[yaml.resolver.BaseResolver])
 _EXPONENT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
 
@@ -35,7 +32,7 @@ def exponent_floats(cls: _R) -> _R:
 
 
 @exponent_floats
-class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """A safe YAML loader refusing duplicate keys, on libyaml when PyYAML has it."""
 
 
@@ -138,8 +135,16 @@ class YamlDocumentError(InvalidData):
     code = codes.PARSE_YAML
 
 
-def parse_document(text: str, *, name: str) -> Any:
-    """Parse JSON (a ``.json`` name) or YAML text; ``InvalidData`` names ``name`` and where."""
+def load_document(path: str | Path) -> Any:
+    """A JSON (``.json``) or YAML file's data; ``NotFound`` if missing, ``InvalidData`` (naming
+    the file and where) if it cannot be read or parsed."""
+    name = str(Path(path))
+    try:
+        text = Path(name).read_text(encoding="utf-8-sig")  # a BOM, as contracts accept it
+    except FileNotFoundError:
+        raise NotFound(f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{name}: cannot be read ({type(error).__name__})") from None
     if name.endswith(".json"):
         try:
             return json.loads(text)
@@ -159,18 +164,6 @@ def parse_document(text: str, *, name: str) -> Any:
         raise YamlDocumentError(message) from None
 
 
-def load_document(path: str | Path) -> Any:
-    """A JSON or YAML file's data; ``NotFound`` if missing, ``InvalidData`` if unreadable."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8-sig")  # a BOM, as contracts accept it
-    except FileNotFoundError:
-        raise NotFound(f"{file}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InvalidData(f"{file}: cannot be read ({type(error).__name__})") from None
-    return parse_document(text, name=str(file))
-
-
 ModelT = TypeVar("ModelT", bound="BaseModel")
 
 
@@ -188,10 +181,8 @@ def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
         raise InvalidData(f"{name}: {'; '.join(problems)}") from None
 
 
-#: Entry points ``SCHEME = "module:function"``: ``function(reference) -> (Contract | None,
-#: diagnostics)`` answers ``SCHEME:...`` wherever a contract path is taken
-#: (``langfuse:NAME@LABEL``), so the core never imports the package that serves it.
-CONTRACT_SOURCES = "templiqx.contract_sources"
+# Entry points ``SCHEME = "module:function"`` (``function(reference) -> (Contract | None,
+# diagnostics)``) answer ``SCHEME:...``, ``langfuse:NAME@LABEL``: the core imports no adapter.
 # Two characters at least: a drive letter (``C:``) stays a path; ``s3://`` is no source.
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]+):(?!//)")
 
@@ -207,4 +198,4 @@ def contract_source(reference: str) -> Callable[[str], Any] | None:
 def _sources() -> dict[str, EntryPoint]:
     from importlib.metadata import entry_points
 
-    return {entry.name: entry for entry in entry_points(group=CONTRACT_SOURCES)}
+    return {entry.name: entry for entry in entry_points(group="templiqx.contract_sources")}

@@ -58,11 +58,8 @@ def _json_type(value: Any) -> str:
     return next(found, "array" if isinstance(value, list) else "object")
 
 
-_STRING_FILTERS: dict[str, Callable[[str], str]] = {
-    "trim": str.strip,
-    "lower": str.lower,
-    "upper": str.upper,
-}
+_Text = Callable[[str], str]
+_STRING_FILTERS: dict[str, _Text] = {"trim": str.strip, "lower": str.lower, "upper": str.upper}
 _NEEDS = {"format_date": "an ISO date string (YYYY-MM-DD)", "format_number": "a number"}
 
 
@@ -127,12 +124,10 @@ class Renderer:
             raise self.fail(codes.REF_UNKNOWN, message, pointer)
         schema, value = scope[head].schema, scope[head].value
         gone = value is _ABSENT  # a parameter left out, or passed on absent
-        walked = head
         for segment in rest:
-            walked = f"{walked}.{segment}"
             schema = _child_schema(schema, segment)
             if schema is None:
-                message = f"reference {path!r}: {walked!r} is not declared by its schema"
+                message = f"reference {path!r}: {segment!r} is not declared by its schema"
                 raise self.fail(codes.REF_UNKNOWN, message, pointer)
             if value is not MISSING and not gone:
                 value = _child_value(value, segment)
@@ -154,11 +149,9 @@ class Renderer:
             found = self.resolve(expr, scope, pointer, absent=_ABSENT).value
             return Binding(_BOOLEAN, found if found is MISSING else found not in (_ABSENT, None))
         if kind == "equals":
-            left = self.evaluate(expr["left"], scope, f"{pointer}/left")
-            right = self.evaluate(expr["right"], scope, f"{pointer}/right")
-            if MISSING in (left.value, right.value):
-                return Binding(_BOOLEAN, MISSING)
-            return Binding(_BOOLEAN, left.value == right.value)
+            left = self.evaluate(expr["left"], scope, f"{pointer}/left").value
+            right = self.evaluate(expr["right"], scope, f"{pointer}/right").value
+            return Binding(_BOOLEAN, MISSING if MISSING in (left, right) else left == right)
         if kind == "not":
             operand = self.condition(expr["value"], scope, f"{pointer}/value")
             return Binding(_BOOLEAN, MISSING if operand is MISSING else not operand)
@@ -167,18 +160,16 @@ class Renderer:
             self.condition(op, scope, f"{pointer}/values/{i}")
             for i, op in enumerate(expr["values"])
         ]
-        if MISSING in values:
-            return Binding(_BOOLEAN, MISSING)
-        return Binding(_BOOLEAN, all(values) if kind == "and" else any(values))
+        combined = all(values) if kind == "and" else any(values)
+        return Binding(_BOOLEAN, MISSING if MISSING in values else combined)
 
     def condition(self, expr: Node, scope: Scope, pointer: str) -> Any:
         binding = self.evaluate(expr, scope, pointer)
-        types = _schema_types(binding.schema)
-        if types is not None and types != {"boolean"}:
-            message = f"a condition must be boolean, the schema says {'/'.join(sorted(types))}"
-            raise self.fail(codes.CONDITION_TYPE, message, pointer)
-        if binding.value is not MISSING and not isinstance(binding.value, bool):
-            message = f"a condition must be boolean, got {_json_type(binding.value)}"
+        types = _schema_types(binding.schema) or {"boolean"}  # declared, and the value's
+        if binding.value is not MISSING:
+            types.add(_json_type(binding.value))
+        if types != {"boolean"}:
+            message = f"a condition must be boolean, not {'/'.join(sorted(types - {'boolean'}))}"
             raise self.fail(codes.CONDITION_TYPE, message, pointer)
         return binding.value
 
@@ -380,18 +371,16 @@ def _bind_values(
                 diagnostics.append(diagnostic(codes.VALUE_REQUIRED, message, pointer))
             continue
         try:
-            valid = validator.is_valid(values[name])
+            if validator.is_valid(values[name]):
+                continue
         except ValueError:  # not JSON (a lone surrogate): jsonschema-rs cannot take it
             try:
                 canonical_json(values[name])
+                raise  # JSON after all: not this handler's to explain
             except NotJson as error:
-                message = f"{section}.{name} holds {error.reason} at {error.pointer or '/'}"
-                where = pointer + error.pointer
-                diagnostics.append(diagnostic(codes.DATA_INVALID, f"{message} (not JSON)", where))
+                message = f"{section}.{name} is not JSON: {error.reason} at {error.pointer or '/'}"
+                diagnostics.append(diagnostic(codes.DATA_INVALID, message, pointer + error.pointer))
                 continue
-            raise
-        if valid:
-            continue
         # Per failed rule: ``/subject: shorter than minLength 1``, located in the request.
         found = schema_messages(validator, schema, values[name], f"/{name}")
         if not found:  # the validator said no without naming a rule

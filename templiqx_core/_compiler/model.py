@@ -106,28 +106,25 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
     def __init__(self, text: str, at: int) -> None:
         self.text, self.at = text, at
 
-    def skip(self) -> None:
+    def skip(self) -> int:
         self.at = _SPACE.match(self.text, self.at).end()  # type: ignore[union-attr]
+        return self.at
 
     def take(self, literal: str) -> bool:
-        self.skip()
-        if self.text.startswith(literal, self.at):
-            self.at += len(literal)
-            return True
-        return False
+        found = self.text.startswith(literal, self.skip())
+        self.at += len(literal) if found else 0
+        return found
 
     def match(self, pattern: re.Pattern[str], what: str) -> str:
-        self.skip()
-        found = pattern.match(self.text, self.at)
+        found = pattern.match(self.text, self.skip())
         if found is None:
             raise TemplateSyntaxError(f"expected {what}", self.at)
         self.at = found.end()
         return found.group()
 
     def json(self) -> Any:
-        self.skip()
         try:
-            value, end = _DECODER.raw_decode(self.text, self.at)
+            value, end = _DECODER.raw_decode(self.text, self.skip())
         except (ValueError, RecursionError):  # not JSON, too many digits, too deep
             raise TemplateSyntaxError("expected a JSON literal", self.at) from None
         try:  # decoded, but no JSON value: NaN, 1e400 (inf), "\ud800" (a lone surrogate)
@@ -139,8 +136,7 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
         return value
 
     def filter(self) -> str | dict[str, Any]:
-        self.skip()
-        start = self.at
+        start = self.skip()
         name = self.match(_NAME, "a filter name")
         if name not in get_args(FilterName):
             known = ", ".join(get_args(FilterName))
@@ -184,9 +180,9 @@ def parse_template(text: str) -> list[dict[str, Any]]:
             while scanner.take("|"):
                 filters.append(scanner.filter())
         if not scanner.take("}}"):
-            if text.find("}}", scanner.at) < 0:
-                raise TemplateSyntaxError("unclosed placeholder '{{'", start)
-            raise TemplateSyntaxError("malformed placeholder: expected '}}'", scanner.at)
+            raise TemplateSyntaxError(
+                "unclosed or malformed placeholder: expected '}}'", scanner.at
+            )
         if not escape:
             if run := "".join(literal):
                 nodes.append({"kind": "text", "value": run})
@@ -257,9 +253,6 @@ class InterpolateNode(WireModel):
 
 def _expand(value: Any) -> Any:
     """A string form becomes the node list it stands for."""
-    if isinstance(value, list) and any(isinstance(item, str) for item in value):
-        message = "a string stands for a whole content; in a list, write nodes (kind: text, ...)"
-        raise PydanticCustomError("template_in_list", message)
     if not isinstance(value, str):
         return value
     try:

@@ -154,7 +154,7 @@ def test_values_that_the_models_refuse_are_listed() -> None:
 def test_template_mistakes_are_found_at_define() -> None:
     with pytest.raises(TypedContractError, match=codes.REF_UNKNOWN):
         triage(messages=[("user", "{{ inputs.subjct }}")])
-    with pytest.raises(TypedContractError, match="at character 3"):
+    with pytest.raises(TypedContractError, match="at character 20"):
         triage(messages=[("user", "Hi {{ inputs.subject")])
     with pytest.raises(TypedContractError) as error:  # as a contract file would say it
         triage(messages=[("system", "ok"), ("user", "Hi {{ inputs.subject | shout }}")])
