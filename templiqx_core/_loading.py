@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import sys
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,18 +48,7 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
         mapping[key] = loader.construct_object(value_node)
 
 
-def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int:
-    """PyYAML's integer; Python's digit limit is a located YAML error."""
-    try:
-        value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
-    except ValueError:
-        problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
-        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
-    return value
-
-
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 #: Nodes and scalar characters aliases may add to the document's own: enough for any sane
@@ -125,6 +113,8 @@ def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
             return None, None
         _check_alias_expansion(node, len(text))
         return node, loader.construct_document(node)
+    except ValueError as error:  # a constructor's: Python's int digit limit, a 2020-13-45 date
+        raise yaml.constructor.ConstructorError(None, None, str(error)) from None
     finally:
         loader.dispose()
 

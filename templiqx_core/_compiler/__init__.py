@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import codes
 from .._canonical import NotJson, canonical_json
@@ -31,8 +31,7 @@ ANY_SCHEMA: dict[str, Any] = {}
 _BOOLEAN: dict[str, Any] = {"type": "boolean"}
 
 
-@dataclass(frozen=True)
-class Binding:  # a name in scope: its schema (``{}`` when undeclared) and value (or MISSING)
+class Binding(NamedTuple):  # a name in scope: its schema (``{}`` when undeclared), its value
     schema: Any
     value: Any
 
@@ -307,20 +306,10 @@ class Renderer:
         for name, definition in self.components.items():
             if name in self._reached or not isinstance(definition, dict):
                 continue  # a legacy one's scope is whatever a use passes: unknown here
-            scope = {
-                parameter: Binding(self.parameter_schema(name, parameter, spec)[1], MISSING)
-                for parameter, spec in definition.get("parameters", {}).items()
-            }
+            parameters = definition.get("parameters", {})
+            unknown = {parameter: Binding(ANY_SCHEMA, MISSING) for parameter in parameters}
+            scope = self.typed_arguments(name, parameters, unknown, f"/components/{name}")
             self.render(definition["content"], scope, f"/components/{name}/content", active=False)
-
-    def parameter_schema(self, component: str, name: str, spec: Node) -> tuple[Any, Any]:
-        """The parameter's validator (None when its schema is invalid, reported) and schema."""
-        try:
-            return compile_schema(spec["schema"], what=f"parameter {name} schema"), spec["schema"]
-        except InvalidData as error:  # reported once, as every diagnostic
-            pointer = f"/components/{component}/parameters/{name}/schema"
-            self.fail(codes.VALUE_SCHEMA, str(error), pointer)
-            return None, ANY_SCHEMA  # rendering on only finds further errors
 
     def typed_arguments(
         self, component: str, parameters: Mapping[str, Node], args: Scope, pointer: str
@@ -331,7 +320,13 @@ class Renderer:
                 self.fail(codes.COMPONENT_ARGUMENT_UNKNOWN, message, f"{pointer}/with/{name}")
         bound: dict[str, Binding] = {}
         for name, spec in parameters.items():
-            validator, schema = self.parameter_schema(component, name, spec)
+            schema, validator = spec["schema"], None
+            try:
+                validator = compile_schema(schema, what=f"parameter {name} schema")
+            except InvalidData as error:  # reported once, as every diagnostic
+                where = f"/components/{component}/parameters/{name}/schema"
+                self.fail(codes.VALUE_SCHEMA, str(error), where)
+                schema = ANY_SCHEMA  # rendering on only finds further errors
             value = args[name].value if name in args else _ABSENT  # not given: absent
             known = value is not MISSING and value is not _ABSENT
             if name not in args and spec.get("required", False):

@@ -66,3 +66,12 @@ def test_exponent_numbers_read_as_json_and_yaml_1_2_write_them(tmp_path: Path) -
     assert yaml.load("[1e-05, -2E+2, .5e1, '1e3', 1e, 1_0e3]", Loader=UniqueKeyLoader) == [
         1e-05, -200.0, 5.0, "1e3", "1e", "1_0e3"
     ]  # fmt: skip
+
+
+def test_a_value_a_yaml_constructor_refuses_is_a_parse_diagnostic() -> None:
+    """PyYAML's constructors raise ValueError (a 2020-13-45 date): a diagnostic, not a crash."""
+    contract, diagnostics = parse_contract("a: 2020-13-45\n")
+    assert contract is None
+    assert [(d.code, d.message) for d in diagnostics] == [
+        ("TQX_PARSE_YAML", "invalid YAML: month must be in 1..12")
+    ]
