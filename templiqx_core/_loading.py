@@ -51,9 +51,8 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-#: Nodes and scalar characters aliases may add to the document's own: enough for any sane
-#: reuse of an anchor, far below a "billion laughs" (bytes expanding to 10^9 nodes) or one
-#: long string reused 90 000 times (few nodes, gigabytes once serialized).
+#: Nodes and characters aliases may add to the document's own: any sane reuse of an anchor, far
+#: below a "billion laughs" or one long string reused 90 000 times (gigabytes once serialized).
 MAX_ALIAS_EXPANSION = 100_000
 MAX_ALIAS_EXPANSION_BYTES = 16 * 1024 * 1024
 

@@ -1,7 +1,6 @@
-"""The ``templiqx/v1alpha1`` contract compiler: ``compile_contract`` never raises for a bad
-contract or bad values, it returns diagnostics with a stable code and a JSON pointer. It works
-on the validated ``Contract`` dumped as plain data, as the reference does; a reference resolves
-against the declared schema too: a typo in an untaken branch is an error, never ``""``."""
+"""The ``templiqx/v1alpha1`` compiler, on the validated contract as plain data (as the reference):
+never raising for a bad contract or values but returning diagnostics (a stable code, a JSON
+pointer). References resolve against the declared schemas: a typo in an untaken branch is too."""
 
 from __future__ import annotations
 
@@ -41,7 +40,6 @@ Scope = Mapping[str, Binding]
 
 
 def diagnostic(code: str, message: str, pointer: str) -> dict[str, Any]:
-    """An error diagnostic, fields in ``Diagnostic``'s order."""
     return {"code": code, "severity": "error", "message": message, "json_pointer": pointer}
 
 
@@ -99,8 +97,6 @@ def _child_value(value: Any, segment: str) -> Any:
 
 @dataclass
 class Renderer:
-    """Renders one contract's nodes, collecting diagnostics."""
-
     components: Mapping[str, Any]  # name -> typed component (a dict) or a list of nodes
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
@@ -285,14 +281,7 @@ class Renderer:
         self._reached.add(name)
         where = f"/components/{name}"
         if isinstance(definition, dict):  # typed: declared parameters
-            parameters = definition.get("parameters", {})
-            for arg, bound in args.items():  # a required one is not left out by passing it on
-                if bound.value is _ABSENT and parameters.get(arg, {}).get("required", False):
-                    if self._active:
-                        message = f"reference {node['with'][arg]['path']!r} has no value"
-                        raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/with/{arg}")
-                    args[arg] = Binding(bound.schema, MISSING)
-            inner = self.typed_arguments(name, parameters, args, pointer)
+            inner = self.typed_arguments(name, definition.get("parameters", {}), args, pointer)
             content, where = definition["content"], f"{where}/content"
         else:  # legacy: a bare list of nodes
             inner, content = args, definition
@@ -333,6 +322,11 @@ class Renderer:
                 message = f"required argument {name!r} is missing"
                 self.fail(codes.COMPONENT_ARGUMENT_MISSING, message, f"{pointer}/with")
                 value = MISSING  # reported: reading it is no second error
+            elif value is _ABSENT and spec.get("required", False):  # passed on absent
+                if self._active:
+                    message = f"required argument {name!r} has no value"
+                    raise self.fail(codes.REF_UNKNOWN, message, f"{pointer}/with/{name}")
+                value = MISSING
             elif known and validator is not None and not validator.is_valid(value):
                 rules = "; ".join(text for _, text in schema_messages(validator, schema, value))
                 message = f"argument {name!r} does not match the parameter's schema"
@@ -518,10 +512,8 @@ def compile_contract(
     render_request: RenderRequest,
     target_capabilities: Iterable[str] | None = None,
 ) -> CompileResult:
-    """Compile a contract (a model, or a path to its YAML) for one render request.
-
-    ``target_capabilities`` defaults to what the contract declares, never a runtime's: the
-    request fingerprint does not depend on which runtime runs it."""
+    """Compile a contract (a model, or a path to its YAML) for one render request; targets default
+    to the contract's own capabilities, not a runtime's (the fingerprint does not depend on it)."""
     file = None
     if not isinstance(contract, Contract):
         file = str(contract)

@@ -170,9 +170,8 @@ def parse_template(text: str) -> list[dict[str, Any]]:
     while (start := text.find("{{", at)) >= 0:
         literal.append(text[at:start])
         scanner = _Scanner(text, start + 2)
-        escape = scanner.take('"')
+        escape = text.startswith('"', scanner.skip())
         if escape:  # a JSON string: literal text
-            scanner.at -= 1
             literal.append(scanner.json())
         else:
             path = scanner.match(_PATH, "a reference path (name, then .name or .digits)")
@@ -376,8 +375,7 @@ def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: 
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
-    """pydantic's error location without its union tags (``literal[...]``, ``TypedComponent``:
-    not in the document), and the mark of the deepest node reached."""
+    """pydantic's error location without its union tags, and the deepest node's YAML mark."""
     cleaned: list[Any] = []
     node, mark = root, root.start_mark
     for index, part in enumerate(loc):
@@ -422,8 +420,7 @@ def parse_contract(
 
 
 def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
-    """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
-    file is a diagnostic too."""
+    """Read and parse a contract file or source (``SCHEME:...``); unreadable is a diagnostic."""
     source = contract_source(os.fspath(path))
     if source is not None:  # ``langfuse:NAME@LABEL``, checked there
         found: tuple[Contract | None, list[Diagnostic]] = source(os.fspath(path))
