@@ -502,10 +502,6 @@ class CompileResult:
     interaction: CompiledInteraction | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return self.interaction is not None
-
 
 def compile_contract(
     contract: Contract | str | Path,

@@ -45,8 +45,7 @@ def _json_only(value: Any) -> Any:
     return value
 
 
-JsonLiteral = Annotated[JsonValue, AfterValidator(_json_only)]
-"""A JSON value written in a contract: one canonical JSON can hold."""
+JsonLiteral = Annotated[JsonValue, AfterValidator(_json_only)]  # one canonical JSON can hold
 
 _ARGUMENT: Final = {"format_date": "format", "format_number": "decimals", "default": "value"}
 
@@ -82,9 +81,9 @@ class FilterCall(WireModel):
         takes = _ARGUMENT.get(self.name, "no argument")
         for argument in sorted(self.model_fields_set - {"name", takes}):
             if argument == "value" or getattr(self, argument) is not None:  # null is only a value
-                context = {"name": self.name, "takes": takes, "argument": argument}
+                context = {"takes": takes, "argument": argument}
                 raise PydanticCustomError(
-                    "filter_argument", "{name} takes {takes}, not {argument}", context
+                    "filter_argument", "takes {takes}, not {argument}", context
                 )
         return self
 
@@ -157,9 +156,10 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
             FilterCall.model_validate(call)
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
-            where = ".".join(str(part) for part in first["loc"])
-            rule = f"{name}: {where}: {first['msg']}" if where else first["msg"]  # else its own
-            raise TemplateSyntaxError(f"filter {rule}", start) from None
+            rule = ": ".join(
+                [*map(str, first["loc"]), first["msg"]]
+            )  # an argument's, or the call's
+            raise TemplateSyntaxError(f"filter {name}: {rule}", start) from None
         return call
 
 
