@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import codes
-from .._canonical import NotJson, canonical_json
+from .._canonical import canonical_json
 from .._contracts import CompiledInteraction, Diagnostic, RenderRequest
 from .._errors import InvalidData
 from .._schema import compile_schema, schema_messages
@@ -250,10 +250,8 @@ class Renderer:
     def for_each(self, node: Node, scope: Scope, pointer: str) -> str:
         binding = self.evaluate(node["collection"], scope, f"{pointer}/collection")
         schema, items = binding.schema, binding.value
-        types = _schema_types(schema)
-        if (types is not None and "array" not in types) or (
-            items is not MISSING and not isinstance(items, list)
-        ):
+        array = "array" in (_schema_types(schema) or {"array"})
+        if not array or (items is not MISSING and not isinstance(items, list)):
             raise self.fail(codes.FOR_EACH_TYPE, "for_each needs an array", f"{pointer}/collection")
         item_schema = schema.get("items", ANY_SCHEMA) if isinstance(schema, dict) else ANY_SCHEMA
         body, nodes, name = f"{pointer}/body", node["body"], node["item"]
@@ -329,8 +327,7 @@ class Renderer:
                 value = MISSING
             elif known and validator is not None and not validator.is_valid(value):
                 rules = "; ".join(text for _, text in schema_messages(validator, schema, value))
-                message = f"argument {name!r} does not match the parameter's schema"
-                message += f": {rules}" if rules else ""
+                message = f"argument {name!r} does not match the parameter's schema: {rules}"
                 self.fail(codes.COMPONENT_ARGUMENT_TYPE, message, f"{pointer}/with/{name}")
             bound[name] = Binding(schema, value)
         return bound
@@ -362,14 +359,10 @@ def _bind_values(
         try:
             if validator.is_valid(values[name]):
                 continue
-        except ValueError:  # not JSON (a lone surrogate): jsonschema-rs cannot take it
-            try:
-                canonical_json(values[name])
-                raise  # JSON after all: not this handler's to explain
-            except NotJson as error:
-                message = f"{section}.{name} is not JSON: {error.reason} at {error.pointer or '/'}"
-                diagnostics.append(diagnostic(codes.DATA_INVALID, message, pointer + error.pointer))
-                continue
+        except UnicodeEncodeError:  # jsonschema-rs cannot take a string with a lone surrogate
+            message = f"{section}.{name} is not JSON: a string with a lone surrogate"
+            diagnostics.append(diagnostic(codes.DATA_INVALID, message, pointer))
+            continue
         # Per failed rule: ``/subject: shorter than minLength 1``, located in the request.
         found = schema_messages(validator, schema, values[name], f"/{name}")
         if not found:  # the validator said no without naming a rule
