@@ -134,23 +134,18 @@ def load_document(path: str | Path) -> Any:
         raise NotFound(f"{name}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidData(f"{name}: cannot be read ({type(error).__name__})") from None
-    if name.endswith(".json"):
-        try:
-            return json.loads(text)
-        except ValueError as error:  # malformed (located), or an integer past Python's digit limit
-            raise InvalidData(f"{name}: invalid JSON: {error}") from None
-        except RecursionError:
-            raise InvalidData(f"{name}: JSON nested too deeply to parse") from None
     try:
-        return compose_and_load(text)[1]
+        return json.loads(text) if name.endswith(".json") else compose_and_load(text)[1]
     except RecursionError:
-        raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
+        raise InvalidData(f"{name}: nested too deeply to parse") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
         message = f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
         raise YamlDocumentError(message) from None
+    except ValueError as error:  # JSON: malformed (located), or an int past Python's digit limit
+        raise InvalidData(f"{name}: invalid JSON: {error}") from None
 
 
 ModelT = TypeVar("ModelT", bound="BaseModel")

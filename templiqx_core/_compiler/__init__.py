@@ -151,10 +151,8 @@ class Renderer:
             operand = self.condition(expr["value"], scope, f"{pointer}/value")
             return Binding(_BOOLEAN, MISSING if operand is MISSING else not operand)
         assert kind in ("and", "or")
-        values = [
-            self.condition(op, scope, f"{pointer}/values/{i}")
-            for i, op in enumerate(expr["values"])
-        ]
+        where = f"{pointer}/values"
+        values = [self.condition(v, scope, f"{where}/{i}") for i, v in enumerate(expr["values"])]
         combined = all(values) if kind == "and" else any(values)
         return Binding(_BOOLEAN, MISSING if MISSING in values else combined)
 

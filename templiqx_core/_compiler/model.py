@@ -39,9 +39,8 @@ def _json_only(value: Any) -> Any:
     try:  # a lone surrogate (wire models refuse .inf and .nan themselves)
         canonical_json(value)
     except NotJson as error:
-        raise PydanticCustomError(
-            "not_json", "not JSON: {reason}", {"reason": error.reason}
-        ) from None
+        reason = {"reason": error.reason}
+        raise PydanticCustomError("not_json", "not JSON: {reason}", reason) from None
     return value
 
 
@@ -81,10 +80,8 @@ class FilterCall(WireModel):
         takes = _ARGUMENT.get(self.name, "no argument")
         for argument in sorted(self.model_fields_set - {"name", takes}):
             if argument == "value" or getattr(self, argument) is not None:  # null is only a value
-                context = {"takes": takes, "argument": argument}
-                raise PydanticCustomError(
-                    "filter_argument", "takes {takes}, not {argument}", context
-                )
+                names = {"takes": takes, "argument": argument}
+                raise PydanticCustomError("filter_argument", "takes {takes}, not {argument}", names)
         return self
 
 
@@ -156,9 +153,7 @@ class _Scanner:  # one placeholder's inside; errors at the character that broke 
             FilterCall.model_validate(call)
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
-            rule = ": ".join(
-                [*map(str, first["loc"]), first["msg"]]
-            )  # an argument's, or the call's
+            rule = ": ".join([*map(str, first["loc"]), first["msg"]])  # the argument, if any
             raise TemplateSyntaxError(f"filter {name}: {rule}", start) from None
         return call
 
@@ -179,9 +174,8 @@ def parse_template(text: str) -> list[dict[str, Any]]:
             while scanner.take("|"):
                 filters.append(scanner.filter())
         if not scanner.take("}}"):
-            raise TemplateSyntaxError(
-                "unclosed or malformed placeholder: expected '}}'", scanner.at
-            )
+            message = "unclosed or malformed placeholder: expected '}}'"
+            raise TemplateSyntaxError(message, scanner.at)
         if not escape:
             if run := "".join(literal):
                 nodes.append({"kind": "text", "value": run})
