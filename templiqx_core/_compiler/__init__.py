@@ -1,6 +1,6 @@
 """The ``templiqx/v1alpha1`` compiler, on the validated contract as plain data (as the reference):
-never raising for a bad contract or values but returning diagnostics (a stable code, a JSON
-pointer). References resolve against the declared schemas: a typo in an untaken branch is too."""
+it never raises for a bad contract or bad values but returns diagnostics (a stable code, a JSON
+pointer); references resolve against the declared schemas, so a typo in an untaken branch is one."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ class Renderer:
             if name != "format_number":
                 return _STRING_FILTERS[name](value)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(value)
+                raise TypeError("not a number")
             return str(value) if decimals is None else f"{value:.{decimals}f}"
         except OverflowError:  # an integer no float holds: its digits, then the zeros
             return f"{value}.{'0' * decimals}" if decimals else str(value)
