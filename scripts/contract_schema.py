@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import orjson
 
-from templiqx_core._compiler.model import CONTRACT_SCHEMA_PATH, contract_json_schema
+from templiqx_core._compiler.model import CONTRACT_SCHEMA_PATH, Contract
 
 
 def main() -> None:
-    schema = contract_json_schema()
+    schema = Contract.model_json_schema(by_alias=True)
     CONTRACT_SCHEMA_PATH.write_bytes(orjson.dumps(schema, option=orjson.OPT_INDENT_2) + b"\n")
     print(f"wrote {CONTRACT_SCHEMA_PATH}")
 

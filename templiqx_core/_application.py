@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codes
 from ._canonical import fingerprint
-from ._compiler import Contract, check_plain, compile_contract, read_contract
-from ._compiler.render import diagnostic
+from ._compiler import Contract, check_plain, compile_contract, diagnostic, read_contract
 from ._contracts import (
     CompiledInteraction,
     Diagnostic,
@@ -61,13 +60,13 @@ def check_envelope(
 ) -> OperationEnvelope[dict[str, Any]]:
     """Check a contract and its eval fixtures; where its output schema is outside OpenAI's
     strict subset, a warning, or with ``strict_schema`` an error where no strict form exists."""
-    parsed, diagnostics = read_contract(contract, partial=True)  # syntax beside the rest
+    parsed, diagnostics = read_contract(contract)
     if parsed is None:
         return _envelope(CHECK_OPERATION, None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
     evals, first = plain["evals"], dict[str, int]()  # results, --resume, items key on eval ids
     items = [
-        *parsed.locate(check_plain(plain)),
+        *check_plain(plain),
         *(
             diagnostic(
                 codes.DATA_INVALID,

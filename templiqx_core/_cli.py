@@ -296,28 +296,24 @@ def _envelope(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEn
         names = available_runtimes()
         return OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
     from ._application import check_envelope, compile_envelope, eval_envelope
-    from ._compiler.model import reading_each_file_once
 
-    with reading_each_file_once():  # a contract is read and parsed once per run
-        if args.command == "compile":
-            request = _render_request(args, None)
-            return compile_envelope(args.contract, request, capabilities=args.capability)
-        if args.command == "check":
-            envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
-            for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
-                err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
-            return envelope
-        if args.command == "eval":
-            err.write(
-                "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
-                "--runtime NAME runs the cases against a model\n"
-            )
-            if len(args.contract) > 1:
-                raise UsageError(
-                    "eval: the self-check takes one contract; --runtime NAME runs several"
-                )
-            return eval_envelope(args.contract[0], capabilities=args.capability)
-        return _execute(args, out)
+    if args.command == "compile":
+        request = _render_request(args, None)
+        return compile_envelope(args.contract, request, capabilities=args.capability)
+    if args.command == "check":
+        envelope = check_envelope(args.contract, strict_schema=args.strict_schema)
+        for warning in [d for d in envelope.diagnostics if d.severity == "warning"]:
+            err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
+        return envelope
+    if args.command == "eval":
+        err.write(
+            "templiqx: eval: scripted self-check of the fixtures (fake_output, no model); "
+            "--runtime NAME runs the cases against a model\n"
+        )
+        if len(args.contract) > 1:
+            raise UsageError("eval: the self-check takes one contract; --runtime NAME runs several")
+        return eval_envelope(args.contract[0], capabilities=args.capability)
+    return _execute(args, out)
 
 
 def _plugins() -> dict[str, EntryPoint]:
@@ -332,17 +328,14 @@ def _plain_warnings(err: TextIO) -> None:
 
 
 def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
-    """Call a command entry point, ``fn(argv) -> int``, each contract file read once."""
-    from ._compiler.model import reading_each_file_once
-
+    """Call a command entry point, ``fn(argv) -> int``."""
     try:
         command = entry.load()
     except ImportError as error:
         raise CommandError(f"{entry.name}: cannot load {entry.value} ({error})") from None
     _plain_warnings(err)
     try:
-        with reading_each_file_once():
-            return int(command(argv))
+        return int(command(argv))
     except SystemExit as exit:  # its argparse (--help 0, a usage error 2) or sys.exit(...)
         if exit.code is None or isinstance(exit.code, int):
             return exit.code or EXIT_OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import sys
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,9 +20,6 @@ if TYPE_CHECKING:  # pydantic loads only when a model is validated (CLI start-up
 
     from pydantic import BaseModel
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 _R = TypeVar("_R", bound=type[yaml.resolver.BaseResolver])
 _EXPONENT = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
 
@@ -35,7 +31,7 @@ def exponent_floats(cls: _R) -> _R:
 
 
 @exponent_floats
-class UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """A safe YAML loader refusing duplicate keys, on libyaml when PyYAML has it."""
 
 
@@ -52,23 +48,11 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> Itera
         mapping[key] = loader.construct_object(value_node)
 
 
-def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int:
-    """PyYAML's integer; Python's digit limit is a located YAML error."""
-    try:
-        value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
-    except ValueError:
-        problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
-        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
-    return value
-
-
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
-#: Nodes and scalar characters aliases may add to the document's own: enough for any sane
-#: reuse of an anchor, far below a "billion laughs" (bytes expanding to 10^9 nodes) or one
-#: long string reused 90 000 times (few nodes, gigabytes once serialized).
+#: Nodes and characters aliases may add to the document's own: any sane reuse of an anchor, far
+#: below a "billion laughs" or one long string reused 90 000 times (gigabytes once serialized).
 MAX_ALIAS_EXPANSION = 100_000
 MAX_ALIAS_EXPANSION_BYTES = 16 * 1024 * 1024
 
@@ -96,10 +80,7 @@ def _check_alias_expansion(root: yaml.Node, own_size: int = 0) -> None:
             elif size > MAX_ALIAS_EXPANSION + len(done):
                 problem = "aliases expand past the limit (anchors reused too often)"
             elif weight > byte_budget:
-                problem = (
-                    f"aliases expand past {MAX_ALIAS_EXPANSION_BYTES // 2**20} MiB of text "
-                    "beyond the document's own size (anchors of long values reused too often)"
-                )
+                problem = f"aliases expand past {MAX_ALIAS_EXPANSION_BYTES // 2**20} MiB of text"
             else:
                 continue
         elif key in done:
@@ -131,6 +112,8 @@ def compose_and_load(text: str) -> tuple[yaml.Node | None, Any]:
             return None, None
         _check_alias_expansion(node, len(text))
         return node, loader.construct_document(node)
+    except ValueError as error:  # a constructor's: Python's int digit limit, a 2020-13-45 date
+        raise yaml.constructor.ConstructorError(None, None, str(error)) from None
     finally:
         loader.dispose()
 
@@ -141,46 +124,28 @@ class YamlDocumentError(InvalidData):
     code = codes.PARSE_YAML
 
 
-def parse_document(text: str, *, name: str) -> Any:
-    """Parse JSON (a ``.json`` name) or YAML text; ``InvalidData`` names ``name`` and where."""
-    if name.endswith(".json"):
-
-        def integer(digits: str) -> int:
-            try:
-                return int(digits)
-            except ValueError:  # past Python's digit limit: at the literal's first occurrence
-                problem = f"an integer with more than {sys.get_int_max_str_digits()} digits"
-                raise json.JSONDecodeError(problem, text, max(text.find(digits), 0)) from None
-
-        try:
-            return json.loads(text, parse_int=integer)
-        except json.JSONDecodeError as error:
-            where = f"line {error.lineno} column {error.colno}"
-            raise InvalidData(f"{name}: invalid JSON at {where}: {error.msg}") from None
-        except RecursionError:
-            raise InvalidData(f"{name}: JSON nested too deeply to parse") from None
+def load_document(path: str | Path) -> Any:
+    """A JSON (``.json``) or YAML file's data; ``NotFound`` if missing, ``InvalidData`` (naming
+    the file and where) if it cannot be read or parsed."""
+    name = str(Path(path))
     try:
-        return compose_and_load(text)[1]
+        text = Path(name).read_text(encoding="utf-8-sig")  # a BOM, as contracts accept it
+    except FileNotFoundError:
+        raise NotFound(f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{name}: cannot be read ({type(error).__name__})") from None
+    try:
+        return json.loads(text) if name.endswith(".json") else compose_and_load(text)[1]
     except RecursionError:
-        raise InvalidData(f"{name}: YAML nested too deeply to parse") from None
+        raise InvalidData(f"{name}: nested too deeply to parse") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
         message = f"{codes.PARSE_YAML} {name}: invalid YAML{where}: {problem}"
         raise YamlDocumentError(message) from None
-
-
-def load_document(path: str | Path) -> Any:
-    """A JSON or YAML file's data; ``NotFound`` if missing, ``InvalidData`` if unreadable."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8-sig")  # a BOM, as contracts accept it
-    except FileNotFoundError:
-        raise NotFound(f"{file}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InvalidData(f"{file}: cannot be read ({type(error).__name__})") from None
-    return parse_document(text, name=str(file))
+    except ValueError as error:  # JSON: malformed (located), or an int past Python's digit limit
+        raise InvalidData(f"{name}: invalid JSON: {error}") from None
 
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
@@ -200,10 +165,8 @@ def validate_model(model: type[ModelT], data: Any, *, name: str) -> ModelT:
         raise InvalidData(f"{name}: {'; '.join(problems)}") from None
 
 
-#: Entry points ``SCHEME = "module:function"``: ``function(reference) -> (Contract | None,
-#: diagnostics)`` answers ``SCHEME:...`` wherever a contract path is taken
-#: (``langfuse:NAME@LABEL``), so the core never imports the package that serves it.
-CONTRACT_SOURCES = "templiqx.contract_sources"
+# Entry points ``SCHEME = "module:function"`` (``function(reference) -> (Contract | None,
+# diagnostics)``) answer ``SCHEME:...``, ``langfuse:NAME@LABEL``: the core imports no adapter.
 # Two characters at least: a drive letter (``C:``) stays a path; ``s3://`` is no source.
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]+):(?!//)")
 
@@ -219,4 +182,4 @@ def contract_source(reference: str) -> Callable[[str], Any] | None:
 def _sources() -> dict[str, EntryPoint]:
     from importlib.metadata import entry_points
 
-    return {entry.name: entry for entry in entry_points(group=CONTRACT_SOURCES)}
+    return {entry.name: entry for entry in entry_points(group="templiqx.contract_sources")}

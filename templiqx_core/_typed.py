@@ -13,8 +13,6 @@ from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer, thaw
 from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
-from ._compiler.model import contract_json_schema
-from ._compiler.template import print_template
 from ._contracts import (
     API_VERSION,
     CompiledInteraction,
@@ -169,16 +167,6 @@ def check_output_model(
         raise OutputTypeError(message)
 
 
-def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-    """``content`` and its bodies, each in string form where it has one."""
-    for node in content:
-        for body in ("then", "else", "body"):
-            if body in node:
-                node[body] = _short(node[body])
-    short = print_template(content)
-    return content if short is None else short
-
-
 @exponent_floats
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings as ``|`` blocks (as they render); a NEL, quoted (PyYAML writes it raw)."""
@@ -238,7 +226,8 @@ class TypedContract(Generic[Out]):
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
-            problems = _problems(error, [contract_json_schema(), document])  # its field names too
+            fields = Contract.model_json_schema(by_alias=True)  # its field names too
+            problems = _problems(error, [fields, document])
             try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
                 found = parse_contract(yaml.dump(document, Dumper=_Dumper, sort_keys=False))[1]
             except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
@@ -271,7 +260,7 @@ class TypedContract(Generic[Out]):
 
     def _checked(self, what: str) -> TypedContract[Out]:
         """What ``templiqx check`` finds, raised at definition rather than at the first call."""
-        found = self.contract.locate(check_plain(self.contract.model_dump(by_alias=True)))
+        found = check_plain(self.contract.model_dump(by_alias=True))
         if any(d["severity"] == "error" for d in found):
             raise TypedContractError(what, _listed(found))
         return self
@@ -387,12 +376,6 @@ class TypedContract(Generic[Out]):
         return (await self.arun_receipt(runtime, inputs, context=context, repair=repair))[0]
 
     def to_yaml(self) -> str:
-        """The equivalent contract as YAML, templates in their string forms where they have one."""
+        """The equivalent contract as YAML, its content as the nodes it compiles from."""
         data = self.contract.model_dump(by_alias=True, exclude_defaults=True)
-        for message in data["messages"]:
-            message["content"] = _short(message["content"])
-        for name, component in data.get("components", {}).items():
-            typed = isinstance(component, dict)
-            short = _short(component["content"] if typed else component)
-            data["components"][name] = {**component, "content": short} if typed else short
         return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)

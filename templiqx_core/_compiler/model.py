@@ -1,37 +1,192 @@
 """The ``templiqx/v1alpha1`` contract as strict pydantic models (the one definition, whence
-the shipped JSON Schema), and its loading: YAML and structure errors as located diagnostics."""
+the shipped JSON Schema); content's string form, ``{{ PATH | filter(name=JSON) }}``, hand-written
+(a template engine brings its own grammar); loading, with errors as located diagnostics."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from contextvars import ContextVar
+import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union, get_args
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
+    ConfigDict,
     Discriminator,
     Field,
     JsonValue,
-    ModelWrapValidatorHandler,
-    PrivateAttr,
     Tag,
     ValidationError,
-    ValidationInfo,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from .. import codes
-from .._canonical import json_pointer
+from .._canonical import NotJson, canonical_json, json_pointer
 from .._checks import Check
 from .._contracts import Diagnostic, Role, SourceSpan, WireModel
 from .._errors import IoFailure, NotFound
 from .._loading import compose_and_load, contract_source
-from .template import Filter, JsonLiteral, TemplateSyntaxError, node_offsets, parse_template
+
+FilterName = Literal["trim", "lower", "upper", "json", "format_date", "format_number", "default"]
+
+
+def _json_only(value: Any) -> Any:
+    try:  # a lone surrogate (wire models refuse .inf and .nan themselves)
+        canonical_json(value)
+    except NotJson as error:
+        reason = {"reason": error.reason}
+        raise PydanticCustomError("not_json", "not JSON: {reason}", reason) from None
+    return value
+
+
+JsonLiteral = Annotated[JsonValue, AfterValidator(_json_only)]  # one canonical JSON can hold
+
+_ARGUMENT: Final = {"format_date": "format", "format_number": "decimals", "default": "value"}
+
+
+class FilterCall(WireModel):
+    """``format_date`` takes ``format`` (strftime), ``format_number`` takes ``decimals``,
+    ``default`` the ``value`` standing for an absent or null one; no filter another's."""
+
+    _omit_unset = frozenset({"value"})  # ``value=null`` stands for null
+
+    model_config = ConfigDict(
+        **WireModel.model_config,
+        json_schema_extra={
+            "allOf": [  # the argument of each filter that takes one, null or left out elsewhere
+                {
+                    "if": {"properties": {"name": {"const": name}}},
+                    "else": {"not": {"required": ["value"]}}
+                    if argument == "value"
+                    else {"properties": {argument: {"type": "null"}}},
+                }
+                for name, argument in _ARGUMENT.items()
+            ]
+        },
+    )
+
+    name: FilterName
+    format: str | None = None
+    decimals: int | None = Field(default=None, ge=0, le=20)
+    value: JsonLiteral = ""
+
+    @model_validator(mode="after")
+    def _own_arguments(self) -> FilterCall:
+        takes = _ARGUMENT.get(self.name, "no argument")
+        for argument in sorted(self.model_fields_set - {"name", takes}):
+            if argument == "value" or getattr(self, argument) is not None:  # null is only a value
+                names = {"takes": takes, "argument": argument}
+                raise PydanticCustomError("filter_argument", "takes {takes}, not {argument}", names)
+        return self
+
+
+Filter = Union[FilterName, FilterCall]
+
+_PATH: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPACE: Final = re.compile(r"\s*")
+_DECODER: Final = json.JSONDecoder()
+
+
+class TemplateSyntaxError(ValueError):
+    def __init__(self, message: str, offset: int) -> None:  # from the string's start
+        super().__init__(f"{message} at character {offset}")
+
+
+class _Scanner:  # one placeholder's inside; errors at the character that broke it
+    def __init__(self, text: str, at: int) -> None:
+        self.text, self.at = text, at
+
+    def skip(self) -> int:
+        self.at = _SPACE.match(self.text, self.at).end()  # type: ignore[union-attr]
+        return self.at
+
+    def take(self, literal: str) -> bool:
+        found = self.text.startswith(literal, self.skip())
+        self.at += len(literal) if found else 0
+        return found
+
+    def match(self, pattern: re.Pattern[str], what: str) -> str:
+        found = pattern.match(self.text, self.skip())
+        if found is None:
+            raise TemplateSyntaxError(f"expected {what}", self.at)
+        self.at = found.end()
+        return found.group()
+
+    def json(self) -> Any:
+        try:
+            value, end = _DECODER.raw_decode(self.text, self.skip())
+        except (ValueError, RecursionError):  # not JSON, too many digits, too deep
+            raise TemplateSyntaxError("expected a JSON literal", self.at) from None
+        try:  # decoded, but no JSON value: NaN, 1e400 (inf), "\ud800" (a lone surrogate)
+            canonical_json(value)
+        except NotJson as error:
+            reason = f"expected a JSON literal, not {error.reason}"
+            raise TemplateSyntaxError(reason, self.at) from None
+        self.at = end
+        return value
+
+    def filter(self) -> str | dict[str, Any]:
+        start = self.skip()
+        name = self.match(_NAME, "a filter name")
+        if name not in get_args(FilterName):
+            known = ", ".join(get_args(FilterName))
+            raise TemplateSyntaxError(f"unknown filter {name!r} (filters: {known})", start)
+        if not self.take("("):
+            return name
+        call: dict[str, Any] = {"name": name}
+        while not self.take(")"):
+            if len(call) > 1 and not self.take(","):
+                raise TemplateSyntaxError("expected ',' or ')'", self.at)
+            argument = self.match(_NAME, "an argument name")
+            if argument in call:
+                raise TemplateSyntaxError(f"argument {argument!r} given twice", self.at)
+            if not self.take("="):
+                raise TemplateSyntaxError("expected '='", self.at)
+            call[argument] = self.json()
+        try:
+            FilterCall.model_validate(call)
+        except ValidationError as error:
+            first = error.errors(include_url=False, include_input=False)[0]
+            rule = ": ".join([*map(str, first["loc"]), first["msg"]])  # the argument, if any
+            raise TemplateSyntaxError(f"filter {name}: {rule}", start) from None
+        return call
+
+
+def parse_template(text: str) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = []
+    literal: list[str] = []
+    at = 0
+    while (start := text.find("{{", at)) >= 0:
+        literal.append(text[at:start])
+        scanner = _Scanner(text, start + 2)
+        escape = text.startswith('"', scanner.skip())
+        if escape:  # a JSON string: literal text
+            literal.append(scanner.json())
+        else:
+            path = scanner.match(_PATH, "a reference path (name, then .name or .digits)")
+            filters = []
+            while scanner.take("|"):
+                filters.append(scanner.filter())
+        if not scanner.take("}}"):
+            message = "unclosed or malformed placeholder: expected '}}'"
+            raise TemplateSyntaxError(message, scanner.at)
+        if not escape:
+            if run := "".join(literal):
+                nodes.append({"kind": "text", "value": run})
+            literal = []
+            expression = {"kind": "ref", "path": path}
+            nodes.append({"kind": "interpolate", "expression": expression, "filters": filters})
+        at = scanner.at
+    if run := "".join([*literal, text[at:]]):
+        nodes.append({"kind": "text", "value": run})
+    return nodes
+
 
 CONTRACT_SCHEMA_PATH: Final = Path(__file__).with_name("contract.schema.json")
 """The contract format as a JSON Schema, shipped for editors."""
@@ -89,20 +244,14 @@ class InterpolateNode(WireModel):
     filters: list[Filter] = Field(default_factory=list)
 
 
-def _expand(value: Any, info: ValidationInfo) -> Any:
+def _expand(value: Any) -> Any:
     """A string form becomes the node list it stands for."""
-    if isinstance(value, list) and any(isinstance(item, str) for item in value):
-        message = "a string stands for a whole content; in a list, write nodes (kind: text, ...)"
-        raise PydanticCustomError("template_in_list", message)
     if not isinstance(value, str):
         return value
     try:
         return parse_template(value)
     except TemplateSyntaxError as error:
-        if (info.context or {}).get("partial"):
-            return []  # reported by the strict pass; ``check`` goes on to find the rest
-        context = {"reason": str(error), "offset": error.offset}
-        raise PydanticCustomError("template_syntax", "{reason}", context) from None
+        raise PydanticCustomError("template_syntax", "{reason}", {"reason": str(error)}) from None
 
 
 _Placeholders = Annotated[str, Field(description="{{ path | filter }} placeholders")]
@@ -205,113 +354,40 @@ class Contract(WireModel):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
     evals: list[EvalCase] = Field(default_factory=list)
 
-    # pointer -> the string form, and where it is in the YAML document parsed
-    _strings: dict[str, tuple[str, SourceSpan | None]] = PrivateAttr(default_factory=dict)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _remember_string_forms(
-        cls, data: Any, handler: ModelWrapValidatorHandler[Contract], info: ValidationInfo
-    ) -> Contract:
-        contract = handler(data)
-        root = (info.context or {}).get("root")
-        for loc, text in _string_forms(data, []) if isinstance(data, dict) else ():
-            span = None if root is None else _span(_locate(data, root, loc)[1])
-            contract._strings[json_pointer(loc)] = (text, span)
-        return contract
-
-    def locate(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Diagnostics inside a string form moved to the string, at the node's character."""
-        for item in diagnostics:
-            pointer = item.get("json_pointer") or ""
-            owners = [s for s in self._strings if pointer.startswith(f"{s}/")]
-            if not owners:
-                continue
-            owner = max(owners, key=len)
-            index = pointer[len(owner) + 1 :].split("/")[0]
-            text, span = self._strings[owner]
-            offsets = node_offsets(text)
-            if index.isdigit() and int(index) < len(offsets):
-                item.update(json_pointer=owner, span=span)
-                item["message"] = f"{item['message']} at character {offsets[int(index)]}"
-        return diagnostics
-
     @property
     def declared_capabilities(self) -> list[str]:
         """Its capabilities and its extensions' (the default targets)."""
         return self.capabilities + [ext.capability for ext in self.extensions.values()]
 
 
-def _string_forms(data: Any, loc: list[Any]) -> Iterator[tuple[list[Any], str]]:
-    """Where raw contract data writes a content as a string (in messages and components)."""
-    if isinstance(data, str):
-        yield loc, data
-    elif isinstance(data, list):
-        for index, item in enumerate(data):
-            yield from _string_forms(item, [*loc, index])
-    elif isinstance(data, dict):
-        for key, value in data.items():
-            content = key in ("content", "then", "else", "body") or loc == ["components"]
-            nested = isinstance(value, (list, dict)) and key not in ("with", "parameters")
-            if (loc or key in ("messages", "components")) and (content or nested):
-                yield from _string_forms(value, [*loc, key])  # not roles, node values, ...
-
-
-def contract_json_schema() -> dict[str, Any]:
-    """What ``CONTRACT_SCHEMA_PATH`` holds."""
-    return Contract.model_json_schema(by_alias=True)
-
-
-_Read = tuple[Contract | None, list[Diagnostic]]
-_READS: ContextVar[dict[str, _Read] | None] = ContextVar("templiqx_contract_reads", default=None)
-
-
-@contextmanager
-def reading_each_file_once() -> Iterator[None]:
-    """Each contract file read once in the block (a CLI run reads it twice), per context."""
-    token = _READS.set({})
-    try:
-        yield
-    finally:
-        _READS.reset(token)
-
-
-def _span(mark: yaml.Mark | None) -> SourceSpan | None:
-    if mark is None:
-        return None
-    line, column = mark.line + 1, mark.column + 1
-    return SourceSpan(line=line, column=column, end_line=line, end_column=column)
-
-
 def _error(message: str, file: str | None, mark: yaml.Mark | None = None, **at: Any) -> Diagnostic:
     at.setdefault("code", codes.PARSE_YAML)
-    return Diagnostic(severity="error", message=message, file=file, span=_span(mark), **at)
+    if mark is not None:
+        line, column = mark.line + 1, mark.column + 1
+        at["span"] = SourceSpan(line=line, column=column, end_line=line, end_column=column)
+    return Diagnostic(severity="error", message=message, file=file, **at)
 
 
 def _locate(data: Any, root: yaml.Node, loc: Sequence[Any]) -> tuple[list[Any], yaml.Mark]:
-    """pydantic's error location without its union tags (``literal[...]``, ``TypedComponent``:
-    not in the document), and the mark of the deepest node reached."""
+    """pydantic's error location without its union tags, and the deepest node's YAML mark."""
     cleaned: list[Any] = []
     node, mark = root, root.start_mark
     for index, part in enumerate(loc):
         in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        tag = "[" in str(part) or str(part)[:1].isupper() or part in ("str", "int", "float", "bool")
         if in_list or (isinstance(data, dict) and part in data):
             node = node.value[part] if in_list else node.value[list(data).index(part)][1]
             data, mark = data[part], node.start_mark
-        elif index < len(loc) - 1 or "[" in str(part) or str(part)[:1].isupper():
-            continue  # a union tag
-        elif part in ("str", "int", "float", "bool"):  # JsonValue's, for a scalar
+        elif index < len(loc) - 1 or tag:  # a union tag (JsonValue's for a scalar: str, int...)
             continue
         cleaned.append(part)
     return cleaned, mark
 
 
 def parse_contract(
-    text: str, *, file: str | None = None, partial: bool = False
+    text: str, *, file: str | None = None
 ) -> tuple[Contract | None, list[Diagnostic]]:
-    """Parse contract YAML; errors carry a JSON pointer and line/column. ``partial``: a
-    contract whose only errors are template syntax or in its evals comes back too, those
-    strings empty and those evals left out."""
+    """Parse contract YAML; errors carry a JSON pointer and line/column."""
     try:
         root, data = compose_and_load(text)  # one parse: the tree locates errors
     except RecursionError:  # only PyYAML's pure-Python composer recurses (no libyaml)
@@ -323,7 +399,7 @@ def parse_contract(
     if not isinstance(data, dict) or root is None:
         return None, [_error("a contract is a YAML mapping", file)]
     try:
-        return Contract.model_validate(data, context={"root": root}), []
+        return Contract.model_validate(data), []
     except ValidationError as error:
         errors = error.errors(include_url=False, include_input=False)
     diagnostics: dict[tuple[str, str], Diagnostic] = {}  # each (pointer, rule) once
@@ -334,43 +410,25 @@ def parse_contract(
             code = codes.TEMPLATE_SYNTAX if item["type"] == "template_syntax" else codes.PARSE_YAML
             found = _error(f"{pointer or '/'}: {rule}", file, mark, code=code, json_pointer=pointer)
             diagnostics[pointer, rule] = found
-    contract, rest = None, [item for item in errors if item["loc"][:1] != ("evals",)]
-    if partial and all(item["type"] == "template_syntax" for item in rest):
-        kept = data if len(rest) == len(errors) else {**data, "evals": []}  # checks the rest
-        with suppress(ValidationError):
-            contract = Contract.model_validate(kept, context={"root": root, "partial": True})
-    return contract, list(diagnostics.values())
+    return None, list(diagnostics.values())
 
 
-def read_contract(
-    path: str | Path, *, partial: bool = False
-) -> tuple[Contract | None, list[Diagnostic]]:
-    """Read and parse a contract file, or a contract source's ``SCHEME:...``; an unreadable
-    file is a diagnostic too. ``partial`` as for ``parse_contract``."""
-    memo, key = _READS.get(), os.fspath(path)
-    if memo is not None and key in memo:
-        found = memo[key]
-    elif (source := contract_source(key)) is not None:  # ``langfuse:NAME@LABEL``, checked there
-        found = source(key)
-    else:
-        file = str(Path(path))
-        try:
-            with Path(path).open(encoding="utf-8") as stream:
-                text = stream.read(MAX_CONTRACT_CHARS + 1)
-        except (OSError, UnicodeDecodeError) as error:
-            missing = isinstance(error, FileNotFoundError)
-            code = NotFound.code if missing else IoFailure.code
-            message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
-            found = None, [_error(message, file, code=code)]
-        else:
-            if len(text) > MAX_CONTRACT_CHARS:
-                message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
-                found = None, [_error(message, file, code=codes.DATA_INVALID)]
-            else:
-                found = parse_contract(text, file=file, partial=True)
-    if memo is not None:
-        memo[key] = found
-    contract, diagnostics = found
-    if not partial and any(d.severity == "error" for d in diagnostics):
-        contract = None
-    return contract, list(diagnostics)
+def read_contract(path: str | Path) -> tuple[Contract | None, list[Diagnostic]]:
+    """Read and parse a contract file or source (``SCHEME:...``); unreadable is a diagnostic."""
+    source = contract_source(os.fspath(path))
+    if source is not None:  # ``langfuse:NAME@LABEL``, checked there
+        found: tuple[Contract | None, list[Diagnostic]] = source(os.fspath(path))
+        return found
+    file = str(Path(path))
+    try:
+        with Path(path).open(encoding="utf-8") as stream:
+            text = stream.read(MAX_CONTRACT_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        missing = isinstance(error, FileNotFoundError)
+        code = NotFound.code if missing else IoFailure.code
+        message = f"cannot read contract: {'no such file' if missing else type(error).__name__}"
+        return None, [_error(message, file, code=code)]
+    if len(text) > MAX_CONTRACT_CHARS:
+        message = f"contract file is longer than {MAX_CONTRACT_CHARS} characters"
+        return None, [_error(message, file, code=codes.DATA_INVALID)]
+    return parse_contract(text, file=file)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from templiqx_core import InvalidData
-from templiqx_core._loading import parse_document
+from templiqx_core._loading import load_document
 from tests.cli.conftest import Run
 
 DEEP = "[" * 10_000 + "]" * 10_000
@@ -86,15 +86,18 @@ def test_yaml_alias_bomb_in_a_contract_is_a_parse_diagnostic(run_cli: Run, tmp_p
     assert "aliases expand past the limit" in result.stderr
 
 
-def test_modest_alias_reuse_and_cycles() -> None:
+def test_modest_alias_reuse_and_cycles(tmp_path: Path) -> None:
     """Anchors reused a few times still load; a self-referencing anchor is refused."""
-    assert parse_document("a: &a [1, 2]\nb: *a\nc: *a\n", name="x.yaml") == {
+    path = tmp_path / "x.yaml"
+    path.write_text("a: &a [1, 2]\nb: *a\nc: *a\n", encoding="utf-8")
+    assert load_document(path) == {
         "a": [1, 2],
         "b": [1, 2],
         "c": [1, 2],
     }
+    path.write_text("a: &a [*a]\n", encoding="utf-8")
     with pytest.raises(InvalidData, match="refers to its own anchor"):
-        parse_document("a: &a [*a]\n", name="x.yaml")
+        load_document(path)
 
 
 BAD_CASSETTES = {

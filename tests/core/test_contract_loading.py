@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import io
-from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from templiqx_core._cli import main
-from templiqx_core._compiler import parse_contract, read_contract
+from templiqx_core._compiler import parse_contract
 from templiqx_core._loading import UniqueKeyLoader
 from tests.conftest import REFERENCE
 
@@ -51,25 +48,6 @@ def test_structure_errors_still_carry_their_line(loaders: list[str]) -> None:
     assert any(d.span is not None and d.span.line == line for d in diagnostics), diagnostics
 
 
-def test_a_cli_run_reads_the_contract_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    reads: list[Path] = []
-    original = Path.open
-
-    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
-        reads.append(self)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", counting)
-    with redirect_stdout(io.StringIO()) as out:
-        code = main(["compile", str(BLI61), "--eval", "synthetic-fixed-term"])
-    assert code == 0, out.getvalue()
-    assert reads.count(BLI61) == 1
-    # Outside a CLI run nothing is remembered: a host always sees the file as it is now.
-    read_contract(BLI61)
-    read_contract(BLI61)
-    assert reads.count(BLI61) == 3
-
-
 def test_exponent_numbers_read_as_json_and_yaml_1_2_write_them(tmp_path: Path) -> None:
     """YAML 1.1 reads ``1e-05`` and ``1.5e3`` as strings: a JSON-written contract's
     ``multipleOf`` would be an invalid schema. They are floats, as the reference reads them;
@@ -88,3 +66,12 @@ def test_exponent_numbers_read_as_json_and_yaml_1_2_write_them(tmp_path: Path) -
     assert yaml.load("[1e-05, -2E+2, .5e1, '1e3', 1e, 1_0e3]", Loader=UniqueKeyLoader) == [
         1e-05, -200.0, 5.0, "1e3", "1e", "1_0e3"
     ]  # fmt: skip
+
+
+def test_a_value_a_yaml_constructor_refuses_is_a_parse_diagnostic() -> None:
+    """PyYAML's constructors raise ValueError (a 2020-13-45 date): a diagnostic, not a crash."""
+    contract, diagnostics = parse_contract("a: 2020-13-45\n")
+    assert contract is None
+    assert [(d.code, d.message) for d in diagnostics] == [
+        ("TQX_PARSE_YAML", "invalid YAML: month must be in 1..12")
+    ]

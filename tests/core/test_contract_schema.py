@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import templiqx_core
-from templiqx_core._compiler.model import CONTRACT_SCHEMA_PATH, contract_json_schema
+from templiqx_core._compiler.model import CONTRACT_SCHEMA_PATH, Contract
 
 
 def test_the_committed_schema_is_what_the_model_generates() -> None:
     committed = json.loads(CONTRACT_SCHEMA_PATH.read_text(encoding="utf-8"))
-    assert committed == contract_json_schema(), (
+    assert committed == Contract.model_json_schema(by_alias=True), (
         "contract.schema.json is stale: run `python scripts/contract_schema.py`"
     )
 
@@ -27,7 +27,7 @@ def test_the_schema_refuses_an_argument_of_another_filter_as_the_model_does() ->
 
     from templiqx_core._compiler.model import Contract
 
-    schema = jsonschema.Draft202012Validator(contract_json_schema())
+    schema = jsonschema.Draft202012Validator(Contract.model_json_schema(by_alias=True))
 
     def contract(flt: dict[str, object]) -> dict[str, object]:
         node = {"kind": "interpolate", "expression": {"kind": "ref", "path": "inputs.x"}}

@@ -401,7 +401,7 @@ def test_malformed_or_huge_string_templates_are_typed_and_linear() -> None:
         "{{ inputs.subject | format_number(decimals=NaN) }}": "expected a JSON literal",
         "{{ inputs.subject | format_number(decimals=1, decimals=2) }}": "given twice",
         "{{ inputs.subject | nope }}": "unknown filter 'nope'",
-        "{{ inputs.subject | trim": "unclosed placeholder",
+        "{{ inputs.subject | trim": "unclosed or malformed placeholder",
         "{{" * 200_000: "expected a reference path",
     }
     for content, why in malformed.items():

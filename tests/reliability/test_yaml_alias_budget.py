@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from templiqx_core import codes
-from templiqx_core._loading import MAX_ALIAS_EXPANSION_BYTES, parse_document
+from templiqx_core._loading import MAX_ALIAS_EXPANSION_BYTES, load_document
 from tests.conftest import REFERENCE, REPO_ROOT
 
 CAP = 1 << 30  # bytes of address space for the CLI process
@@ -103,10 +103,11 @@ def test_inputs_and_cassettes_are_refused_the_same_way(kind: str, tmp_path: Path
     assert_located_refusal(done, took)
 
 
-def test_reuse_within_the_budget_still_loads() -> None:
+def test_reuse_within_the_budget_still_loads(tmp_path: Path) -> None:
     reused = 10  # ten copies of 1 MB: 10 MB of text, under the budget
     chunk = "y" * 1_000_000
     text = f'a: &s "{chunk}"\nb: [' + ", ".join(["*s"] * reused) + "]\n"
     assert reused * len(chunk) < MAX_ALIAS_EXPANSION_BYTES
-    data = parse_document(text, name="ok.yaml")
+    (tmp_path / "ok.yaml").write_text(text, encoding="utf-8")
+    data = load_document(tmp_path / "ok.yaml")
     assert len(data["b"]) == reused
