@@ -31,7 +31,7 @@ if _typing.TYPE_CHECKING:
         execute_contract,
         run_evals,
     )
-    from ._canonical import canonical_json, fingerprint, fingerprint_bytes
+    from ._canonical import canonical_json, fingerprint
     from ._compiler import (
         CONTRACT_SCHEMA_PATH,
         CompileResult,
@@ -87,7 +87,7 @@ _WHERE = {
     name: module
     for module, names in {
         "._application": "EvalResult check_envelope compile_envelope execute_contract run_evals",
-        "._canonical": "canonical_json fingerprint fingerprint_bytes",
+        "._canonical": "canonical_json fingerprint",
         "._compiler": "CONTRACT_SCHEMA_PATH CompileResult Contract compile_contract "
         "parse_contract read_contract",
         "._contracts": "API_VERSION AdapterDescriptor CompiledInteraction CompiledMessage "
@@ -163,7 +163,6 @@ __all__ = [
     "execute_contract",
     "failure_receipt_fingerprint",
     "fingerprint",
-    "fingerprint_bytes",
     "load_inventory",
     "load_scenario",
     "model_output_schema",

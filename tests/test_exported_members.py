@@ -116,7 +116,6 @@ PINNED: dict[str, list[str]] = {
         "execute_contract",
         "failure_receipt_fingerprint",
         "fingerprint",
-        "fingerprint_bytes",
         "load_inventory",
         "load_scenario",
         "model_output_schema",
