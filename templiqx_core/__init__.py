@@ -76,8 +76,6 @@ if _typing.TYPE_CHECKING:
         StrictFinding,
         StrictForm,
         model_output_schema,
-        require_strict_schema,
-        strict_findings,
         to_strict_schema,
     )
     from ._typed import TypedContract, TypedContractError, check_output_model
@@ -101,7 +99,7 @@ _WHERE = {
         "._scripted": "ScriptedFailure ScriptedOutcome ScriptedRuntime ScriptedSuccess "
         "failure_receipt_fingerprint success_receipt_fingerprint",
         "._strict": "OutputSchemaStrictError StrictFinding StrictForm model_output_schema "
-        "require_strict_schema strict_findings to_strict_schema",
+        "to_strict_schema",
         "._typed": "TypedContract TypedContractError check_output_model",
     }.items()
     for name in names.split()
@@ -169,9 +167,7 @@ __all__ = [
     "parse_contract",
     "parse_stream_event",
     "read_contract",
-    "require_strict_schema",
     "run_evals",
-    "strict_findings",
     "success_receipt_fingerprint",
     "to_diagnostic",
     "to_strict_schema",

@@ -28,7 +28,7 @@ from ._eval_cases import pointer_declared
 from ._failures import to_diagnostic
 from ._receipts import output_schema_diagnostics
 from ._repair import RepairingRuntime, collect_attempts
-from ._strict import strict_findings
+from ._strict import to_strict_schema
 
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
@@ -99,7 +99,7 @@ def check_envelope(
                 file=str(contract),
                 json_pointer="/output_schema" + finding.pointer,
             )
-            for finding in strict_findings(plain["output_schema"])
+            for finding in to_strict_schema(plain["output_schema"]).findings
         ]
     summary = {
         "contract_id": plain["id"],
