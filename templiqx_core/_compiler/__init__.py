@@ -58,7 +58,7 @@ def _bind_values(
             raise
         if valid:
             continue
-        # Per failed rule: ``/subject: shorter than minLength 1``, located in the request.
+        # Per failed rule: ``/subject: fails minLength 1``, located in the request.
         found = schema_messages(validator, schema, values[name], f"/{name}")
         if not found:  # the validator said no without naming a rule
             found = [("", f"{section}.{name} does not match its declared schema")]

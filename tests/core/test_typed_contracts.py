@@ -373,7 +373,7 @@ def test_repair_sends_back_what_the_schema_or_the_model_refuses(io: str) -> None
     assert receipt.request_fingerprint == request_fingerprint(BRIEF.compile())
     feedback = [sent[-1] for sent in model.sent[1:]]
     assert "- message content is not JSON" in feedback[0]
-    assert "- /tier: not one of the enum" in feedback[1]
+    assert "- /tier: fails enum" in feedback[1]
     assert "- /summary: Value error, at most 8 characters (value_error)" in feedback[2]
     assert model.sent[3][:-1] == [*model.sent[2], '{"summary":"the site is down","tier":"p1"}']
 
