@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer, thaw
-from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
+from ._compiler import Contract, check_plain, compile_contract, read_contract
 from ._compiler.model import contract_json_schema
 from ._compiler.template import print_template
 from ._contracts import (
@@ -31,8 +31,6 @@ from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
 from ._schema import MAX_FAILURES, declared_names
 from ._strict import model_output_schema
-
-__all__ = ["TypedContract", "TypedContractError", "check_output_model"]
 
 Out = TypeVar("Out", bound=BaseModel)
 Values = BaseModel | Mapping[str, Any] | None
@@ -239,12 +237,6 @@ class TypedContract(Generic[Out]):
             contract = Contract.model_validate(document)
         except ValidationError as error:
             problems = _problems(error, [contract_json_schema(), document])  # its field names too
-            try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
-                found = parse_contract(yaml.dump(document, Dumper=_Dumper, sort_keys=False))[1]
-            except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
-                found = []
-            if found and not any(d.message.startswith("invalid YAML") for d in found):
-                problems = _listed(found)  # not where YAML refuses a character JSON takes
             raise TypedContractError(f"contract {id}", problems) from None
         return cls(contract, output, inputs, context)._checked(f"contract {id}")
 
@@ -337,32 +329,6 @@ class TypedContract(Generic[Out]):
             return runtime
         return RepairingRuntime(runtime, attempts=repair, validate=self.output_problems)
 
-    def run_receipt(
-        self,
-        runtime: RuntimeAdapter,
-        inputs: Values = None,
-        *,
-        context: Values = None,
-        repair: int = 1,
-    ) -> tuple[Out, ExecutionReceipt]:
-        """``run``, and the receipt (fingerprints, the output as JSON)."""
-        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
-        receipt = self._on(runtime, repair).execute(request)
-        return self.output_of(receipt), receipt
-
-    async def arun_receipt(
-        self,
-        runtime: RuntimeAdapter,
-        inputs: Values = None,
-        *,
-        context: Values = None,
-        repair: int = 1,
-    ) -> tuple[Out, ExecutionReceipt]:
-        """``run_receipt`` on the event loop (the runtime's ``aexecute``)."""
-        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
-        receipt = await self._on(runtime, repair).aexecute(request)
-        return self.output_of(receipt), receipt
-
     def run(
         self,
         runtime: RuntimeAdapter,
@@ -373,7 +339,8 @@ class TypedContract(Generic[Out]):
     ) -> Out:
         """Compile, execute on ``runtime`` and return the output model instance. ``repair=N``:
         up to N tries in all, each refused answer sent back with its failed rules."""
-        return self.run_receipt(runtime, inputs, context=context, repair=repair)[0]
+        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
+        return self.output_of(self._on(runtime, repair).execute(request))
 
     async def arun(
         self,
@@ -384,7 +351,8 @@ class TypedContract(Generic[Out]):
         repair: int = 1,
     ) -> Out:
         """``run`` on the event loop (the runtime's ``aexecute``)."""
-        return (await self.arun_receipt(runtime, inputs, context=context, repair=repair))[0]
+        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
+        return self.output_of(await self._on(runtime, repair).aexecute(request))
 
     def to_yaml(self) -> str:
         """The equivalent contract as YAML, templates in their string forms where they have one."""
