@@ -149,11 +149,6 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def is_frozen(value: Any) -> bool:
-    """Whether ``value`` cannot change (a scalar, or a frozen container)."""
-    return isinstance(value, (FrozenDict, FrozenList, str, int, float, bool, type(None)))
-
-
 def thaw(value: Any) -> Any:
     """A deep copy in plain ``dict``/``list`` (for libraries that want exact types)."""
     if isinstance(value, dict):

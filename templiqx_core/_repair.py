@@ -17,13 +17,6 @@ from ._failures import MAX_ANSWER_CHARS, RuntimeFailureError
 from ._ports import EventSink, RuntimeAdapter, WrappingRuntime
 from ._receipts import OUTPUT_SCHEMA_SUMMARY, output_schema_messages, request_fingerprint
 
-__all__ = [
-    "RepairAttempt",
-    "RepairingRuntime",
-    "collect_attempts",
-    "current_repair",
-]
-
 #: A host's rules for a schema-valid receipt: one ``/pointer: rule`` line per failure.
 Validate = Callable[[ExecutionReceipt], Sequence[str]]
 
@@ -76,23 +69,17 @@ class RepairAttempt:
         self.notes: dict[Any, Any] = {} if previous is None else previous.notes
         self.number: int = 1 if previous is None else previous.number + 1
         if previous is None:
-            #: The request fingerprint of the original interaction (every receipt's).
-            self.original_fingerprint = request_fingerprint(request.interaction)
+            self._original = request_fingerprint(request.interaction)  # every receipt's
             deadline_s = runtime.deadline_s
             self._ends_at = None if deadline_s is None else runtime._clock() + deadline_s
         else:
-            self.original_fingerprint = previous.original_fingerprint
-            self._ends_at = previous._ends_at
-
-    @property
-    def attempts(self) -> int:
-        return self._runtime.attempts
+            self._original, self._ends_at = previous._original, previous._ends_at
 
     def repairs(self, outcome: ExecutionReceipt | BaseException) -> bool:
         """Whether this outcome is sent back: it names failed rules, and tries and time are left."""
-        return self.failed_rules(outcome) is not None and self._continues()
+        return self._failed_rules(outcome) is not None and self._continues()
 
-    def failed_rules(self, outcome: ExecutionReceipt | BaseException) -> list[str] | None:
+    def _failed_rules(self, outcome: ExecutionReceipt | BaseException) -> list[str] | None:
         """The lines the repair message lists; None when there is nothing to repair."""
         if isinstance(outcome, RuntimeFailureError):
             return None if outcome.failure.answer is None else [outcome.failure.detail]
@@ -112,7 +99,7 @@ class RepairAttempt:
         # sees), so a generation's level and the driver agree even at the deadline.
         if self._again is None:
             left = self._ends_at is None or self._runtime._clock() < self._ends_at
-            self._again = self.number < self.attempts and left
+            self._again = self.number < self._runtime.attempts and left
         return self._again
 
     def __iter__(self) -> Iterator[RepairAttempt]:
@@ -128,7 +115,7 @@ class RepairAttempt:
     def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> bool:
         _CURRENT.reset(self._token)
         outcome = error if error is not None else self.receipt
-        rules = None if outcome is None else self.failed_rules(outcome)
+        rules = None if outcome is None else self._failed_rules(outcome)
         if rules is None or not self._continues():
             for sink in _COUNTS.get():
                 sink.append(self.number)
@@ -153,7 +140,7 @@ class RepairAttempt:
         """The receipt of the last try, fingerprinted as the original request."""
         last = list(self)[-1].receipt
         assert last is not None  # the tries ended on a receipt, else they raised
-        return last.model_copy(update={"request_fingerprint": self.original_fingerprint})
+        return last.model_copy(update={"request_fingerprint": self._original})
 
 
 class RepairingRuntime(WrappingRuntime):

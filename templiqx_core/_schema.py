@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 
 import jsonschema_rs
 
-from ._canonical import canonical_json, is_frozen, json_pointer, thaw
+from ._canonical import FrozenDict, canonical_json, json_pointer, thaw
 from ._errors import InvalidData
 
 _CACHE_SIZE: Final = 512
@@ -66,7 +66,7 @@ def compile_schema(schema: Any, *, what: str = "output_schema") -> SchemaValidat
         validator = _compiled(key)
     except InvalidData as error:
         raise InvalidData(f"{what} {error}") from None
-    if is_frozen(schema):
+    if isinstance(schema, FrozenDict):
         if len(_BY_IDENTITY) >= _CACHE_SIZE:
             _BY_IDENTITY.clear()
         _BY_IDENTITY[id(schema)] = (schema, validator)
@@ -126,13 +126,7 @@ def _rule(keyword: str, details: dict[str, Any]) -> str:
 # jsonschema-rs names its error kinds after the keyword, in PascalCase, but for these.
 _RENAMED: Final = {"Constant": "const", "OneOfMultipleValid": "oneOf", "OneOfNotValid": "oneOf"}
 # A ``false`` schema under these keywords fails as the keyword (``additionalProperties: false``).
-_FALSE_AS: Final = [
-    "additionalItems",
-    "additionalProperties",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-]
+_FALSE_AS: Final = {"additionalProperties", "unevaluatedProperties", "propertyNames", "items"}
 
 
 def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[tuple[str, str]]:
@@ -140,7 +134,7 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
         kind, schema_path = type(error.kind).__name__, list(error.schema_path)
         keyword = _RENAMED.get(kind, kind[:1].lower() + kind[1:])
         if kind == "FalseSchema" and schema_path and schema_path[-1] in _FALSE_AS:
-            keyword = schema_path[-1]
+            keyword = str(schema_path[-1])
         path = list(error.instance_path)
         details = error.kind.as_dict()
         rule = _rule(keyword, details)

@@ -214,9 +214,8 @@ def _sdk_strict(node: Any, root: dict[str, Any]) -> Any:
     """openai-python's ``_ensure_strict_json_schema`` rules (src/openai/lib/_pydantic.py)."""
     if not isinstance(node, dict):
         return node
-    for defs in ("$defs", "definitions"):
-        for sub in (node.get(defs) or {}).values():
-            _sdk_strict(sub, root)
+    for sub in (node.get("$defs") or {}).values():  # pydantic writes no "definitions"
+        _sdk_strict(sub, root)
     if node.get("type") == "object" and "additionalProperties" not in node:
         node["additionalProperties"] = False
     if isinstance(node.get("properties"), dict):
