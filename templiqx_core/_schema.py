@@ -82,15 +82,10 @@ def declared_names(schema: Any) -> frozenset[str]:
         if not isinstance(node, dict):
             pending.extend(node if isinstance(node, list) else ())
             continue
-        properties, dependent = node.get("properties"), node.get("dependentRequired")
-        listed = [node.get("required")]
-        if isinstance(properties, dict):
-            listed.append(list(properties))
-        if isinstance(dependent, dict):
-            listed += [list(dependent), *dependent.values()]
-        for items in listed:
-            if isinstance(items, list):
-                names.update(item for item in items if isinstance(item, str))
+        properties, required = node.get("properties"), node.get("required")
+        names.update(properties if isinstance(properties, dict) else ())
+        listed = required if isinstance(required, list) else ()
+        names.update(name for name in listed if isinstance(name, str))
         pending.extend(node.values())
     return frozenset(names)
 

@@ -1,6 +1,5 @@
-"""OpenAI's structured-outputs subset of JSON Schema as one table (outside it, a ``strict:
-true`` request is a 400): each keyword kept, dropped from what is sent (local validation still
-enforces it, so the model may only emit more) or refused (no strict form keeps its meaning)."""
+"""OpenAI's structured-outputs subset of JSON Schema, as one table: outside it, a ``strict:
+true`` request is a 400."""
 
 from __future__ import annotations
 
@@ -15,15 +14,10 @@ from ._errors import InvalidData
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-# The subset, per OpenAI's Structured Outputs guide, section "Supported schemas"
-# (https://platform.openai.com/docs/guides/structured-outputs#supported-schemas), cited on
-# 2026-12-06 from its published text (this machine cannot fetch it) and cross-checked
-# with openai-python's ``to_strict_json_schema`` (src/openai/lib/_pydantic.py, 2026-08-21):
-# types string, number, boolean, integer, object, array, null, enum, anyOf; string
-# pattern/format, number bounds and multipleOf, array minItems/maxItems; every object
-# closed with every property required; local $ref/$defs; a root object; at most 5000
-# properties and 10 levels of nesting; at most 1000 enum values in all. Any other keyword
-# is left out of what is sent (local validation still enforces it) but these, refused.
+# The subset: OpenAI's Structured Outputs guide, "Supported schemas" (platform.openai.com/docs/
+# guides/structured-outputs#supported-schemas, cited 2026-12-06, cross-checked with
+# openai-python's to_strict_json_schema of 2026-08-21). Other keywords are left out of what
+# is sent (local validation still enforces them); the _REFUSED ones have no strict form.
 _KEPT = "type properties required additionalProperties items anyOf enum const $ref $defs"
 _KEPT += " definitions description title pattern format minimum maximum exclusiveMinimum"
 _KEPT += " exclusiveMaximum multipleOf minItems maxItems"
@@ -196,9 +190,8 @@ def to_strict_schema(schema: Mapping[str, Any]) -> StrictForm:
 
 
 def model_output_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
-    """The schema OpenAI's own SDK sends for ``response_format=model`` (written here: the core
-    imports no provider SDK): every object closed, every property required, the model's own
-    types kept. ``strict=True`` refuses a model with no strict form (open dicts, tuples)."""
+    """The schema openai-python sends for ``response_format=model`` (the core imports no
+    provider SDK); ``strict=True`` refuses a model with no strict form."""
     from pydantic import BaseModel
 
     if not (isinstance(model, type) and issubclass(model, BaseModel)):

@@ -1,5 +1,4 @@
-"""Typed contracts: a contract bound to the host's pydantic models, so the output shape is
-written once (as the model); errors name pointers and rules, never a value."""
+"""Typed contracts: a contract bound to pydantic models, so the output shape is written once."""
 
 from __future__ import annotations
 
@@ -157,8 +156,7 @@ def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
 def check_output_model(
     contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
 ) -> None:
-    """``OutputTypeError`` listing every difference unless the ``output_schema`` (of a
-    contract, its path, or the schema) constrains exactly what ``model_output_schema`` does."""
+    """``OutputTypeError`` listing every way the output_schema differs from the model's."""
     if isinstance(contract, (str, Path)):
         contract = _read(contract)
     declared = contract.output_schema if isinstance(contract, Contract) else contract
@@ -191,8 +189,7 @@ _Dumper.add_representer(str, _Dumper.represent_str)
 
 @dataclass(frozen=True)
 class TypedContract(Generic[Out]):
-    """A contract whose output is ``output`` and whose values are ``inputs``/``context``
-    (models, or None for plain dicts checked by the contract's schemas)."""
+    """A contract whose output and values (None: plain dicts) are pydantic models."""
 
     contract: Contract
     output: type[Out]
@@ -211,11 +208,9 @@ class TypedContract(Generic[Out]):
         context: type[BaseModel] | None = None,
         runtime_policy: Mapping[str, Any] | None = None,
         evals: Sequence[Mapping[str, Any]] = (),
-        description: str | None = None,
         strict: bool | Literal["auto"] = "auto",
     ) -> TypedContract[Out]:
-        """One declared value per field of ``inputs``/``context``; ``strict=True`` refuses an
-        output model with no strict form (``TQX_OUTPUT_SCHEMA_STRICT``)."""
+        """One declared value per field of ``inputs``/``context``."""
         try:
             schema = model_output_schema(output, strict=strict is True)
         except RecursionError:  # pydantic's schema generation, on models nested hundreds deep
@@ -231,8 +226,6 @@ class TypedContract(Generic[Out]):
             "runtime_policy": dict(runtime_policy or {}),
             "evals": [dict(case) for case in evals],
         }
-        if description is not None:
-            document["description"] = description
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
@@ -302,8 +295,7 @@ class TypedContract(Generic[Out]):
         return result.interaction
 
     def output_of(self, receipt: ExecutionReceipt) -> Out:
-        """The receipt's output as the output model, else ``OutputSchemaError`` (the contract's
-        schema) or ``OutputTypeError`` (the model) naming every failed pointer."""
+        """The receipt's output as the model, else ``OutputSchemaError`` or ``OutputTypeError``."""
         if not receipt.output_schema_valid:
             messages = output_schema_messages(self.contract.output_schema, thaw(receipt.output))
             detail = "; ".join(messages) or "see the contract's output_schema"
@@ -337,8 +329,7 @@ class TypedContract(Generic[Out]):
         context: Values = None,
         repair: int = 1,
     ) -> Out:
-        """Compile, execute on ``runtime`` and return the output model instance. ``repair=N``:
-        up to N tries in all, each refused answer sent back with its failed rules."""
+        """The output model instance; ``repair=N``: up to N tries, refusals sent back."""
         request = ExecutionRequest(interaction=self.compile(inputs, context=context))
         return self.output_of(self._on(runtime, repair).execute(request))
 
@@ -355,12 +346,8 @@ class TypedContract(Generic[Out]):
         return self.output_of(await self._on(runtime, repair).aexecute(request))
 
     def to_yaml(self) -> str:
-        """The equivalent contract as YAML, templates in their string forms where they have one."""
+        """The equivalent contract as YAML, messages in their string forms where they have one."""
         data = self.contract.model_dump(by_alias=True, exclude_defaults=True)
         for message in data["messages"]:
             message["content"] = _short(message["content"])
-        for name, component in data.get("components", {}).items():
-            typed = isinstance(component, dict)
-            short = _short(component["content"] if typed else component)
-            data["components"][name] = {**component, "content": short} if typed else short
         return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
