@@ -17,8 +17,7 @@ _OPTIONS = (
     orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 )  # subclasses of str/int/dict/list (frozen containers) encode like their base
 MAX_DEPTH: Final = 254
-"""Containers nested deeper than this are not canonical JSON: orjson's own limit (the
-reference's parser stops at 128), so no value recurses without bound."""
+"""Nesting past orjson's own limit is not canonical JSON (the reference's parser stops at 128)."""
 _I64_MIN: Final = -(2**63)
 _U64_MAX: Final = 2**64 - 1
 _F64_LIMIT = 2**1024  # float() of anything this large overflows
@@ -59,8 +58,7 @@ def json_pointer(segments: Iterable[object]) -> str:
 
 
 def _serde(value: Any, path: list[str]) -> Any:
-    """``value`` as a ``serde_json::Value`` holds it (integers beyond 64 bits as the nearest
-    f64), or ``NotJson`` naming its first part that has no JSON form."""
+    """``value`` as serde_json holds it (integers past 64 bits as f64), else ``NotJson``."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")

@@ -1,6 +1,5 @@
-"""Repair: an answer that is not JSON or fails the output schema goes back with every failed
-rule at its pointer, until it is valid or the tries or the deadline run out. Each try runs
-with its ``RepairAttempt`` current (``current_repair``): a tracer puts them in one trace."""
+"""Repair: an invalid answer goes back with every failed rule at its pointer; each try runs
+with its ``RepairAttempt`` current (``current_repair``), so a tracer puts them in one trace."""
 
 from __future__ import annotations
 
@@ -51,10 +50,8 @@ def collect_attempts() -> Iterator[list[int]]:
 
 
 class RepairAttempt:
-    """One try of a repairing call: its ``number`` (1 is the original), its ``request``, and
-    ``notes`` all tries share (adapters keep their trace there). A driver runs each try of
-    the first's iteration in ``with attempt:``, sets ``receipt``, and leaving the block
-    swallows a repairable outcome when another try follows."""
+    """One try (``number`` 1 is the original); ``notes`` are shared by all tries (a tracer's
+    trace). Leaving ``with attempt:`` swallows a repairable outcome when another try follows."""
 
     def __init__(
         self,
@@ -87,7 +84,6 @@ class RepairAttempt:
             return None
         rules: list[str] = []
         if not outcome.output_schema_valid:
-            # One line per failed rule; the messages never quote the output.
             schema = self.request.interaction.output_schema
             rules = output_schema_messages(schema, outcome.output) or [OUTPUT_SCHEMA_SUMMARY]
         elif self._runtime.validate is not None:
@@ -95,8 +91,7 @@ class RepairAttempt:
         return rules or None
 
     def _continues(self) -> bool:
-        # Decided once per try (the first repairable outcome the tracer or the driver
-        # sees), so a generation's level and the driver agree even at the deadline.
+        # Decided once per try, so the tracer and the driver agree even at the deadline.
         if self._again is None:
             left = self._ends_at is None or self._runtime._clock() < self._ends_at
             self._again = self.number < self._runtime.attempts and left
@@ -144,8 +139,7 @@ class RepairAttempt:
 
 
 class RepairingRuntime(WrappingRuntime):
-    """Repairs ``inner``'s invalid answers: ``attempts`` counts every try (1 is ``inner``
-    unchanged), none starts after ``deadline_s``; ``validate`` adds a host's rules."""
+    """``attempts`` counts every try (1 is ``inner`` unchanged); ``validate``: a host's rules."""
 
     def __init__(
         self,
@@ -186,8 +180,7 @@ class RepairingRuntime(WrappingRuntime):
         return first.result()
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """With repair, one terminal event for the call: an earlier try's deltas cannot be
-        taken back."""
+        """With repair, one terminal event: an earlier try's deltas cannot be taken back."""
         if self.attempts == 1:
             self._ensure_open()
             return self.inner.execute_streaming(request, sink)

@@ -1,6 +1,5 @@
-"""Draft 2020-12 validation (formats enforced, no remote ``$ref``, linear-time patterns), cached,
-and its failures built from the schema, never from messages quoting the instance (a secret):
-a pointer shows an object key only when the schema declares it (any other is ``*``)."""
+"""Draft 2020-12 validation (formats, no remote ``$ref``, linear-time patterns), cached; failures
+name the schema's rule, never the instance (a secret), and only the keys the schema declares."""
 
 from __future__ import annotations
 
@@ -142,9 +141,8 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
 def schema_messages(
     validator: Any, schema: Any, instance: Any, prefix: str = ""
 ) -> list[tuple[str, str]]:
-    """(pointer, message) per failed rule (``/priority: fails enum [1, 2, 3]``, the
-    pointer relative to ``instance``, named ``prefix`` in the message), at most
-    ``MAX_FAILURES``, then the count of the rest; ``validator`` is ``schema`` compiled."""
+    """(pointer, ``/priority: fails enum [1, 2, 3]``) per failed rule, at most ``MAX_FAILURES``,
+    then the count of the rest; ``prefix`` names ``instance`` in the message."""
     failures = _failures(validator, instance, declared_names(thaw(schema)))
     found = [
         (pointer, f"{prefix + pointer or '/'}: {rule}")

@@ -1,5 +1,4 @@
-"""OpenAI's structured-outputs subset of JSON Schema, as one table: outside it, a ``strict:
-true`` request is a 400."""
+"""OpenAI's structured-outputs subset of JSON Schema, as one table (outside it, strict is a 400)."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ _MAX_POINTER = 256  # deeper than any schema OpenAI takes: stop before Python's 
 
 
 class StrictFinding(NamedTuple):
-    """One place a schema is outside the subset; ``fixable`` when the strict form still
-    exists (the keyword left out of what is sent, the object closed, ...)."""
+    """One place a schema is outside the subset; ``fixable`` when a strict form still exists."""
 
     pointer: str
     rule: str
@@ -171,8 +169,7 @@ class _Walk:
 
 
 def to_strict_schema(schema: Mapping[str, Any]) -> StrictForm:
-    """``schema`` brought into the subset (new dicts: the argument stays as it was), with
-    every finding; ``schema`` None when a finding cannot be fixed."""
+    """``schema`` brought into the subset (as new dicts), or None, and every finding."""
     walk = _Walk(schema)
     if not isinstance(schema, Mapping):
         return StrictForm(None, (StrictFinding("", _ROOT, False),))
