@@ -274,9 +274,7 @@ class TypedContract(Generic[Out]):
             except ValueError as error:  # pydantic's serializer: bytes that are not UTF-8
                 problem = f"a value JSON cannot hold ({type(error).__name__})"
                 raise TypedContractError(section, [problem]) from None
-        if not isinstance(given, Mapping | None):
-            raise TypedContractError(section, [f"a mapping or a model, not {type(given).__name__}"])
-        return dict(given or {})
+        return {} if given is None else given  # RenderRequest checks it is a mapping of JSON
 
     def compile(self, inputs: Values = None, *, context: Values = None) -> CompiledInteraction:
         """The interaction for these values (models or dicts), else ``TypedContractError``."""
@@ -287,7 +285,8 @@ class TypedContract(Generic[Out]):
         try:
             request = RenderRequest.model_validate(values)
         except ValidationError as error:  # a value that is not JSON (a date, a set, ...)
-            raise TypedContractError("values", _problems(error, {})) from None
+            problems = _problems(error, RenderRequest.model_json_schema())
+            raise TypedContractError("values", problems) from None
         result = compile_contract(self.contract, request)
         if result.interaction is None:
             what = f"contract {self.contract.id} does not compile"

@@ -317,7 +317,7 @@ def test_a_recursive_input_model_is_a_typed_error() -> None:
 
 def test_values_that_are_not_json_or_not_mappings_are_typed_errors() -> None:
     plain = TypedContract.define(id="t", version="1", output=Triage, messages=[("user", "x")])
-    with pytest.raises(TypedContractError, match="not list"):
+    with pytest.raises(TypedContractError, match="/inputs: Input should be a valid dictionary"):
         plain.compile([1, 2])  # type: ignore[arg-type]
     with pytest.raises(TypedContractError, match="values"):
         plain.compile({"when": object()})
