@@ -31,7 +31,7 @@ if _typing.TYPE_CHECKING:
         execute_contract,
         run_evals,
     )
-    from ._canonical import canonical_json, fingerprint, fingerprint_bytes
+    from ._canonical import canonical_json, fingerprint
     from ._compiler import (
         CONTRACT_SCHEMA_PATH,
         CompileResult,
@@ -74,8 +74,6 @@ if _typing.TYPE_CHECKING:
         StrictFinding,
         StrictForm,
         model_output_schema,
-        require_strict_schema,
-        strict_findings,
         to_strict_schema,
     )
     from ._typed import TypedContract, TypedContractError, check_output_model
@@ -85,7 +83,7 @@ _WHERE = {
     name: module
     for module, names in {
         "._application": "EvalResult check_envelope compile_envelope execute_contract run_evals",
-        "._canonical": "canonical_json fingerprint fingerprint_bytes",
+        "._canonical": "canonical_json fingerprint",
         "._compiler": "CONTRACT_SCHEMA_PATH CompileResult Contract compile_contract "
         "parse_contract read_contract",
         "._contracts": "API_VERSION AdapterDescriptor CompiledInteraction CompiledMessage "
@@ -98,7 +96,7 @@ _WHERE = {
         "._scenarios": "Scenario load_inventory load_scenario",
         "._scripted": "ScriptedFailure ScriptedOutcome ScriptedRuntime ScriptedSuccess",
         "._strict": "OutputSchemaStrictError StrictFinding StrictForm model_output_schema "
-        "require_strict_schema strict_findings to_strict_schema",
+        "to_strict_schema",
         "._typed": "TypedContract TypedContractError check_output_model",
     }.items()
     for name in names.split()
@@ -159,16 +157,13 @@ __all__ = [
     "compile_envelope",
     "execute_contract",
     "fingerprint",
-    "fingerprint_bytes",
     "load_inventory",
     "load_scenario",
     "model_output_schema",
     "parse_contract",
     "parse_stream_event",
     "read_contract",
-    "require_strict_schema",
     "run_evals",
-    "strict_findings",
     "to_diagnostic",
     "to_strict_schema",
 ]

@@ -26,7 +26,7 @@ from ._errors import PortError
 from ._failures import to_diagnostic
 from ._receipts import output_schema_diagnostics
 from ._repair import RepairingRuntime, collect_attempts
-from ._strict import strict_findings
+from ._strict import to_strict_schema
 
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
@@ -87,7 +87,7 @@ def check_envelope(
                 file=str(contract),
                 json_pointer="/output_schema" + finding.pointer,
             )
-            for finding in strict_findings(plain["output_schema"])
+            for finding in to_strict_schema(plain["output_schema"]).findings
         ]
     summary = {
         "contract_id": plain["id"],

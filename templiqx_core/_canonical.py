@@ -1,13 +1,12 @@
 """JSON values as the reference's serde_json writes them: canonical bytes (orjson with sorted
-keys; what it refuses, integers beyond 64 bits or nesting past 255, takes an iterative slow
-path), fingerprints, wire text, and frozen containers (so a cached fingerprint holds)."""
+keys), fingerprints, wire text, and frozen containers (so a cached fingerprint holds)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 import orjson
@@ -16,10 +15,9 @@ from ._errors import InvalidData
 
 _OPTIONS = (
     orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-)  # subclasses of str/int/dict/list (frozen containers) encode like their base: fast path
-MAX_DEPTH: Final = 512
-"""Containers nested deeper than this are not canonical JSON (the reference's own parser
-stops at 128; orjson encodes up to 255 and the slow path takes over from there)."""
+)  # subclasses of str/int/dict/list (frozen containers) encode like their base
+MAX_DEPTH: Final = 254
+"""Nesting past orjson's own limit is not canonical JSON (the reference's parser stops at 128)."""
 _I64_MIN: Final = -(2**63)
 _U64_MAX: Final = 2**64 - 1
 _F64_LIMIT = 2**1024  # float() of anything this large overflows
@@ -38,13 +36,13 @@ def canonical_json(value: Any) -> bytes:
     """The canonical UTF-8 JSON bytes of a JSON value; ``NotJson`` if it is none."""
     try:
         data = orjson.dumps(value, option=_OPTIONS)
-    except orjson.JSONEncodeError:  # the slow path encodes it or names what is wrong
-        return _encode(value).encode("utf-8")
+    except orjson.JSONEncodeError:  # integers beyond 64 bits, or a part with no JSON form
+        return orjson.dumps(_serde(value, []), option=_OPTIONS)
     if b"null" in data:  # orjson writes NaN and Infinity as null: rule them out
         try:  # the standard library refuses them, at C speed
             json.dumps(value, allow_nan=False)
         except ValueError:
-            _encode(value)  # finds the first one and names it
+            _serde(value, [])  # names the first one
     return data
 
 
@@ -53,77 +51,44 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
-def fingerprint_bytes(data: bytes) -> str:
-    """SHA-256 hex digest of raw bytes."""
-    return hashlib.sha256(data).hexdigest()
-
-
 def json_pointer(segments: Iterable[object]) -> str:
     """RFC 6901 pointer of ``segments``; a lone surrogate shows escaped (messages must print)."""
     text = "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode()
 
 
-def _scalar(value: Any, path: Sequence[str]) -> str:
-    try:  # orjson writes scalars as serde_json does (the fast path relies on it too)
-        return orjson.dumps(value).decode()
-    except orjson.JSONEncodeError:
-        raise NotJson("a string with a lone surrogate", json_pointer(path)) from None
-
-
-def _encode(value: Any) -> str:
-    """The slow path: iterative, so depth is bounded by ``MAX_DEPTH``, not the stack."""
-    out: list[str] = []
-    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []  # open containers' rest, closer
-    path: list[str] = []  # the segment being written in each open container
-
-    def put(item: Any) -> None:
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise NotJson(f"a non-finite number ({item})", json_pointer(path))
-            item = float(item)  # orjson refuses float subclasses (numpy.float64)
-        if isinstance(item, int) and not _I64_MIN <= item <= _U64_MAX:  # serde's nearest f64
-            if abs(item) >= _F64_LIMIT:
-                raise NotJson("an integer beyond the f64 range", json_pointer(path))
-            item = float(item)
-        if item is None or isinstance(item, (str, int, float)):
-            out.append(_scalar(item, path))
-        elif isinstance(item, Mapping) or (
-            isinstance(item, Sequence) and not isinstance(item, (bytes, bytearray))
-        ):
-            if len(stack) >= MAX_DEPTH:
-                raise NotJson(f"nested deeper than {MAX_DEPTH} levels", json_pointer(path))
-            if isinstance(item, Mapping):
-                keys = list(item)
-                for key in keys:
-                    if not isinstance(key, str):
-                        reason = f"{type(key).__name__}, not a string"
-                        raise NotJson(reason, json_pointer(path), what="object key")
-                out.append("{")
-                stack.append((((key, item[key]) for key in sorted(keys)), "}"))
-            else:
-                out.append("[")
-                stack.append((((str(i), v) for i, v in enumerate(item)), "]"))
-            path.append("")
-        else:
-            raise NotJson(f"{type(item).__name__}, not a JSON value", json_pointer(path))
-
-    put(value)
-    while stack:
-        items, closer = stack[-1]
-        entry = next(items, None)
-        if entry is None:
-            out.append(closer)
-            stack.pop()
-            path.pop()
-            continue
-        if out[-1] not in ("[", "{"):  # not the container's first entry
-            out.append(",")
-        path[-1] = entry[0]
-        if closer == "}":
-            out += (_scalar(entry[0], path), ":")
-        put(entry[1])
-    return "".join(out)
+def _serde(value: Any, path: list[str]) -> Any:
+    """``value`` as serde_json holds it (integers past 64 bits as f64), else ``NotJson``."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotJson("a string with a lone surrogate", json_pointer(path)) from None
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotJson(f"a non-finite number ({value})", json_pointer(path))
+        return float(value)  # orjson refuses float subclasses (numpy.float64)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if _I64_MIN <= value <= _U64_MAX:
+            return value
+        if abs(value) >= _F64_LIMIT:
+            raise NotJson("an integer beyond the f64 range", json_pointer(path))
+        return float(value)
+    is_array = isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray))
+    if not (is_array or isinstance(value, Mapping)):
+        raise NotJson(f"{type(value).__name__}, not a JSON value", json_pointer(path))
+    if len(path) >= MAX_DEPTH:
+        raise NotJson(f"nested deeper than {MAX_DEPTH} levels", json_pointer(path))
+    if is_array:
+        return [_serde(item, [*path, str(index)]) for index, item in enumerate(value)]
+    for key in value:
+        if not isinstance(key, str):
+            reason = f"{type(key).__name__}, not a string"
+            raise NotJson(reason, json_pointer(path), what="object key")
+    return {_serde(key, [*path, key]): _serde(value[key], [*path, key]) for key in value}
 
 
 def sort_keys(value: Any) -> Any:
@@ -135,17 +100,6 @@ def sort_keys(value: Any) -> Any:
     return value
 
 
-def _as_serde_numbers(value: Any) -> Any:
-    # serde_json (without arbitrary_precision) holds integers beyond i64/u64 as f64.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if _I64_MIN <= value <= _U64_MAX else float(value)
-    if isinstance(value, dict):
-        return {key: _as_serde_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_as_serde_numbers(item) for item in value]
-    return value
-
-
 def wire_json(data: Any, *, indent: int | None = None) -> str:
     """``serde_json::to_string`` (``indent=2``: ``to_string_pretty``) of ``data``, keys in the
     order given: structs in declaration order, maps already sorted (``sort_keys``)."""
@@ -153,7 +107,7 @@ def wire_json(data: Any, *, indent: int | None = None) -> str:
     try:
         return orjson.dumps(data, option=option).decode()
     except orjson.JSONEncodeError:
-        return orjson.dumps(_as_serde_numbers(data), option=option).decode()
+        return orjson.dumps(_serde(data, []), option=option).decode()
 
 
 def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
@@ -191,11 +145,6 @@ def freeze(value: Any) -> Any:
     if isinstance(value, list):
         return FrozenList(freeze(item) for item in value)
     return value
-
-
-def is_frozen(value: Any) -> bool:
-    """Whether ``value`` cannot change (a scalar, or a frozen container)."""
-    return isinstance(value, (FrozenDict, FrozenList, str, int, float, bool, type(None)))
 
 
 def thaw(value: Any) -> Any:

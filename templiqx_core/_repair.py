@@ -1,6 +1,5 @@
-"""Repair: an answer that is not JSON or fails the output schema goes back with every failed
-rule at its pointer, until it is valid or the tries or the deadline run out. Each try runs
-with its ``RepairAttempt`` current (``current_repair``): a tracer puts them in one trace."""
+"""Repair: an invalid answer goes back with every failed rule at its pointer; each try runs
+with its ``RepairAttempt`` current (``current_repair``), so a tracer puts them in one trace."""
 
 from __future__ import annotations
 
@@ -16,13 +15,6 @@ from ._errors import InvalidData
 from ._failures import MAX_ANSWER_CHARS, RuntimeFailureError
 from ._ports import EventSink, RuntimeAdapter, WrappingRuntime
 from ._receipts import OUTPUT_SCHEMA_SUMMARY, output_schema_messages, request_fingerprint
-
-__all__ = [
-    "RepairAttempt",
-    "RepairingRuntime",
-    "collect_attempts",
-    "current_repair",
-]
 
 #: A host's rules for a schema-valid receipt: one ``/pointer: rule`` line per failure.
 Validate = Callable[[ExecutionReceipt], Sequence[str]]
@@ -58,10 +50,8 @@ def collect_attempts() -> Iterator[list[int]]:
 
 
 class RepairAttempt:
-    """One try of a repairing call: its ``number`` (1 is the original), its ``request``, and
-    ``notes`` all tries share (adapters keep their trace there). A driver runs each try of
-    the first's iteration in ``with attempt:``, sets ``receipt``, and leaving the block
-    swallows a repairable outcome when another try follows."""
+    """One try (``number`` 1 is the original); ``notes`` are shared by all tries (a tracer's
+    trace). Leaving ``with attempt:`` swallows a repairable outcome when another try follows."""
 
     def __init__(
         self,
@@ -76,23 +66,17 @@ class RepairAttempt:
         self.notes: dict[Any, Any] = {} if previous is None else previous.notes
         self.number: int = 1 if previous is None else previous.number + 1
         if previous is None:
-            #: The request fingerprint of the original interaction (every receipt's).
-            self.original_fingerprint = request_fingerprint(request.interaction)
+            self._original = request_fingerprint(request.interaction)  # every receipt's
             deadline_s = runtime.deadline_s
             self._ends_at = None if deadline_s is None else runtime._clock() + deadline_s
         else:
-            self.original_fingerprint = previous.original_fingerprint
-            self._ends_at = previous._ends_at
-
-    @property
-    def attempts(self) -> int:
-        return self._runtime.attempts
+            self._original, self._ends_at = previous._original, previous._ends_at
 
     def repairs(self, outcome: ExecutionReceipt | BaseException) -> bool:
         """Whether this outcome is sent back: it names failed rules, and tries and time are left."""
-        return self.failed_rules(outcome) is not None and self._continues()
+        return self._failed_rules(outcome) is not None and self._continues()
 
-    def failed_rules(self, outcome: ExecutionReceipt | BaseException) -> list[str] | None:
+    def _failed_rules(self, outcome: ExecutionReceipt | BaseException) -> list[str] | None:
         """The lines the repair message lists; None when there is nothing to repair."""
         if isinstance(outcome, RuntimeFailureError):
             return None if outcome.failure.answer is None else [outcome.failure.detail]
@@ -100,7 +84,6 @@ class RepairAttempt:
             return None
         rules: list[str] = []
         if not outcome.output_schema_valid:
-            # One line per failed rule; the messages never quote the output.
             schema = self.request.interaction.output_schema
             rules = output_schema_messages(schema, outcome.output) or [OUTPUT_SCHEMA_SUMMARY]
         elif self._runtime.validate is not None:
@@ -108,11 +91,10 @@ class RepairAttempt:
         return rules or None
 
     def _continues(self) -> bool:
-        # Decided once per try (the first repairable outcome the tracer or the driver
-        # sees), so a generation's level and the driver agree even at the deadline.
+        # Decided once per try, so the tracer and the driver agree even at the deadline.
         if self._again is None:
             left = self._ends_at is None or self._runtime._clock() < self._ends_at
-            self._again = self.number < self.attempts and left
+            self._again = self.number < self._runtime.attempts and left
         return self._again
 
     def __iter__(self) -> Iterator[RepairAttempt]:
@@ -128,7 +110,7 @@ class RepairAttempt:
     def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> bool:
         _CURRENT.reset(self._token)
         outcome = error if error is not None else self.receipt
-        rules = None if outcome is None else self.failed_rules(outcome)
+        rules = None if outcome is None else self._failed_rules(outcome)
         if rules is None or not self._continues():
             for sink in _COUNTS.get():
                 sink.append(self.number)
@@ -153,12 +135,11 @@ class RepairAttempt:
         """The receipt of the last try, fingerprinted as the original request."""
         last = list(self)[-1].receipt
         assert last is not None  # the tries ended on a receipt, else they raised
-        return last.model_copy(update={"request_fingerprint": self.original_fingerprint})
+        return last.model_copy(update={"request_fingerprint": self._original})
 
 
 class RepairingRuntime(WrappingRuntime):
-    """Repairs ``inner``'s invalid answers: ``attempts`` counts every try (1 is ``inner``
-    unchanged), none starts after ``deadline_s``; ``validate`` adds a host's rules."""
+    """``attempts`` counts every try (1 is ``inner`` unchanged); ``validate``: a host's rules."""
 
     def __init__(
         self,
@@ -199,8 +180,7 @@ class RepairingRuntime(WrappingRuntime):
         return first.result()
 
     def execute_streaming(self, request: ExecutionRequest, sink: EventSink) -> ExecutionReceipt:
-        """With repair, one terminal event for the call: an earlier try's deltas cannot be
-        taken back."""
+        """With repair, one terminal event: an earlier try's deltas cannot be taken back."""
         if self.attempts == 1:
             self._ensure_open()
             return self.inner.execute_streaming(request, sink)

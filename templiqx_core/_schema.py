@@ -1,6 +1,5 @@
-"""Draft 2020-12 validation (formats enforced, no remote ``$ref``, linear-time patterns), cached,
-and its failures built from the schema, never from messages quoting the instance (a secret):
-a pointer shows an object key only when the schema declares it (any other is ``*``)."""
+"""Draft 2020-12 validation (formats, no remote ``$ref``, linear-time patterns), cached; failures
+name the schema's rule, never the instance (a secret), and only the keys the schema declares."""
 
 from __future__ import annotations
 
@@ -11,19 +10,15 @@ from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
 import jsonschema_rs
-import orjson
 
-from ._canonical import canonical_json, is_frozen, json_pointer, thaw
+from ._canonical import FrozenDict, canonical_json, json_pointer, thaw
 from ._errors import InvalidData
 
 _CACHE_SIZE: Final = 512
 _LINEAR: Final = jsonschema_rs.RegexOptions()  # default size limits bound each pattern's memory
-_SUBSET: Final = (
-    "patterns may not use lookaround or backreferences, which cannot match in linear time"
-)
 MAX_FAILURES: Final = 20
 """At most this many failures are reported per validated value; the rest are counted."""
-_MAX_SCHEMA_TEXT: Final = 120
+_MAX_RULE: Final = 160
 _COUNT_LIMIT: Final = 1000
 
 
@@ -51,8 +46,6 @@ def _compiled(key: bytes) -> SchemaValidator:
         )
     except (jsonschema_rs.ValidationError, ValueError) as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        if first_line.endswith('is not a "regex"'):
-            first_line += f" ({_SUBSET})"
         raise InvalidData(f"cannot be compiled: {first_line}") from None
     return validator
 
@@ -72,20 +65,11 @@ def compile_schema(schema: Any, *, what: str = "output_schema") -> SchemaValidat
         validator = _compiled(key)
     except InvalidData as error:
         raise InvalidData(f"{what} {error}") from None
-    if is_frozen(schema):
+    if isinstance(schema, FrozenDict):
         if len(_BY_IDENTITY) >= _CACHE_SIZE:
             _BY_IDENTITY.clear()
         _BY_IDENTITY[id(schema)] = (schema, validator)
     return validator
-
-
-def _schema_text(value: Any) -> str:
-    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    if isinstance(value, list):
-        text = "[" + ", ".join(orjson.dumps(item).decode() for item in value) + "]"
-    if len(text) > _MAX_SCHEMA_TEXT:
-        text = text[: _MAX_SCHEMA_TEXT - 1] + "…"
-    return text
 
 
 def declared_names(schema: Any) -> frozenset[str]:
@@ -97,28 +81,12 @@ def declared_names(schema: Any) -> frozenset[str]:
         if not isinstance(node, dict):
             pending.extend(node if isinstance(node, list) else ())
             continue
-        properties, dependent = node.get("properties"), node.get("dependentRequired")
-        listed = [node.get("required")]
-        if isinstance(properties, dict):
-            listed.append(list(properties))
-        if isinstance(dependent, dict):
-            listed += [list(dependent), *dependent.values()]
-        for items in listed:
-            if isinstance(items, list):
-                names.update(item for item in items if isinstance(item, str))
+        properties, required = node.get("properties"), node.get("required")
+        names.update(properties if isinstance(properties, dict) else ())
+        listed = required if isinstance(required, list) else ()
+        names.update(name for name in listed if isinstance(name, str))
         pending.extend(node.values())
     return frozenset(names)
-
-
-def _value_at(instance: Any, path: list[str | int]) -> Any:
-    for segment in path:
-        if isinstance(instance, list) and isinstance(segment, int):
-            instance = instance[segment] if 0 <= segment < len(instance) else None
-        elif isinstance(instance, dict):
-            instance = instance.get(str(segment))
-        else:
-            return None
-    return instance
 
 
 def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str:
@@ -126,77 +94,33 @@ def _pointer(path: list[str | int], names: frozenset[str], instance: Any) -> str
     # looks like a number as a number).
     parts: list[str | int] = []
     for segment in path:
-        is_index = isinstance(instance, list) and isinstance(segment, int)
-        parts.append(segment if is_index or str(segment) in names else "*")
-        instance = _value_at(instance, [segment])
+        if isinstance(instance, list) and isinstance(segment, int):
+            parts.append(segment)
+            instance = instance[segment] if 0 <= segment < len(instance) else None
+        else:
+            parts.append(segment if str(segment) in names else "*")
+            instance = instance.get(str(segment)) if isinstance(instance, dict) else None
     return json_pointer(parts)
 
 
-_JSON_TYPES: Final = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    bool: "boolean",
-    int: "integer",
-    float: "number",
-    type(None): "null",
-}
-
-_RULES: Final = {  # keyword: the rule, ``{}`` the schema's value under that detail
-    "minLength": ("shorter than minLength {}", "limit"),
-    "maxLength": ("longer than maxLength {}", "limit"),
-    "minimum": ("less than minimum {}", "limit"),
-    "maximum": ("greater than maximum {}", "limit"),
-    "exclusiveMinimum": ("not greater than exclusiveMinimum {}", "limit"),
-    "exclusiveMaximum": ("not less than exclusiveMaximum {}", "limit"),
-    "minItems": ("fewer items than minItems {}", "limit"),
-    "maxItems": ("more items than maxItems {}", "limit"),
-    "minProperties": ("fewer properties than minProperties {}", "limit"),
-    "maxProperties": ("more properties than maxProperties {}", "limit"),
-    "enum": ("not one of the enum {}", "options"),
-    "const": ("not equal to const {}", "expected_value"),
-    "multipleOf": ("not a multiple of multipleOf {}", "multiple_of"),
-    "pattern": ("does not match pattern {}", "pattern"),
-    "format": ("not a valid {} (format)", "format"),
-    "required": ("missing (required)", None),
-    "uniqueItems": ("items are not unique (uniqueItems)", None),
-    "anyOf": ("matches none of the anyOf alternatives", None),
-    "oneOf": ("does not match exactly one of the oneOf alternatives", None),
-    "not": ("matches the schema under not", None),
-    "falseSchema": ("not allowed (the schema is false)", None),
-}
+#: What a failed rule shows: the schema's value under its keyword, never the instance's.
+_SHOWN: Final = ("limit", "multiple_of", "options", "expected_value", "pattern", "format")
 
 
-def _rule(keyword: str, details: dict[str, Any], instance: Any) -> str:
+def _rule(keyword: str, details: dict[str, Any]) -> str:
+    if keyword == "required":
+        return "missing (required)"
     if keyword == "type":
-        types = details.get("types") or []
-        wanted = " or ".join(str(t) for t in types) if types else "the declared type"
-        got = _JSON_TYPES.get(type(instance), type(instance).__name__)
-        return f"not of type {wanted} (got {got})"
-    if keyword in ("additionalProperties", "unevaluatedProperties"):
-        count = len(details.get("unexpected") or ())
-        if not count:
-            return f"properties not allowed by {keyword}"
-        return f"{count} {'property' if count == 1 else 'properties'} not allowed by {keyword}"
-    if keyword not in _RULES:
-        return f"fails {keyword}"
-    text, detail = _RULES[keyword]
-    if detail is None:
-        return text
-    value = details.get(detail)
-    return text.format(value if detail == "limit" else _schema_text(value))
+        return "not of type " + " or ".join(details.get("types") or ["the declared type"])
+    shown = [json.dumps(details[key], sort_keys=True) for key in _SHOWN if key in details]
+    text = " ".join([f"fails {keyword}", *shown])
+    return text if len(text) <= _MAX_RULE else text[: _MAX_RULE - 1] + "…"
 
 
 # jsonschema-rs names its error kinds after the keyword, in PascalCase, but for these.
 _RENAMED: Final = {"Constant": "const", "OneOfMultipleValid": "oneOf", "OneOfNotValid": "oneOf"}
 # A ``false`` schema under these keywords fails as the keyword (``additionalProperties: false``).
-_FALSE_AS: Final = [
-    "additionalItems",
-    "additionalProperties",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-]
+_FALSE_AS: Final = {"additionalProperties", "unevaluatedProperties", "propertyNames", "items"}
 
 
 def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[tuple[str, str]]:
@@ -204,10 +128,10 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
         kind, schema_path = type(error.kind).__name__, list(error.schema_path)
         keyword = _RENAMED.get(kind, kind[:1].lower() + kind[1:])
         if kind == "FalseSchema" and schema_path and schema_path[-1] in _FALSE_AS:
-            keyword = schema_path[-1]
+            keyword = str(schema_path[-1])
         path = list(error.instance_path)
         details = error.kind.as_dict()
-        rule = _rule(keyword, details, _value_at(instance, path))
+        rule = _rule(keyword, details)
         missing = details.get("property")
         if keyword == "required" and isinstance(missing, str):
             path.append(missing)
@@ -217,9 +141,8 @@ def _failures(validator: Any, instance: Any, names: frozenset[str]) -> Iterator[
 def schema_messages(
     validator: Any, schema: Any, instance: Any, prefix: str = ""
 ) -> list[tuple[str, str]]:
-    """(pointer, message) per failed rule (``/priority: not one of the enum [1, 2, 3]``, the
-    pointer relative to ``instance``, named ``prefix`` in the message), at most
-    ``MAX_FAILURES``, then the count of the rest; ``validator`` is ``schema`` compiled."""
+    """(pointer, ``/priority: fails enum [1, 2, 3]``) per failed rule, at most ``MAX_FAILURES``,
+    then the count of the rest; ``prefix`` names ``instance`` in the message."""
     failures = _failures(validator, instance, declared_names(thaw(schema)))
     found = [
         (pointer, f"{prefix + pointer or '/'}: {rule}")

@@ -1,13 +1,10 @@
-"""OpenAI's structured-outputs subset of JSON Schema as one table (outside it, a ``strict:
-true`` request is a 400): each keyword kept, dropped from what is sent (local validation still
-enforces it, so the model may only emit more) or refused (no strict form keeps its meaning)."""
+"""OpenAI's structured-outputs subset of JSON Schema, as one table (outside it, strict is a 400)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from . import codes
 from ._canonical import json_pointer
@@ -16,87 +13,32 @@ from ._errors import InvalidData
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = [
-    "OutputSchemaStrictError",
-    "StrictFinding",
-    "StrictForm",
-    "model_output_schema",
-    "require_strict_schema",
-    "strict_findings",
-    "to_strict_schema",
-]
-
-
-class _Do(Enum):
-    KEEP = "keep"
-    DROP = "drop"  # left out of what is sent, still enforced locally
-    REFUSE = "refuse"
-
-
-# The subset, per OpenAI's Structured Outputs guide, section "Supported schemas"
-# (https://platform.openai.com/docs/guides/structured-outputs#supported-schemas), cited on
-# 2026-12-06 from its published text (this machine cannot fetch it) and cross-checked
-# with openai-python's ``to_strict_json_schema`` (src/openai/lib/_pydantic.py, 2026-08-21):
-# types string, number, boolean, integer, object, array, null, enum, anyOf; string
-# pattern/format, number bounds and multipleOf, array minItems/maxItems; every object
-# closed with every property required; local $ref/$defs; a root object; at most 5000
-# properties and 10 levels of nesting; at most 1000 enum values in all.
-_KEEP = "type properties required additionalProperties items anyOf enum const $ref $defs"
-_KEEP += " definitions description title pattern format minimum maximum exclusiveMinimum"
-_KEEP += " exclusiveMaximum multipleOf minItems maxItems"
-_KEYWORDS: Final[dict[str, tuple[_Do, str]]] = {
-    **dict.fromkeys(_KEEP.split(), (_Do.KEEP, "in the subset")),
-    **{
-        word: (_Do.DROP, f"{what} are not in the subset")
-        for words, what in (
-            ("minLength maxLength", "string length bounds"),
-            (
-                "minProperties maxProperties propertyNames unevaluatedProperties",
-                "object size and key-name constraints",
-            ),
-            (
-                "uniqueItems contains minContains maxContains unevaluatedItems",
-                "array uniqueness and containment constraints",
-            ),
-            ("not if then else dependentRequired dependentSchemas", "conditional schemas"),
-            (
-                "default examples deprecated readOnly writeOnly $comment $schema",
-                "annotations other than title and description",
-            ),
-        )
-        for word in words.split()
-    },
-    "oneOf": (_Do.DROP, "oneOf is not in the subset: sent as anyOf"),
-    "allOf": (_Do.REFUSE, "allOf is not in the subset (one entry is merged, more cannot be)"),
-    "patternProperties": (_Do.REFUSE, "objects with pattern-named keys are open objects"),
-    "prefixItems": (_Do.REFUSE, "tuples (prefixItems) are not in the subset"),
+# The subset: OpenAI's Structured Outputs guide, "Supported schemas" (platform.openai.com/docs/
+# guides/structured-outputs#supported-schemas, cited 2026-12-06, cross-checked with
+# openai-python's to_strict_json_schema of 2026-08-21). Other keywords are left out of what
+# is sent (local validation still enforces them); the _REFUSED ones have no strict form.
+_KEPT = "type properties required additionalProperties items anyOf enum const $ref $defs"
+_KEPT += " definitions description title pattern format minimum maximum exclusiveMinimum"
+_KEPT += " exclusiveMaximum multipleOf minItems maxItems"
+_KEEP: Final = frozenset(_KEPT.split())
+_REFUSED: Final = {
+    "allOf": "allOf is not in the subset (one entry is merged, more cannot be)",
+    "patternProperties": "objects with pattern-named keys are open objects",
+    "prefixItems": "tuples (prefixItems) are not in the subset",
 }
-_UNKNOWN = (_Do.DROP, "not a keyword of the subset")
 _FORMATS: Final = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
 _TYPES: Final = frozenset({"string", "number", "boolean", "integer", "object", "array", "null"})
 _ROOT = "the root must be an object schema (not anyOf, not another type)"
 _OPEN = "an object must be closed (additionalProperties: false) with its properties declared"
-_CLOSE = "an object must set additionalProperties: false (added)"
-_REQUIRE = "every property must be required (all listed in required)"
 _ANY = "a schema must declare type, enum, const, anyOf or $ref (this one accepts any value)"
-_ITEMS = "an array must declare items (this one accepts any items)"
-_TYPE_NAME = "type must name JSON Schema types"
-_FORMAT = "format must be one the subset knows (date-time, time, date, duration, email, ...)"
-_REF = "$ref must point inside this schema (#...)"
-_REF_SIBLINGS = "a $ref must stand alone: its target is inlined"
-_DEPTH = "at most 10 levels of nested objects"
-_PROPERTIES = "at most 5000 object properties in all"
-_ENUMS = "at most 1000 enum values in all"
 MAX_DEPTH, MAX_PROPERTIES, MAX_ENUM_VALUES = 10, 5000, 1000
 _MAX_POINTER = 256  # deeper than any schema OpenAI takes: stop before Python's stack does
 
 
-@dataclass(frozen=True)
-class StrictFinding:
-    """One place a schema is outside the subset; ``fixable`` when the strict form still
-    exists (the keyword left out of what is sent, the object closed, ...)."""
+class StrictFinding(NamedTuple):
+    """One place a schema is outside the subset; ``fixable`` when a strict form still exists."""
 
     pointer: str
     rule: str
@@ -107,8 +49,7 @@ class StrictFinding:
         return f"{self.pointer or '/'}: {self.rule} ({how})"
 
 
-@dataclass(frozen=True)
-class StrictForm:
+class StrictForm(NamedTuple):
     """A schema brought into the subset: ``schema`` is None when no strict form exists."""
 
     schema: dict[str, Any] | None
@@ -128,10 +69,6 @@ class OutputSchemaStrictError(InvalidData):
         listed = "; ".join(str(f) for f in findings)
         super().__init__(f"{what} is outside OpenAI's structured-outputs subset: {listed}")
         self.findings = findings
-
-
-def _one_schema(entries: list[Any]) -> bool:
-    return len(entries) == 1 and isinstance(entries[0], Mapping)
 
 
 @dataclass
@@ -159,23 +96,26 @@ class _Walk:
         if isinstance(ref, str) and len(node) > 1 and ref.startswith("#"):
             target = self.resolve(ref)
             if isinstance(target, Mapping) and "$ref" not in target:
-                self.note(at, _REF_SIBLINGS, fixable=True)  # as openai-python does
+                self.note(at, "a $ref must stand alone: its target is inlined", fixable=True)
                 merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
                 return self.schema(merged, at, depth)
         out: dict[str, Any] = {}
         for key, value in node.items():
-            do, rule = _KEYWORDS.get(key, _UNKNOWN)
-            if do is _Do.KEEP:
+            if key in _KEEP:
                 out[key] = value
             elif key == "oneOf" and isinstance(value, list) and "anyOf" not in node:
-                self.note([*at, key], rule, fixable=True)
+                self.note([*at, key], "oneOf is not in the subset: sent as anyOf", fixable=True)
                 out["anyOf"] = value
-            elif key == "allOf" and isinstance(value, list) and _one_schema(value):
-                self.note([*at, key], "allOf of one entry is merged", fixable=True)
-                merged = {**value[0], **{k: v for k, v in node.items() if k != "allOf"}}
-                return self.schema(merged, at, depth)
-            else:
-                self.note([*at, key], rule, fixable=do is _Do.DROP)
+            elif key == "allOf" and isinstance(value, list) and len(value) == 1:
+                if isinstance(value[0], Mapping):
+                    self.note([*at, key], "allOf of one entry is merged", fixable=True)
+                    merged = {**value[0], **{k: v for k, v in node.items() if k != "allOf"}}
+                    return self.schema(merged, at, depth)
+                self.note([*at, key], _REFUSED[key], fixable=False)
+            elif key in _REFUSED:
+                self.note([*at, key], _REFUSED[key], fixable=False)
+            else:  # left out of what is sent, still enforced locally
+                self.note([*at, key], "not in the subset", fixable=True)
         self._check(node, out, at, depth)
         return self._children(out, at, depth)
 
@@ -185,34 +125,34 @@ class _Walk:
         kind = out.get("type")
         kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
         if any(not isinstance(k, str) or k not in _TYPES for k in kinds):
-            self.note([*at, "type"], _TYPE_NAME, fixable=False)
+            self.note([*at, "type"], "type must name JSON Schema types", fixable=False)
         if not ({"type", "enum", "const", "anyOf", "$ref"} & out.keys()):
             self.note(at, _ANY, fixable=False)
         ref = out.get("$ref")
         if "$ref" in out and not (isinstance(ref, str) and ref.startswith("#")):
-            self.note([*at, "$ref"], _REF, fixable=False)
+            self.note([*at, "$ref"], "$ref must point inside this schema (#...)", fixable=False)
         if "format" in out and not (isinstance(out["format"], str) and out["format"] in _FORMATS):
-            self.note([*at, "format"], _FORMAT, fixable=True)
+            self.note([*at, "format"], "format must be one the subset knows", fixable=True)
             del out["format"]
         if isinstance(out.get("enum"), list):
             self.enum_values += len(out["enum"])
         if "array" in kinds and "items" not in out and "prefixItems" not in node:
-            self.note(at, _ITEMS, fixable=False)
+            self.note(at, "an array must declare items (this one accepts any)", fixable=False)
         if "object" in kinds or "properties" in out:
             if depth >= MAX_DEPTH:
-                self.note(at, _DEPTH, fixable=False)
+                self.note(at, f"at most {MAX_DEPTH} levels of nested objects", fixable=False)
             names = list(out["properties"]) if isinstance(out.get("properties"), Mapping) else []
             extra = out.get("additionalProperties")
             if extra is not False and (extra is not None or not names):
                 self.note(at, _OPEN, fixable=False)
             elif extra is None:  # declared properties: closed as openai-python closes them
-                self.note(at, _CLOSE, fixable=True)
+                self.note(at, "additionalProperties: false is added", fixable=True)
                 out["additionalProperties"] = False
             self.properties += len(names)
             required = out.get("required")
             listed = required if isinstance(required, list) else ()
             if not all(isinstance(r, str) for r in listed) or set(listed) != set(names):
-                self.note([*at, "required"], _REQUIRE, fixable=True)
+                self.note([*at, "required"], "every property must be required", fixable=True)
                 out["required"] = names
 
     def _children(self, out: dict[str, Any], at: list[object], depth: int) -> dict[str, Any]:
@@ -229,8 +169,7 @@ class _Walk:
 
 
 def to_strict_schema(schema: Mapping[str, Any]) -> StrictForm:
-    """``schema`` brought into the subset (new dicts: the argument stays as it was), with
-    every finding; ``schema`` None when a finding cannot be fixed."""
+    """``schema`` brought into the subset (as new dicts), or None, and every finding."""
     walk = _Walk(schema)
     if not isinstance(schema, Mapping):
         return StrictForm(None, (StrictFinding("", _ROOT, False),))
@@ -239,40 +178,25 @@ def to_strict_schema(schema: Mapping[str, Any]) -> StrictForm:
     if "object" not in (kind if isinstance(kind, list) else [kind]):
         walk.note([], _ROOT, fixable=False)
     if walk.properties > MAX_PROPERTIES:
-        walk.note([], _PROPERTIES, fixable=False)
+        walk.note([], f"at most {MAX_PROPERTIES} object properties in all", fixable=False)
     if walk.enum_values > MAX_ENUM_VALUES:
-        walk.note([], _ENUMS, fixable=False)
+        walk.note([], f"at most {MAX_ENUM_VALUES} enum values in all", fixable=False)
     findings = tuple(walk.findings)
     blocked = any(not f.fixable for f in findings)
     return StrictForm(None if blocked else strict, findings)
 
 
-def strict_findings(schema: Mapping[str, Any]) -> list[StrictFinding]:
-    """Every place ``schema`` is outside the subset (pointer and rule)."""
-    return list(to_strict_schema(schema).findings)
-
-
-def require_strict_schema(schema: Mapping[str, Any], what: str = "output schema") -> dict[str, Any]:
-    """The strict form of ``schema``, or ``OutputSchemaStrictError`` naming every pointer
-    that has none (raised before any request is made)."""
-    form = to_strict_schema(schema)
-    if form.schema is None:
-        raise OutputSchemaStrictError(form.blocking, what)
-    return form.schema
-
-
 def model_output_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
-    """The schema OpenAI's own SDK sends for ``response_format=model`` (written here: the core
-    imports no provider SDK): every object closed, every property required, the model's own
-    types kept. ``strict=True`` refuses a model with no strict form (open dicts, tuples)."""
+    """The schema openai-python sends for ``response_format=model`` (the core imports no
+    provider SDK); ``strict=True`` refuses a model with no strict form."""
     from pydantic import BaseModel
 
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise InvalidData("model_output_schema takes a pydantic model class")
     schema = model.model_json_schema()
     derived: dict[str, Any] = _sdk_strict(schema, schema)
-    if strict:
-        require_strict_schema(derived, f"output model {model.__name__}")
+    if strict and (blocking := to_strict_schema(derived).blocking):
+        raise OutputSchemaStrictError(blocking, f"output model {model.__name__}")
     return derived
 
 
@@ -280,9 +204,8 @@ def _sdk_strict(node: Any, root: dict[str, Any]) -> Any:
     """openai-python's ``_ensure_strict_json_schema`` rules (src/openai/lib/_pydantic.py)."""
     if not isinstance(node, dict):
         return node
-    for defs in ("$defs", "definitions"):
-        for sub in (node.get(defs) or {}).values():
-            _sdk_strict(sub, root)
+    for sub in (node.get("$defs") or {}).values():  # pydantic writes no "definitions"
+        _sdk_strict(sub, root)
     if node.get("type") == "object" and "additionalProperties" not in node:
         node["additionalProperties"] = False
     if isinstance(node.get("properties"), dict):

@@ -1,8 +1,8 @@
-"""Typed contracts: a contract bound to the host's pydantic models, so the output shape is
-written once (as the model); errors name pointers and rules, never a value."""
+"""Typed contracts: a contract bound to pydantic models, so the output shape is written once."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +12,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ._canonical import canonical_json, json_pointer, thaw
-from ._compiler import Contract, check_plain, compile_contract, parse_contract, read_contract
+from ._compiler import Contract, check_plain, compile_contract, read_contract
+from ._compiler.model import _PATH
 from ._contracts import (
     API_VERSION,
     CompiledInteraction,
@@ -29,8 +30,6 @@ from ._receipts import output_schema_messages
 from ._repair import RepairingRuntime
 from ._schema import MAX_FAILURES, declared_names
 from ._strict import model_output_schema
-
-__all__ = ["TypedContract", "TypedContractError", "check_output_model"]
 
 Out = TypeVar("Out", bound=BaseModel)
 Values = BaseModel | Mapping[str, Any] | None
@@ -157,8 +156,7 @@ def _listed(diagnostics: Iterable[Diagnostic | Mapping[str, Any]]) -> list[str]:
 def check_output_model(
     contract: Contract | str | Path | Mapping[str, Any], model: type[BaseModel]
 ) -> None:
-    """``OutputTypeError`` listing every difference unless the ``output_schema`` (of a
-    contract, its path, or the schema) constrains exactly what ``model_output_schema`` does."""
+    """``OutputTypeError`` listing every way the output_schema differs from the model's."""
     if isinstance(contract, (str, Path)):
         contract = _read(contract)
     declared = contract.output_schema if isinstance(contract, Contract) else contract
@@ -179,10 +177,56 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(str, _Dumper.represent_str)
 
 
+def _filter_text(item: str | Mapping[str, Any]) -> str:
+    if isinstance(item, str):
+        return item
+    arguments = ", ".join(
+        f"{key}={json.dumps(value, ensure_ascii=False)}"
+        for key, value in item.items()
+        if key != "name" and (value is not None or key == "value")
+    )
+    return f"{item['name']}({arguments})"
+
+
+def print_template(nodes: Iterable[Mapping[str, Any]]) -> str | None:
+    """The string form of ``nodes``, or None when it has none (conditions, loops, ...): to_yaml
+    writes text as text, not as syntax trees."""
+    items: list[Mapping[str, Any]] = []
+    for node in nodes:  # adjacent text merged: "{" then "{" must not open a placeholder
+        if node["kind"] == "text" and items and items[-1]["kind"] == "text":
+            items[-1] = {"kind": "text", "value": items[-1]["value"] + node["value"]}
+        else:
+            items.append(node)
+    parts: list[str] = []
+    for index, node in enumerate(items):
+        if node["kind"] == "text":  # next: a placeholder, or no string form at all
+            escaped = node["value"].replace("{{", '{{ "{{" }}')
+            if index + 1 < len(items) and escaped.endswith("{"):  # the placeholder would join
+                escaped = escaped[:-1] + '{{ "{" }}'
+            parts.append(escaped)
+            continue
+        expression = node.get("expression", {})
+        path = expression["path"] if expression.get("kind") == "ref" else ""
+        if node["kind"] != "interpolate" or _PATH.fullmatch(path) is None:
+            return None
+        filters = "".join(f" | {_filter_text(item)}" for item in node.get("filters", []))
+        parts.append(f"{{{{ {path}{filters} }}}}")
+    return "".join(parts)
+
+
+def _short(content: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """``content`` and its bodies, each in string form where it has one."""
+    for node in content:
+        for body in ("then", "else", "body"):
+            if body in node:
+                node[body] = _short(node[body])
+    short = print_template(content)
+    return content if short is None else short
+
+
 @dataclass(frozen=True)
 class TypedContract(Generic[Out]):
-    """A contract whose output is ``output`` and whose values are ``inputs``/``context``
-    (models, or None for plain dicts checked by the contract's schemas)."""
+    """A contract whose output and values (None: plain dicts) are pydantic models."""
 
     contract: Contract
     output: type[Out]
@@ -201,11 +245,9 @@ class TypedContract(Generic[Out]):
         context: type[BaseModel] | None = None,
         runtime_policy: Mapping[str, Any] | None = None,
         evals: Sequence[Mapping[str, Any]] = (),
-        description: str | None = None,
         strict: bool | Literal["auto"] = "auto",
     ) -> TypedContract[Out]:
-        """One declared value per field of ``inputs``/``context``; ``strict=True`` refuses an
-        output model with no strict form (``TQX_OUTPUT_SCHEMA_STRICT``)."""
+        """One declared value per field of ``inputs``/``context``."""
         try:
             schema = model_output_schema(output, strict=strict is True)
         except RecursionError:  # pydantic's schema generation, on models nested hundreds deep
@@ -221,19 +263,12 @@ class TypedContract(Generic[Out]):
             "runtime_policy": dict(runtime_policy or {}),
             "evals": [dict(case) for case in evals],
         }
-        if description is not None:
-            document["description"] = description
         try:
             contract = Contract.model_validate(document)
         except ValidationError as error:
-            fields = Contract.model_json_schema(by_alias=True)  # its field names too
-            problems = _problems(error, [fields, document])
-            try:  # as a file: the compiler's own codes and pointers (PyYAML reads back its dump)
-                found = parse_contract(yaml.dump(document, Dumper=_Dumper, sort_keys=False))[1]
-            except (yaml.YAMLError, RecursionError):  # a value YAML cannot hold
-                found = []
-            if found and not any(d.message.startswith("invalid YAML") for d in found):
-                problems = _listed(found)  # not where YAML refuses a character JSON takes
+            problems = _problems(
+                error, [Contract.model_json_schema(by_alias=True), document]
+            )  # its field names too
             raise TypedContractError(f"contract {id}", problems) from None
         return cls(contract, output, inputs, context)._checked(f"contract {id}")
 
@@ -278,9 +313,7 @@ class TypedContract(Generic[Out]):
             except ValueError as error:  # pydantic's serializer: bytes that are not UTF-8
                 problem = f"a value JSON cannot hold ({type(error).__name__})"
                 raise TypedContractError(section, [problem]) from None
-        if not isinstance(given, Mapping | None):
-            raise TypedContractError(section, [f"a mapping or a model, not {type(given).__name__}"])
-        return dict(given or {})
+        return {} if given is None else given  # RenderRequest checks it is a mapping of JSON
 
     def compile(self, inputs: Values = None, *, context: Values = None) -> CompiledInteraction:
         """The interaction for these values (models or dicts), else ``TypedContractError``."""
@@ -291,7 +324,8 @@ class TypedContract(Generic[Out]):
         try:
             request = RenderRequest.model_validate(values)
         except ValidationError as error:  # a value that is not JSON (a date, a set, ...)
-            raise TypedContractError("values", _problems(error, {})) from None
+            problems = _problems(error, RenderRequest.model_json_schema())
+            raise TypedContractError("values", problems) from None
         result = compile_contract(self.contract, request)
         if result.interaction is None:
             what = f"contract {self.contract.id} does not compile"
@@ -299,18 +333,15 @@ class TypedContract(Generic[Out]):
         return result.interaction
 
     def output_of(self, receipt: ExecutionReceipt) -> Out:
-        """The receipt's output as the output model, else ``OutputSchemaError`` (the contract's
-        schema) or ``OutputTypeError`` (the model) naming every failed pointer."""
+        """The receipt's output as the model, else ``OutputSchemaError`` or ``OutputTypeError``."""
         if not receipt.output_schema_valid:
             messages = output_schema_messages(self.contract.output_schema, thaw(receipt.output))
             detail = "; ".join(messages) or "see the contract's output_schema"
             raise OutputSchemaError(f"output does not satisfy the contract schema: {detail}")
-        try:
-            return self.output.model_validate(thaw(receipt.output))
-        except ValidationError as error:
-            problems = _problems(error, self.output.model_json_schema())
+        if problems := self.output_problems(receipt):
             message = f"output does not validate as {self.output.__name__}: "
-            raise OutputTypeError(message + "; ".join(problems)) from None
+            raise OutputTypeError(message + "; ".join(problems))
+        return self.output.model_validate(thaw(receipt.output))
 
     def output_problems(self, receipt: ExecutionReceipt) -> list[str]:
         """What the output model refuses, one ``/pointer: rule`` line each (what repair sends)."""
@@ -326,32 +357,6 @@ class TypedContract(Generic[Out]):
             return runtime
         return RepairingRuntime(runtime, attempts=repair, validate=self.output_problems)
 
-    def run_receipt(
-        self,
-        runtime: RuntimeAdapter,
-        inputs: Values = None,
-        *,
-        context: Values = None,
-        repair: int = 1,
-    ) -> tuple[Out, ExecutionReceipt]:
-        """``run``, and the receipt (fingerprints, the output as JSON)."""
-        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
-        receipt = self._on(runtime, repair).execute(request)
-        return self.output_of(receipt), receipt
-
-    async def arun_receipt(
-        self,
-        runtime: RuntimeAdapter,
-        inputs: Values = None,
-        *,
-        context: Values = None,
-        repair: int = 1,
-    ) -> tuple[Out, ExecutionReceipt]:
-        """``run_receipt`` on the event loop (the runtime's ``aexecute``)."""
-        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
-        receipt = await self._on(runtime, repair).aexecute(request)
-        return self.output_of(receipt), receipt
-
     def run(
         self,
         runtime: RuntimeAdapter,
@@ -360,9 +365,9 @@ class TypedContract(Generic[Out]):
         context: Values = None,
         repair: int = 1,
     ) -> Out:
-        """Compile, execute on ``runtime`` and return the output model instance. ``repair=N``:
-        up to N tries in all, each refused answer sent back with its failed rules."""
-        return self.run_receipt(runtime, inputs, context=context, repair=repair)[0]
+        """The output model instance; ``repair=N``: up to N tries, refusals sent back."""
+        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
+        return self.output_of(self._on(runtime, repair).execute(request))
 
     async def arun(
         self,
@@ -373,9 +378,12 @@ class TypedContract(Generic[Out]):
         repair: int = 1,
     ) -> Out:
         """``run`` on the event loop (the runtime's ``aexecute``)."""
-        return (await self.arun_receipt(runtime, inputs, context=context, repair=repair))[0]
+        request = ExecutionRequest(interaction=self.compile(inputs, context=context))
+        return self.output_of(await self._on(runtime, repair).aexecute(request))
 
     def to_yaml(self) -> str:
-        """The equivalent contract as YAML, its content as the nodes it compiles from."""
+        """The equivalent contract as YAML, messages in their string forms where they have one."""
         data = self.contract.model_dump(by_alias=True, exclude_defaults=True)
+        for message in data["messages"]:
+            message["content"] = _short(message["content"])
         return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)

@@ -361,7 +361,7 @@ def _bind_values(
             message = f"{section}.{name} is not JSON: a string with a lone surrogate"
             diagnostics.append(diagnostic(codes.DATA_INVALID, message, pointer))
             continue
-        # Per failed rule: ``/subject: shorter than minLength 1``, located in the request.
+        # Per failed rule: ``/subject: fails minLength 1``, located in the request.
         found = schema_messages(validator, schema, values[name], f"/{name}")
         if not found:  # the validator said no without naming a rule
             found = [("", f"{section}.{name} does not match its declared schema")]

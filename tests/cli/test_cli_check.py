@@ -93,17 +93,17 @@ def test_check_names_each_broken_eval_fixture_rule_in_envelope_and_stderr(
         (
             "TQX_VALUE_SCHEMA",
             "/evals/1/inputs/priority",
-            "eval 'broken': /priority: not one of the enum [1, 2, 3]",
+            "eval 'broken': /priority: fails enum [1, 2, 3]",
         ),
         (
             "TQX_VALUE_SCHEMA",
             "/evals/1/inputs/subject",
-            "eval 'broken': /subject: shorter than minLength 1",
+            "eval 'broken': /subject: fails minLength 1",
         ),
         (
             "TQX_OUTPUT_SCHEMA",
             "/evals/1/fake_output/category",
-            'eval \'broken\': /category: not one of the enum ["billing", "bug", "other"]',
+            'eval \'broken\': /category: fails enum ["billing", "bug", "other"]',
         ),
     ]
     # The stderr line carries the envelope's text, one line per diagnostic.
@@ -157,7 +157,7 @@ def test_execute_eval_with_invalid_fake_output_names_the_rule(run_cli: Run, tria
         "templiqx: execute_contract failed: TQX_OUTPUT_SCHEMA /output: "
         "runtime output does not satisfy the contract schema",
         "templiqx: execute_contract failed: TQX_OUTPUT_SCHEMA /output/category: "
-        '/category: not one of the enum ["billing", "bug", "other"]',
+        '/category: fails enum ["billing", "bug", "other"]',
     ]
 
 

@@ -150,7 +150,7 @@ def test_schema_invalid_output_names_each_failing_field_and_rule_after_the_refer
         (
             "TQX_OUTPUT_SCHEMA",
             "/output/effective_date",
-            '/effective_date: not a valid "date" (format)',
+            '/effective_date: fails format "date"',
         ),
     ]
 

@@ -11,8 +11,7 @@ import yaml
 from templiqx_core import RenderRequest, check_envelope
 from templiqx_core._compiler import CompileResult, compile_contract, parse_contract
 from templiqx_core._compiler.model import parse_template
-
-from .template_printer import print_template
+from templiqx_core._typed import print_template
 
 
 def compiled(extra: dict[str, Any], inputs: dict[str, Any] | None = None) -> CompileResult:

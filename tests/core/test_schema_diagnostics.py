@@ -23,38 +23,38 @@ SECRET = "sk-live-do-not-echo-0123456789"
 
 # One property per keyword family, each with the value that breaks it and the line.
 FAMILIES: list[tuple[str, dict[str, Any], Any, str]] = [
-    ("type", {"type": "string"}, 5, "/field: not of type string (got integer)"),
-    ("enum", {"enum": [1, 2, 3]}, 7, "/field: not one of the enum [1, 2, 3]"),
-    ("const", {"const": "yes"}, "no", '/field: not equal to const "yes"'),
-    ("minLength", {"type": "string", "minLength": 1}, "", "/field: shorter than minLength 1"),
-    ("maxLength", {"type": "string", "maxLength": 2}, "abc", "/field: longer than maxLength 2"),
-    ("minimum", {"type": "integer", "minimum": 3}, 1, "/field: less than minimum 3"),
-    ("maximum", {"type": "integer", "maximum": 3}, 9, "/field: greater than maximum 3"),
+    ("type", {"type": "string"}, 5, "/field: not of type string"),
+    ("enum", {"enum": [1, 2, 3]}, 7, "/field: fails enum [1, 2, 3]"),
+    ("const", {"const": "yes"}, "no", '/field: fails const "yes"'),
+    ("minLength", {"type": "string", "minLength": 1}, "", "/field: fails minLength 1"),
+    ("maxLength", {"type": "string", "maxLength": 2}, "abc", "/field: fails maxLength 2"),
+    ("minimum", {"type": "integer", "minimum": 3}, 1, "/field: fails minimum 3"),
+    ("maximum", {"type": "integer", "maximum": 3}, 9, "/field: fails maximum 3"),
     (
         "exclusiveMinimum",
         {"type": "number", "exclusiveMinimum": 0},
         0,
-        "/field: not greater than exclusiveMinimum 0",
+        "/field: fails exclusiveMinimum 0",
     ),
-    ("minItems", {"type": "array", "minItems": 2}, [1], "/field: fewer items than minItems 2"),
-    ("maxItems", {"type": "array", "maxItems": 1}, [1, 2], "/field: more items than maxItems 1"),
+    ("minItems", {"type": "array", "minItems": 2}, [1], "/field: fails minItems 2"),
+    ("maxItems", {"type": "array", "maxItems": 1}, [1, 2], "/field: fails maxItems 1"),
     (
         "pattern",
         {"type": "string", "pattern": "^T-[0-9]+$"},
         "X-1",
-        '/field: does not match pattern "^T-[0-9]+$"',
+        '/field: fails pattern "^T-[0-9]+$"',
     ),
     (
         "format",
         {"type": "string", "format": "date"},
         "31/12",
-        '/field: not a valid "date" (format)',
+        '/field: fails format "date"',
     ),
     (
         "format",
         {"type": "string", "format": "date-time"},
         "yesterday",
-        '/field: not a valid "date-time" (format)',
+        '/field: fails format "date-time"',
     ),
     (
         "required",
@@ -66,13 +66,13 @@ FAMILIES: list[tuple[str, dict[str, Any], Any, str]] = [
         "additionalProperties",
         {"type": "object", "properties": {"id": {}}, "additionalProperties": False},
         {SECRET: 1, "other": 2},
-        "/field: 2 properties not allowed by additionalProperties",
+        "/field: fails additionalProperties",
     ),
     (
         "additionalProperties",
         {"type": "object", "additionalProperties": False},
         {SECRET: 1},
-        "/field: properties not allowed by additionalProperties",
+        "/field: fails additionalProperties",
     ),
 ]
 IDS = [f"{keyword}-{index}" for index, (keyword, *_) in enumerate(FAMILIES)]
@@ -142,7 +142,7 @@ def test_context_values_are_checked_as_inputs() -> None:
     )
     result = compile_contract(spec, RenderRequest(context={"tenant": "acme"}), [])
     assert lines(result.diagnostics) == [
-        ("TQX_VALUE_SCHEMA", '/tenant: does not match pattern "^t-"', "/context/tenant")
+        ("TQX_VALUE_SCHEMA", '/tenant: fails pattern "^t-"', "/context/tenant")
     ]
 
 
@@ -160,8 +160,8 @@ def test_each_failure_is_its_own_diagnostic() -> None:
         fixture_output={"priority": 5, "subject": None},
     )
     assert sorted(d.message for d in envelope.diagnostics[1:]) == [
-        "/priority: not one of the enum [1, 2, 3]",
-        "/subject: not of type string (got null)",
+        "/priority: fails enum [1, 2, 3]",
+        "/subject: not of type string",
     ]
 
 
@@ -171,7 +171,7 @@ def test_failures_past_the_bound_are_counted_not_listed() -> None:
         contract(inputs={"ids": schema}), RenderRequest(inputs={"ids": ["x"] * 50}), []
     )
     assert len(result.diagnostics) == MAX_FAILURES + 1
-    assert result.diagnostics[0].message == "/ids/0: not of type integer (got string)"
+    assert result.diagnostics[0].message == "/ids/0: not of type integer"
     assert result.diagnostics[-1].message == "/ids: 30 more schema failure(s) not shown"
 
 
@@ -190,9 +190,9 @@ def test_no_diagnostic_quotes_the_failing_value_or_an_undeclared_key() -> None:
     )
     assert SECRET not in str([d.to_json() for d in envelope.diagnostics])
     assert sorted(lines(envelope.diagnostics[1:])) == [
-        ("TQX_OUTPUT_SCHEMA", "/*: not of type integer (got string)", "/output/*"),
-        ("TQX_OUTPUT_SCHEMA", "/name: not of type integer (got string)", "/output/name"),
-        ("TQX_OUTPUT_SCHEMA", "/name: not one of the enum [1]", "/output/name"),
+        ("TQX_OUTPUT_SCHEMA", "/*: not of type integer", "/output/*"),
+        ("TQX_OUTPUT_SCHEMA", "/name: fails enum [1]", "/output/name"),
+        ("TQX_OUTPUT_SCHEMA", "/name: not of type integer", "/output/name"),
     ]
 
 
@@ -224,7 +224,7 @@ def test_a_component_argument_off_its_parameter_schema_names_the_rule() -> None:
     assert lines(result.diagnostics) == [
         (
             "TQX_COMPONENT_ARGUMENT_TYPE",
-            "argument 'who' does not match the parameter's schema: /: longer than maxLength 3",
+            "argument 'who' does not match the parameter's schema: /: fails maxLength 3",
             "/messages/0/content/0/with/who",
         )
     ]
@@ -248,7 +248,7 @@ def test_an_extension_value_off_its_schema_names_the_rule() -> None:
         (
             "TQX_EXTENSION_SCHEMA",
             "extension 'openai.reasoning_effort' value does not match its schema: "
-            '/: not one of the enum ["low", "high"]',
+            '/: fails enum ["low", "high"]',
             "/extensions/openai.reasoning_effort/value",
         )
     ]
@@ -309,6 +309,6 @@ def test_an_undeclared_key_that_looks_like_a_number_is_not_shown() -> None:
         fixture_output={"4111111111111111": None, "items": [0, "x"]},
     )
     assert sorted(lines(envelope.diagnostics[1:])) == [
-        ("TQX_OUTPUT_SCHEMA", "/*: not of type integer (got array)", "/output/*"),
-        ("TQX_OUTPUT_SCHEMA", "/*: not of type integer (got null)", "/output/*"),
+        ("TQX_OUTPUT_SCHEMA", "/*: not of type integer", "/output/*"),
+        ("TQX_OUTPUT_SCHEMA", "/*: not of type integer", "/output/*"),
     ]

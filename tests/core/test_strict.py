@@ -12,12 +12,15 @@ from pydantic import BaseModel, Field
 from templiqx_core import (
     InvalidData,
     OutputSchemaStrictError,
+    StrictFinding,
     codes,
     model_output_schema,
-    require_strict_schema,
-    strict_findings,
     to_strict_schema,
 )
+
+
+def strict_findings(schema: Any) -> list[StrictFinding]:
+    return list(to_strict_schema(schema).findings)
 
 
 def obj(**properties: Any) -> dict[str, Any]:
@@ -116,7 +119,6 @@ def test_fixable_rule(rule: str, value: dict[str, Any], pointer: str, sent: Any)
     assert form.schema is not None
     assert form.schema["properties"]["v"] == sent
     assert strict_findings(form.schema) == []  # the strict form is inside the subset
-    assert require_strict_schema(schema) == form.schema
 
 
 BLOCKING = [
@@ -150,11 +152,11 @@ BLOCKING = [
 def test_blocking_rule(rule: str, schema: dict[str, Any], pointer: str) -> None:
     blocking = [f for f in strict_findings(schema) if not f.fixable]
     assert pointer in [f.pointer for f in blocking], rule
-    assert to_strict_schema(schema).schema is None
-    with pytest.raises(OutputSchemaStrictError) as caught:
-        require_strict_schema(schema)
-    assert caught.value.code == codes.OUTPUT_SCHEMA_STRICT
-    assert f"{pointer or '/'}: " in str(caught.value)
+    form = to_strict_schema(schema)
+    assert form.schema is None
+    caught = OutputSchemaStrictError(form.blocking)
+    assert caught.code == codes.OUTPUT_SCHEMA_STRICT
+    assert f"{pointer or '/'}: " in str(caught)
 
 
 def nested(levels: int) -> dict[str, Any]:
@@ -195,7 +197,7 @@ def test_every_finding_is_reported_at_once_and_the_argument_is_not_changed() -> 
 
 def test_a_dropped_keyword_still_holds_in_local_validation() -> None:
     schema = obj(name={"type": "string", "minLength": 2})
-    sent = require_strict_schema(schema)
+    sent = to_strict_schema(schema).schema
     jsonschema.validate({"name": "x"}, sent)  # the model may emit it under the sent form
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"name": "x"}, schema)  # and the contract's schema refuses it
@@ -265,4 +267,4 @@ def test_model_output_schema_takes_only_a_model_class() -> None:
 def test_a_recursive_schema_through_the_root_is_in_the_subset() -> None:
     tree = obj(name=STRING, children={"type": "array", "items": {"$ref": "#"}})
     assert strict_findings(tree) == []
-    assert require_strict_schema(tree) == tree
+    assert to_strict_schema(tree).schema == tree

@@ -15,8 +15,7 @@ from templiqx_core._compiler import compile_contract, parse_contract
 from templiqx_core._compiler.model import parse_template
 from templiqx_core._loading import exponent_floats
 from templiqx_core._receipts import request_fingerprint
-
-from .template_printer import print_template
+from templiqx_core._typed import print_template
 
 INPUTS = {
     "s": {"schema": {"type": "string"}, "required": True},

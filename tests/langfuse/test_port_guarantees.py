@@ -16,6 +16,7 @@ from templiqx_core import (
     StreamEvent,
     codes,
 )
+from templiqx_core.adapters import MAX_DEPTH
 from templiqx_langfuse import RetryingRuntime
 from templiqx_langfuse._redaction import _SHARED
 from tests.conftest import GREETING, RuntimeFactory, assert_closed, start_call
@@ -43,7 +44,7 @@ def test_a_1000_deep_reply_is_invalid_response_with_the_generation_at_error(
     with pytest.raises(RuntimeFailureError) as raised:
         runtime.execute_streaming(greeting_request, events.append)
     assert raised.value.code == codes.RUNTIME_INVALID_RESPONSE
-    assert "512" in raised.value.failure.detail
+    assert f"nested deeper than {MAX_DEPTH} levels" in raised.value.failure.detail
     assert "[" not in raised.value.failure.detail
     assert [(e.kind, getattr(e, "code", None)) for e in events] == [
         ("Failed", codes.RUNTIME_INVALID_RESPONSE)

@@ -22,6 +22,7 @@ from tests.conftest import (
     chat_completion,
     json_reply,
 )
+from tests.core.test_typed_contracts import arun_receipt, run_receipt
 
 pytestmark = BOTH_IO
 
@@ -59,7 +60,7 @@ def test_run_sends_the_strict_schema_and_returns_the_model(
     server = model_server
     server.set_responder(lambda _: json_reply(chat_completion({"priority": 1, "summary": "down"})))
     runtime = make_runtime(tracing=False)
-    answer, receipt = TYPED.run_receipt(runtime, {"subject": "Site down"})
+    answer, receipt = run_receipt(TYPED, runtime, {"subject": "Site down"})
     assert answer == Triage(priority=1, summary="down")
     [sent] = server.requests
     body = sent.json()
@@ -113,10 +114,10 @@ def test_repair_sends_the_model_s_refusal_back_and_returns_the_repaired_answer(
     runtime = make_runtime()
     with collect_traces() as traces:
         if io == "async":
-            call = BRIEF.arun_receipt(runtime, TICKET, repair=3)  # in this context (the traces)
+            call = arun_receipt(BRIEF, runtime, TICKET, repair=3)  # in this context (the traces)
             answer, receipt = event_loop_runner.run(call, context=contextvars.copy_context())
         else:
-            answer, receipt = BRIEF.run_receipt(runtime, TICKET, repair=3)
+            answer, receipt = run_receipt(BRIEF, runtime, TICKET, repair=3)
     assert answer == Brief(**ANSWER)
     assert [ref.trace_id for ref in traces] == [traces[0].trace_id] * 3  # one trace, 3 tries
     assert receipt.request_fingerprint == request_fingerprint(BRIEF.compile(TICKET))
