@@ -24,13 +24,7 @@ from ._errors import (
 from ._version import __version__
 
 if _typing.TYPE_CHECKING:
-    from ._application import (
-        EvalResult,
-        check_envelope,
-        compile_envelope,
-        execute_contract,
-        run_evals,
-    )
+    from ._application import check_envelope, compile_envelope, execute_contract
     from ._canonical import canonical_json, fingerprint, fingerprint_bytes
     from ._compiler import (
         CONTRACT_SCHEMA_PATH,
@@ -86,7 +80,7 @@ if _typing.TYPE_CHECKING:
 _WHERE = {
     name: module
     for module, names in {
-        "._application": "EvalResult check_envelope compile_envelope execute_contract run_evals",
+        "._application": "check_envelope compile_envelope execute_contract",
         "._canonical": "canonical_json fingerprint fingerprint_bytes",
         "._compiler": "CONTRACT_SCHEMA_PATH CompileResult Contract compile_contract "
         "parse_contract read_contract",
@@ -117,7 +111,6 @@ __all__ = [
     "Contract",
     "DeltaEvent",
     "Diagnostic",
-    "EvalResult",
     "EventSink",
     "ExecutionReceipt",
     "ExecutionRequest",
@@ -171,7 +164,6 @@ __all__ = [
     "parse_stream_event",
     "read_contract",
     "require_strict_schema",
-    "run_evals",
     "strict_findings",
     "success_receipt_fingerprint",
     "to_diagnostic",

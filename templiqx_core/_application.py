@@ -4,7 +4,6 @@ envelopes and diagnostics of the Rust reference application (``templiqx-applicat
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +32,6 @@ from ._strict import strict_findings
 if TYPE_CHECKING:
     from ._ports import RuntimeAdapter
 
-CHECK_OPERATION = "check_contract"
-COMPILE_OPERATION = "compile_contract"
-EXECUTE_OPERATION = "execute_contract"
-TEST_OPERATION = "test_package"
-
 
 def compile_envelope(
     contract: Contract | str | Path,
@@ -48,9 +42,9 @@ def compile_envelope(
     """``compile_contract`` as the reference application: ``fingerprints.compiled_interaction``."""
     result = compile_contract(contract, request, capabilities)
     if result.interaction is None:
-        return _envelope(COMPILE_OPERATION, None, result.diagnostics)
+        return _envelope("compile_contract", None, result.diagnostics)
     fingerprints = {"compiled_interaction": fingerprint(result.interaction.to_json())}
-    return _envelope(COMPILE_OPERATION, result.interaction, [], fingerprints)
+    return _envelope("compile_contract", result.interaction, [], fingerprints)
 
 
 _ADJUSTED = "adjusted in the strict form sent"
@@ -64,7 +58,7 @@ def check_envelope(
     strict subset, a warning, or with ``strict_schema`` an error where no strict form exists."""
     parsed, diagnostics = read_contract(contract, partial=True)  # syntax beside the rest
     if parsed is None:
-        return _envelope(CHECK_OPERATION, None, diagnostics)
+        return _envelope("check_contract", None, diagnostics)
     plain = parsed.model_dump(by_alias=True)
     evals, first = plain["evals"], dict[str, int]()  # results, --resume, items key on eval ids
     items = [
@@ -107,7 +101,7 @@ def check_envelope(
         "evals": len(plain["evals"]),
     }
     errors = any(d.severity == "error" for d in found)
-    return _envelope(CHECK_OPERATION, None if errors else summary, found)
+    return _envelope("check_contract", None if errors else summary, found)
 
 
 def _envelope(
@@ -143,14 +137,14 @@ def execute_contract(
     schema rule; ``on_event`` raising cancels; ``repair=N`` wraps ``RepairingRuntime``."""
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
-        return _envelope(EXECUTE_OPERATION, None, compiled.diagnostics)
+        return _envelope("execute_contract", None, compiled.diagnostics)
     interaction = compiled.interaction
     offered = set(runtime.descriptor().capabilities)
     missing = next((c for c in interaction.required_capabilities if c not in offered), None)
     if missing is not None:
         message = f"runtime lacks '{missing}'"
         diagnostic = _error(codes.RUNTIME_CAPABILITY_UNSUPPORTED, message, "/capabilities")
-        return _envelope(EXECUTE_OPERATION, None, [diagnostic])
+        return _envelope("execute_contract", None, [diagnostic])
 
     execution = ExecutionRequest(interaction=interaction, fixture_output=fixture_output)
     events: list[StreamEvent] = []
@@ -168,7 +162,7 @@ def execute_contract(
                 runtime.execute_streaming(execution, sink) if stream else runtime.execute(execution)
             )
         except PortError as error:
-            envelope = _envelope(EXECUTE_OPERATION, None, [to_diagnostic(error)])
+            envelope = _envelope("execute_contract", None, [to_diagnostic(error)])
         else:
             diagnostics = []
             if not receipt.output_schema_valid:
@@ -177,88 +171,60 @@ def execute_contract(
                 "request": receipt.request_fingerprint,
                 "output": receipt.output_fingerprint,
             }
-            envelope = _envelope(EXECUTE_OPERATION, receipt, diagnostics, fingerprints, events)
+            envelope = _envelope("execute_contract", receipt, diagnostics, fingerprints, events)
     if repair is None:
         return envelope
     # One try (``repair=1``) is the runtime as it is, which reports nothing.
     return envelope.model_copy(update={"attempts": tries[-1] if tries else 1})
 
 
-@dataclass(frozen=True)
-class EvalResult:
-    """One eval fixture run through the scripted runtime."""
-
-    eval_id: str
-    envelope: OperationEnvelope[ExecutionReceipt]
-
-    @property
-    def passed(self) -> bool:
-        return self.envelope.ok
-
-
-def run_evals(
-    contract: Contract | str | Path, *, capabilities: Iterable[str] | None = None
-) -> tuple[list[EvalResult], list[Diagnostic]]:
-    """Every ``evals`` fixture run (else the parse diagnostics), by default on the declared
-    capabilities: an eval checks the contract, not a deployment."""
-    if not isinstance(contract, Contract):
-        parsed, diagnostics = read_contract(contract)
-        if parsed is None:
-            return [], diagnostics
-        contract = parsed
-    from ._scripted import ScriptedRuntime, ScriptedSuccess  # not needed to compile
-
-    targets = list(capabilities) if capabilities is not None else contract.declared_capabilities
-    runtime = ScriptedRuntime([ScriptedSuccess()], capabilities=targets)
-    results = []
-    for case in contract.evals:
-        request = RenderRequest(inputs=case.inputs, context=case.context)
-        envelope = execute_contract(
-            contract,
-            request,
-            runtime=runtime,
-            capabilities=targets,
-            fixture_output=case.fake_output,
-        )
-        results.append(EvalResult(case.id, envelope))
-    return results, []
-
-
 def eval_envelope(
     contract: str | Path, *, capabilities: Iterable[str] | None = None
 ) -> OperationEnvelope[TestReport]:
-    """The eval fixtures reported as the reference's ``test_package`` reports a package of one."""
+    """Every eval fixture run on the scripted runtime, by default on the declared capabilities
+    (an eval checks the contract, not a deployment), reported as the reference's
+    ``test_package`` reports a package of one."""
+    from ._scripted import ScriptedRuntime, ScriptedSuccess  # not needed to compile
+
     path = Path(contract)
     parsed, diagnostics = read_contract(path)
     if parsed is None:
-        cases = [
-            TestCaseResult(
-                contract_id=path.stem,
-                fixture_id="",
-                passed=False,
-                diagnostics=diagnostics,
-                artifact_fingerprint=None,
-            )
-        ]
+        failed = TestCaseResult(
+            contract_id=path.stem,
+            fixture_id="",
+            passed=False,
+            diagnostics=diagnostics,
+            artifact_fingerprint=None,
+        )
+        cases = [failed]
     else:
-        results, _ = run_evals(parsed, capabilities=capabilities)
-        cases = [
-            TestCaseResult(
-                contract_id=parsed.id,  # the report names the contract by id
-                fixture_id=result.eval_id,
-                passed=result.passed,
-                diagnostics=result.envelope.diagnostics,
-                artifact_fingerprint=result.envelope.fingerprints.get("output"),
+        targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
+        runtime = ScriptedRuntime([ScriptedSuccess()], capabilities=targets)
+        cases = []
+        for case in parsed.evals:
+            request = RenderRequest(inputs=case.inputs, context=case.context)
+            envelope = execute_contract(
+                parsed,
+                request,
+                runtime=runtime,
+                capabilities=targets,
+                fixture_output=case.fake_output,
             )
-            for result in results
-        ]
+            result = TestCaseResult(
+                contract_id=parsed.id,  # the report names the contract by id
+                fixture_id=case.id,
+                passed=envelope.ok,
+                diagnostics=envelope.diagnostics,
+                artifact_fingerprint=envelope.fingerprints.get("output"),
+            )
+            cases.append(result)
     passed = sum(case.passed for case in cases)
-    failed = len(cases) - passed
+    failed_count = len(cases) - passed
     # The reference's layout is <package>/contracts/<contract>.yaml.
     package = path.parent.parent if path.parent.name == "contracts" else path.parent
-    report = TestReport(package=package.name, passed=passed, failed=failed, cases=cases)
-    summary = _error(codes.TEST_FAILED, f"{failed} fixture(s) failed", "/cases")
-    return _envelope(TEST_OPERATION, report, [summary] if failed else [])
+    report = TestReport(package=package.name, passed=passed, failed=failed_count, cases=cases)
+    summary = _error(codes.TEST_FAILED, f"{failed_count} fixture(s) failed", "/cases")
+    return _envelope("test_package", report, [summary] if failed_count else [])
 
 
 def _error(code: str, message: str, pointer: str) -> Diagnostic:

@@ -56,30 +56,18 @@ if not _typing.TYPE_CHECKING:
     _WHERE = {
         name: module
         for module, names in {
-            "._config": ("LangfuseConfig", "ModelConfig"),
-            "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
-            "._prompts": (
-                "Published",
-                "aload_contract",
-                "load_contract",
-                "promote_label",
-                "publish_contract",
-            ),
-            "._redaction": ("REDACTED", "Redactor"),
-            "._retry": ("RetryingRuntime",),
-            "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime"),
-            "._tracing": (
-                "PROMPT_CAPABILITY",
-                "PROMPT_EXTENSION",
-                "TracedReceipt",
-                "TraceRef",
-                "collect_traces",
-                "trace_attributes",
-            ),
-            "._version": ("__version__",),
-            "._wire": ("Usage",),
+            "._config": "LangfuseConfig ModelConfig",
+            "._deadline": "AsyncDeadlineTransport DeadlineTransport",
+            "._prompts": "Published aload_contract load_contract promote_label publish_contract",
+            "._redaction": "REDACTED Redactor",
+            "._retry": "RetryingRuntime",
+            "._runtime": "ADAPTER_ID LangfuseTracedRuntime",
+            "._tracing": "PROMPT_CAPABILITY PROMPT_EXTENSION TracedReceipt TraceRef "
+            "collect_traces trace_attributes",
+            "._version": "__version__",
+            "._wire": "Usage",
         }.items()
-        for name in names
+        for name in names.split()
     }
 
     def __getattr__(name: str) -> object:

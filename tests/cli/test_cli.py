@@ -199,7 +199,7 @@ def test_execute_without_a_runtime_is_a_usage_error(run_cli: Run) -> None:
         (
             ["execute", *GREETING, "--runtime", "langfuse", "--replay", "nope.yaml"],
             1,
-            "--replay: nope.yaml: no such file",
+            "cassette nope.yaml does not exist",
         ),
         (["execute", *GREETING, "--runtime", "langfuse"], 1, "TEMPLIQX_MODEL_API_KEY"),
         (["fingerprint", "nope.json"], 1, "no such file"),
