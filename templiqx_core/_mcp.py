@@ -88,12 +88,6 @@ def error_result(code: str, message: str) -> CallToolResult:
     return CallToolResult(content=text, structured_content=data, is_error=True)
 
 
-def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
-    while error is not None and not isinstance(error, kind):
-        error = error.__cause__
-    return error
-
-
 class _Server(MCPServer):
     """``MCPServer`` whose tool errors all start with a ``TQX_*`` code (a ``PortError`` a
     tool raises keeps its own), with at most ``MAX_TOOL_CALLS`` calls in flight."""
@@ -115,23 +109,17 @@ class _Server(MCPServer):
         self._in_flight += 1
         try:
             return await super().call_tool(name, arguments, context)
-        except ToolError as error:
-            refusal = _cause(error, PortError)
-            if isinstance(refusal, PortError):
-                return error_result(refusal.code, refusal.message)
-            invalid = _cause(error, ValidationError)
-            if isinstance(invalid, ValidationError):
-                # Field names only: the rejected values are the caller's data.
-                fields = sorted({".".join(map(str, e["loc"])) for e in invalid.errors()})
-                return error_result(
-                    codes.DATA_INVALID, f"arguments of {name} do not match its schema: {fields}"
-                )
-            if name not in {tool.name for tool in await self.list_tools()}:
-                return error_result(codes.NOT_FOUND, f"no tool named {name!r}")
+        except ToolError as error:  # the SDK's: what the tool raised is its cause
+            cause = error.__cause__
+            if isinstance(cause, PortError):
+                return error_result(cause.code, cause.message)
+            if isinstance(cause, ValidationError):  # field names, never the caller's values
+                fields = sorted({".".join(map(str, e["loc"])) for e in cause.errors()})
+                return error_result(codes.DATA_INVALID, f"arguments of {name}: {fields}")
             if isinstance(error, UnexpectedToolError):
-                logger.error("tool %r crashed", name, exc_info=error.__cause__)
+                logger.error("tool %r crashed", name, exc_info=cause)
                 return error_result(codes.PORT, f"internal error in {name}")
-            return error_result(codes.PORT, f"{name} failed")
+            return error_result(codes.NOT_FOUND, str(error))  # "Unknown tool: NAME"
         finally:
             self._in_flight -= 1
 
@@ -144,22 +132,13 @@ Contract = Annotated[
         "or a contract source's reference, such as langfuse:NAME@LABEL or langfuse:NAME#VERSION."
     ),
 ]
-Inputs = Annotated[
-    dict[str, Any] | None, Field(description="The contract's inputs, a JSON object.")
-]
-RenderContext = Annotated[
-    dict[str, Any] | None, Field(description="The contract's context values, a JSON object.")
-]
+Inputs = Annotated[dict[str, Any] | None, Field(description="The contract's inputs (JSON).")]
+RenderContext = Annotated[dict[str, Any] | None, Field(description="Its context values (JSON).")]
 Capabilities = Annotated[
-    list[str] | None,
-    Field(description="Target capabilities; defaults to what the contract declares."),
+    list[str] | None, Field(description="Target capabilities; default: the contract's own.")
 ]
-FixtureOutput = Annotated[
-    Any, Field(description="Output for the scripted runtime to return instead of a model's.")
-]
-Stream = Annotated[
-    bool, Field(description="Send every StreamEvent as a progress notification as it happens.")
-]
+FixtureOutput = Annotated[Any, Field(description="Output for the scripted runtime to return.")]
+Stream = Annotated[bool, Field(description="Send each StreamEvent as a progress notification.")]
 
 
 def build_server(
@@ -174,29 +153,20 @@ def build_server(
         """``value`` as given, once its real location (symlinks followed) is in the roots."""
         try:
             real = Path(value).resolve()
-        except (OSError, RuntimeError, ValueError):
-            raise InvalidPath(f"{what} path {str(value)!r} cannot be resolved") from None
+            found = real.is_file()
+        except (OSError, RuntimeError, ValueError):  # a loop, a NUL, a name too long
+            raise InvalidPath(f"{what} path cannot be used") from None
         if not any(real.is_relative_to(root) for root in roots):
-            raise InvalidPath(
-                f"{what} path {str(value)!r} is outside the server's roots (its working "
-                f"directory and {ENV_MCP_ROOTS})"
-            )
+            raise InvalidPath(f"{what} path {str(value)!r} is outside the roots ({ENV_MCP_ROOTS})")
+        if not found:
+            raise NotFound(f"{value}: no such {what} file")
         return Path(value)
 
     def call(
         contract: str, inputs: dict[str, Any] | None, context: dict[str, Any] | None
     ) -> tuple[str | Path, RenderRequest]:
-        """A tool call's contract (a confined, existing file, or a contract source's
-        reference as given) and render request."""
-        where: str | Path = contract
-        if contract_source(contract) is None:  # a path, whatever scheme it seems to have
-            where = confine(contract, "contract")
-            try:
-                found = where.is_file()
-            except OSError as error:  # e.g. a name too long for the file system
-                raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
-            if not found:
-                raise NotFound(f"{contract}: no such contract file")
+        """The call's contract (a confined file, or a contract source's reference) and values."""
+        where = contract if contract_source(contract) else confine(contract, "contract")
         try:
             return where, RenderRequest(inputs=inputs or {}, context=context or {})
         except ValueError as error:
@@ -205,13 +175,8 @@ def build_server(
     for path, what in ((options.replay, "cassette"), (options.scenario, "scenario")):
         if path is not None:
             confine(path, what)
-    # A cassette plays each interaction once, and every tool call is a new replay.
+    # A cassette plays each interaction once: under replay, each call replays it anew.
     shared = None if options.replay is not None else load_runtime(runtime_name, options)
-
-    def acquire() -> contextlib.AbstractContextManager[RuntimeAdapter]:
-        if shared is not None:
-            return contextlib.nullcontext(shared)
-        return contextlib.closing(load_runtime(runtime_name, options))
 
     server = _Server(
         name="templiqx",
@@ -229,10 +194,7 @@ def build_server(
         context: RenderContext = None,
         capabilities: Capabilities = None,
     ) -> CallToolResult:
-        """Compile a contract YAML file for the given inputs and context.
-
-        capabilities defaults to the contract's own declared capabilities.
-        """
+        """Compile a contract YAML file for the given inputs and context."""
         path, request = call(contract, inputs, context)
         run = functools.partial(compile_envelope, path, request, capabilities=capabilities)
         return _envelope_result(await _on_own_thread(run, server.tool_slots))
@@ -248,12 +210,8 @@ def build_server(
         fixture_output: FixtureOutput = None,
         stream: Stream = False,
     ) -> CallToolResult:
-        """Compile and execute a contract on the server's runtime.
-
-        With stream=true every StreamEvent is sent as a progress notification as it
-        happens, and the result's stream_events lists them. capabilities defaults to
-        the contract's declared capabilities (the runtime must offer them).
-        """
+        """Compile and execute a contract on the server's runtime (which must offer the
+        capabilities); with stream=true the result's stream_events lists the events sent."""
         path, request = call(contract, inputs, context)
         token = anyio.lowlevel.current_token()
         events_in, events_out = anyio.create_memory_object_stream[str](PROGRESS_BUFFER)
@@ -270,7 +228,11 @@ def build_server(
                     await ctx.report_progress(emitted, None, message)
 
         def run() -> OperationEnvelope[Any]:
-            with acquire() as runtime:
+            with (
+                load_runtime(runtime_name, options)
+                if shared is None
+                else contextlib.nullcontext(shared) as runtime
+            ):
                 return execute_contract(
                     path,
                     request,
