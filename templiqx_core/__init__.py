@@ -51,7 +51,6 @@ if _typing.TYPE_CHECKING:
         SourceSpan,
         StreamEvent,
         ToolCallDeltaEvent,
-        parse_stream_event,
     )
     from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
     from ._ports import EventSink, RuntimeAdapter
@@ -86,8 +85,7 @@ _WHERE = {
         "parse_contract read_contract",
         "._contracts": "API_VERSION AdapterDescriptor CompiledInteraction CompiledMessage "
         "CompleteEvent DeltaEvent Diagnostic ExecutionReceipt ExecutionRequest FailedEvent "
-        "OperationEnvelope RenderRequest Role SourceSpan StreamEvent ToolCallDeltaEvent "
-        "parse_stream_event",
+        "OperationEnvelope RenderRequest Role SourceSpan StreamEvent ToolCallDeltaEvent",
         "._failures": "RuntimeFailure RuntimeFailureCode RuntimeFailureError to_diagnostic",
         "._ports": "EventSink RuntimeAdapter",
         "._repair": "RepairingRuntime collect_attempts",
@@ -161,7 +159,6 @@ __all__ = [
     "load_scenario",
     "model_output_schema",
     "parse_contract",
-    "parse_stream_event",
     "read_contract",
     "require_strict_schema",
     "strict_findings",

@@ -14,7 +14,6 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     SerializerFunctionWrapHandler,
-    TypeAdapter,
     model_serializer,
     model_validator,
 )
@@ -200,18 +199,6 @@ StreamEvent = Annotated[
     DeltaEvent | ToolCallDeltaEvent | CompleteEvent | FailedEvent,
     Field(discriminator="kind"),
 ]
-
-
-_STREAM_EVENT: TypeAdapter[StreamEvent] = TypeAdapter(
-    StreamEvent, config=ConfigDict(defer_build=True)
-)
-
-
-def parse_stream_event(data: Any) -> StreamEvent:
-    """The ``StreamEvent`` variant a JSON object (or JSON text) is."""
-    if isinstance(data, (str, bytes)):
-        return _STREAM_EVENT.validate_json(data)
-    return _STREAM_EVENT.validate_python(data)
 
 
 _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]

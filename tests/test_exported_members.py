@@ -120,7 +120,6 @@ PINNED: dict[str, list[str]] = {
         "load_scenario",
         "model_output_schema",
         "parse_contract",
-        "parse_stream_event",
         "read_contract",
         "require_strict_schema",
         "strict_findings",

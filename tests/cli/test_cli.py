@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from templiqx_core import parse_stream_event
 from tests.cli.conftest import Run
-from tests.conftest import REFERENCE, REPO_ROOT
+from tests.conftest import REFERENCE, REPO_ROOT, parse_stream_event
 
 GREETING = [
     "examples/greeting.yaml",

@@ -20,11 +20,10 @@ from mcp import ClientSession
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from templiqx_core import parse_stream_event
 from templiqx_core._cli import build_parser
 from templiqx_core._mcp import build_server
 from templiqx_core._runtimes import RuntimeOptions
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, parse_stream_event
 
 TEMPLIQX = str(Path(sys.executable).with_name("templiqx"))
 CONTRACT = "examples/greeting.yaml"
