@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from ._compiler import EvalCase
     from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
     from ._runtimes import RuntimeOptions
-    from ._scenarios import Scenario
 
 __all__ = ["main"]
 
@@ -75,8 +74,6 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     runtime.add_argument("--runtime", help="scripted, langfuse, or see: templiqx runtimes")
     replay = "answer from a vcrpy cassette (offline, untraced)"
     runtime.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
-    scenario = "scripted runtime: a templiqx.mock/v1alpha1 manifest to play"
-    runtime.add_argument("--scenario", type=Path, metavar="MANIFEST", help=scenario)
 
     def command(name: str, text: str, *parents: _Parser) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=text, description=text, parents=[json_flag, *parents])
@@ -134,14 +131,12 @@ def _eval_case(args: argparse.Namespace) -> EvalCase:
     return case
 
 
-def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> RenderRequest:
+def _render_request(args: argparse.Namespace) -> RenderRequest:
     from ._contracts import RenderRequest
 
     if args.eval_id is not None:
         case = _eval_case(args)
         return RenderRequest(inputs=case.inputs, context=case.context)
-    if scenario is not None and args.inputs is None and args.context is None:
-        return scenario.render_request
     values = {}
     for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
         values[flag] = {} if path is None else _read_document(path, flag)
@@ -156,7 +151,7 @@ def _render_request(args: argparse.Namespace, scenario: Scenario | None) -> Rend
 def _runtime_options(args: argparse.Namespace, **more: Any) -> RuntimeOptions:
     from ._runtimes import RuntimeOptions
 
-    return RuntimeOptions(replay=args.replay, scenario=args.scenario, env=dict(os.environ), **more)
+    return RuntimeOptions(replay=args.replay, env=dict(os.environ), **more)
 
 
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
@@ -181,32 +176,26 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
     from ._application import execute_contract
     from ._repair import MAX_ATTEMPTS
     from ._runtimes import load_runtime
-    from ._scenarios import load_scenario
 
-    scripted = (args.fixture_output, args.scenario, args.eval_id)
-    if args.runtime is None and scripted == (None, None, None):
+    if args.runtime is None and args.fixture_output is None and args.eval_id is None:
         raise UsageError(
             "execute: choose a runtime with --runtime NAME (see: templiqx runtimes), or give "
-            "the scripted runtime --fixture-output FILE, --scenario MANIFEST or --eval ID"
+            "the scripted runtime --fixture-output FILE or --eval ID"
         )
     if args.repair is not None and not 1 <= args.repair <= MAX_ATTEMPTS:
         raise UsageError(f"--repair: from 1 to {MAX_ATTEMPTS}")
-    scenario = None
-    if args.scenario is not None:
-        with _failing("--scenario"):
-            scenario = load_scenario(args.scenario)
-    request = _render_request(args, scenario)
+    request = _render_request(args)
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output")
+        try:  # what a model answers is JSON: so is what stands in for it
+            TypeAdapter(JsonValue).validate_python(fixture)
+        except ValueError as error:
+            why = f"not a JSON value ({type(error).__name__})"
+            raise CommandError(f"--fixture-output: {why}") from None
     elif args.eval_id is not None:
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
     else:
-        fixture = None if scenario is None else scenario.expected_output
-    try:  # what a model answers is JSON: so is what stands in for it
-        TypeAdapter(JsonValue).validate_python(fixture)
-    except ValueError as error:
-        flag = "--scenario" if args.fixture_output is None else "--fixture-output"
-        raise CommandError(f"{flag}: not a JSON value ({type(error).__name__})") from None
+        fixture = None
     options = _runtime_options(args, on_trace_url=lambda url: err.write(f"trace: {url}\n"))
     with load_runtime(args.runtime or "scripted", options) as runtime:
         return execute_contract(
@@ -242,7 +231,7 @@ def _envelope(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEn
 
     with reading_each_file_once():  # a contract is read and parsed once per run
         if args.command == "compile":
-            request = _render_request(args, None)
+            request = _render_request(args)
             return compile_envelope(args.contract, request, capabilities=args.capability)
         if args.command == "check":
             envelope = check_envelope(args.contract, strict_schema=args.strict_schema)

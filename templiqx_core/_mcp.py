@@ -145,7 +145,7 @@ def build_server(
     runtime_name: str, options: RuntimeOptions
 ) -> tuple[MCPServer, RuntimeAdapter | None]:
     """The MCP server and the runtime it shares, to close after it (raises ``PortError`` for
-    an unknown runtime, or a configured cassette or scenario outside the server's roots)."""
+    an unknown runtime, or a configured cassette outside the server's roots)."""
     extra = [p for p in options.env.get(ENV_MCP_ROOTS, "").split(os.pathsep) if p.strip()]
     roots = [Path(p).resolve() for p in [str(Path.cwd()), *extra]]
 
@@ -172,9 +172,8 @@ def build_server(
         except ValueError as error:
             raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
 
-    for path, what in ((options.replay, "cassette"), (options.scenario, "scenario")):
-        if path is not None:
-            confine(path, what)
+    if options.replay is not None:
+        confine(options.replay, "cassette")
     # A cassette plays each interaction once: under replay, each call replays it anew.
     shared = None if options.replay is not None else load_runtime(runtime_name, options)
 

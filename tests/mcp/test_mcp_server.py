@@ -51,8 +51,8 @@ async def session(
     with mock.patch.dict(os.environ, environ, clear=True):
         os.chdir(cwd)
         try:
-            options = RuntimeOptions(replay=parsed.replay, scenario=parsed.scenario, env=environ)
-            server, shared = build_server(parsed.runtime, options)
+            options = RuntimeOptions(replay=parsed.replay, env=environ)
+            server, shared = build_server(parsed.runtime or "scripted", options)
             try:
                 async with Client(server) as client:
                     yield client
