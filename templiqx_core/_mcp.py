@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -45,8 +46,6 @@ logger = logging.getLogger("templiqx.mcp")
 MAX_TOOL_CALLS = 64
 #: Threads doing tool work at once; further calls wait for one without holding anything.
 TOOL_THREADS = 16
-#: Stream events a call's thread may get ahead of its progress notifications.
-PROGRESS_BUFFER = 64
 T = TypeVar("T")
 
 
@@ -212,19 +211,12 @@ def build_server(
         """Compile and execute a contract on the server's runtime (which must offer the
         capabilities); with stream=true the result's stream_events lists the events sent."""
         path, request = call(contract, inputs, context)
-        token = anyio.lowlevel.current_token()
-        events_in, events_out = anyio.create_memory_object_stream[str](PROGRESS_BUFFER)
+        token, sent = anyio.lowlevel.current_token(), itertools.count(1)
 
         def forward(event: StreamEvent) -> None:
-            # Waits only while this call's buffer is full, never on stdout itself.
-            anyio.from_thread.run(events_in.send, event.model_dump_json(), token=token)
-
-        async def report() -> None:
-            async with events_out:
-                emitted = 0
-                async for message in events_out:
-                    emitted += 1
-                    await ctx.report_progress(emitted, None, message)
+            # On the loop, each before the next: every event reaches the client before the result.
+            message = event.model_dump_json()
+            anyio.from_thread.run(ctx.report_progress, next(sent), None, message, token=token)
 
         def run() -> OperationEnvelope[Any]:
             with (
@@ -242,15 +234,7 @@ def build_server(
                     on_event=forward if stream else None,
                 )
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(report)  # every event is sent before the result
-            try:
-                result = _envelope_result(await _on_own_thread(run, server.tool_slots))
-            except PortError as error:  # answered here: a task group would wrap it
-                result = error_result(error.code, error.message)
-            finally:
-                events_in.close()
-        return result
+        return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
     return server, shared
 
