@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
     from ._runtimes import RuntimeOptions
 
-__all__ = ["main"]
-
 #: Commands other packages add: ``NAME = "module:function"``, ``function(argv) -> int``.
 COMMANDS_GROUP = "templiqx.commands"
 _CORE_COMMANDS = ("compile", "execute", "check", "eval", "fingerprint", "runtimes", "mcp")
@@ -112,11 +110,20 @@ def _failing(what: str) -> Iterator[None]:
         raise CommandError(f"{what}: {error}") from None
 
 
-def _read_document(path: Path, what: str) -> Any:
+def _read_document(path: Path, what: str, *, json: bool = False) -> Any:
+    """The document, or with ``json`` only if it holds JSON values (as a model answers)."""
     from ._loading import load_document
 
     with _failing(what):
-        return load_document(path)
+        document = load_document(path)
+    if not json:
+        return document
+    from pydantic import JsonValue, TypeAdapter
+
+    try:
+        return TypeAdapter(JsonValue).validate_python(document)
+    except ValueError as error:
+        raise CommandError(f"{what}: not a JSON value ({type(error).__name__})") from None
 
 
 def _eval_case(args: argparse.Namespace) -> EvalCase:
@@ -139,13 +146,10 @@ def _render_request(args: argparse.Namespace) -> RenderRequest:
         return RenderRequest(inputs=case.inputs, context=case.context)
     values = {}
     for flag, path in (("--inputs", args.inputs), ("--context", args.context)):
-        values[flag] = {} if path is None else _read_document(path, flag)
+        values[flag] = {} if path is None else _read_document(path, flag, json=True)
         if not isinstance(values[flag], dict):
             raise CommandError(f"{flag}: expected a JSON/YAML object")
-    try:
-        return RenderRequest(inputs=values["--inputs"], context=values["--context"])
-    except ValueError as error:  # pydantic: a value that is not JSON
-        raise CommandError(f"--inputs/--context: not JSON ({type(error).__name__})") from None
+    return RenderRequest(inputs=values["--inputs"], context=values["--context"])
 
 
 def _runtime_options(args: argparse.Namespace, **more: Any) -> RuntimeOptions:
@@ -171,8 +175,6 @@ def _print(text: str, out: TextIO) -> None:
 
 
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
-    from pydantic import JsonValue, TypeAdapter
-
     from ._application import execute_contract
     from ._repair import MAX_ATTEMPTS
     from ._runtimes import load_runtime
@@ -184,18 +186,11 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
         )
     if args.repair is not None and not 1 <= args.repair <= MAX_ATTEMPTS:
         raise UsageError(f"--repair: from 1 to {MAX_ATTEMPTS}")
-    request = _render_request(args)
+    request, fixture = _render_request(args), None
     if args.fixture_output is not None:
-        fixture = _read_document(args.fixture_output, "--fixture-output")
-        try:  # what a model answers is JSON: so is what stands in for it
-            TypeAdapter(JsonValue).validate_python(fixture)
-        except ValueError as error:
-            why = f"not a JSON value ({type(error).__name__})"
-            raise CommandError(f"--fixture-output: {why}") from None
+        fixture = _read_document(args.fixture_output, "--fixture-output", json=True)
     elif args.eval_id is not None:
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
-    else:
-        fixture = None
     options = _runtime_options(args, on_trace_url=lambda url: err.write(f"trace: {url}\n"))
     with load_runtime(args.runtime or "scripted", options) as runtime:
         return execute_contract(
@@ -217,9 +212,7 @@ def _envelope(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEn
     if args.command == "fingerprint":
         from ._canonical import fingerprint
 
-        document = _read_document(args.file, "fingerprint")
-        with _failing(f"fingerprint: {args.file}"):
-            value = fingerprint(document)
+        value = fingerprint(_read_document(args.file, "fingerprint"))
         return OperationEnvelope[str](operation="fingerprint", ok=True, result=value)
     if args.command == "runtimes":
         from ._runtimes import available_runtimes
