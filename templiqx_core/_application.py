@@ -47,10 +47,6 @@ def compile_envelope(
     return _envelope("compile_contract", result.interaction, [], fingerprints)
 
 
-_ADJUSTED = "adjusted in the strict form sent"
-_NO_STRICT_FORM = "no strict form: sent non-strict under strict='auto', refused under strict=True"
-
-
 def check_envelope(
     contract: str | Path, *, strict_schema: bool = False
 ) -> OperationEnvelope[dict[str, Any]]:
@@ -89,7 +85,7 @@ def check_envelope(
             Diagnostic(
                 code=codes.OUTPUT_SCHEMA_STRICT,
                 severity="error" if strict_schema and not finding.fixable else "warning",
-                message=f"{finding.rule} ({_ADJUSTED if finding.fixable else _NO_STRICT_FORM})",
+                message=f"{finding.rule} ({'adjusted' if finding.fixable else 'no strict form'})",
                 file=str(contract),
                 json_pointer="/output_schema" + finding.pointer,
             )
@@ -98,7 +94,7 @@ def check_envelope(
     summary = {
         "contract_id": plain["id"],
         "contract_version": plain["version"],
-        "evals": len(plain["evals"]),
+        "evals": len(evals),
     }
     errors = any(d.severity == "error" for d in found)
     return _envelope("check_contract", None if errors else summary, found)
@@ -142,10 +138,9 @@ def execute_contract(
     offered = set(runtime.descriptor().capabilities)
     missing = next((c for c in interaction.required_capabilities if c not in offered), None)
     if missing is not None:
-        message = f"runtime lacks '{missing}'"
-        diagnostic = _error(codes.RUNTIME_CAPABILITY_UNSUPPORTED, message, "/capabilities")
-        return _envelope("execute_contract", None, [diagnostic])
-
+        lacks = f"runtime lacks '{missing}'"
+        gate = _error(codes.RUNTIME_CAPABILITY_UNSUPPORTED, lacks, "/capabilities")
+        return _envelope("execute_contract", None, [gate])
     execution = ExecutionRequest(interaction=interaction, fixture_output=fixture_output)
     events: list[StreamEvent] = []
 
@@ -186,45 +181,43 @@ def eval_envelope(
     ``test_package`` reports a package of one."""
     from ._scripted import ScriptedRuntime, ScriptedSuccess  # not needed to compile
 
+    def outcome(contract_id: str, fixture_id: str, ran: OperationEnvelope[Any]) -> TestCaseResult:
+        return TestCaseResult(
+            contract_id=contract_id,
+            fixture_id=fixture_id,
+            passed=ran.ok,
+            diagnostics=ran.diagnostics,
+            artifact_fingerprint=ran.fingerprints.get("output"),
+        )
+
     path = Path(contract)
     parsed, diagnostics = read_contract(path)
-    if parsed is None:
-        failed = TestCaseResult(
-            contract_id=path.stem,
-            fixture_id="",
-            passed=False,
-            diagnostics=diagnostics,
-            artifact_fingerprint=None,
-        )
-        cases = [failed]
+    if parsed is None:  # one failed case, named after the file
+        cases = [outcome(path.stem, "", _envelope("test_package", None, diagnostics))]
     else:
         targets = list(capabilities) if capabilities is not None else parsed.declared_capabilities
         runtime = ScriptedRuntime([ScriptedSuccess()], capabilities=targets)
-        cases = []
-        for case in parsed.evals:
-            request = RenderRequest(inputs=case.inputs, context=case.context)
-            envelope = execute_contract(
-                parsed,
-                request,
-                runtime=runtime,
-                capabilities=targets,
-                fixture_output=case.fake_output,
+        cases = [
+            outcome(
+                parsed.id,  # the report names the contract by id
+                case.id,
+                execute_contract(
+                    parsed,
+                    RenderRequest(inputs=case.inputs, context=case.context),
+                    runtime=runtime,
+                    capabilities=targets,
+                    fixture_output=case.fake_output,
+                ),
             )
-            result = TestCaseResult(
-                contract_id=parsed.id,  # the report names the contract by id
-                fixture_id=case.id,
-                passed=envelope.ok,
-                diagnostics=envelope.diagnostics,
-                artifact_fingerprint=envelope.fingerprints.get("output"),
-            )
-            cases.append(result)
+            for case in parsed.evals
+        ]
     passed = sum(case.passed for case in cases)
-    failed_count = len(cases) - passed
+    failed = len(cases) - passed
     # The reference's layout is <package>/contracts/<contract>.yaml.
     package = path.parent.parent if path.parent.name == "contracts" else path.parent
-    report = TestReport(package=package.name, passed=passed, failed=failed_count, cases=cases)
-    summary = _error(codes.TEST_FAILED, f"{failed_count} fixture(s) failed", "/cases")
-    return _envelope("test_package", report, [summary] if failed_count else [])
+    report = TestReport(package=package.name, passed=passed, failed=failed, cases=cases)
+    summary = _error(codes.TEST_FAILED, f"{failed} fixture(s) failed", "/cases")
+    return _envelope("test_package", report, [summary] if failed else [])
 
 
 def _error(code: str, message: str, pointer: str) -> Diagnostic:
