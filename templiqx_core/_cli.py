@@ -294,7 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 from ._mcp import serve  # the optional extra, imported only when asked for
             except ImportError as error:
-                raise CommandError(str(error)) from None
+                extra = "pip install 'templiqx-langfuse[mcp]'"
+                raise CommandError(f"the MCP server needs {extra} ({error})") from None
             serve(_runtime_options(args), runtime_name=args.runtime or "scripted")
             return 0
         envelope = _envelope(args, out, err)

@@ -19,16 +19,10 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
-
-try:
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-    from mcp_types import CallToolResult, TextContent
-except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "the MCP server needs the mcp extra: pip install 'templiqx-langfuse[mcp]'"
-    ) from error
 
 from . import codes
 from ._application import compile_envelope, execute_contract
@@ -100,11 +94,8 @@ class _Server(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         if self._in_flight >= MAX_TOOL_CALLS:
-            return error_result(
-                codes.RUNTIME_RATE_LIMITED,
-                f"the server is running {MAX_TOOL_CALLS} tool calls, its limit; "
-                "retry once one has finished",
-            )
+            busy = f"{MAX_TOOL_CALLS} tool calls running, the limit: retry once one ends"
+            return error_result(codes.RUNTIME_RATE_LIMITED, busy)
         self._in_flight += 1
         try:
             return await super().call_tool(name, arguments, context)
