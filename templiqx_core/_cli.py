@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._errors import PortError
 from ._version import REFERENCE_VERSION, __version__
@@ -32,17 +32,11 @@ _SELF_CHECK_FLAGS = ("-h", "--help", "--json", "--capability")  # any other: the
 
 
 class UsageError(Exception):
-    """A bad invocation: exit 2, as clap."""
+    """A bad invocation: exit 2, as argparse (and the reference's clap)."""
 
 
 class CommandError(Exception):
     """The command itself failed (unreadable input, unknown runtime): exit 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        raise UsageError(message)
 
 
 _CONTRACT = "contract YAML (templiqx/v1alpha1), or langfuse:NAME[@LABEL] (templiqx-langfuse)"
@@ -50,7 +44,7 @@ _JSON = "print compact JSON (one line)"
 
 
 def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = argparse.ArgumentParser(
         prog="templiqx",
         description="Compile and execute prompt contracts; stdout is the OperationEnvelope JSON.",
         epilog="exit status: 0 envelope ok, 2 envelope not ok or usage error, "
@@ -59,9 +53,11 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     version = f"templiqx {__version__} (compiles as templiqx-core/{REFERENCE_VERSION})"
     parser.add_argument("--version", action="version", version=version)
     parser.add_argument("--json", action="store_true", help=_JSON)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True)
     # Arguments several commands share, as parent parsers.
-    json_flag, values, capability, runtime = (_Parser(add_help=False) for _ in range(4))
+    json_flag, values, capability, runtime = (
+        argparse.ArgumentParser(add_help=False) for _ in range(4)
+    )
     json_flag.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=_JSON)
     values.add_argument("contract", type=Path, help=_CONTRACT)
     values.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
@@ -73,7 +69,7 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     replay = "answer from a vcrpy cassette (offline, untraced)"
     runtime.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
 
-    def command(name: str, text: str, *parents: _Parser) -> argparse.ArgumentParser:
+    def command(name: str, text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=text, description=text, parents=[json_flag, *parents])
 
     command("compile", "compile a contract; print the envelope", values, capability)
@@ -89,7 +85,7 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     strict = "an output schema with no strict structured-outputs form is an error"
     check.add_argument("--strict-schema", action="store_true", help=strict)
     self_check = "self-check a contract's eval fixtures (--runtime NAME: against a model)"
-    command("eval", self_check, capability).add_argument("contract", type=Path, nargs="+")
+    command("eval", self_check, capability).add_argument("contract", type=Path)
     digest = "canonical-JSON SHA-256 of a JSON/YAML document"
     command("fingerprint", digest).add_argument("file", type=Path)
     command("runtimes", "list the installed runtimes")
@@ -232,11 +228,7 @@ def _envelope(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEn
                 err.write(f"templiqx: warning: {_diagnostic_line(warning)}\n")
             return envelope
         if args.command == "eval":
-            if len(args.contract) > 1:
-                raise UsageError(
-                    "eval: the self-check takes one contract; --runtime NAME runs more"
-                )
-            return eval_envelope(args.contract[0], capabilities=args.capability)
+            return eval_envelope(args.contract, capabilities=args.capability)
         return _execute(args, out, err)
 
 
