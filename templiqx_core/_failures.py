@@ -1,4 +1,4 @@
-"""Runtime failures: a ``RuntimeFailure`` is a value (it fingerprints and serializes),
+"""Runtime failures: a ``RuntimeFailure`` is a value (a frozen dataclass with a fingerprint),
 ``RuntimeFailureError`` carries it through the port, and ``to_diagnostic`` is the one place a
 ``PortError`` becomes a wire ``Diagnostic``."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from . import codes
 from ._canonical import fingerprint
@@ -72,14 +71,6 @@ class RuntimeFailure:
     ) -> RuntimeFailure:
         ids = (adapter.id, adapter.version)
         return cls(code, *ids, detail, scenario_id, retry_after_ms, fingerprint, answer)
-
-    def to_json(self) -> dict[str, Any]:
-        keys = ("adapter_id", "adapter_version", "scenario_id", "retry_after_ms", "fingerprint")
-        return {
-            "code": self.code.value,
-            **{k: getattr(self, k) for k in keys},
-            "detail": self.detail,
-        }
 
     def help_line(self) -> str:
         retry = "none" if self.retry_after_ms is None else self.retry_after_ms
