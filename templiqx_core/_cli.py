@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
     from ._compiler import EvalCase
     from ._contracts import Diagnostic, OperationEnvelope, RenderRequest
-    from ._runtimes import RuntimeOptions
 
 #: Commands other packages add: ``NAME = "module:function"``, ``function(argv) -> int``.
 COMMANDS_GROUP = "templiqx.commands"
@@ -148,12 +147,6 @@ def _render_request(args: argparse.Namespace) -> RenderRequest:
     return RenderRequest(inputs=values["--inputs"], context=values["--context"])
 
 
-def _runtime_options(args: argparse.Namespace, **more: Any) -> RuntimeOptions:
-    from ._runtimes import RuntimeOptions
-
-    return RuntimeOptions(replay=args.replay, env=dict(os.environ), **more)
-
-
 def _diagnostic_line(diagnostic: Diagnostic) -> str:
     """``CODE file:line:column pointer: message``."""
     span = diagnostic.span
@@ -172,22 +165,23 @@ def _print(text: str, out: TextIO) -> None:
 
 def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnvelope[Any]:
     from ._application import execute_contract
-    from ._repair import MAX_ATTEMPTS
-    from ._runtimes import load_runtime
+    from ._runtimes import RuntimeOptions, load_runtime
 
     if args.runtime is None and args.fixture_output is None and args.eval_id is None:
         raise UsageError(
             "execute: choose a runtime with --runtime NAME (see: templiqx runtimes), or give "
             "the scripted runtime --fixture-output FILE or --eval ID"
         )
-    if args.repair is not None and not 1 <= args.repair <= MAX_ATTEMPTS:
-        raise UsageError(f"--repair: from 1 to {MAX_ATTEMPTS}")
     request, fixture = _render_request(args), None
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output", json=True)
     elif args.eval_id is not None:
         fixture = _eval_case(args).fake_output  # what the eval expects the model to say
-    options = _runtime_options(args, on_trace_url=lambda url: err.write(f"trace: {url}\n"))
+
+    def trace_url(url: str) -> None:
+        err.write(f"trace: {url}\n")
+
+    options = RuntimeOptions(replay=args.replay, env=dict(os.environ), on_trace_url=trace_url)
     with load_runtime(args.runtime or "scripted", options) as runtime:
         return execute_contract(
             args.contract,
@@ -280,15 +274,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(
             _plugins() if argv[:1] in ([], ["-h"], ["--help"]) else None
         ).parse_args(argv)
-        if args.command in ("execute", "mcp"):
-            _plain_warnings(err)
+        _plain_warnings(err)
         if args.command == "mcp":
             try:
                 from ._mcp import serve  # the optional extra, imported only when asked for
+                from ._runtimes import RuntimeOptions
             except ImportError as error:
                 extra = "pip install 'templiqx-langfuse[mcp]'"
                 raise CommandError(f"the MCP server needs {extra} ({error})") from None
-            serve(_runtime_options(args), runtime_name=args.runtime or "scripted")
+            options = RuntimeOptions(replay=args.replay, env=dict(os.environ))
+            serve(options, runtime_name=args.runtime or "scripted")
             return 0
         envelope = _envelope(args, out, err)
         # Printed as the reference's ``print``; its ``ok`` decides the exit code.
