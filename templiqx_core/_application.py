@@ -44,7 +44,7 @@ def compile_envelope(
     if result.interaction is None:
         return _envelope("compile_contract", None, result.diagnostics)
     fingerprints = {"compiled_interaction": fingerprint(result.interaction.to_json())}
-    return _envelope("compile_contract", result.interaction, [], fingerprints)
+    return _envelope("compile_contract", result.interaction, [], fingerprints=fingerprints)
 
 
 def check_envelope(
@@ -101,20 +101,12 @@ def check_envelope(
 
 
 def _envelope(
-    operation: str,
-    result: Any,
-    diagnostics: list[Diagnostic],
-    fingerprints: dict[str, str] | None = None,
-    stream_events: list[StreamEvent] | None = None,
+    operation: str, result: Any, diagnostics: list[Diagnostic], **more: Any
 ) -> OperationEnvelope[Any]:
     """``OperationEnvelope::new``: ok unless a diagnostic is an error."""
+    ok = not any(d.severity == "error" for d in diagnostics)
     return OperationEnvelope(
-        operation=operation,
-        ok=not any(d.severity == "error" for d in diagnostics),
-        result=result,
-        diagnostics=diagnostics,
-        fingerprints=fingerprints or {},
-        stream_events=stream_events or [],
+        operation=operation, ok=ok, result=result, diagnostics=diagnostics, **more
     )
 
 
@@ -162,11 +154,16 @@ def execute_contract(
             diagnostics = []
             if not receipt.output_schema_valid:
                 diagnostics = output_schema_diagnostics(interaction.output_schema, receipt.output)
-            fingerprints = {
-                "request": receipt.request_fingerprint,
-                "output": receipt.output_fingerprint,
-            }
-            envelope = _envelope("execute_contract", receipt, diagnostics, fingerprints, events)
+            fingerprints = dict(
+                request=receipt.request_fingerprint, output=receipt.output_fingerprint
+            )
+            envelope = _envelope(
+                "execute_contract",
+                receipt,
+                diagnostics,
+                fingerprints=fingerprints,
+                stream_events=events,
+            )
     if repair is None:
         return envelope
     # One try (``repair=1``) is the runtime as it is, which reports nothing.
