@@ -170,11 +170,10 @@ __all__ = [
 if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
 
     def __getattr__(name: str) -> object:
-        """A public name, imported from its module on first use (then a plain attribute)."""
         if name not in _WHERE:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = globals()[name] = getattr(_importlib.import_module(_WHERE[name], __name__), name)
-        return value
+        module = _importlib.import_module(_WHERE[name], __name__)
+        return globals().setdefault(name, getattr(module, name))  # a plain attribute from now on
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *_WHERE})

@@ -69,8 +69,6 @@ class WireModel(BaseModel):
 
 
 class CompiledMessage(WireModel):
-    """One rendered chat message."""
-
     role: Role
     content: str
 
@@ -122,8 +120,6 @@ class CompiledInteraction(WireModel):
 
 
 class AdapterDescriptor(WireModel):
-    """Which adapter produced a receipt, and with what capabilities."""
-
     id: str
     version: str
     capabilities: list[str]
@@ -139,7 +135,7 @@ class ExecutionRequest(WireModel):
 
 
 class ExecutionReceipt(WireModel):
-    """What a call produced: the schema-valid output, usage, latency and both fingerprints."""
+    """What a call produced: its output, whether it is schema-valid, and both fingerprints."""
 
     _maps = frozenset({"output"})
 
@@ -151,15 +147,11 @@ class ExecutionReceipt(WireModel):
 
 
 class DeltaEvent(WireModel):
-    """A piece of the output text, as the provider streamed it."""
-
     kind: Literal["Delta"] = "Delta"
     text: str
 
 
 class ToolCallDeltaEvent(WireModel):
-    """A piece of one tool call's arguments, as the provider streamed it."""
-
     kind: Literal["ToolCallDelta"] = "ToolCallDelta"
     name: str
     arguments_fragment: str
@@ -188,8 +180,6 @@ class CompleteEvent(WireModel):
 
 
 class FailedEvent(WireModel):
-    """Terminal failure: the failure's code, message and whether a retry may succeed."""
-
     kind: Literal["Failed"] = "Failed"
     code: str
     message: str
@@ -205,8 +195,6 @@ _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):
-    """A 1-based line and column range in a contract file."""
-
     line: _U32
     column: _U32
     end_line: _U32
@@ -269,8 +257,6 @@ class TestCaseResult(WireModel):
 
 
 class TestReport(WireModel):
-    """Eval fixtures' outcome, as the reference's ``test_package`` reports it."""
-
     __test__ = False
 
     package: str
