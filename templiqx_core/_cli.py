@@ -246,13 +246,8 @@ def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
     except ImportError as error:
         raise CommandError(f"{entry.name}: cannot load {entry.value} ({error})") from None
     _plain_warnings(err)
-    try:
-        with reading_each_file_once():
-            return int(command(argv))
-    except SystemExit as exit:  # its argparse (--help 0, a usage error 2) or sys.exit(...)
-        if exit.code is None or isinstance(exit.code, int):
-            return exit.code or 0
-        raise CommandError(f"{entry.name}: {exit.code}") from None
+    with reading_each_file_once():  # its SystemExit (argparse, sys.exit) is the process's
+        return int(command(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

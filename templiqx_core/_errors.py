@@ -29,9 +29,6 @@ class PortError(Exception):
         super().__init__(message)
         self.message = message
 
-    def __str__(self) -> str:
-        return self.message
-
     def __reduce__(self) -> tuple[Any, ...]:
         return _restore, (type(self), self.args, self.__dict__)
 

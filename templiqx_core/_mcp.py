@@ -65,8 +65,7 @@ async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) ->
 
 
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
-    """The envelope as the reference MCP server returns it: a not-ok envelope is a normal
-    result, ``result`` keys sorted at every level, the text compact JSON as serde writes."""
+    """As the reference MCP server: not ok is a normal result, ``result`` sorted at every level."""
     data: dict[str, Any] = envelope.to_json()
     if "result" in data:
         data["result"] = sort_keys(data["result"])
@@ -75,7 +74,6 @@ def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
 
 
 def error_result(code: str, message: str) -> CallToolResult:
-    """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
     text = [TextContent(type="text", text=f"{code}: {message}")]
     data = {"error": {"code": code, "message": message}}
     return CallToolResult(content=text, structured_content=data, is_error=True)

@@ -91,7 +91,7 @@ def bye(argv):
 
 @pytest.mark.parametrize(
     ("argument", "code", "stderr"),
-    [("none", 0, ""), ("3", 3, ""), ("cannot say bye", 1, "templiqx: bye: cannot say bye\n")],
+    [("none", 0, ""), ("3", 3, ""), ("cannot say bye", 1, "cannot say bye\n")],
 )
 def test_a_command_leaving_by_sys_exit_exits_as_python_would(
     tmp_path: Path, argument: str, code: int, stderr: str
