@@ -62,37 +62,30 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
     values.add_argument("--inputs", type=Path, help="JSON/YAML object of contract inputs")
     values.add_argument("--context", type=Path, help="JSON/YAML object of contract context")
     values.add_argument("--eval", dest="eval_id", metavar="ID", help="the inputs of eval ID")
-    targets = "target capability (repeatable); default: what the contract declares"
+    targets = "target capability, repeatable (default: the contract's)"
     capability.add_argument("--capability", action="append", metavar="NAME", help=targets)
     runtime.add_argument("--runtime", help="scripted, langfuse, or see: templiqx runtimes")
-    replay = "answer from a vcrpy cassette (offline, untraced)"
-    runtime.add_argument("--replay", type=Path, metavar="CASSETTE", help=replay)
+    runtime.add_argument("--replay", type=Path, metavar="CASSETTE", help="vcrpy, offline")
 
     def command(name: str, text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=text, description=text, parents=[json_flag, *parents])
 
     command("compile", "compile a contract; print the envelope", values, capability)
     execute = command("execute", "compile and run a contract", values, capability, runtime)
-    stream = "print each stream event as NDJSON as it arrives, then the envelope"
-    execute.add_argument("--stream", action="store_true", help=stream)
-    repair = "try up to N times, each invalid answer sent back with its failed rules"
-    execute.add_argument("--repair", type=int, metavar="N", help=repair)
-    fixture = "JSON/YAML output the scripted runtime returns"
-    execute.add_argument("--fixture-output", type=Path, metavar="FILE", help=fixture)
+    execute.add_argument("--stream", action="store_true", help="each event as NDJSON, live")
+    execute.add_argument("--repair", type=int, metavar="N", help="try up to N times in all")
+    execute.add_argument("--fixture-output", type=Path, metavar="FILE", help="scripted output")
     check = command("check", "check a contract and its eval fixtures, without inputs")
     check.add_argument("contract", type=Path, help=_CONTRACT)
-    strict = "an output schema with no strict structured-outputs form is an error"
-    check.add_argument("--strict-schema", action="store_true", help=strict)
-    self_check = "self-check a contract's eval fixtures (--runtime NAME: against a model)"
-    command("eval", self_check, capability).add_argument("contract", type=Path)
-    digest = "canonical-JSON SHA-256 of a JSON/YAML document"
-    command("fingerprint", digest).add_argument("file", type=Path)
+    check.add_argument("--strict-schema", action="store_true", help="no strict form: an error")
+    evals = command("eval", "run the eval fixtures (--runtime NAME: on a model)", capability)
+    evals.add_argument("contract", type=Path)
+    command("fingerprint", "canonical-JSON SHA-256 of a file").add_argument("file", type=Path)
     command("runtimes", "list the installed runtimes")
     command("mcp", "serve compile/execute over MCP on stdio (extra: mcp)", runtime)
-    for name, entry in (plugins or {}).items():
+    for name in plugins or {}:
         if name not in commands.choices:  # its own help is its own, loaded when it runs
-            by = f" from {entry.dist.name}" if entry.dist is not None else ""
-            commands.add_parser(name, help=f"see templiqx {name} --help ({COMMANDS_GROUP}{by})")
+            commands.add_parser(name, help=f"see templiqx {name} --help ({COMMANDS_GROUP})")
     return parser
 
 
