@@ -28,7 +28,7 @@ from . import codes
 from ._application import compile_envelope, execute_contract
 from ._canonical import sort_keys, wire_json
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
-from ._errors import InvalidData, InvalidPath, NotFound, PortError
+from ._errors import InvalidPath, NotFound, PortError
 from ._loading import contract_source
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
@@ -80,8 +80,7 @@ def error_result(code: str, message: str) -> CallToolResult:
 
 
 class _Server(MCPServer):
-    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code (a ``PortError`` a
-    tool raises keeps its own), with at most ``MAX_TOOL_CALLS`` calls in flight."""
+    """Tool errors all start with a ``TQX_*`` code; at most ``MAX_TOOL_CALLS`` in flight."""
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
@@ -155,24 +154,16 @@ def build_server(
     ) -> tuple[str | Path, RenderRequest]:
         """The call's contract (a confined file, or a contract source's reference) and values."""
         where = contract if contract_source(contract) else confine(contract, "contract")
-        try:
-            return where, RenderRequest(inputs=inputs or {}, context=context or {})
-        except ValueError as error:
-            raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
+        # A value that is not JSON: call_tool answers its ValidationError (TQX_DATA_INVALID).
+        return where, RenderRequest(inputs=inputs or {}, context=context or {})
 
     if options.replay is not None:
         confine(options.replay, "cassette")
     # A cassette plays each interaction once: under replay, each call replays it anew.
     shared = None if options.replay is not None else load_runtime(runtime_name, options)
 
-    server = _Server(
-        name="templiqx",
-        version=__version__,
-        instructions=(
-            "Compile and execute templiqx prompt contracts. Results are OperationEnvelope "
-            "JSON with stable TQX_* diagnostic codes and SHA-256 fingerprints."
-        ),
-    )
+    about = "Compile and execute templiqx prompt contracts: OperationEnvelope JSON, TQX_* codes."
+    server = _Server(name="templiqx", version=__version__, instructions=about)
 
     @server.tool()
     async def compile_contract(
