@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Final
 
-# The port's error tree (templiqx_core.PortError and subclasses).
 PORT: Final = "TQX_PORT"
 NOT_FOUND: Final = "TQX_NOT_FOUND"
 CAS_CONFLICT: Final = "TQX_CAS_CONFLICT"
@@ -27,14 +26,12 @@ HOST_RETRY_EXHAUSTED: Final = "TQX_HOST_RETRY_EXHAUSTED"
 RUNTIME_CLOSED: Final = "TQX_RUNTIME_CLOSED"
 RUNTIME_INTERRUPTED: Final = "TQX_RUNTIME_INTERRUPTED"
 
-# Application level (execute_contract).
 OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
 OUTPUT_SCHEMA_STRICT: Final = "TQX_OUTPUT_SCHEMA_STRICT"  # strict structured outputs refuse it
 OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"  # an output against a typed contract's model
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 TEST_FAILED: Final = "TQX_TEST_FAILED"
 
-# Compiler.
 PARSE_YAML: Final = "TQX_PARSE_YAML"
 CAPABILITY_UNSUPPORTED: Final = "TQX_CAPABILITY_UNSUPPORTED"
 EXTENSION_NAMESPACE: Final = "TQX_EXTENSION_NAMESPACE"
