@@ -1,8 +1,5 @@
-"""templiqx_core: provider-neutral prompt contracts, fingerprints and the runtime port.
-
-What a host needs; an adapter author's extras live in ``templiqx_core.adapters``. Names load
-on first use (PEP 562), so the CLI starts without pydantic; the errors load with the package.
-"""
+"""Provider-neutral prompt contracts, fingerprints and the runtime port (adapter authors' extras:
+``templiqx_core.adapters``). Names load on first use (PEP 562): the CLI starts without pydantic."""
 
 from __future__ import annotations
 

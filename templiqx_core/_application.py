@@ -16,11 +16,11 @@ from ._contracts import (
     Diagnostic,
     ExecutionReceipt,
     ExecutionRequest,
+    FixtureReport,
+    FixtureResult,
     OperationEnvelope,
     RenderRequest,
     StreamEvent,
-    TestCaseResult,
-    TestReport,
 )
 from ._errors import PortError
 from ._eval_cases import pointer_declared
@@ -121,8 +121,8 @@ def execute_contract(
     on_event: Callable[[StreamEvent], None] | None = None,
     repair: int | None = None,
 ) -> OperationEnvelope[ExecutionReceipt]:
-    """The reference application's envelope, byte for byte, plus one diagnostic per failed
-    schema rule; ``on_event`` raising cancels; ``repair=N`` wraps ``RepairingRuntime``."""
+    """The reference application's envelope, plus one diagnostic per failed schema rule;
+    ``on_event`` raising cancels; ``repair=N`` wraps ``RepairingRuntime``."""
     compiled = compile_contract(contract, request, capabilities)
     if compiled.interaction is None:
         return _envelope("execute_contract", None, compiled.diagnostics)
@@ -172,14 +172,13 @@ def execute_contract(
 
 def eval_envelope(
     contract: str | Path, *, capabilities: Iterable[str] | None = None
-) -> OperationEnvelope[TestReport]:
+) -> OperationEnvelope[FixtureReport]:
     """Every eval fixture run on the scripted runtime, by default on the declared capabilities
-    (an eval checks the contract, not a deployment), reported as the reference's
-    ``test_package`` reports a package of one."""
+    (an eval checks the contract, not a deployment), as the reference's ``test_package``."""
     from ._scripted import ScriptedRuntime, ScriptedSuccess  # not needed to compile
 
-    def outcome(contract_id: str, fixture_id: str, ran: OperationEnvelope[Any]) -> TestCaseResult:
-        return TestCaseResult(
+    def outcome(contract_id: str, fixture_id: str, ran: OperationEnvelope[Any]) -> FixtureResult:
+        return FixtureResult(
             contract_id=contract_id,
             fixture_id=fixture_id,
             passed=ran.ok,
@@ -212,7 +211,7 @@ def eval_envelope(
     failed = len(cases) - passed
     # The reference's layout is <package>/contracts/<contract>.yaml.
     package = path.parent.parent if path.parent.name == "contracts" else path.parent
-    report = TestReport(package=package.name, passed=passed, failed=failed, cases=cases)
+    report = FixtureReport(package=package.name, passed=passed, failed=failed, cases=cases)
     summary = _error(codes.TEST_FAILED, f"{failed} fixture(s) failed", "/cases")
     return _envelope("test_package", report, [summary] if failed else [])
 

@@ -27,12 +27,10 @@ Severity = Literal["error", "warning", "info"]
 
 
 class WireModel(BaseModel):
-    """Strict, immutable base with serde's layout: ``_omit_none`` and ``_omit_empty`` name
-    the fields the reference skips when ``None`` or empty, ``_omit_unset`` those skipped
-    when not given (their ``None`` is a value), ``_maps`` those it sorts."""
+    """Strict, immutable, serde's layout: fields skipped when ``None`` (``_omit_none``), empty
+    (``_omit_empty``) or not given (``_omit_unset``); ``_maps`` are written with sorted keys."""
 
-    # defer_build: a command pays only for the models it touches (CLI start-up). No NaN or
-    # infinity (YAML's .nan, .inf): JSON has none, and they would be sent as null.
+    # defer_build: the CLI pays only for the models it touches; NaN and infinity are not JSON.
     model_config = ConfigDict(
         extra="forbid", frozen=True, strict=True, defer_build=True, allow_inf_nan=False
     )
@@ -244,10 +242,9 @@ class RenderRequest(WireModel):
     context: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class TestCaseResult(WireModel):
-    """One eval fixture's outcome (``artifact_fingerprint`` = the output fingerprint)."""
-
-    __test__ = False  # not a pytest class
+class FixtureResult(WireModel):
+    """One eval fixture's outcome, as the reference's ``TestCaseResult`` (the output's fingerprint
+    is ``artifact_fingerprint``)."""
 
     contract_id: str
     fixture_id: str
@@ -256,10 +253,10 @@ class TestCaseResult(WireModel):
     artifact_fingerprint: str | None
 
 
-class TestReport(WireModel):
-    __test__ = False
+class FixtureReport(WireModel):
+    """As the reference's ``TestReport``: what ``test_package`` reports."""
 
     package: str
-    passed: Annotated[int, Field(ge=0)]
-    failed: Annotated[int, Field(ge=0)]
-    cases: list[TestCaseResult]
+    passed: int
+    failed: int
+    cases: list[FixtureResult]

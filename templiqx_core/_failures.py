@@ -1,6 +1,5 @@
-"""Runtime failures: a ``RuntimeFailure`` is a value (a frozen dataclass with a fingerprint),
-``RuntimeFailureError`` carries it through the port, and ``to_diagnostic`` is the one place a
-``PortError`` becomes a wire ``Diagnostic``."""
+"""A ``RuntimeFailure`` is a value with a fingerprint, ``RuntimeFailureError`` carries it through
+the port, and ``to_diagnostic`` is the one place a ``PortError`` becomes a ``Diagnostic``."""
 
 from __future__ import annotations
 
