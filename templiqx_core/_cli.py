@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ._errors import PortError
-from ._version import REFERENCE_VERSION, __version__
+from ._version import __version__
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -49,8 +49,7 @@ def build_parser(plugins: dict[str, EntryPoint] | None = None) -> argparse.Argum
         epilog="exit status: 0 envelope ok, 2 envelope not ok or usage error, "
         "1 the command itself failed",
     )
-    version = f"templiqx {__version__} (compiles as templiqx-core/{REFERENCE_VERSION})"
-    parser.add_argument("--version", action="version", version=version)
+    parser.add_argument("--version", action="version", version=f"templiqx {__version__}")
     parser.add_argument("--json", action="store_true", help=_JSON)
     commands = parser.add_subparsers(dest="command", required=True)
     # Arguments several commands share, as parent parsers.
@@ -161,10 +160,7 @@ def _execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEnv
     from ._runtimes import RuntimeOptions, load_runtime
 
     if args.runtime is None and args.fixture_output is None and args.eval_id is None:
-        raise UsageError(
-            "execute: choose a runtime with --runtime NAME (see: templiqx runtimes), or give "
-            "the scripted runtime --fixture-output FILE or --eval ID"
-        )
+        raise UsageError("execute: give --runtime NAME, or --fixture-output FILE / --eval ID")
     request, fixture = _render_request(args), None
     if args.fixture_output is not None:
         fixture = _read_document(args.fixture_output, "--fixture-output", json=True)
