@@ -221,12 +221,7 @@ def _plugins() -> dict[str, EntryPoint]:
     return {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
 
 
-def _plain_warnings(err: TextIO) -> None:
-    """Library warnings (e.g. "tracing disabled") reach the user as one plain line each."""
-    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
-
-
-def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
+def _run_plugin(entry: EntryPoint, argv: list[str]) -> int:
     """Call a command entry point, ``fn(argv) -> int``, each contract file read once."""
     from ._compiler.model import reading_each_file_once
 
@@ -234,7 +229,6 @@ def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
         command = entry.load()
     except ImportError as error:
         raise CommandError(f"{entry.name}: cannot load {entry.value} ({error})") from None
-    _plain_warnings(err)
     with reading_each_file_once():  # its SystemExit (argparse, sys.exit) is the process's
         return int(command(argv))
 
@@ -242,6 +236,8 @@ def _run_plugin(entry: EntryPoint, argv: list[str], err: TextIO) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Library warnings (e.g. "tracing disabled") reach the user as one plain line each.
+    logging.basicConfig(level=logging.WARNING, format="templiqx: %(message)s", stream=err)
     try:
         # A command entry point runs a name no core command has, and ``eval`` with a flag the
         # self-check lacks (``eval --runtime NAME ...``); a core command reads no entry points.
@@ -252,13 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         plugin = _plugins().get(name) if name and (name not in _CORE_COMMANDS or runner) else None
         if plugin is not None:
-            return _run_plugin(plugin, rest, err)
+            return _run_plugin(plugin, rest)
         if runner:
             raise UsageError("eval: the eval runner comes with templiqx-langfuse")
         args = build_parser(
             _plugins() if argv[:1] in ([], ["-h"], ["--help"]) else None
         ).parse_args(argv)
-        _plain_warnings(err)
         if args.command == "mcp":
             try:
                 from ._mcp import serve  # the optional extra, imported only when asked for
