@@ -1,8 +1,6 @@
-"""The ``templiqx`` command line, as the Rust reference CLI (``templiqx-cli``): stdout is the
-``OperationEnvelope``; exit 0 when it is ok, 2 when not and for usage errors, 1 when the
-command itself fails (one stderr line). Each command imports what it uses when it runs:
-``--help`` loads no pydantic model, and runtimes and the MCP extra load on demand.
-"""
+"""The ``templiqx`` command line, as the reference's ``templiqx-cli``: stdout is the envelope;
+exit 0 when it is ok, 2 when not and for usage errors, 1 when the command itself fails (one
+stderr line). Each command imports what it uses when it runs (``--help`` loads no pydantic)."""
 
 from __future__ import annotations
 

@@ -113,11 +113,7 @@ class _Server(MCPServer):
 
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
-    str,
-    Field(
-        description="Contract YAML path, relative to the working directory, in the roots; "
-        "or a contract source's reference, such as langfuse:NAME@LABEL or langfuse:NAME#VERSION."
-    ),
+    str, Field(description="A contract YAML path in the roots, or langfuse:NAME[@LABEL|#VERSION].")
 ]
 Inputs = Annotated[dict[str, Any] | None, Field(description="The contract's inputs (JSON).")]
 RenderContext = Annotated[dict[str, Any] | None, Field(description="Its context values (JSON).")]
@@ -222,8 +218,5 @@ def build_server(
 def serve(options: RuntimeOptions, *, runtime_name: str) -> None:
     """Run the stdio server until the client disconnects."""
     server, shared = build_server(runtime_name, options)
-    try:
+    with contextlib.nullcontext() if shared is None else shared:  # closed after the server
         server.run("stdio")
-    finally:
-        if shared is not None:
-            shared.close()
