@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import codes
 from ._canonical import fingerprint
@@ -25,12 +25,10 @@ from ._contracts import (
 from ._errors import PortError
 from ._eval_cases import pointer_declared
 from ._failures import to_diagnostic
+from ._ports import RuntimeAdapter
 from ._receipts import output_schema_diagnostics
 from ._repair import RepairingRuntime, collect_attempts
 from ._strict import strict_findings
-
-if TYPE_CHECKING:
-    from ._ports import RuntimeAdapter
 
 
 def compile_envelope(
@@ -50,8 +48,8 @@ def compile_envelope(
 def check_envelope(
     contract: str | Path, *, strict_schema: bool = False
 ) -> OperationEnvelope[dict[str, Any]]:
-    """Check a contract and its eval fixtures; where its output schema is outside OpenAI's
-    strict subset, a warning, or with ``strict_schema`` an error where no strict form exists."""
+    """A contract and its eval fixtures checked; an output schema outside OpenAI's strict subset
+    is a warning (with ``strict_schema``, an error where it has no strict form)."""
     parsed, diagnostics = read_contract(contract, partial=True)  # syntax beside the rest
     if parsed is None:
         return _envelope("check_contract", None, diagnostics)
