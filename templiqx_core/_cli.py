@@ -147,8 +147,7 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
 
 def _print(text: str, out: TextIO) -> None:
     try:
-        out.write(text + "\n")
-        out.flush()
+        print(text, file=out, flush=True)
     except OSError as error:  # a closed pipe (``| head``), a full disk
         raise CommandError(f"cannot write the output ({type(error).__name__})") from None
 
@@ -194,8 +193,7 @@ def _envelope(args: argparse.Namespace, out: TextIO, err: TextIO) -> OperationEn
     if args.command == "runtimes":
         from ._runtimes import available_runtimes
 
-        names = available_runtimes()
-        return OperationEnvelope[list[str]](operation="runtimes", ok=True, result=names)
+        return OperationEnvelope(operation="runtimes", ok=True, result=available_runtimes())
     from ._application import check_envelope, compile_envelope, eval_envelope
     from ._compiler.model import reading_each_file_once
 
@@ -249,9 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_plugin(plugin, rest)
         if runner:
             raise UsageError("eval: the eval runner comes with templiqx-langfuse")
-        args = build_parser(
-            _plugins() if argv[:1] in ([], ["-h"], ["--help"]) else None
-        ).parse_args(argv)
+        listed = _plugins() if argv[:1] in ([], ["-h"], ["--help"]) else None  # in the help
+        args = build_parser(listed).parse_args(argv)
         if args.command == "mcp":
             try:
                 from ._mcp import serve  # the optional extra, imported only when asked for

@@ -72,8 +72,7 @@ class CompiledMessage(WireModel):
 
 
 class CompiledInteraction(WireModel):
-    """Frozen all the way down (on construction and by ``model_copy``), so the request
-    fingerprint is computed once and kept on the instance."""
+    """Frozen all the way down (on construction and by ``model_copy``): a fingerprint holds."""
 
     _maps = frozenset({"output_schema", "runtime_policy", "extensions"})
 

@@ -1,6 +1,5 @@
-"""MCP server (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
-answering with the CLI's ``OperationEnvelope`` JSON. The caller is an agent: paths must resolve
-inside the working directory or ``TEMPLIQX_MCP_ROOTS``."""
+"""MCP server (``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio, with the
+CLI's envelopes. The caller is an agent: paths resolve inside the cwd or TEMPLIQX_MCP_ROOTS."""
 
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ RUNTIME_INVALID_RESPONSE: Final = "TQX_RUNTIME_INVALID_RESPONSE"
 RUNTIME_PERMANENT: Final = "TQX_RUNTIME_PERMANENT"
 HOST_RETRY_EXHAUSTED: Final = "TQX_HOST_RETRY_EXHAUSTED"
 
-# Python's own: a runtime used after ``close()`` began; a ``BaseException`` (or a host
-# cancelling through its sink) ended the call (the ``Failed`` event carries it, re-raised).
+# Python's own: used after ``close()``; a ``BaseException`` or a host's sink ended the call.
 RUNTIME_CLOSED: Final = "TQX_RUNTIME_CLOSED"
 RUNTIME_INTERRUPTED: Final = "TQX_RUNTIME_INTERRUPTED"
 
