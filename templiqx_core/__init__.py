@@ -171,6 +171,3 @@ if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo sta
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         module = _importlib.import_module(_WHERE[name], __name__)
         return globals().setdefault(name, getattr(module, name))  # a plain attribute from now on
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_WHERE})

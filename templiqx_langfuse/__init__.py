@@ -76,8 +76,5 @@ if not _typing.TYPE_CHECKING:
         module = _importlib.import_module(_WHERE[name], __name__)
         return globals().setdefault(name, getattr(module, name))  # a plain attribute from now on
 
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_WHERE})
-
 
 logging.getLogger("templiqx_langfuse").addHandler(logging.NullHandler())
