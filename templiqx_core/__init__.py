@@ -1,8 +1,5 @@
-"""templiqx_core: provider-neutral prompt contracts, fingerprints and the runtime port.
-
-What a host needs; an adapter author's extras live in ``templiqx_core.adapters``. Names load
-on first use (PEP 562), so the CLI starts without pydantic; the errors load with the package.
-"""
+"""Provider-neutral prompt contracts, fingerprints and the runtime port (adapter authors' extras:
+``templiqx_core.adapters``). Names load on first use (PEP 562): the CLI starts without pydantic."""
 
 from __future__ import annotations
 
@@ -24,13 +21,7 @@ from ._errors import (
 from ._version import __version__
 
 if _typing.TYPE_CHECKING:
-    from ._application import (
-        EvalResult,
-        check_envelope,
-        compile_envelope,
-        execute_contract,
-        run_evals,
-    )
+    from ._application import check_envelope, compile_envelope, execute_contract
     from ._canonical import canonical_json, fingerprint
     from ._compiler import (
         CONTRACT_SCHEMA_PATH,
@@ -57,7 +48,6 @@ if _typing.TYPE_CHECKING:
         SourceSpan,
         StreamEvent,
         ToolCallDeltaEvent,
-        parse_stream_event,
     )
     from ._failures import RuntimeFailure, RuntimeFailureCode, RuntimeFailureError, to_diagnostic
     from ._ports import EventSink, RuntimeAdapter
@@ -82,14 +72,13 @@ if _typing.TYPE_CHECKING:
 _WHERE = {
     name: module
     for module, names in {
-        "._application": "EvalResult check_envelope compile_envelope execute_contract run_evals",
+        "._application": "check_envelope compile_envelope execute_contract",
         "._canonical": "canonical_json fingerprint",
         "._compiler": "CONTRACT_SCHEMA_PATH CompileResult Contract compile_contract "
         "parse_contract read_contract",
         "._contracts": "API_VERSION AdapterDescriptor CompiledInteraction CompiledMessage "
         "CompleteEvent DeltaEvent Diagnostic ExecutionReceipt ExecutionRequest FailedEvent "
-        "OperationEnvelope RenderRequest Role SourceSpan StreamEvent ToolCallDeltaEvent "
-        "parse_stream_event",
+        "OperationEnvelope RenderRequest Role SourceSpan StreamEvent ToolCallDeltaEvent",
         "._failures": "RuntimeFailure RuntimeFailureCode RuntimeFailureError to_diagnostic",
         "._ports": "EventSink RuntimeAdapter",
         "._repair": "RepairingRuntime collect_attempts",
@@ -112,7 +101,6 @@ __all__ = [
     "Contract",
     "DeltaEvent",
     "Diagnostic",
-    "EvalResult",
     "EventSink",
     "ExecutionReceipt",
     "ExecutionRequest",
@@ -161,9 +149,7 @@ __all__ = [
     "load_scenario",
     "model_output_schema",
     "parse_contract",
-    "parse_stream_event",
     "read_contract",
-    "run_evals",
     "to_diagnostic",
     "to_strict_schema",
 ]
@@ -171,11 +157,7 @@ __all__ = [
 if not _typing.TYPE_CHECKING:  # type checkers see the imports above: a typo stays an error
 
     def __getattr__(name: str) -> object:
-        """A public name, imported from its module on first use (then a plain attribute)."""
         if name not in _WHERE:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = globals()[name] = getattr(_importlib.import_module(_WHERE[name], __name__), name)
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_WHERE})
+        module = _importlib.import_module(_WHERE[name], __name__)
+        return globals().setdefault(name, getattr(module, name))  # a plain attribute from now on

@@ -14,7 +14,6 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     SerializerFunctionWrapHandler,
-    TypeAdapter,
     model_serializer,
     model_validator,
 )
@@ -28,12 +27,10 @@ Severity = Literal["error", "warning", "info"]
 
 
 class WireModel(BaseModel):
-    """Strict, immutable base with serde's layout: ``_omit_none`` and ``_omit_empty`` name
-    the fields the reference skips when ``None`` or empty, ``_omit_unset`` those skipped
-    when not given (their ``None`` is a value), ``_maps`` those it sorts."""
+    """Strict, immutable, serde's layout: fields skipped when ``None`` (``_omit_none``), empty
+    (``_omit_empty``) or not given (``_omit_unset``); ``_maps`` are written with sorted keys."""
 
-    # defer_build: a command pays only for the models it touches (CLI start-up). No NaN or
-    # infinity (YAML's .nan, .inf): JSON has none, and they would be sent as null.
+    # defer_build: the CLI pays only for the models it touches; NaN and infinity are not JSON.
     model_config = ConfigDict(
         extra="forbid", frozen=True, strict=True, defer_build=True, allow_inf_nan=False
     )
@@ -70,15 +67,12 @@ class WireModel(BaseModel):
 
 
 class CompiledMessage(WireModel):
-    """One rendered chat message."""
-
     role: Role
     content: str
 
 
 class CompiledInteraction(WireModel):
-    """Frozen all the way down (on construction and by ``model_copy``), so the request
-    fingerprint is computed once and kept on the instance."""
+    """Frozen all the way down (on construction and by ``model_copy``): a fingerprint holds."""
 
     _maps = frozenset({"output_schema", "runtime_policy", "extensions"})
 
@@ -123,8 +117,6 @@ class CompiledInteraction(WireModel):
 
 
 class AdapterDescriptor(WireModel):
-    """Which adapter produced a receipt, and with what capabilities."""
-
     id: str
     version: str
     capabilities: list[str]
@@ -140,7 +132,7 @@ class ExecutionRequest(WireModel):
 
 
 class ExecutionReceipt(WireModel):
-    """What a call produced: the schema-valid output, usage, latency and both fingerprints."""
+    """What a call produced: its output, whether it is schema-valid, and both fingerprints."""
 
     _maps = frozenset({"output"})
 
@@ -152,15 +144,11 @@ class ExecutionReceipt(WireModel):
 
 
 class DeltaEvent(WireModel):
-    """A piece of the output text, as the provider streamed it."""
-
     kind: Literal["Delta"] = "Delta"
     text: str
 
 
 class ToolCallDeltaEvent(WireModel):
-    """A piece of one tool call's arguments, as the provider streamed it."""
-
     kind: Literal["ToolCallDelta"] = "ToolCallDelta"
     name: str
     arguments_fragment: str
@@ -189,8 +177,6 @@ class CompleteEvent(WireModel):
 
 
 class FailedEvent(WireModel):
-    """Terminal failure: the failure's code, message and whether a retry may succeed."""
-
     kind: Literal["Failed"] = "Failed"
     code: str
     message: str
@@ -202,24 +188,10 @@ StreamEvent = Annotated[
 ]
 
 
-_STREAM_EVENT: TypeAdapter[StreamEvent] = TypeAdapter(
-    StreamEvent, config=ConfigDict(defer_build=True)
-)
-
-
-def parse_stream_event(data: Any) -> StreamEvent:
-    """The ``StreamEvent`` variant a JSON object (or JSON text) is."""
-    if isinstance(data, (str, bytes)):
-        return _STREAM_EVENT.validate_json(data)
-    return _STREAM_EVENT.validate_python(data)
-
-
 _U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class SourceSpan(WireModel):
-    """A 1-based line and column range in a contract file."""
-
     line: _U32
     column: _U32
     end_line: _U32
@@ -269,10 +241,9 @@ class RenderRequest(WireModel):
     context: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class TestCaseResult(WireModel):
-    """One eval fixture's outcome (``artifact_fingerprint`` = the output fingerprint)."""
-
-    __test__ = False  # not a pytest class
+class FixtureResult(WireModel):
+    """One eval fixture's outcome, as the reference's ``TestCaseResult`` (the output's fingerprint
+    is ``artifact_fingerprint``)."""
 
     contract_id: str
     fixture_id: str
@@ -281,12 +252,10 @@ class TestCaseResult(WireModel):
     artifact_fingerprint: str | None
 
 
-class TestReport(WireModel):
-    """Eval fixtures' outcome, as the reference's ``test_package`` reports it."""
-
-    __test__ = False
+class FixtureReport(WireModel):
+    """As the reference's ``TestReport``: what ``test_package`` reports."""
 
     package: str
-    passed: Annotated[int, Field(ge=0)]
-    failed: Annotated[int, Field(ge=0)]
-    cases: list[TestCaseResult]
+    passed: int
+    failed: int
+    cases: list[FixtureResult]

@@ -1,12 +1,10 @@
-"""Runtime failures: a ``RuntimeFailure`` is a value (it fingerprints and serializes),
-``RuntimeFailureError`` carries it through the port, and ``to_diagnostic`` is the one place a
-``PortError`` becomes a wire ``Diagnostic``."""
+"""A ``RuntimeFailure`` is a value with a fingerprint, ``RuntimeFailureError`` carries it through
+the port, and ``to_diagnostic`` is the one place a ``PortError`` becomes a ``Diagnostic``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from . import codes
 from ._canonical import fingerprint
@@ -26,7 +24,6 @@ class RuntimeFailureCode(StrEnum):
 
     @property
     def retryable(self) -> bool:
-        """Whether trying the same request again may succeed."""
         return self in (
             codes.RUNTIME_TIMEOUT,
             codes.RUNTIME_RATE_LIMITED,
@@ -40,9 +37,8 @@ MAX_ANSWER_CHARS = 65_536
 
 @dataclass(frozen=True)
 class RuntimeFailure:
-    """What went wrong in one runtime call; ``detail`` is free of secrets. ``answer``: a reply
-    that is not JSON, redacted and bounded, for a repair to send back (not in the fingerprint
-    or the JSON)."""
+    """``detail`` is free of secrets; ``answer`` (a reply that is not JSON, redacted, bounded) is
+    for a repair to send back, in neither the fingerprint nor the JSON."""
 
     code: RuntimeFailureCode
     adapter_id: str
@@ -72,24 +68,10 @@ class RuntimeFailure:
         fingerprint: str = "",
         answer: str | None = None,
     ) -> RuntimeFailure:
-        """``fingerprint``: computed from the adapter, code and detail unless given."""
         ids = (adapter.id, adapter.version)
         return cls(code, *ids, detail, scenario_id, retry_after_ms, fingerprint, answer)
 
-    @property
-    def retryable(self) -> bool:
-        return self.code.retryable
-
-    def to_json(self) -> dict[str, Any]:
-        keys = ("adapter_id", "adapter_version", "scenario_id", "retry_after_ms", "fingerprint")
-        return {
-            "code": self.code.value,
-            **{k: getattr(self, k) for k in keys},
-            "detail": self.detail,
-        }
-
     def help_line(self) -> str:
-        """The ``help`` text of the diagnostic this failure becomes, as the reference's."""
         retry = "none" if self.retry_after_ms is None else self.retry_after_ms
         return (
             f"adapter={self.adapter_id} version={self.adapter_version} "
@@ -108,7 +90,7 @@ class RuntimeFailureError(PortError):
 
     @property
     def retryable(self) -> bool:
-        return self.failure.retryable
+        return self.failure.code.retryable
 
 
 # How the reference's ``PortError`` displays each kind (its thiserror messages).

@@ -1,12 +1,12 @@
-"""MCP server (the ``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio,
-answering with the CLI's ``OperationEnvelope`` JSON. The caller is an agent: paths must resolve
-inside the working directory or ``TEMPLIQX_MCP_ROOTS``."""
+"""MCP server (``mcp`` extra): ``compile_contract`` and ``execute_contract`` over stdio, with the
+CLI's envelopes. The caller is an agent: paths resolve inside the cwd or TEMPLIQX_MCP_ROOTS."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -18,22 +18,16 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
-
-try:
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-    from mcp_types import CallToolResult, TextContent
-except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "the MCP server needs the mcp extra: pip install 'templiqx-langfuse[mcp]'"
-    ) from error
 
 from . import codes
 from ._application import compile_envelope, execute_contract
 from ._canonical import sort_keys, wire_json
 from ._contracts import OperationEnvelope, RenderRequest, StreamEvent
-from ._errors import InvalidData, InvalidPath, NotFound, PortError
+from ._errors import InvalidPath, NotFound, PortError
 from ._loading import contract_source
 from ._ports import RuntimeAdapter
 from ._runtimes import RuntimeOptions, load_runtime
@@ -45,8 +39,6 @@ logger = logging.getLogger("templiqx.mcp")
 MAX_TOOL_CALLS = 64
 #: Threads doing tool work at once; further calls wait for one without holding anything.
 TOOL_THREADS = 16
-#: Stream events a call's thread may get ahead of its progress notifications.
-PROGRESS_BUFFER = 64
 T = TypeVar("T")
 
 
@@ -72,8 +64,7 @@ async def _on_own_thread(work: Callable[[], T], slots: anyio.CapacityLimiter) ->
 
 
 def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
-    """The envelope as the reference MCP server returns it: a not-ok envelope is a normal
-    result, ``result`` keys sorted at every level, the text compact JSON as serde writes."""
+    """As the reference MCP server: not ok is a normal result, ``result`` sorted at every level."""
     data: dict[str, Any] = envelope.to_json()
     if "result" in data:
         data["result"] = sort_keys(data["result"])
@@ -82,21 +73,13 @@ def _envelope_result(envelope: OperationEnvelope[Any]) -> CallToolResult:
 
 
 def error_result(code: str, message: str) -> CallToolResult:
-    """A tool error as every tool error goes out: text and structured ``TQX_*`` code."""
     text = [TextContent(type="text", text=f"{code}: {message}")]
     data = {"error": {"code": code, "message": message}}
     return CallToolResult(content=text, structured_content=data, is_error=True)
 
 
-def _cause(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
-    while error is not None and not isinstance(error, kind):
-        error = error.__cause__
-    return error
-
-
 class _Server(MCPServer):
-    """``MCPServer`` whose tool errors all start with a ``TQX_*`` code (a ``PortError`` a
-    tool raises keeps its own), with at most ``MAX_TOOL_CALLS`` calls in flight."""
+    """Tool errors all start with a ``TQX_*`` code; at most ``MAX_TOOL_CALLS`` in flight."""
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
@@ -107,66 +90,44 @@ class _Server(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         if self._in_flight >= MAX_TOOL_CALLS:
-            return error_result(
-                codes.RUNTIME_RATE_LIMITED,
-                f"the server is running {MAX_TOOL_CALLS} tool calls, its limit; "
-                "retry once one has finished",
-            )
+            busy = f"{MAX_TOOL_CALLS} tool calls running, the limit: retry once one ends"
+            return error_result(codes.RUNTIME_RATE_LIMITED, busy)
         self._in_flight += 1
         try:
             return await super().call_tool(name, arguments, context)
-        except ToolError as error:
-            refusal = _cause(error, PortError)
-            if isinstance(refusal, PortError):
-                return error_result(refusal.code, refusal.message)
-            invalid = _cause(error, ValidationError)
-            if isinstance(invalid, ValidationError):
-                # Field names only: the rejected values are the caller's data.
-                fields = sorted({".".join(map(str, e["loc"])) for e in invalid.errors()})
-                return error_result(
-                    codes.DATA_INVALID, f"arguments of {name} do not match its schema: {fields}"
-                )
-            if name not in {tool.name for tool in await self.list_tools()}:
-                return error_result(codes.NOT_FOUND, f"no tool named {name!r}")
+        except ToolError as error:  # the SDK's: what the tool raised is its cause
+            cause = error.__cause__
+            if isinstance(cause, PortError):
+                return error_result(cause.code, cause.message)
+            if isinstance(cause, ValidationError):  # field names, never the caller's values
+                fields = sorted({".".join(map(str, e["loc"])) for e in cause.errors()})
+                return error_result(codes.DATA_INVALID, f"arguments of {name}: {fields}")
             if isinstance(error, UnexpectedToolError):
-                logger.error("tool %r crashed", name, exc_info=error.__cause__)
+                logger.error("tool %r crashed", name, exc_info=cause)
                 return error_result(codes.PORT, f"internal error in {name}")
-            return error_result(codes.PORT, f"{name} failed")
+            return error_result(codes.NOT_FOUND, str(error))  # "Unknown tool: NAME"
         finally:
             self._in_flight -= 1
 
 
 # What an agent reads about each parameter (tools/list inputSchema descriptions).
 Contract = Annotated[
-    str,
-    Field(
-        description="Contract YAML path, relative to the working directory, in the roots; "
-        "or a contract source's reference, such as langfuse:NAME@LABEL or langfuse:NAME#VERSION."
-    ),
+    str, Field(description="A contract YAML path in the roots, or langfuse:NAME[@LABEL|#VERSION].")
 ]
-Inputs = Annotated[
-    dict[str, Any] | None, Field(description="The contract's inputs, a JSON object.")
-]
-RenderContext = Annotated[
-    dict[str, Any] | None, Field(description="The contract's context values, a JSON object.")
-]
+Inputs = Annotated[dict[str, Any] | None, Field(description="The contract's inputs (JSON).")]
+RenderContext = Annotated[dict[str, Any] | None, Field(description="Its context values (JSON).")]
 Capabilities = Annotated[
-    list[str] | None,
-    Field(description="Target capabilities; defaults to what the contract declares."),
+    list[str] | None, Field(description="Target capabilities; default: the contract's own.")
 ]
-FixtureOutput = Annotated[
-    Any, Field(description="Output for the scripted runtime to return instead of a model's.")
-]
-Stream = Annotated[
-    bool, Field(description="Send every StreamEvent as a progress notification as it happens.")
-]
+FixtureOutput = Annotated[Any, Field(description="Output for the scripted runtime to return.")]
+Stream = Annotated[bool, Field(description="Send each StreamEvent as a progress notification.")]
 
 
 def build_server(
     runtime_name: str, options: RuntimeOptions
 ) -> tuple[MCPServer, RuntimeAdapter | None]:
     """The MCP server and the runtime it shares, to close after it (raises ``PortError`` for
-    an unknown runtime, or a configured cassette or scenario outside the server's roots)."""
+    an unknown runtime, or a configured cassette outside the server's roots)."""
     extra = [p for p in options.env.get(ENV_MCP_ROOTS, "").split(os.pathsep) if p.strip()]
     roots = [Path(p).resolve() for p in [str(Path.cwd()), *extra]]
 
@@ -174,53 +135,30 @@ def build_server(
         """``value`` as given, once its real location (symlinks followed) is in the roots."""
         try:
             real = Path(value).resolve()
-        except (OSError, RuntimeError, ValueError):
-            raise InvalidPath(f"{what} path {str(value)!r} cannot be resolved") from None
+            found = real.is_file()
+        except (OSError, RuntimeError, ValueError):  # a loop, a NUL, a name too long
+            raise InvalidPath(f"{what} path cannot be used") from None
         if not any(real.is_relative_to(root) for root in roots):
-            raise InvalidPath(
-                f"{what} path {str(value)!r} is outside the server's roots (its working "
-                f"directory and {ENV_MCP_ROOTS})"
-            )
+            raise InvalidPath(f"{what} path {str(value)!r} is outside the roots ({ENV_MCP_ROOTS})")
+        if not found:
+            raise NotFound(f"{value}: no such {what} file")
         return Path(value)
 
     def call(
         contract: str, inputs: dict[str, Any] | None, context: dict[str, Any] | None
     ) -> tuple[str | Path, RenderRequest]:
-        """A tool call's contract (a confined, existing file, or a contract source's
-        reference as given) and render request."""
-        where: str | Path = contract
-        if contract_source(contract) is None:  # a path, whatever scheme it seems to have
-            where = confine(contract, "contract")
-            try:
-                found = where.is_file()
-            except OSError as error:  # e.g. a name too long for the file system
-                raise InvalidPath(f"contract path cannot be used: {error.strerror}") from None
-            if not found:
-                raise NotFound(f"{contract}: no such contract file")
-        try:
-            return where, RenderRequest(inputs=inputs or {}, context=context or {})
-        except ValueError as error:
-            raise InvalidData(f"inputs/context must be JSON objects ({error})") from None
+        """The call's contract (a confined file, or a contract source's reference) and values."""
+        where = contract if contract_source(contract) else confine(contract, "contract")
+        # A value that is not JSON: call_tool answers its ValidationError (TQX_DATA_INVALID).
+        return where, RenderRequest(inputs=inputs or {}, context=context or {})
 
-    for path, what in ((options.replay, "cassette"), (options.scenario, "scenario")):
-        if path is not None:
-            confine(path, what)
-    # A cassette plays each interaction once, and every tool call is a new replay.
+    if options.replay is not None:
+        confine(options.replay, "cassette")
+    # A cassette plays each interaction once: under replay, each call replays it anew.
     shared = None if options.replay is not None else load_runtime(runtime_name, options)
 
-    def acquire() -> contextlib.AbstractContextManager[RuntimeAdapter]:
-        if shared is not None:
-            return contextlib.nullcontext(shared)
-        return contextlib.closing(load_runtime(runtime_name, options))
-
-    server = _Server(
-        name="templiqx",
-        version=__version__,
-        instructions=(
-            "Compile and execute templiqx prompt contracts. Results are OperationEnvelope "
-            "JSON with stable TQX_* diagnostic codes and SHA-256 fingerprints."
-        ),
-    )
+    about = "Compile and execute templiqx prompt contracts: OperationEnvelope JSON, TQX_* codes."
+    server = _Server(name="templiqx", version=__version__, instructions=about)
 
     @server.tool()
     async def compile_contract(
@@ -229,10 +167,7 @@ def build_server(
         context: RenderContext = None,
         capabilities: Capabilities = None,
     ) -> CallToolResult:
-        """Compile a contract YAML file for the given inputs and context.
-
-        capabilities defaults to the contract's own declared capabilities.
-        """
+        """Compile a contract YAML file for the given inputs and context."""
         path, request = call(contract, inputs, context)
         run = functools.partial(compile_envelope, path, request, capabilities=capabilities)
         return _envelope_result(await _on_own_thread(run, server.tool_slots))
@@ -248,29 +183,22 @@ def build_server(
         fixture_output: FixtureOutput = None,
         stream: Stream = False,
     ) -> CallToolResult:
-        """Compile and execute a contract on the server's runtime.
-
-        With stream=true every StreamEvent is sent as a progress notification as it
-        happens, and the result's stream_events lists them. capabilities defaults to
-        the contract's declared capabilities (the runtime must offer them).
-        """
+        """Compile and execute a contract on the server's runtime (which must offer the
+        capabilities); with stream=true the result's stream_events lists the events sent."""
         path, request = call(contract, inputs, context)
-        token = anyio.lowlevel.current_token()
-        events_in, events_out = anyio.create_memory_object_stream[str](PROGRESS_BUFFER)
+        token, sent = anyio.lowlevel.current_token(), itertools.count(1)
 
         def forward(event: StreamEvent) -> None:
-            # Waits only while this call's buffer is full, never on stdout itself.
-            anyio.from_thread.run(events_in.send, event.model_dump_json(), token=token)
-
-        async def report() -> None:
-            async with events_out:
-                emitted = 0
-                async for message in events_out:
-                    emitted += 1
-                    await ctx.report_progress(emitted, None, message)
+            # On the loop, each before the next: every event reaches the client before the result.
+            message = event.model_dump_json()
+            anyio.from_thread.run(ctx.report_progress, next(sent), None, message, token=token)
 
         def run() -> OperationEnvelope[Any]:
-            with acquire() as runtime:
+            with (
+                load_runtime(runtime_name, options)
+                if shared is None
+                else contextlib.nullcontext(shared) as runtime
+            ):
                 return execute_contract(
                     path,
                     request,
@@ -281,15 +209,7 @@ def build_server(
                     on_event=forward if stream else None,
                 )
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(report)  # every event is sent before the result
-            try:
-                result = _envelope_result(await _on_own_thread(run, server.tool_slots))
-            except PortError as error:  # answered here: a task group would wrap it
-                result = error_result(error.code, error.message)
-            finally:
-                events_in.close()
-        return result
+        return _envelope_result(await _on_own_thread(run, server.tool_slots))
 
     return server, shared
 
@@ -297,8 +217,5 @@ def build_server(
 def serve(options: RuntimeOptions, *, runtime_name: str) -> None:
     """Run the stdio server until the client disconnects."""
     server, shared = build_server(runtime_name, options)
-    try:
+    with contextlib.nullcontext() if shared is None else shared:  # closed after the server
         server.run("stdio")
-    finally:
-        if shared is not None:
-            shared.close()

@@ -1,14 +1,10 @@
-"""Every stable ``TQX_*`` code in one place: hosts branch on these, never on message text.
-
-Each is the Rust reference's string where it has one (``RUNTIME_CLOSED`` and
-``RUNTIME_INTERRUPTED`` are Python's: the port's lifecycle and ``BaseException`` outcomes).
-"""
+"""Every stable ``TQX_*`` code, the Rust reference's string where it has one: hosts branch on
+these, never on message text."""
 
 from __future__ import annotations
 
 from typing import Final
 
-# The port's error tree (templiqx_core.PortError and subclasses).
 PORT: Final = "TQX_PORT"
 NOT_FOUND: Final = "TQX_NOT_FOUND"
 CAS_CONFLICT: Final = "TQX_CAS_CONFLICT"
@@ -25,23 +21,16 @@ RUNTIME_INVALID_RESPONSE: Final = "TQX_RUNTIME_INVALID_RESPONSE"
 RUNTIME_PERMANENT: Final = "TQX_RUNTIME_PERMANENT"
 HOST_RETRY_EXHAUSTED: Final = "TQX_HOST_RETRY_EXHAUSTED"
 
-# The port's lifecycle and interrupted outcomes.
+# Python's own: used after ``close()``; a ``BaseException`` or a host's sink ended the call.
 RUNTIME_CLOSED: Final = "TQX_RUNTIME_CLOSED"
-"""A runtime was used after ``close()`` began."""
 RUNTIME_INTERRUPTED: Final = "TQX_RUNTIME_INTERRUPTED"
-"""A ``BaseException`` that is not an ``Exception`` (or a host cancelling through its
-sink) ended the call; the ``Failed`` event carries it, the exception is re-raised."""
 
-# Application level (execute_contract).
 OUTPUT_SCHEMA: Final = "TQX_OUTPUT_SCHEMA"
-OUTPUT_SCHEMA_STRICT: Final = "TQX_OUTPUT_SCHEMA_STRICT"
-"""An output schema (or model) that strict structured outputs cannot accept."""
-OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"
-"""A receipt's output does not validate as a typed contract's output model."""
+OUTPUT_SCHEMA_STRICT: Final = "TQX_OUTPUT_SCHEMA_STRICT"  # strict structured outputs refuse it
+OUTPUT_TYPE: Final = "TQX_OUTPUT_TYPE"  # an output against a typed contract's model
 RUNTIME_CAPABILITY_UNSUPPORTED: Final = "TQX_RUNTIME_CAPABILITY_UNSUPPORTED"
 TEST_FAILED: Final = "TQX_TEST_FAILED"
 
-# Compiler.
 PARSE_YAML: Final = "TQX_PARSE_YAML"
 CAPABILITY_UNSUPPORTED: Final = "TQX_CAPABILITY_UNSUPPORTED"
 EXTENSION_NAMESPACE: Final = "TQX_EXTENSION_NAMESPACE"
@@ -59,9 +48,8 @@ COMPONENT_MISSING: Final = "TQX_COMPONENT_MISSING"
 COMPONENT_ARGUMENT_UNKNOWN: Final = "TQX_COMPONENT_ARGUMENT_UNKNOWN"
 COMPONENT_ARGUMENT_MISSING: Final = "TQX_COMPONENT_ARGUMENT_MISSING"
 COMPONENT_ARGUMENT_TYPE: Final = "TQX_COMPONENT_ARGUMENT_TYPE"
-TEMPLATE_SYNTAX: Final = "TQX_TEMPLATE_SYNTAX"
-"""A malformed ``{{ ... }}`` placeholder in a string form, at its character offset."""
+TEMPLATE_SYNTAX: Final = "TQX_TEMPLATE_SYNTAX"  # a malformed ``{{ ... }}`` in a string form
 
+# Every code above (a test checks that no ``TQX_*`` literal lives anywhere else).
 ALL_CODES: Final = frozenset(value for name, value in dict(globals()).items() if name.isupper())
-"""Every code above (a test checks that no ``TQX_*`` literal lives anywhere else)."""
 __all__ = sorted(name for name in dict(globals()) if name.isupper())

@@ -55,40 +55,24 @@ if not _typing.TYPE_CHECKING:
     _WHERE = {
         name: module
         for module, names in {
-            "._config": ("LangfuseConfig", "ModelConfig"),
-            "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
-            "._prompts": (
-                "Published",
-                "aload_contract",
-                "load_contract",
-                "promote_label",
-                "publish_contract",
-            ),
-            "._redaction": ("REDACTED", "Redactor"),
-            "._runtime": ("ADAPTER_ID", "LangfuseTracedRuntime", "RetryingRuntime"),
-            "._tracing": (
-                "PROMPT_CAPABILITY",
-                "PROMPT_EXTENSION",
-                "TracedReceipt",
-                "TraceRef",
-                "collect_traces",
-                "trace_attributes",
-            ),
-            "._version": ("__version__",),
-            "._wire": ("Usage",),
+            "._config": "LangfuseConfig ModelConfig",
+            "._deadline": "AsyncDeadlineTransport DeadlineTransport",
+            "._prompts": "Published aload_contract load_contract promote_label publish_contract",
+            "._redaction": "REDACTED Redactor",
+            "._runtime": "ADAPTER_ID LangfuseTracedRuntime RetryingRuntime",
+            "._tracing": "PROMPT_CAPABILITY PROMPT_EXTENSION TracedReceipt TraceRef "
+            "collect_traces trace_attributes",
+            "._version": "__version__",
+            "._wire": "Usage",
         }.items()
-        for name in names
+        for name in names.split()
     }
 
     def __getattr__(name: str) -> object:
-        """A public name, imported from its module on first use (then a plain attribute)."""
         if name not in _WHERE:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = globals()[name] = getattr(_importlib.import_module(_WHERE[name], __name__), name)
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_WHERE})
+        module = _importlib.import_module(_WHERE[name], __name__)
+        return globals().setdefault(name, getattr(module, name))  # a plain attribute from now on
 
 
 logging.getLogger("templiqx_langfuse").addHandler(logging.NullHandler())

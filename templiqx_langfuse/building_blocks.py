@@ -1,7 +1,5 @@
 """The parts ``LangfuseTracedRuntime`` is built from, for host adapters of the same endpoints
-(streaming, say): reused, not copied, they keep its request bytes, bounded transport, failure
-mapping, secret rules and generations. Transports and ``Redactor`` are in the package itself.
-"""
+(streaming, say): reused, they keep its request bytes, bounds, failures, secrets and generations."""
 
 from ._deadline import aopen_bounded, deadline_at, open_bounded
 from ._host import HostWiring, WiringOptions

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import TypeAdapter
 
 from templiqx_core import (
     CompiledInteraction,
@@ -22,6 +23,7 @@ from templiqx_core import (
     PortError,
     RenderRequest,
     RuntimeAdapter,
+    StreamEvent,
     codes,
     compile_contract,
 )
@@ -35,6 +37,16 @@ from tests.loopback import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+STREAM_EVENT: TypeAdapter[StreamEvent] = TypeAdapter(StreamEvent)
+
+
+def parse_stream_event(data: Any) -> StreamEvent:
+    """The ``StreamEvent`` a JSON object (or JSON text) is, as a host reads one with pydantic."""
+    if isinstance(data, (str, bytes)):
+        return STREAM_EVENT.validate_json(data)
+    return STREAM_EVENT.validate_python(data)
+
+
 #: Reference data kept in the repository (see reference/README.md for provenance).
 REFERENCE = REPO_ROOT / "reference"
 CORPUS = REFERENCE / "corpus"

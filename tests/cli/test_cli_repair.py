@@ -67,17 +67,15 @@ def test_repair_out_of_tries_reports_the_last_failure(
     assert len(model_server.requests) == 2
 
 
-@pytest.mark.parametrize("value", ["0", "-2", "two", "1_0", "\uff13"])  # 1_0, a fullwidth 3
-def test_repair_takes_a_count_of_at_least_one(run_cli: Run, value: str) -> None:
-    result = run_cli("execute", *GREETING, "--runtime", "scripted", "--repair", value)
+def test_repair_that_is_not_a_count_is_a_usage_error(run_cli: Run) -> None:
+    result = run_cli("execute", *GREETING, "--runtime", "scripted", "--repair", "two")
     assert result.returncode == 2
     assert "--repair" in result.stderr
 
 
-def test_repair_above_the_most_tries_is_a_usage_error(run_cli: Run) -> None:
-    """``--repair 11`` is a flag value out of range (exit 2, the usage), as ``--repair 0``,
-    not a command that failed (exit 1) once the runtime is built."""
-    result = run_cli("execute", *GREETING, "--runtime", "scripted", "--repair", "11")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("usage: templiqx execute")
-    assert "argument --repair: at most 10" in result.stderr.splitlines()[-1]
+@pytest.mark.parametrize("value", ["0", "-2", "11"])
+def test_repair_out_of_range_is_refused_by_the_repairing_runtime(run_cli: Run, value: str) -> None:
+    """From 1 to ``MAX_ATTEMPTS``: ``RepairingRuntime`` says so, as a typed failure (exit 1)."""
+    result = run_cli("execute", *GREETING, "--runtime", "scripted", "--repair", value)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith("templiqx: TQX_DATA_INVALID: attempts must be")

@@ -21,8 +21,8 @@ from templiqx_core import (
     RenderRequest,
     SourceSpan,
     ToolCallDeltaEvent,
-    parse_stream_event,
 )
+from tests.conftest import parse_stream_event
 
 ADAPTER = {"id": "a", "version": "1", "capabilities": ["structured_output"]}
 RECEIPT = {

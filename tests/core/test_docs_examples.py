@@ -23,8 +23,8 @@ from templiqx_core import (
     check_envelope,
     codes,
     compile_contract,
-    run_evals,
 )
+from templiqx_core._application import eval_envelope
 from templiqx_core._compiler import read_contract
 from tests.conftest import REPO_ROOT
 
@@ -92,9 +92,9 @@ def test_every_example_checks_and_its_evals_pass(example: Example, tmp_path: Pat
     path = write(example, tmp_path)
     envelope = check_envelope(path)
     assert envelope.ok, [d.to_json() for d in envelope.diagnostics]
-    results, problems = run_evals(path)
-    assert problems == []
-    assert [r.eval_id for r in results if not r.passed] == []
+    report = eval_envelope(path).result
+    assert report is not None
+    assert [case.fixture_id for case in report.cases if not case.passed] == []
 
 
 @pytest.mark.parametrize(

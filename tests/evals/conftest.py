@@ -113,7 +113,10 @@ def cli() -> Cli:
     def run(*args: str | Path) -> Ran:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([str(a) for a in args])
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exit:  # argparse's usage errors
+                code = exit.code if isinstance(exit.code, int) else 1
         return Ran(code, out.getvalue(), err.getvalue())
 
     return run

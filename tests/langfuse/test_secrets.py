@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import traceback
@@ -73,7 +74,7 @@ def test_secrets_echoed_by_the_server_never_leak(
                 str(error),
                 repr(error),
                 error.failure.detail,
-                json.dumps(error.failure.to_json()),
+                json.dumps(dataclasses.asdict(error.failure)),
                 to_diagnostic(error).model_dump_json(),
             ]
         else:

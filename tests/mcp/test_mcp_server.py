@@ -20,11 +20,10 @@ from mcp import ClientSession
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from templiqx_core import parse_stream_event
 from templiqx_core._cli import build_parser
 from templiqx_core._mcp import build_server
 from templiqx_core._runtimes import RuntimeOptions
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, parse_stream_event
 
 TEMPLIQX = str(Path(sys.executable).with_name("templiqx"))
 CONTRACT = "examples/greeting.yaml"
@@ -52,8 +51,8 @@ async def session(
     with mock.patch.dict(os.environ, environ, clear=True):
         os.chdir(cwd)
         try:
-            options = RuntimeOptions(replay=parsed.replay, scenario=parsed.scenario, env=environ)
-            server, shared = build_server(parsed.runtime, options)
+            options = RuntimeOptions(replay=parsed.replay, env=environ)
+            server, shared = build_server(parsed.runtime or "scripted", options)
             try:
                 async with Client(server) as client:
                     yield client

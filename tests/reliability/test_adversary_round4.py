@@ -243,7 +243,10 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[GreetingModel]:
 def cli(*args: str | Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit:  # argparse's usage errors, as in the console script
+            code = exit.code if isinstance(exit.code, int) else 1
     return code, out.getvalue(), err.getvalue()
 
 

@@ -16,8 +16,7 @@ from typing import Any
 
 import anyio
 
-from templiqx_core import parse_stream_event
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, parse_stream_event
 from tests.loopback import LoopbackModelServer
 from tests.mcp.test_mcp_server import (
     CONTEXT,
