@@ -274,7 +274,6 @@ PINNED: dict[str, list[str]] = {
         "ActiveCassette",
         "CassetteMiss",
         "LOOPBACK_REPLAY_HOST",
-        "RECORD_MODES",
         "SCRUBBED_REQUEST_HEADERS",
         "SCRUBBED_RESPONSE_HEADERS",
         "Scrubber",
@@ -282,11 +281,8 @@ PINNED: dict[str, list[str]] = {
         "UnplayedInteractions",
         "cassette_config",
         "cassette_miss",
-        "check_cassette",
         "no_match_error",
         "open_cassette",
-        "record_mode_of",
-        "use_cassette",
     ],
     "templiqx_langfuse.testing.plugin": [
         "langfuse_span_exporter",
@@ -300,10 +296,9 @@ PINNED: dict[str, list[str]] = {
     ],
     "templiqx_langfuse.testing.replay": [
         "ReplayingRuntime",
-        "offline_langfuse",
+        "cli_replay",
         "recorded_endpoint",
         "replaying_runtime",
-        "runtime_on",
     ],
 }
 

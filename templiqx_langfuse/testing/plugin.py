@@ -116,11 +116,11 @@ def _templiqx_open(
 ) -> Iterator[Callable[..., ActiveCassette | None]]:
     """Opens the test's cassettes (pytest-recording's, or one at a path with its VCR) until it
     ends; unplayed interactions then fail a test that passed (a failed one names its cause)."""
+    from pytest_recording.network import blocking_context
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
 
-    from ._offline import offline
     from .cassettes import ActiveCassette
 
     fixture, stack = request.getfixturevalue, ExitStack()
@@ -148,8 +148,8 @@ def _templiqx_open(
         blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
             "--block-network"
         )
-        if active.replaying and not blocked:  # a host's own block is pytest-recording's
-            stack.enter_context(offline())
+        if active.replaying and not blocked:  # else pytest-recording's block applies
+            stack.enter_context(blocking_context(allowed_hosts=["127.0.0.1", "::1", "localhost"]))
         request.node.stash.setdefault(_ACTIVE, []).append(active)
         return active
 
@@ -181,7 +181,7 @@ def templiqx_replay_runtime(
 ) -> Iterator[Callable[..., ReplayingRuntime]]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
     from .._config import LangfuseConfig
-    from .replay import runtime_on
+    from .replay import replaying_runtime
 
     made: list[ReplayingRuntime] = []
 
@@ -196,7 +196,7 @@ def templiqx_replay_runtime(
         )
         active = _templiqx_open(path, secrets)
         exporter = langfuse_span_exporter
-        made.append(runtime_on(active, ExitStack(), langfuse=langfuse, span_exporter=exporter))
+        made.append(replaying_runtime(active, langfuse=langfuse, span_exporter=exporter))
         return made[-1]
 
     yield build

@@ -117,18 +117,11 @@ def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     if options.replay is None:
         return StreamingHostRuntime.from_env(options.env)
     try:
-        from templiqx_langfuse.testing.replay import offline_langfuse, replaying_runtime
+        from templiqx_langfuse.testing.replay import cli_replay
     except ImportError:
         needs = "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
         raise Unsupported(needs) from None
-    return replaying_runtime(
-        options.replay,
-        env=options.env,
-        langfuse=offline_langfuse(LangfuseConfig.from_env(options.env), options.replay),
-        # A person reads the CLI's miss: one line, the body diff only when debugging.
-        brief_misses=options.env.get("TEMPLIQX_DEBUG") != "1",
-        build=StreamingHostRuntime,
-    )
+    return cli_replay(options, build=StreamingHostRuntime)
 
 
 def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
