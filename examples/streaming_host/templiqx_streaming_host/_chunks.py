@@ -22,12 +22,13 @@ _EOL = re.compile(r"\r\n|\r|\n")
 class ServerSentEvent:
     data: str
     event: str = "message"
-    id: str = ""
 
 
 class SSEParser:
     """Splits lines on CRLF, LF or a lone CR (also across chunks), then applies the spec's
-    field rules; an event not closed by a blank line at end of stream is discarded."""
+    field rules; an event not closed by a blank line at end of stream is discarded. ``id``
+    and ``retry`` are ignored like unknown fields: they serve a reconnect, which a model
+    call never makes."""
 
     def __init__(self) -> None:
         # The spec's decoder: one leading BOM dropped (however the chunks split it), invalid
@@ -37,8 +38,6 @@ class SSEParser:
         self._pending_cr = False  # a CR ended the last chunk: a following LF is its pair
         self._data: list[str] = []
         self._event = ""
-        self._last_id = ""
-        self.retry_ms: int | None = None  # the stream's reconnection time, if it set one
 
     def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
         text = self._decode(chunk)
@@ -59,17 +58,13 @@ class SSEParser:
         if not line:  # a blank line dispatches the event, if it has data
             data, self._data = self._data, []
             event, self._event = self._event or "message", ""
-            return ServerSentEvent("\n".join(data), event, self._last_id) if data else None
+            return ServerSentEvent("\n".join(data), event) if data else None
         name, _, value = line.partition(":")  # a comment's name is "": no field
         value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
         elif name == "event":
             self._event = value
-        elif name == "id" and "\0" not in value:
-            self._last_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self.retry_ms = int(value)
         return None
 
 

@@ -36,8 +36,6 @@ from ._chunks import ChunkFolder, Emitted, SSEParser, stream_error
 __all__ = ["ADAPTER_ID", "StreamingHostRuntime", "runtime_factory"]
 
 ADAPTER_ID = "templiqx-streaming-host"
-CAPABILITIES = ("structured_output",)
-_VERSION = "0.1.0"
 
 
 class StreamingHostRuntime(RuntimeAdapter):
@@ -49,20 +47,14 @@ class StreamingHostRuntime(RuntimeAdapter):
         model: ModelConfig,
         langfuse: LangfuseConfig | None = None,
         *,
-        capabilities: tuple[str, ...] = CAPABILITIES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         **options: Unpack[WiringOptions],
     ) -> None:
         self.max_response_bytes = max_response_bytes
         self._descriptor = AdapterDescriptor(
-            id=ADAPTER_ID, version=_VERSION, capabilities=sorted(set(capabilities))
+            id=ADAPTER_ID, version="0.1.0", capabilities=["structured_output"]
         )
         self._wiring = HostWiring.build(model, langfuse, accept="text/event-stream", **options)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> StreamingHostRuntime:
-        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, as the Langfuse adapter."""
-        return cls(*HostWiring.configs_from_env(env), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -114,8 +106,8 @@ class StreamingHostRuntime(RuntimeAdapter):
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     """Configured from the environment, or replaying a cassette offline, as ``langfuse``."""
-    if options.replay is None:
-        return StreamingHostRuntime.from_env(options.env)
+    if options.replay is None:  # TEMPLIQX_* / OPENAI_* / LANGFUSE_*, as the Langfuse adapter
+        return StreamingHostRuntime(*HostWiring.configs_from_env(options.env))
     try:
         from templiqx_langfuse.testing.replay import cli_replay
     except ImportError:
