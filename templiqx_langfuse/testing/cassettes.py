@@ -1,6 +1,5 @@
-"""vcrpy rules for recording and replaying the adapter's model calls: secrets scrubbed
-before anything is written, loopback ports folded into one host, method + URI + body
-matching, each interaction played once, Langfuse's API never recorded."""
+"""vcrpy rules for the adapter's model calls: secrets scrubbed before anything is written,
+one host for every loopback port, each interaction played once, Langfuse never recorded."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ class CassetteMiss(NotFound):
 
 
 class Scrubber:
-    """Removes secrets from text: the given values, keys in ``env`` (read each time), every
-    live runtime's keys, credential shapes."""
+    """Scrubs given secrets, keys in ``env`` or live runtimes, and credential shapes."""
 
     def __init__(
         self, secrets: Iterable[str | None] = (), env: Mapping[str, str] | None = None
@@ -117,8 +115,7 @@ class Scrubber:
         return _CREDENTIAL.sub(REDACTED, _AUTH_SCHEME.sub(rf"\1 {REDACTED}", value))
 
     def body(self, value: Any) -> Any:
-        """``text`` of a str, bytes (binary as latin-1: ASCII secrets still match) or a list
-        or tuple of them; any other value unchanged."""
+        """``text`` of str, bytes (binary as latin-1: ASCII secrets still match) or lists."""
         if isinstance(value, (list, tuple)):  # header values, whatever shape a hook left
             return [self.body(item) for item in value]
         if isinstance(value, str):
@@ -160,15 +157,11 @@ class Scrubber:
 
 
 def cassette_config(
-    *,
-    secrets: Iterable[str | None] = (),
-    langfuse_hosts: Iterable[str] = (),
-    env: Mapping[str, str] | None = None,
-    scrubber: Scrubber | None = None,
+    scrubber: Scrubber | None = None, ignore_hosts: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """Keyword arguments for ``VCR.use_cassette`` / ``vcr_config``; no ``record_mode``, which
-    there would override ``--record-mode``."""
-    scrub = scrubber or Scrubber(secrets, env)
+    """``VCR.use_cassette`` keywords / a ``vcr_config``; no ``record_mode``: that would
+    override ``--record-mode``."""
+    scrub = scrubber or Scrubber()
     return {
         # host names the recording server's random port: noise in every re-recording.
         "filter_headers": [*SCRUBBED_REQUEST_HEADERS, "host"],
@@ -177,15 +170,14 @@ def cassette_config(
         "decode_compressed_response": True,
         "match_on": ("method", "uri", "body"),
         "allow_playback_repeats": False,
-        "ignore_hosts": [*_LANGFUSE_HOSTS, *langfuse_hosts],
+        "ignore_hosts": [*_LANGFUSE_HOSTS, *ignore_hosts],
         "record_on_exception": False,
     }
 
 
 class ScrubbingPersister:
-    """A vcrpy persister around ``inner``: a missing cassette is ``NotFound`` when
-    ``required``, a bad one ``InvalidData``; every interaction is scrubbed before ``inner``
-    writes it, so a host's ``before_record_*`` cannot let a secret through."""
+    """vcrpy's persister, re-scrubbing what it writes (whatever a host's ``before_record_*``
+    left); a missing cassette is ``NotFound`` when ``required``, a bad one ``InvalidData``."""
 
     def __init__(self, inner: Any, scrubber: Scrubber, *, required: bool = False) -> None:
         self.inner, self.scrubber, self.required = inner, scrubber, required
@@ -216,8 +208,8 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, the scrubber its recordings and misses go through, and the misses
-    its replaying runtime met (the plugin fails the test with each, even if swallowed)."""
+    """A cassette in use, its scrubber, and the misses met (the plugin fails the test with
+    each, even one the code under test swallowed)."""
 
     path: Path
     cassette: Cassette
@@ -290,7 +282,7 @@ def open_cassette(
         path.unlink(missing_ok=True)
         record_mode = "new_episodes"
     scrubber = Scrubber(secrets, env)
-    config = cassette_config(scrubber=scrubber, langfuse_hosts=ignore_hosts)
+    config = cassette_config(scrubber, ignore_hosts)
     persister = ScrubbingPersister(FilesystemPersister, scrubber, required=record_mode == "none")
     opened = vcr.VCR().use_cassette(
         str(path), record_mode=record_mode, persister=persister, **config

@@ -62,7 +62,7 @@ def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
     from .cassettes import Scrubber, ScrubbingPersister, cassette_config
 
     scrubber = Scrubber()
-    for key, value in cassette_config(scrubber=scrubber).items():
+    for key, value in cassette_config(scrubber).items():
         setattr(vcr, key, value)
     vcr.register_persister(ScrubbingPersister(vcr.persister, scrubber))
     item.stash[_VCR] = (vcr, scrubber)

@@ -1,6 +1,5 @@
-"""The stream, sans I/O: a WHATWG Server-Sent Events parser fed raw bytes (so the size bound
-and deadline count them; why not ``httpx-sse``: docs/streaming.md), and the fold of
-``chat.completion.chunk`` payloads into events and one message (the tool-call rules too)."""
+"""The stream, sans I/O: an SSE parser fed raw bytes (so the size bound and deadline count
+them; why not ``httpx-sse``: docs/streaming.md), and the fold of chunks into events."""
 
 from __future__ import annotations
 
@@ -13,8 +12,6 @@ from typing import Any
 from templiqx_core import DeltaEvent, RuntimeFailureCode, ToolCallDeltaEvent
 from templiqx_langfuse.building_blocks import WireFailure, failure_for_status
 
-__all__ = ["ChunkFolder", "SSEParser", "ServerSentEvent", "ToolCall", "stream_error"]
-
 _EOL = re.compile(r"\r\n|\r|\n")
 
 
@@ -25,10 +22,8 @@ class ServerSentEvent:
 
 
 class SSEParser:
-    """Splits lines on CRLF, LF or a lone CR (also across chunks), then applies the spec's
-    field rules; an event not closed by a blank line at end of stream is discarded. ``id``
-    and ``retry`` are ignored like unknown fields: they serve a reconnect, which a model
-    call never makes."""
+    """WHATWG's rules (CRLF, LF or lone CR, also split across chunks); ``id`` and ``retry``
+    are ignored like unknown fields: they serve a reconnect, which a model call never makes."""
 
     def __init__(self) -> None:
         # The spec's decoder: one leading BOM dropped (however the chunks split it), invalid
@@ -111,24 +106,21 @@ class ToolCall:
         function = {"name": self.name, "arguments": "".join(self.arguments)}
         return {"id": self.id, "type": self.type, "function": function}
 
-    def label(self) -> str:
-        return f"tool call {self.key[1]}" if self.key[0] == 0 else "a tool call"
-
     def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
         """Fold one fragment in. A repeated id or name is the same call (some servers resend
         them); name fragments concatenate until the arguments begin (some split a name)."""
         if isinstance(new_id := fragment.get("id"), str) and new_id:
             if self.id not in (None, new_id):
-                raise _invalid(f"{self.label()} received a second, different id")
+                raise _invalid("a tool call received a second, different id")
             self.id = new_id
         if isinstance(fragment.get("type"), str):
             self.type = fragment["type"]
         if name and name != self.name:
             if self.started and self.name:
-                raise _invalid(f"{self.label()} changed its name after its arguments began")
+                raise _invalid("a tool call changed its name after its arguments began")
             self.name += name
         if self.closed and piece.strip():
-            raise _invalid(f"{self.label()} continued after its arguments were complete")
+            raise _invalid("a tool call continued after its arguments were complete")
         if self.closed:
             piece = ""  # insignificant whitespace after the closing bracket
         self.arguments.append(piece)
@@ -245,8 +237,8 @@ class ChunkFolder:
         return [event for call in (*live, *rest) for event in self._release(call)]
 
     def _check_named(self) -> None:
-        if unnamed := [call for call in self.calls.values() if not call.name]:
-            raise _invalid(f"{unnamed[0].label()} never received a name")
+        if not all(call.name for call in self.calls.values()):
+            raise _invalid("a tool call never received a name")
 
     def message(self) -> dict[str, Any]:
         """The assembled choice-0 message, in the shape of a non-streamed completion."""

@@ -1,6 +1,5 @@
-"""``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``, built
-from ``templiqx_langfuse.building_blocks`` (all below the SSE framing is that adapter's), and
-the composition root of the ``openai-stream`` entry point (``templiqx.runtimes`` group)."""
+"""OpenAI-compatible chat completions with ``stream: true`` on the Langfuse adapter's
+building blocks, and the ``openai-stream`` entry point's factory."""
 
 from __future__ import annotations
 
@@ -33,8 +32,6 @@ from templiqx_langfuse.building_blocks import (
 
 from ._chunks import ChunkFolder, Emitted, SSEParser, stream_error
 
-__all__ = ["ADAPTER_ID", "StreamingHostRuntime", "runtime_factory"]
-
 ADAPTER_ID = "templiqx-streaming-host"
 
 
@@ -60,8 +57,7 @@ class StreamingHostRuntime(RuntimeAdapter):
         return self._descriptor
 
     def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
-        """The reader (its first token is the generation's ``completion_start_time``) and
-        the Langfuse adapter's request with ``stream: true``."""
+        """The reader (its first token: ``completion_start_time``) and the request."""
         wiring = self._wiring
         reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
         payload = orjson.loads(wiring.begin(call, lambda: reader.first_token).content)
