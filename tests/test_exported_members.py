@@ -290,7 +290,6 @@ PINNED: dict[str, list[str]] = {
         "pytest_recording_configure",
         "pytest_runtest_makereport",
         "pytest_runtest_setup",
-        "templiqx_cassette",
         "templiqx_replay_runtime",
         "templiqx_vcr_config",
     ],

@@ -1,4 +1,4 @@
-"""pytest plugin: a test using our cassette fixtures is a ``@pytest.mark.vcr`` test whose VCR
+"""pytest plugin: a test using our runtime fixture is a ``@pytest.mark.vcr`` test whose VCR
 has our rules as defaults and a scrubbing persister. Imports stay lazy: every host run loads it."""
 
 from __future__ import annotations
@@ -25,12 +25,11 @@ __all__ = [
     "pytest_recording_configure",
     "pytest_runtest_makereport",
     "pytest_runtest_setup",
-    "templiqx_cassette",
     "templiqx_replay_runtime",
     "templiqx_vcr_config",
 ]
 
-_FIXTURES = frozenset({"templiqx_cassette", "templiqx_replay_runtime"})
+_FIXTURE = "templiqx_replay_runtime"
 _ACTIVE = pytest.StashKey["list[ActiveCassette]"]()
 _CALL_FAILED = pytest.StashKey[bool]()
 _SETTING_UP = pytest.StashKey["pytest.Item | None"]()
@@ -38,11 +37,11 @@ _VCR = pytest.StashKey[tuple["VCR", "Scrubber"]]()
 
 
 def _ours(item: pytest.Item) -> bool:
-    return bool(_FIXTURES & set(getattr(item, "fixturenames", ())))
+    return _FIXTURE in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test using our cassette fixtures gets pytest-recording's cassette, as if marked."""
+    """A test using our runtime fixture gets pytest-recording's cassette, as if marked."""
     for item in items:
         if _ours(item) and item.get_closest_marker("vcr") is None:
             item.add_marker(pytest.mark.vcr)
@@ -55,7 +54,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
-    """For our fixtures' tests: our rules as the VCR's defaults, and a scrubbing persister."""
+    """For our fixture's tests: our rules as the VCR's defaults, and a scrubbing persister."""
     item = config.stash.get(_SETTING_UP, None)
     if item is None or not _ours(item):
         return
@@ -111,29 +110,29 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
 
 
 @pytest.fixture
-def _templiqx_open(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., ActiveCassette | None]]:
-    """Opens the test's cassettes (pytest-recording's, or one at a path with its VCR) until it
-    ends; unplayed interactions then fail a test that passed (a failed one names its cause)."""
+def templiqx_replay_runtime(
+    request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
+) -> Iterator[Callable[..., ReplayingRuntime]]:
+    """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on the test's cassette
+    (pytest-recording's, or the one at ``path``), which also answers the test's own httpx
+    calls; unplayed interactions fail a test that passed (a failed one names its cause)."""
     from pytest_recording.network import blocking_context
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
 
+    from .._config import LangfuseConfig
     from .cassettes import ActiveCassette
+    from .replay import replaying_runtime
 
-    fixture, stack = request.getfixturevalue, ExitStack()
+    fixture, stack, made = request.getfixturevalue, ExitStack(), []
 
     def open_(path: str | Path | None, secrets: Iterable[str]) -> ActiveCassette | None:
         cassette: Cassette | None = fixture("vcr")
         if cassette is None and fixture("disable_recording"):
             return None  # no cassette, real calls
         if cassette is None or _VCR not in request.node.stash:
-            raise InvalidData(
-                f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
-                "as a test argument, so pytest-recording gives the test its cassette"
-            )
+            raise InvalidData(f"{request.node.nodeid}: take {_FIXTURE} as a test argument")
         vcr, scrubber = request.node.stash[_VCR]
         scrubber.add(secrets)
         if path is not None:
@@ -153,38 +152,6 @@ def _templiqx_open(
         request.node.stash.setdefault(_ACTIVE, []).append(active)
         return active
 
-    with stack:
-        yield open_
-    if not request.node.stash.get(_CALL_FAILED, True):
-        for active in request.node.stash.get(_ACTIVE, []):
-            if (unplayed := active.unplayed_error()) is not None:
-                raise unplayed
-
-
-@pytest.fixture
-def templiqx_cassette(
-    _templiqx_open: Callable[..., ActiveCassette | None],
-) -> Callable[..., Cassette | None]:
-    """``templiqx_cassette(path=None, *, secrets=())``: a cassette until the test ends."""
-
-    def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
-        active = _templiqx_open(path, secrets)
-        return None if active is None else active.cassette
-
-    return use
-
-
-@pytest.fixture
-def templiqx_replay_runtime(
-    _templiqx_open: Callable[..., ActiveCassette | None],
-    langfuse_span_exporter: InMemorySpanExporter,
-) -> Iterator[Callable[..., ReplayingRuntime]]:
-    """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
-    from .._config import LangfuseConfig
-    from .replay import replaying_runtime
-
-    made: list[ReplayingRuntime] = []
-
     def build(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> ReplayingRuntime:
         # Placeholder keys switch tracing on into the in-memory exporter; a fresh public key
         # per runtime, as the SDK shares resources per key. Scores would bypass it: off.
@@ -194,11 +161,17 @@ def templiqx_replay_runtime(
             base_url="http://127.0.0.1:9",
             schema_score_name=None,
         )
-        active = _templiqx_open(path, secrets)
-        exporter = langfuse_span_exporter
-        made.append(replaying_runtime(active, langfuse=langfuse, span_exporter=exporter))
+        active = open_(path, secrets)
+        made.append(
+            replaying_runtime(active, langfuse=langfuse, span_exporter=langfuse_span_exporter)
+        )
         return made[-1]
 
-    yield build
-    for runtime in made:  # their traces flushed before the cassettes close
-        runtime.close()
+    with stack:
+        yield build
+        for runtime in made:  # their traces flushed before the cassettes close
+            runtime.close()
+    if not request.node.stash.get(_CALL_FAILED, True):
+        for active in request.node.stash.get(_ACTIVE, []):
+            if (unplayed := active.unplayed_error()) is not None:
+                raise unplayed

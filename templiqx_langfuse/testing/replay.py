@@ -99,10 +99,6 @@ class ReplayingRuntime(RuntimeAdapter):
         with collect_traces() as found, collect_usage() as used:
             return TracedReceipt.of(await self.aexecute(request), found, used)
 
-    def trace_url(self, trace_id: str) -> str | None:
-        inner = self.inner
-        return inner.trace_url(trace_id) if isinstance(inner, LangfuseTracedRuntime) else None
-
     def release(self) -> None:
         with contextlib.closing(self._stack):  # the cassette saved even if closing fails
             self.inner.close()
@@ -140,11 +136,11 @@ def replaying_runtime(
         if active is None or not active.replaying:
             model = ModelConfig.from_env(environ)
         else:
-            # No cassette yet (a test that never called the model records none): any call is
-            # a miss saying so, and a test that makes none passes.
+            # Nothing recorded (a test that never called the model records no cassette): any
+            # call is a miss saying so, and a test that makes none passes.
             base_url, model_name = (
                 recorded_endpoint(active.path)
-                if active.path.is_file()
+                if len(active.cassette)
                 else (f"{LOOPBACK_REPLAY_HOST}/v1", "unrecorded")
             )
             model = ModelConfig(base_url=base_url, api_key="replay-no-key", model=model_name)

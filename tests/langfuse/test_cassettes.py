@@ -222,8 +222,8 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
         from templiqx_core import ExecutionRequest, RenderRequest, compile_contract
         from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
 
-        def test_replay(templiqx_cassette, langfuse_span_exporter):
-            templiqx_cassette({str(CASSETTES / "greeting-success.yaml")!r})
+        def test_replay(templiqx_replay_runtime, langfuse_span_exporter):
+            templiqx_replay_runtime({str(CASSETTES / "greeting-success.yaml")!r})
             interaction = compile_contract(
                 {str(CONTRACTS["greeting"])!r},
                 RenderRequest(inputs={{"name": "Ryan"}}, context={{"organization": "Blinqx"}}),
@@ -240,8 +240,8 @@ def test_host_plugin_fixtures(pytester: pytest.Pytester) -> None:
             assert receipt.output == {{"greeting": "Hello Ryan"}}
             assert [s.name for s in langfuse_span_exporter.get_finished_spans()] == ["greeting"]
 
-        def test_unplayed(templiqx_cassette):
-            templiqx_cassette({str(CASSETTES / "greeting-success.yaml")!r})
+        def test_unplayed(templiqx_replay_runtime):
+            templiqx_replay_runtime({str(CASSETTES / "greeting-success.yaml")!r})
 
         def test_replay_runtime(templiqx_replay_runtime, langfuse_span_exporter):
             runtime = templiqx_replay_runtime({str(CASSETTES / "greeting-success.yaml")!r})

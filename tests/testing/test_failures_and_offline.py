@@ -55,20 +55,20 @@ def test_changed_request_replay_runtime(templiqx_replay_runtime):
     templiqx_replay_runtime("greeting-success.yaml").execute(request(0.5))
 
 
-def test_changed_request_own_runtime(templiqx_cassette):
-    templiqx_cassette("greeting-success.yaml")
+def test_changed_request_own_runtime(templiqx_replay_runtime):
+    templiqx_replay_runtime("greeting-success.yaml")
     with host_runtime() as runtime:
         runtime.execute(request(0.5))
 
 
-def test_miss_caught_by_the_test(templiqx_cassette):
-    templiqx_cassette("greeting-success.yaml")
+def test_miss_caught_by_the_test(templiqx_replay_runtime):
+    templiqx_replay_runtime("greeting-success.yaml")
     with host_runtime() as runtime, pytest.raises(Exception):
         runtime.execute(request(0.5))
 
 
-def test_unplayed_after_a_pass(templiqx_cassette):
-    templiqx_cassette("greeting-success.yaml")
+def test_unplayed_after_a_pass(templiqx_replay_runtime):
+    templiqx_replay_runtime("greeting-success.yaml")
 
 
 def test_replayed_in_full(templiqx_replay_runtime):
@@ -292,8 +292,8 @@ def test_a_cassette_vcrpy_cannot_load_is_invalid_data_in_a_host_suite(
     (pytester.path / "bad.yaml").write_text(UNLOADABLE)
     pytester.makepyfile(
         test_host="""
-        def test_default(templiqx_cassette):
-            templiqx_cassette()
+        def test_default(templiqx_replay_runtime):
+            templiqx_replay_runtime()
 
         def test_explicit(templiqx_replay_runtime):
             templiqx_replay_runtime("bad.yaml")
