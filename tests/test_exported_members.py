@@ -286,7 +286,6 @@ PINNED: dict[str, list[str]] = {
     ],
     "templiqx_langfuse.testing.plugin": [
         "langfuse_span_exporter",
-        "pytest_collection_modifyitems",
         "pytest_recording_configure",
         "pytest_runtest_makereport",
         "pytest_runtest_setup",

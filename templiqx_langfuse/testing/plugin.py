@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "langfuse_span_exporter",
-    "pytest_collection_modifyitems",
     "pytest_recording_configure",
     "pytest_runtest_makereport",
     "pytest_runtest_setup",
@@ -40,16 +39,13 @@ def _ours(item: pytest.Item) -> bool:
     return _FIXTURE in getattr(item, "fixturenames", ())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test using our runtime fixture gets pytest-recording's cassette, as if marked."""
-    for item in items:
-        if _ours(item) and item.get_closest_marker("vcr") is None:
-            item.add_marker(pytest.mark.vcr)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.config.stash[_SETTING_UP] = item  # the test pytest-recording configures a VCR for
+    """Before its fixtures: a test using ours gets pytest-recording's cassette, as if marked,
+    and is the test ``pytest_recording_configure`` configures a VCR for."""
+    if _ours(item) and item.get_closest_marker("vcr") is None:
+        item.add_marker(pytest.mark.vcr)
+    item.config.stash[_SETTING_UP] = item
 
 
 @pytest.hookimpl(optionalhook=True)
