@@ -22,12 +22,7 @@ from vcr.persisters.filesystem import FilesystemPersister
 from templiqx_core import InvalidData, NotFound
 from templiqx_core.adapters import load_document
 
-from .._config import (
-    ENV_LANGFUSE_PUBLIC_KEY,
-    ENV_LANGFUSE_SECRET_KEY,
-    ENV_MODEL_API_KEY,
-    ENV_OPENAI_API_KEY,
-)
+from .. import _config
 from .._redaction import _SHARED as _LIVE_RUNTIMES
 from .._redaction import REDACTED, Redactor
 
@@ -58,10 +53,10 @@ SCRUBBED_REQUEST_HEADERS = (
 )
 SCRUBBED_RESPONSE_HEADERS = ("set-cookie", "openai-organization", "openai-project")
 SECRET_ENV_VARS = (
-    ENV_MODEL_API_KEY,
-    ENV_OPENAI_API_KEY,
-    ENV_LANGFUSE_PUBLIC_KEY,
-    ENV_LANGFUSE_SECRET_KEY,
+    _config.ENV_MODEL_API_KEY,
+    _config.ENV_OPENAI_API_KEY,
+    _config.ENV_LANGFUSE_PUBLIC_KEY,
+    _config.ENV_LANGFUSE_SECRET_KEY,
 )
 # Recordings against the loopback reference server use a random port; fold it into a
 # stable, unresolvable host so cassettes replay anywhere (and can never hit the network).

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from templiqx_core import AdapterDescriptor, ExecutionRequest, InvalidData, RuntimeAdapter
-from templiqx_core.adapters import RuntimeCall, RuntimeOptions, load_document
+from templiqx_core.adapters import RuntimeCall, RuntimeOptions
 
 from .._config import LangfuseConfig, ModelConfig
 from .._runtime import LangfuseTracedRuntime
@@ -31,26 +31,24 @@ from .cassettes import (
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
+    from vcr.cassette import Cassette
 
 __all__ = ["ReplayingRuntime", "cli_replay", "recorded_endpoint", "replaying_runtime"]
 
 logger = logging.getLogger("templiqx_langfuse")
 
 
-def recorded_endpoint(path: Path) -> tuple[str, str]:
-    """The base URL and model of a cassette's first chat-completions interaction."""
-    data = load_document(path)  # aliases bounded; a file that does not load names why
+def recorded_endpoint(cassette: Cassette) -> tuple[str, str]:
+    """The base URL and model of a loaded cassette's first chat-completions call."""
+    request = cassette.requests[0]
+    parts = urlsplit(request.uri)
     try:
-        request = data["interactions"][0]["request"]
-        uri, body = request["uri"], request["body"]
-        model = orjson.loads(body.encode() if isinstance(body, str) else body)["model"]
+        model = str(orjson.loads(request.body)["model"])
     except (LookupError, TypeError, ValueError):
-        raise InvalidData(f"{path} is not a cassette of chat-completions calls") from None
-    parts = urlsplit(uri)
-    if not parts.path.endswith("/chat/completions"):
-        raise InvalidData(f"{path}: first interaction is not a chat-completions call")
-    base = f"{parts.scheme}://{parts.netloc}{parts.path[: -len('/chat/completions')]}"
-    return base, str(model)
+        model = ""
+    if not (model and parts.path.endswith("/chat/completions")):
+        raise InvalidData(f"{cassette.path}: its first interaction is not a chat-completions call")
+    return f"{parts.scheme}://{parts.netloc}{parts.path.removesuffix('/chat/completions')}", model
 
 
 class ReplayingRuntime(RuntimeAdapter):
@@ -139,7 +137,7 @@ def replaying_runtime(
             # Nothing recorded (a test that never called the model records no cassette): any
             # call is a miss saying so, and a test that makes none passes.
             base_url, model_name = (
-                recorded_endpoint(active.path)
+                recorded_endpoint(active.cassette)
                 if len(active.cassette)
                 else (f"{LOOPBACK_REPLAY_HOST}/v1", "unrecorded")
             )

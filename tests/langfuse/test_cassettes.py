@@ -178,7 +178,8 @@ def test_cassettes_hold_no_credentials() -> None:
 
 def test_cassettes_replay_on_any_machine() -> None:
     for path in sorted(CASSETTES.glob("*.yaml")):
-        base, model = recorded_endpoint(path)
+        with open_cassette(path) as active:
+            base, model = recorded_endpoint(active.cassette)
         assert base == "http://loopback.templiqx.invalid/v1" or base.startswith("https://")
         assert model
         interactions = yaml.safe_load(path.read_text())["interactions"]

@@ -33,6 +33,7 @@ from templiqx_langfuse.building_blocks import (
 from ._chunks import ChunkFolder, Emitted, SSEParser, stream_error
 
 ADAPTER_ID = "templiqx-streaming-host"
+_DESCRIPTOR = AdapterDescriptor(id=ADAPTER_ID, version="0.1.0", capabilities=["structured_output"])
 
 
 class StreamingHostRuntime(RuntimeAdapter):
@@ -48,13 +49,10 @@ class StreamingHostRuntime(RuntimeAdapter):
         **options: Unpack[WiringOptions],
     ) -> None:
         self.max_response_bytes = max_response_bytes
-        self._descriptor = AdapterDescriptor(
-            id=ADAPTER_ID, version="0.1.0", capabilities=["structured_output"]
-        )
         self._wiring = HostWiring.build(model, langfuse, accept="text/event-stream", **options)
 
     def descriptor(self) -> AdapterDescriptor:
-        return self._descriptor
+        return _DESCRIPTOR
 
     def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
         """The reader (its first token: ``completion_start_time``) and the request."""
@@ -137,9 +135,6 @@ class _Reader:
         content = orjson.loads(body)["choices"][0]["message"].get("content")
         if isinstance(content, str):
             self._emit(DeltaEvent(text=content))
-        return self._produced(completion)
-
-    def _produced(self, completion: Completion) -> Produced:
         return Produced(completion.output, completion, deadline_at=self.deadline)
 
     def feed(self, chunk: bytes) -> bool:
@@ -170,4 +165,5 @@ class _Reader:
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
         choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        return self._produced(parse_completion(orjson.dumps(folder.head | {"choices": [choice]})))
+        completion = parse_completion(orjson.dumps(folder.head | {"choices": [choice]}))
+        return Produced(completion.output, completion, deadline_at=self.deadline)
