@@ -125,8 +125,7 @@ class Scrubber:
         return value if scrubbed == text else scrubbed.encode(encoding, "replace")
 
     def request(self, request: Any) -> Any:
-        """vcrpy's ``before_record_request``, which it runs on live requests too: both sides
-        of a match are scrubbed alike. Langfuse's spans and scores are never recorded."""
+        """vcrpy's ``before_record_request``, run on live requests too: matches compare alike."""
         if _LANGFUSE_API.match(request.uri):
             return None
         request.uri = self.text(_LOOPBACK_URI.sub(LOOPBACK_REPLAY_HOST, request.uri))
@@ -154,8 +153,7 @@ class Scrubber:
 def cassette_config(
     scrubber: Scrubber | None = None, ignore_hosts: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """``VCR.use_cassette`` keywords / a ``vcr_config``; no ``record_mode``: that would
-    override ``--record-mode``."""
+    """``VCR.use_cassette`` keywords / ``vcr_config``, no ``record_mode`` (--record-mode wins)."""
     scrub = scrubber or Scrubber()
     return {
         # host names the recording server's random port: noise in every re-recording.
@@ -171,8 +169,7 @@ def cassette_config(
 
 
 class ScrubbingPersister:
-    """vcrpy's persister, re-scrubbing what it writes (whatever a host's ``before_record_*``
-    left); a missing cassette is ``NotFound`` when ``required``, a bad one ``InvalidData``."""
+    """vcrpy's persister, re-scrubbing what it writes (whatever a host's hooks left)."""
 
     def __init__(self, inner: Any, scrubber: Scrubber, *, required: bool = False) -> None:
         self.inner, self.scrubber, self.required = inner, scrubber, required
@@ -203,8 +200,7 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, its scrubber, and the misses met (the plugin fails the test with
-    each, even one the code under test swallowed)."""
+    """A cassette in use, its scrubber, and the misses met (the plugin reports swallowed ones)."""
 
     path: Path
     cassette: Cassette
@@ -247,8 +243,7 @@ def no_match_error(
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one ``CassetteMiss``: vcrpy's explanation and diff, scrubbed
-    (``brief``: its first line), and whether only ``response_format`` differs."""
+    """vcrpy's miss, scrubbed, as a ``CassetteMiss`` (``brief``: its first line)."""
     text = (scrubber or Scrubber()).text(str(error))
     if brief:
         text = f"{text.splitlines()[0]} (TEMPLIQX_DEBUG=1 shows the difference)"
@@ -270,8 +265,7 @@ def open_cassette(
     env: Mapping[str, str] | None = None,
     ignore_hosts: Iterable[str] = (),
 ) -> Iterator[ActiveCassette]:
-    """Use ``path`` under one of pytest-recording's record modes (vcrpy's, plus
-    ``rewrite``). ``ignore_hosts``: calls that pass through, never recorded."""
+    """``path`` under a pytest-recording record mode; ``ignore_hosts`` pass unrecorded."""
     path = Path(path)
     if record_mode == "rewrite":
         path.unlink(missing_ok=True)

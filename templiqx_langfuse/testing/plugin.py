@@ -41,8 +41,7 @@ def _ours(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before its fixtures: a test using ours gets pytest-recording's cassette, as if marked,
-    and is the test ``pytest_recording_configure`` configures a VCR for."""
+    """Before fixtures: mark our fixture's test for pytest-recording, name it for its VCR."""
     if _ours(item) and item.get_closest_marker("vcr") is None:
         item.add_marker(pytest.mark.vcr)
     item.config.stash[_SETTING_UP] = item
@@ -65,8 +64,7 @@ def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """A cassette miss the test did not see (an app's error handler made it a 500) fails
-    that test, with the miss and its diff: beside the test's own failure, or as it."""
+    """A miss the test did not see (an app made it a 500) fails that test, with its diff."""
     report = yield
     if report.when != "call":
         return report
@@ -110,8 +108,7 @@ def templiqx_replay_runtime(
     request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
 ) -> Iterator[Callable[..., ReplayingRuntime]]:
     """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on the test's cassette
-    (pytest-recording's, or the one at ``path``), which also answers the test's own httpx
-    calls; unplayed interactions fail a test that passed (a failed one names its cause)."""
+    (pytest-recording's, or ``path``'s); unplayed interactions fail a test that passed."""
     from pytest_recording.network import blocking_context
     from pytest_recording.utils import merge_kwargs
 

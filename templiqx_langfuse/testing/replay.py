@@ -1,6 +1,4 @@
-"""``LangfuseTracedRuntime`` (or a runtime built like it) answered by a cassette, for the
-CLI's ``--replay`` and the plugin: replaying, the endpoint and model come from the
-cassette and no key is needed; recording, the model is configured from the environment."""
+"""A runtime answered by a cassette (the CLI's ``--replay``, the plugin): no key needed."""
 
 from __future__ import annotations
 
@@ -52,8 +50,7 @@ def recorded_endpoint(cassette: Cassette) -> tuple[str, str]:
 
 
 class ReplayingRuntime(RuntimeAdapter):
-    """``inner``'s calls answered (or recorded) by a cassette; a miss is a ``CassetteMiss``
-    whatever ``inner`` mapped it into. Closing flushes the traces, then saves the cassette."""
+    """``inner`` on a cassette: a miss is a ``CassetteMiss`` however ``inner`` mapped it."""
 
     def __init__(
         self,
@@ -118,9 +115,8 @@ def replaying_runtime(
     brief_misses: bool = False,
     build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime,
 ) -> ReplayingRuntime:
-    """The runtime on ``cassette`` (a path, one in use, or ``None``: real calls); ``build``
-    is called as ``LangfuseTracedRuntime`` is, and every key it gets is scrubbed.
-    ``ignore_hosts`` pass through (an ASGI app under test)."""
+    """The runtime on ``cassette`` (a path, one in use, or ``None``: real calls), its keys
+    scrubbed; ``build`` is called as ``LangfuseTracedRuntime`` is."""
     environ = os.environ if env is None else env
     langfuse = langfuse or LangfuseConfig.from_env(environ)
     with contextlib.ExitStack() as stack:
@@ -154,8 +150,7 @@ def replaying_runtime(
 def cli_replay(
     options: RuntimeOptions, build: Callable[..., RuntimeAdapter] = LangfuseTracedRuntime
 ) -> ReplayingRuntime:
-    """An entry point's ``--replay``: Langfuse off (a replay sends nothing anywhere; set keys
-    are still redacted), and a miss in one line unless ``TEMPLIQX_DEBUG=1``."""
+    """``--replay``: Langfuse off (nothing leaves), a miss on one line unless TEMPLIQX_DEBUG=1."""
     assert options.replay is not None
     langfuse = LangfuseConfig.from_env(options.env)
     if langfuse.enabled:

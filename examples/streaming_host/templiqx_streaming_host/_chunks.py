@@ -82,8 +82,7 @@ class ToolCall:
     _escaped: bool = False
 
     def _scan(self, piece: str) -> None:
-        """Whether the arguments closed their top-level object/array, tracked incrementally
-        (re-parsing every fragment would be quadratic)."""
+        """Whether the arguments closed, tracked incrementally (re-parsing would be quadratic)."""
         for char in piece:
             if self.closed:
                 break
@@ -107,8 +106,7 @@ class ToolCall:
         return {"id": self.id, "type": self.type, "function": function}
 
     def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
-        """Fold one fragment in. A repeated id or name is the same call (some servers resend
-        them); name fragments concatenate until the arguments begin (some split a name)."""
+        """Fold one fragment in; a resent id or name is the same call, name pieces concatenate."""
         if isinstance(new_id := fragment.get("id"), str) and new_id:
             if self.id not in (None, new_id):
                 raise _invalid("a tool call received a second, different id")
@@ -133,8 +131,7 @@ def _invalid(detail: str) -> WireFailure:
 
 
 def stream_error(error: Any) -> WireFailure:
-    """An ``{"error": …}`` event mapped like the HTTP status it names, never by its text;
-    without one the provider broke off: unavailable."""
+    """An error event mapped by the status it names (never its text); none: unavailable."""
     status = None
     for key in ("status_code", "status", "code") if isinstance(error, dict) else ():
         value = error.get(key)
@@ -151,8 +148,7 @@ def stream_error(error: Any) -> WireFailure:
 
 
 class ChunkFolder:
-    """One streamed chat completion; ``fold`` returns the events to emit. Events carry no
-    call index: one tool call streams live until its arguments close, others are held."""
+    """Events carry no call index: one tool call streams live until it closes, others wait."""
 
     def __init__(self) -> None:
         self.text: list[str] = []

@@ -37,8 +37,7 @@ _DESCRIPTOR = AdapterDescriptor(id=ADAPTER_ID, version="0.1.0", capabilities=["s
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """One streamed chat completion per call; thread-safe. ``max_response_bytes`` bounds the
-    stream, ``ModelConfig.timeout_s`` is its deadline; a sink's exception closes it."""
+    """One streamed chat completion per call, thread-safe, bounded in bytes and time."""
 
     def __init__(
         self,
@@ -117,8 +116,7 @@ def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
 
 
 class _Reader:
-    """The response fed chunk by chunk, sans I/O: deltas out through ``emit``, then the
-    non-streaming rules' ``Produced`` for the whole message."""
+    """The response fed chunk by chunk, sans I/O: deltas out through ``emit``, then one result."""
 
     def __init__(self, emit: Callable[[Emitted], None], deadline: float) -> None:
         self._call_emit, self.deadline = emit, deadline
