@@ -214,12 +214,8 @@ class ActiveCassette:
 
     def unplayed_error(self) -> UnplayedInteractions | None:
         count = len(self.cassette) - len(self.cassette.play_counts) if self.replaying else 0
-        if not count:
-            return None
-        return UnplayedInteractions(
-            f"cassette {self.path}: {count} recorded interaction(s) unplayed "
-            "(the code under test made fewer or other requests than were recorded)"
-        )
+        message = f"cassette {self.path}: {count} recorded interaction(s) unplayed"
+        return UnplayedInteractions(message) if count else None
 
 
 def _causes(error: BaseException | None) -> list[BaseException]:

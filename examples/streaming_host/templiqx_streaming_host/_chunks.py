@@ -109,16 +109,16 @@ class ToolCall:
         """Fold one fragment in; a resent id or name is the same call, name pieces concatenate."""
         if isinstance(new_id := fragment.get("id"), str) and new_id:
             if self.id not in (None, new_id):
-                raise _invalid("a tool call received a second, different id")
+                raise invalid_response("a tool call received a second, different id")
             self.id = new_id
         if isinstance(fragment.get("type"), str):
             self.type = fragment["type"]
         if name and name != self.name:
             if self.started and self.name:
-                raise _invalid("a tool call changed its name after its arguments began")
+                raise invalid_response("a tool call changed its name after its arguments began")
             self.name += name
         if self.closed and piece.strip():
-            raise _invalid("a tool call continued after its arguments were complete")
+            raise invalid_response("a tool call continued after its arguments were complete")
         if self.closed:
             piece = ""  # insignificant whitespace after the closing bracket
         self.arguments.append(piece)
@@ -126,7 +126,7 @@ class ToolCall:
         self._scan(piece)
 
 
-def _invalid(detail: str) -> WireFailure:
+def invalid_response(detail: str) -> WireFailure:
     return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
@@ -163,7 +163,7 @@ class ChunkFolder:
     def fold(self, chunk: Any) -> list[Emitted]:
         """One parsed ``data:`` payload; raises ``WireFailure`` for an error event."""
         if not isinstance(chunk, dict):
-            raise _invalid("stream event is not a JSON object")
+            raise invalid_response("stream event is not a JSON object")
         if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
         for key in ("id", "model"):  # the first of each
@@ -234,7 +234,7 @@ class ChunkFolder:
 
     def _check_named(self) -> None:
         if not all(call.name for call in self.calls.values()):
-            raise _invalid("a tool call never received a name")
+            raise invalid_response("a tool call never received a name")
 
     def message(self) -> dict[str, Any]:
         """The assembled choice-0 message, in the shape of a non-streamed completion."""

@@ -30,7 +30,7 @@ from templiqx_langfuse.building_blocks import (
     parse_completion,
 )
 
-from ._chunks import ChunkFolder, Emitted, SSEParser, stream_error
+from ._chunks import ChunkFolder, Emitted, SSEParser, invalid_response, stream_error
 
 ADAPTER_ID = "templiqx-streaming-host"
 _DESCRIPTOR = AdapterDescriptor(id=ADAPTER_ID, version="0.1.0", capabilities=["structured_output"])
@@ -144,9 +144,7 @@ class _Reader:
             try:
                 data = orjson.loads(event.data)
             except orjson.JSONDecodeError:
-                raise WireFailure(
-                    RuntimeFailureCode.INVALID_RESPONSE, "stream event data is not JSON"
-                ) from None
+                raise invalid_response("stream event data is not JSON") from None
             if event.event == "error" and not (isinstance(data, dict) and "error" in data):
                 raise stream_error(data)
             for out in self._folder.fold(data):
