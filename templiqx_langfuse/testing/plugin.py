@@ -118,7 +118,8 @@ def templiqx_replay_runtime(
     from .cassettes import ActiveCassette
     from .replay import replaying_runtime
 
-    fixture, stack, made = request.getfixturevalue, ExitStack(), []
+    fixture, stack = request.getfixturevalue, ExitStack()
+    made: list[ReplayingRuntime] = []
 
     def open_(path: str | Path | None, secrets: Iterable[str]) -> ActiveCassette | None:
         cassette: Cassette | None = fixture("vcr")
