@@ -28,7 +28,7 @@ from templiqx_core import (
 )
 from templiqx_core._compiler import read_contract
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse.testing.cassettes import use_cassette
+from templiqx_langfuse.testing.cassettes import open_cassette
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the loopback server is the test suite's
@@ -130,7 +130,7 @@ def record(runtime: LangfuseTracedRuntime, secrets: list[str], cassette: str, na
     interaction, _ = eval_case(name)
     path = CASSETTES / f"{cassette}.yaml"
     path.unlink(missing_ok=True)
-    with use_cassette(path, record_mode="all", secrets=secrets):
+    with open_cassette(path, record_mode="all", secrets=secrets):
         try:
             receipt = runtime.execute(ExecutionRequest(interaction=interaction))
             outcome = (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from templiqx_core import ExecutionRequest, PortError, RenderRequest, compile_contract
 from templiqx_langfuse import ModelConfig
-from templiqx_langfuse.testing.cassettes import use_cassette
+from templiqx_langfuse.testing.cassettes import open_cassette
 from templiqx_streaming_host import StreamingHostRuntime
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def main() -> None:
             host = StreamingHostRuntime(
                 ModelConfig(base_url=server.base_url, api_key=KEY, model=model)
             )
-            with host, use_cassette(path, record_mode="all", secrets=[KEY]):
+            with host, open_cassette(path, record_mode="all", secrets=[KEY]):
                 try:
                     receipt = host.execute(ExecutionRequest(interaction=result.interaction))
                     outcome = f"ok output={receipt.output_fingerprint[:12]}"

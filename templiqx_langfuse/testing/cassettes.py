@@ -1,6 +1,5 @@
-"""vcrpy rules for recording and replaying the adapter's model calls: secrets scrubbed
-before anything is written, loopback ports folded into one host, method + URI + body
-matching, each interaction played once, Langfuse's API never recorded."""
+"""vcrpy rules for the adapter's model calls: secrets scrubbed before anything is written,
+one host for every loopback port, each interaction played once, Langfuse never recorded."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,24 +18,16 @@ import vcr
 from vcr.cassette import Cassette
 from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.persisters.filesystem import FilesystemPersister
-from vcr.record_mode import RecordMode
 
 from templiqx_core import InvalidData, NotFound
 from templiqx_core.adapters import load_document
 
-from .._config import (
-    ENV_LANGFUSE_PUBLIC_KEY,
-    ENV_LANGFUSE_SECRET_KEY,
-    ENV_MODEL_API_KEY,
-    ENV_OPENAI_API_KEY,
-)
+from .. import _config
 from .._redaction import _SHARED as _LIVE_RUNTIMES
 from .._redaction import REDACTED, Redactor
-from ._offline import offline
 
 __all__ = [
     "LOOPBACK_REPLAY_HOST",
-    "RECORD_MODES",
     "SCRUBBED_REQUEST_HEADERS",
     "SCRUBBED_RESPONSE_HEADERS",
     "ActiveCassette",
@@ -47,11 +37,8 @@ __all__ = [
     "UnplayedInteractions",
     "cassette_config",
     "cassette_miss",
-    "check_cassette",
     "no_match_error",
     "open_cassette",
-    "record_mode_of",
-    "use_cassette",
 ]
 
 SCRUBBED_REQUEST_HEADERS = (
@@ -66,13 +53,11 @@ SCRUBBED_REQUEST_HEADERS = (
 )
 SCRUBBED_RESPONSE_HEADERS = ("set-cookie", "openai-organization", "openai-project")
 SECRET_ENV_VARS = (
-    ENV_MODEL_API_KEY,
-    ENV_OPENAI_API_KEY,
-    ENV_LANGFUSE_PUBLIC_KEY,
-    ENV_LANGFUSE_SECRET_KEY,
+    _config.ENV_MODEL_API_KEY,
+    _config.ENV_OPENAI_API_KEY,
+    _config.ENV_LANGFUSE_PUBLIC_KEY,
+    _config.ENV_LANGFUSE_SECRET_KEY,
 )
-#: pytest-recording's ``--record-mode`` choices: vcrpy's modes plus ``rewrite``.
-RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 # Recordings against the loopback reference server use a random port; fold it into a
 # stable, unresolvable host so cassettes replay anywhere (and can never hit the network).
 LOOPBACK_REPLAY_HOST = "http://loopback.templiqx.invalid"
@@ -104,8 +89,7 @@ class CassetteMiss(NotFound):
 
 
 class Scrubber:
-    """Removes secrets from text: the given values, keys in ``env`` (read each time), every
-    live runtime's keys, credential shapes."""
+    """Scrubs given secrets, keys in ``env`` or live runtimes, and credential shapes."""
 
     def __init__(
         self, secrets: Iterable[str | None] = (), env: Mapping[str, str] | None = None
@@ -126,8 +110,7 @@ class Scrubber:
         return _CREDENTIAL.sub(REDACTED, _AUTH_SCHEME.sub(rf"\1 {REDACTED}", value))
 
     def body(self, value: Any) -> Any:
-        """``text`` of a str, bytes (binary as latin-1: ASCII secrets still match) or a list
-        or tuple of them; any other value unchanged."""
+        """``text`` of str, bytes (binary as latin-1: ASCII secrets still match) or lists."""
         if isinstance(value, (list, tuple)):  # header values, whatever shape a hook left
             return [self.body(item) for item in value]
         if isinstance(value, str):
@@ -142,8 +125,7 @@ class Scrubber:
         return value if scrubbed == text else scrubbed.encode(encoding, "replace")
 
     def request(self, request: Any) -> Any:
-        """vcrpy's ``before_record_request``, which it runs on live requests too: both sides
-        of a match are scrubbed alike. Langfuse's spans and scores are never recorded."""
+        """vcrpy's ``before_record_request``, run on live requests too: matches compare alike."""
         if _LANGFUSE_API.match(request.uri):
             return None
         request.uri = self.text(_LOOPBACK_URI.sub(LOOPBACK_REPLAY_HOST, request.uri))
@@ -163,21 +145,16 @@ class Scrubber:
             if name.lower() not in SCRUBBED_RESPONSE_HEADERS
         }
         for part, key in (("status", "message"), ("body", "string")):
-            if key in (response.get(part) or {}):
+            if isinstance(response.get(part), dict) and key in response[part]:
                 response[part][key] = self.body(response[part][key])
         return response
 
 
 def cassette_config(
-    *,
-    secrets: Iterable[str | None] = (),
-    langfuse_hosts: Iterable[str] = (),
-    env: Mapping[str, str] | None = None,
-    scrubber: Scrubber | None = None,
+    scrubber: Scrubber | None = None, ignore_hosts: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """Keyword arguments for ``VCR.use_cassette`` / ``vcr_config``; no ``record_mode``, which
-    there would override ``--record-mode``."""
-    scrub = scrubber or Scrubber(secrets, env)
+    """``VCR.use_cassette`` keywords / ``vcr_config``, no ``record_mode`` (--record-mode wins)."""
+    scrub = scrubber or Scrubber()
     return {
         # host names the recording server's random port: noise in every re-recording.
         "filter_headers": [*SCRUBBED_REQUEST_HEADERS, "host"],
@@ -186,21 +163,23 @@ def cassette_config(
         "decode_compressed_response": True,
         "match_on": ("method", "uri", "body"),
         "allow_playback_repeats": False,
-        "ignore_hosts": [*_LANGFUSE_HOSTS, *langfuse_hosts],
+        "ignore_hosts": [*_LANGFUSE_HOSTS, *ignore_hosts],
         "record_on_exception": False,
     }
 
 
 class ScrubbingPersister:
-    """A vcrpy persister around ``inner``: it loads only what ``check_cassette`` passes (a
-    missing cassette is ``NotFound`` when ``required``), and scrubs every interaction before
-    ``inner`` writes it, so a host's ``before_record_*`` cannot let a secret through."""
+    """vcrpy's persister, re-scrubbing what it writes (whatever a host's hooks left)."""
 
     def __init__(self, inner: Any, scrubber: Scrubber, *, required: bool = False) -> None:
         self.inner, self.scrubber, self.required = inner, scrubber, required
 
     def load_cassette(self, cassette_path: str, serializer: Any) -> Any:
-        check_cassette(Path(cassette_path), write_protected=self.required)
+        path = Path(cassette_path)
+        if path.is_file():
+            load_document(path)  # safe YAML, aliases bounded, before vcrpy's own loader
+        elif self.required:
+            raise NotFound(f"cassette {path} does not exist; record it or fix the path")
         try:
             return self.inner.load_cassette(cassette_path, serializer)
         except (LookupError, TypeError, ValueError, AttributeError) as error:  # vcrpy's load
@@ -221,8 +200,7 @@ class ScrubbingPersister:
 
 @dataclass
 class ActiveCassette:
-    """A cassette in use, the scrubber its recordings and misses go through, and the misses
-    its replaying runtime met (the plugin fails the test with each, even if swallowed)."""
+    """A cassette in use, its scrubber, and the misses met (the plugin reports swallowed ones)."""
 
     path: Path
     cassette: Cassette
@@ -236,12 +214,8 @@ class ActiveCassette:
 
     def unplayed_error(self) -> UnplayedInteractions | None:
         count = len(self.cassette) - len(self.cassette.play_counts) if self.replaying else 0
-        if not count:
-            return None
-        return UnplayedInteractions(
-            f"cassette {self.path}: {count} recorded interaction(s) unplayed "
-            "(the code under test made fewer or other requests than were recorded)"
-        )
+        message = f"cassette {self.path}: {count} recorded interaction(s) unplayed"
+        return UnplayedInteractions(message) if count else None
 
 
 def _causes(error: BaseException | None) -> list[BaseException]:
@@ -265,121 +239,38 @@ def no_match_error(
     brief: bool = False,
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
-    """vcrpy's miss as one ``CassetteMiss`` with vcrpy's reason and diff, scrubbed (``brief``:
-    one line, no diff)."""
-    cassette, sent = error.cassette, error.failed_request
-    scrub = (scrubber or Scrubber()).text
-    request = cassette.filter_request(sent) or sent
-    mode = getattr(cassette.record_mode, "value", cassette.record_mode)
-    asked = f"{request.method} {scrub(request.uri)}"
-    if not Path(cassette.path).is_file():
-        return CassetteMiss(
-            f"cassette {cassette.path} does not exist (record mode {mode}), so nothing answers "
-            f"{asked}: recording writes a cassette only when the test calls the model. "
-            "Record it: pytest --record-mode=once"
-        )
-    head = f"cassette {cassette.path} (record mode {mode}) has no unplayed recorded response"
-    head += f" for {asked}"
-    if not len(cassette):
-        return CassetteMiss(f"{head}; the cassette is empty. Record it: pytest --record-mode=once")
-    failed = error.similar_requests[0][2] if error.reason == "no_match" else []
-    reason = {
-        "already_played": "its recorded twin was already played (an interaction plays once)",
-        "no_match": f"closest recorded request differs in: {', '.join(n for n, _ in failed)}",
-    }.get(error.reason, "no recorded request is similar to it")
-    if [n for n, _ in failed] == ["body"]:  # JSON objects equal but for response_format?
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            old, new = (
-                json.loads(b or b"") for b in (error.similar_requests[0][0].body, sent.body)
-            )
-            formats = old.pop("response_format", None), new.pop("response_format", None)
-            reason += f"; {FORMAT_ONLY}" if old == new and formats[0] != formats[1] else ""
+    """vcrpy's miss, scrubbed, as a ``CassetteMiss`` (``brief``: its first line)."""
+    text = (scrubber or Scrubber()).text(str(error))
     if brief:
-        return CassetteMiss(f"{head}; {reason} (TEMPLIQX_DEBUG=1 shows the difference)")
-    lines = [head, reason]
-    for name, message in failed:
-        lines += [f"  {name}:", *(f"    {scrub(line)}" for line in (message or "").splitlines())]
-    lines.append(
-        "Re-record the cassette if the change is intended: pytest --record-mode=rewrite "
-        "(pytest-recording), or vcrpy with record_mode='all'."
-    )
-    return CassetteMiss("\n".join(lines))
+        text = f"{text.splitlines()[0]} (TEMPLIQX_DEBUG=1 shows the difference)"
+    if error.reason == "no_match" and [n for n, _ in error.similar_requests[0][2]] == ["body"]:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            recorded, sent = error.similar_requests[0][0].body, error.failed_request.body
+            old, new = json.loads(recorded or b""), json.loads(sent or b"")
+            formats = old.pop("response_format", None), new.pop("response_format", None)
+            text += f"; {FORMAT_ONLY}" if old == new and formats[0] != formats[1] else ""
+    return CassetteMiss(f"cassette {error.cassette.path}: {text}")
 
 
-def record_mode_of(value: str | RecordMode) -> str:
-    mode = value.value if isinstance(value, RecordMode) else value
-    if mode not in RECORD_MODES:
-        raise InvalidData(f"record mode must be one of {', '.join(RECORD_MODES)}")
-    return mode
-
-
-def check_cassette(path: Path, *, write_protected: bool) -> None:
-    """Before vcrpy reads ``path``: a cassette that must replay exists (``NotFound``), and a
-    file vcrpy could not replay is one ``InvalidData`` line (aliases bounded)."""
-    if not path.is_file():
-        if write_protected:
-            raise NotFound(
-                f"cassette {path} does not exist; record it (pytest --record-mode=once) "
-                "or fix the path"
-            )
-        return
-    data = load_document(path)  # aliases past the byte budget included, located
-    interactions = data.get("interactions") if isinstance(data, dict) else None
-    if not isinstance(interactions, list):
-        raise InvalidData(f"{path}: not a cassette (no interactions list)")
-    for index, item in enumerate(interactions):
-        request = item.get("request") if isinstance(item, dict) else None
-        if not (
-            isinstance(request, dict)
-            and set(request) == {"method", "uri", "body", "headers"}
-            and isinstance(request["uri"], str)
-            and isinstance(request["method"], str)
-            and isinstance(item.get("response"), dict)
-            and all(
-                isinstance(item["response"].get(k), dict) for k in ("status", "headers", "body")
-            )
-        ):
-            raise InvalidData(
-                f"{path}: interactions[{index}] is not a recorded request/response pair"
-            )
-
-
-@contextmanager
+@contextlib.contextmanager
 def open_cassette(
-    path: str | Path,
-    *,
-    record_mode: str | RecordMode = "none",
-    secrets: Iterable[str | None] = (),
-    env: Mapping[str, str] | None = None,
-    ignore_hosts: Iterable[str] = (),
-) -> Iterator[ActiveCassette]:
-    """Use ``path`` with pytest-recording's record modes; only loopback connects while it
-    replays. ``ignore_hosts``: calls that pass through, never recorded."""
-    path, mode = Path(path), record_mode_of(record_mode)
-    if mode == "rewrite":
-        path.unlink(missing_ok=True)
-        mode = "new_episodes"
-    scrubber = Scrubber(secrets, env)
-    config = cassette_config(scrubber=scrubber)
-    config["ignore_hosts"] = [*config["ignore_hosts"], *ignore_hosts]
-    persister = ScrubbingPersister(FilesystemPersister, scrubber, required=mode == "none")
-    opened = vcr.VCR().use_cassette(str(path), record_mode=mode, persister=persister, **config)
-    with opened as cassette:
-        active = ActiveCassette(path, cassette, scrubber)
-        with offline() if active.replaying else nullcontext():
-            yield active
-
-
-@contextmanager
-def use_cassette(
     path: str | Path,
     *,
     record_mode: str = "none",
     secrets: Iterable[str | None] = (),
-    require_all_played: bool = True,
-) -> Iterator[Cassette]:
-    """Replay (or record) ``path``; fail when a replay leaves interactions unplayed."""
-    with open_cassette(path, record_mode=record_mode, secrets=secrets) as active:
-        yield active.cassette
-    if require_all_played and (error := active.unplayed_error()) is not None:
-        raise error
+    env: Mapping[str, str] | None = None,
+    ignore_hosts: Iterable[str] = (),
+) -> Iterator[ActiveCassette]:
+    """``path`` under a pytest-recording record mode; ``ignore_hosts`` pass unrecorded."""
+    path = Path(path)
+    if record_mode == "rewrite":
+        path.unlink(missing_ok=True)
+        record_mode = "new_episodes"
+    scrubber = Scrubber(secrets, env)
+    config = cassette_config(scrubber, ignore_hosts)
+    persister = ScrubbingPersister(FilesystemPersister, scrubber, required=record_mode == "none")
+    opened = vcr.VCR().use_cassette(
+        str(path), record_mode=record_mode, persister=persister, **config
+    )
+    with opened as cassette:
+        yield ActiveCassette(path, cassette, scrubber)

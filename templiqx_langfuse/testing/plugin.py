@@ -1,4 +1,4 @@
-"""pytest plugin: a test using our cassette fixtures is a ``@pytest.mark.vcr`` test whose VCR
+"""pytest plugin: a test using our runtime fixture is a ``@pytest.mark.vcr`` test whose VCR
 has our rules as defaults and a scrubbing persister. Imports stay lazy: every host run loads it."""
 
 from __future__ import annotations
@@ -21,16 +21,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "langfuse_span_exporter",
-    "pytest_collection_modifyitems",
     "pytest_recording_configure",
     "pytest_runtest_makereport",
     "pytest_runtest_setup",
-    "templiqx_cassette",
     "templiqx_replay_runtime",
     "templiqx_vcr_config",
 ]
 
-_FIXTURES = frozenset({"templiqx_cassette", "templiqx_replay_runtime"})
+_FIXTURE = "templiqx_replay_runtime"
 _ACTIVE = pytest.StashKey["list[ActiveCassette]"]()
 _CALL_FAILED = pytest.StashKey[bool]()
 _SETTING_UP = pytest.StashKey["pytest.Item | None"]()
@@ -38,31 +36,27 @@ _VCR = pytest.StashKey[tuple["VCR", "Scrubber"]]()
 
 
 def _ours(item: pytest.Item) -> bool:
-    return bool(_FIXTURES & set(getattr(item, "fixturenames", ())))
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test using our cassette fixtures gets pytest-recording's cassette, as if marked."""
-    for item in items:
-        if _ours(item) and item.get_closest_marker("vcr") is None:
-            item.add_marker(pytest.mark.vcr)
+    return _FIXTURE in getattr(item, "fixturenames", ())
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.config.stash[_SETTING_UP] = item  # the test pytest-recording configures a VCR for
+    """Before fixtures: mark our fixture's test for pytest-recording, name it for its VCR."""
+    if _ours(item) and item.get_closest_marker("vcr") is None:
+        item.add_marker(pytest.mark.vcr)
+    item.config.stash[_SETTING_UP] = item
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
-    """For our fixtures' tests: our rules as the VCR's defaults, and a scrubbing persister."""
+    """For our fixture's tests: our rules as the VCR's defaults, and a scrubbing persister."""
     item = config.stash.get(_SETTING_UP, None)
     if item is None or not _ours(item):
         return
     from .cassettes import Scrubber, ScrubbingPersister, cassette_config
 
     scrubber = Scrubber()
-    for key, value in cassette_config(scrubber=scrubber).items():
+    for key, value in cassette_config(scrubber).items():
         setattr(vcr, key, value)
     vcr.register_persister(ScrubbingPersister(vcr.persister, scrubber))
     item.stash[_VCR] = (vcr, scrubber)
@@ -70,8 +64,7 @@ def pytest_recording_configure(config: pytest.Config, vcr: VCR) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """A cassette miss the test did not see (an app's error handler made it a 500) fails
-    that test, with the miss and its diff: beside the test's own failure, or as it."""
+    """A miss the test did not see (an app made it a 500) fails that test, with its diff."""
     report = yield
     if report.when != "call":
         return report
@@ -111,29 +104,29 @@ def langfuse_span_exporter() -> InMemorySpanExporter:
 
 
 @pytest.fixture
-def _templiqx_open(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[..., ActiveCassette | None]]:
-    """Opens the test's cassettes (pytest-recording's, or one at a path with its VCR) until it
-    ends; unplayed interactions then fail a test that passed (a failed one names its cause)."""
+def templiqx_replay_runtime(
+    request: pytest.FixtureRequest, langfuse_span_exporter: InMemorySpanExporter
+) -> Iterator[Callable[..., ReplayingRuntime]]:
+    """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on the test's cassette
+    (pytest-recording's, or ``path``'s); unplayed interactions fail a test that passed."""
+    from pytest_recording.network import blocking_context
     from pytest_recording.utils import merge_kwargs
 
     from templiqx_core import InvalidData
 
-    from ._offline import offline
+    from .._config import LangfuseConfig
     from .cassettes import ActiveCassette
+    from .replay import replaying_runtime
 
     fixture, stack = request.getfixturevalue, ExitStack()
+    made: list[ReplayingRuntime] = []
 
     def open_(path: str | Path | None, secrets: Iterable[str]) -> ActiveCassette | None:
         cassette: Cassette | None = fixture("vcr")
         if cassette is None and fixture("disable_recording"):
             return None  # no cassette, real calls
         if cassette is None or _VCR not in request.node.stash:
-            raise InvalidData(
-                f"{request.node.nodeid}: request templiqx_cassette / templiqx_replay_runtime "
-                "as a test argument, so pytest-recording gives the test its cassette"
-            )
+            raise InvalidData(f"{request.node.nodeid}: take {_FIXTURE} as a test argument")
         vcr, scrubber = request.node.stash[_VCR]
         scrubber.add(secrets)
         if path is not None:
@@ -148,42 +141,10 @@ def _templiqx_open(
         blocked = request.node.get_closest_marker("block_network") or request.config.getoption(
             "--block-network"
         )
-        if active.replaying and not blocked:  # a host's own block is pytest-recording's
-            stack.enter_context(offline())
+        if active.replaying and not blocked:  # else pytest-recording's block applies
+            stack.enter_context(blocking_context(allowed_hosts=["127.0.0.1", "::1", "localhost"]))
         request.node.stash.setdefault(_ACTIVE, []).append(active)
         return active
-
-    with stack:
-        yield open_
-    if not request.node.stash.get(_CALL_FAILED, True):
-        for active in request.node.stash.get(_ACTIVE, []):
-            if (unplayed := active.unplayed_error()) is not None:
-                raise unplayed
-
-
-@pytest.fixture
-def templiqx_cassette(
-    _templiqx_open: Callable[..., ActiveCassette | None],
-) -> Callable[..., Cassette | None]:
-    """``templiqx_cassette(path=None, *, secrets=())``: a cassette until the test ends."""
-
-    def use(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> Cassette | None:
-        active = _templiqx_open(path, secrets)
-        return None if active is None else active.cassette
-
-    return use
-
-
-@pytest.fixture
-def templiqx_replay_runtime(
-    _templiqx_open: Callable[..., ActiveCassette | None],
-    langfuse_span_exporter: InMemorySpanExporter,
-) -> Iterator[Callable[..., ReplayingRuntime]]:
-    """``templiqx_replay_runtime(path=None, *, secrets=())``: a runtime on that cassette."""
-    from .._config import LangfuseConfig
-    from .replay import runtime_on
-
-    made: list[ReplayingRuntime] = []
 
     def build(path: str | Path | None = None, *, secrets: Iterable[str] = ()) -> ReplayingRuntime:
         # Placeholder keys switch tracing on into the in-memory exporter; a fresh public key
@@ -194,11 +155,17 @@ def templiqx_replay_runtime(
             base_url="http://127.0.0.1:9",
             schema_score_name=None,
         )
-        active = _templiqx_open(path, secrets)
-        exporter = langfuse_span_exporter
-        made.append(runtime_on(active, ExitStack(), langfuse=langfuse, span_exporter=exporter))
+        active = open_(path, secrets)
+        made.append(
+            replaying_runtime(active, langfuse=langfuse, span_exporter=langfuse_span_exporter)
+        )
         return made[-1]
 
-    yield build
-    for runtime in made:  # their traces flushed before the cassettes close
-        runtime.close()
+    with stack:
+        yield build
+        for runtime in made:  # their traces flushed before the cassettes close
+            runtime.close()
+    if not request.node.stash.get(_CALL_FAILED, True):
+        for active in request.node.stash.get(_ACTIVE, []):
+            if (unplayed := active.unplayed_error()) is not None:
+                raise unplayed

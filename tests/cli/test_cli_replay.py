@@ -54,7 +54,7 @@ def test_a_cassette_miss_is_one_line(run_cli: Run, other_inputs: Path, replay: l
     (line,) = lines
     assert line.startswith("templiqx: execute_contract failed: TQX_NOT_FOUND")
     assert replay[3] in line  # the cassette's path
-    assert "differs in: body" in line
+    assert "differ in body" in line
     assert "TEMPLIQX_DEBUG=1" in line
     assert "Somebody Else" not in line  # no request data without asking for it
     assert SECRET not in line

@@ -38,7 +38,7 @@ def assert_no_secret(text: str) -> None:
 
 def test_recorded_bodies_and_uris_redact_every_form() -> None:
     secrets = list(KEYS.values())
-    before_record = cassette_config(secrets=secrets, env={})["before_record_request"]
+    before_record = cassette_config(Scrubber(secrets, env={}))["before_record_request"]
     body = json.dumps({"echo": secrets, "nested": json.dumps({"k": secrets})})
     uri = "http://127.0.0.1:1/v1?key=" + quote(secrets[0], safe="")
     request = before_record(vcr.request.Request("POST", uri, body.encode(), {}))

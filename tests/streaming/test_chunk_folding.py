@@ -143,8 +143,8 @@ def test_a_repeated_id_or_name_is_the_same_call() -> None:
 @pytest.mark.parametrize(
     ("second", "message"),
     [
-        ({"id": "other"}, "tool call 2 received a second, different id"),
-        ({"function": {"name": "g", "arguments": "}"}}, "tool call 2 changed its name"),
+        ({"id": "other"}, "a tool call received a second, different id"),
+        ({"function": {"name": "g", "arguments": "}"}}, "a tool call changed its name"),
     ],
 )
 def test_a_second_identity_for_one_index_is_invalid(second: dict[str, Any], message: str) -> None:
@@ -174,7 +174,7 @@ def test_a_call_with_empty_arguments_is_emitted_at_the_end() -> None:
 def test_a_call_that_never_gets_a_name_is_invalid() -> None:
     folder = ChunkFolder()
     assert folder.fold(fragments({"index": 0, "function": {"arguments": "{}"}})) == []
-    with pytest.raises(WireFailure, match="tool call 0 never received a name"):
+    with pytest.raises(WireFailure, match="a tool call never received a name"):
         folder.finish()
     with pytest.raises(WireFailure, match="never received a name"):
         folder.message()

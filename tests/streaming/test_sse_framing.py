@@ -32,41 +32,35 @@ def parse(body: bytes, *, bytewise: bool = False) -> list[ServerSentEvent]:
     ("body", "expected"),
     [
         # the spec's examples (HTML "9.2.6 Interpreting an event stream")
-        (b"data: YHOO\ndata: +2\ndata: 10\n\n", [("YHOO\n+2\n10", "message", "")]),
+        (b"data: YHOO\ndata: +2\ndata: 10\n\n", [("YHOO\n+2\n10", "message")]),
         (
             b": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\n"
             b"data:  third event\n",
-            [("first event", "message", "1"), ("second event", "message", "")],
+            [("first event", "message"), ("second event", "message")],
         ),
-        (b"data\n\ndata\ndata\n\ndata:", [("", "message", ""), ("\n", "message", "")]),
-        (b"data:test\n\ndata: test\n\n", [("test", "message", ""), ("test", "message", "")]),
+        (b"data\n\ndata\ndata\n\ndata:", [("", "message"), ("\n", "message")]),
+        (b"data:test\n\ndata: test\n\n", [("test", "message"), ("test", "message")]),
         # line endings: CRLF, lone CR, mixed
-        (b"data: a\r\ndata: b\r\n\r\n", [("a\nb", "message", "")]),
-        (b"data: a\rdata: b\r\r", [("a\nb", "message", "")]),
-        (b"data: a\r\ndata: b\rdata: c\n\r\n", [("a\nb\nc", "message", "")]),
-        # event, id, retry; an id with NUL is ignored; unknown fields are ignored
+        (b"data: a\r\ndata: b\r\n\r\n", [("a\nb", "message")]),
+        (b"data: a\rdata: b\r\r", [("a\nb", "message")]),
+        (b"data: a\r\ndata: b\rdata: c\n\r\n", [("a\nb\nc", "message")]),
+        # event; id, retry and unknown fields are ignored
         (
             b"event: error\nid: 7\nretry: 1500\nfoo: bar\ndata: x\n\nid: a\x00b\ndata: y\n\n",
-            [("x", "error", "7"), ("y", "message", "7")],
+            [("x", "error"), ("y", "message")],
         ),
         # a BOM is dropped once, at the very start only
-        (b"\xef\xbb\xbfdata: a\n\n\xef\xbb\xbfdata: b\n\n", [("a", "message", "")]),
+        (b"\xef\xbb\xbfdata: a\n\n\xef\xbb\xbfdata: b\n\n", [("a", "message")]),
         # a block without data is not dispatched; an unfinished event at EOF is discarded
         (b"event: ping\nid: 3\n\ndata: tail", []),
         # invalid UTF-8 becomes U+FFFD, as the spec's decoder does
-        (b"data: \xff\xfe\n\n", [("\ufffd\ufffd", "message", "")]),
+        (b"data: \xff\xfe\n\n", [("\ufffd\ufffd", "message")]),
     ],
 )
 def test_parser_follows_whatwg(
-    body: bytes, expected: list[tuple[str, str, str]], bytewise: bool
+    body: bytes, expected: list[tuple[str, str]], bytewise: bool
 ) -> None:
-    assert [(e.data, e.event, e.id) for e in parse(body, bytewise=bytewise)] == expected
-
-
-def test_retry_sets_the_reconnection_time_only_when_all_digits() -> None:
-    parser = SSEParser()
-    list(parser.feed(b"retry: 2500\n\nretry: 1e3\n\nretry: -1\n\n"))
-    assert parser.retry_ms == 2500
+    assert [(e.data, e.event) for e in parse(body, bytewise=bytewise)] == expected
 
 
 def test_crlf_split_between_two_chunks_is_one_line_end() -> None:

@@ -36,7 +36,7 @@ def test_a_miss_that_differs_only_in_the_response_format_says_so() -> None:
     body = recorded_body(GREETING)
     body["response_format"]["json_schema"]["strict"] = False  # type: ignore[index]
     message = miss_for(body)
-    assert "differs in: body" in message
+    assert "differ in body" in message
     assert FORMAT_ONLY in message
 
 
@@ -45,5 +45,5 @@ def test_a_miss_that_differs_in_the_prompt_does_not_blame_the_format() -> None:
     body["response_format"]["json_schema"]["strict"] = False  # type: ignore[index]
     body["temperature"] = 0.5
     message = miss_for(body)
-    assert "differs in: body" in message
+    assert "differ in body" in message
     assert FORMAT_ONLY not in message

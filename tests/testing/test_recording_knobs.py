@@ -43,8 +43,8 @@ def reach(host):
         return "open"
 
 
-def test_reach(templiqx_cassette):
-    templiqx_cassette("tests/empty.yaml")  # replays (nothing)
+def test_reach(templiqx_replay_runtime):
+    templiqx_replay_runtime("tests/empty.yaml")  # replays (nothing)
     assert f"{reach('127.0.0.1')},{reach('0.0.0.0')}" == os.environ["EXPECT"]
 """
 

@@ -1,6 +1,5 @@
-"""The stream, sans I/O: a WHATWG Server-Sent Events parser fed raw bytes (so the size bound
-and deadline count them; why not ``httpx-sse``: docs/streaming.md), and the fold of
-``chat.completion.chunk`` payloads into events and one message (the tool-call rules too)."""
+"""The stream, sans I/O: an SSE parser fed raw bytes (so the size bound and deadline count
+them; why not ``httpx-sse``: docs/streaming.md), and the fold of chunks into events."""
 
 from __future__ import annotations
 
@@ -13,8 +12,6 @@ from typing import Any
 from templiqx_core import DeltaEvent, RuntimeFailureCode, ToolCallDeltaEvent
 from templiqx_langfuse.building_blocks import WireFailure, failure_for_status
 
-__all__ = ["ChunkFolder", "SSEParser", "ServerSentEvent", "ToolCall", "stream_error"]
-
 _EOL = re.compile(r"\r\n|\r|\n")
 
 
@@ -22,12 +19,11 @@ _EOL = re.compile(r"\r\n|\r|\n")
 class ServerSentEvent:
     data: str
     event: str = "message"
-    id: str = ""
 
 
 class SSEParser:
-    """Splits lines on CRLF, LF or a lone CR (also across chunks), then applies the spec's
-    field rules; an event not closed by a blank line at end of stream is discarded."""
+    """WHATWG's rules (CRLF, LF or lone CR, also split across chunks); ``id`` and ``retry``
+    are ignored like unknown fields: they serve a reconnect, which a model call never makes."""
 
     def __init__(self) -> None:
         # The spec's decoder: one leading BOM dropped (however the chunks split it), invalid
@@ -37,8 +33,6 @@ class SSEParser:
         self._pending_cr = False  # a CR ended the last chunk: a following LF is its pair
         self._data: list[str] = []
         self._event = ""
-        self._last_id = ""
-        self.retry_ms: int | None = None  # the stream's reconnection time, if it set one
 
     def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
         text = self._decode(chunk)
@@ -59,17 +53,13 @@ class SSEParser:
         if not line:  # a blank line dispatches the event, if it has data
             data, self._data = self._data, []
             event, self._event = self._event or "message", ""
-            return ServerSentEvent("\n".join(data), event, self._last_id) if data else None
+            return ServerSentEvent("\n".join(data), event) if data else None
         name, _, value = line.partition(":")  # a comment's name is "": no field
         value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
         elif name == "event":
             self._event = value
-        elif name == "id" and "\0" not in value:
-            self._last_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self.retry_ms = int(value)
         return None
 
 
@@ -92,8 +82,7 @@ class ToolCall:
     _escaped: bool = False
 
     def _scan(self, piece: str) -> None:
-        """Whether the arguments closed their top-level object/array, tracked incrementally
-        (re-parsing every fragment would be quadratic)."""
+        """Whether the arguments closed, tracked incrementally (re-parsing would be quadratic)."""
         for char in piece:
             if self.closed:
                 break
@@ -116,24 +105,20 @@ class ToolCall:
         function = {"name": self.name, "arguments": "".join(self.arguments)}
         return {"id": self.id, "type": self.type, "function": function}
 
-    def label(self) -> str:
-        return f"tool call {self.key[1]}" if self.key[0] == 0 else "a tool call"
-
     def merge(self, fragment: dict[str, Any], name: str | None, piece: str) -> None:
-        """Fold one fragment in. A repeated id or name is the same call (some servers resend
-        them); name fragments concatenate until the arguments begin (some split a name)."""
+        """Fold one fragment in; a resent id or name is the same call, name pieces concatenate."""
         if isinstance(new_id := fragment.get("id"), str) and new_id:
             if self.id not in (None, new_id):
-                raise _invalid(f"{self.label()} received a second, different id")
+                raise invalid_response("a tool call received a second, different id")
             self.id = new_id
         if isinstance(fragment.get("type"), str):
             self.type = fragment["type"]
         if name and name != self.name:
             if self.started and self.name:
-                raise _invalid(f"{self.label()} changed its name after its arguments began")
+                raise invalid_response("a tool call changed its name after its arguments began")
             self.name += name
         if self.closed and piece.strip():
-            raise _invalid(f"{self.label()} continued after its arguments were complete")
+            raise invalid_response("a tool call continued after its arguments were complete")
         if self.closed:
             piece = ""  # insignificant whitespace after the closing bracket
         self.arguments.append(piece)
@@ -141,13 +126,12 @@ class ToolCall:
         self._scan(piece)
 
 
-def _invalid(detail: str) -> WireFailure:
+def invalid_response(detail: str) -> WireFailure:
     return WireFailure(RuntimeFailureCode.INVALID_RESPONSE, detail)
 
 
 def stream_error(error: Any) -> WireFailure:
-    """An ``{"error": …}`` event mapped like the HTTP status it names, never by its text;
-    without one the provider broke off: unavailable."""
+    """An error event mapped by the status it names (never its text); none: unavailable."""
     status = None
     for key in ("status_code", "status", "code") if isinstance(error, dict) else ():
         value = error.get(key)
@@ -164,8 +148,7 @@ def stream_error(error: Any) -> WireFailure:
 
 
 class ChunkFolder:
-    """One streamed chat completion; ``fold`` returns the events to emit. Events carry no
-    call index: one tool call streams live until its arguments close, others are held."""
+    """Events carry no call index: one tool call streams live until it closes, others wait."""
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -180,7 +163,7 @@ class ChunkFolder:
     def fold(self, chunk: Any) -> list[Emitted]:
         """One parsed ``data:`` payload; raises ``WireFailure`` for an error event."""
         if not isinstance(chunk, dict):
-            raise _invalid("stream event is not a JSON object")
+            raise invalid_response("stream event is not a JSON object")
         if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
         for key in ("id", "model"):  # the first of each
@@ -250,8 +233,8 @@ class ChunkFolder:
         return [event for call in (*live, *rest) for event in self._release(call)]
 
     def _check_named(self) -> None:
-        if unnamed := [call for call in self.calls.values() if not call.name]:
-            raise _invalid(f"{unnamed[0].label()} never received a name")
+        if not all(call.name for call in self.calls.values()):
+            raise invalid_response("a tool call never received a name")
 
     def message(self) -> dict[str, Any]:
         """The assembled choice-0 message, in the shape of a non-streamed completion."""

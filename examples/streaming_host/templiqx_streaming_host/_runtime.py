@@ -1,6 +1,5 @@
-"""``StreamingHostRuntime``: OpenAI-compatible chat completions with ``stream: true``, built
-from ``templiqx_langfuse.building_blocks`` (all below the SSE framing is that adapter's), and
-the composition root of the ``openai-stream`` entry point (``templiqx.runtimes`` group)."""
+"""OpenAI-compatible chat completions with ``stream: true`` on the Langfuse adapter's
+building blocks, and the ``openai-stream`` entry point's factory."""
 
 from __future__ import annotations
 
@@ -31,45 +30,31 @@ from templiqx_langfuse.building_blocks import (
     parse_completion,
 )
 
-from ._chunks import ChunkFolder, Emitted, SSEParser, stream_error
-
-__all__ = ["ADAPTER_ID", "StreamingHostRuntime", "runtime_factory"]
+from ._chunks import ChunkFolder, Emitted, SSEParser, invalid_response, stream_error
 
 ADAPTER_ID = "templiqx-streaming-host"
-CAPABILITIES = ("structured_output",)
-_VERSION = "0.1.0"
+_DESCRIPTOR = AdapterDescriptor(id=ADAPTER_ID, version="0.1.0", capabilities=["structured_output"])
 
 
 class StreamingHostRuntime(RuntimeAdapter):
-    """One streamed chat completion per call; thread-safe. ``max_response_bytes`` bounds the
-    stream, ``ModelConfig.timeout_s`` is its deadline; a sink's exception closes it."""
+    """One streamed chat completion per call, thread-safe, bounded in bytes and time."""
 
     def __init__(
         self,
         model: ModelConfig,
         langfuse: LangfuseConfig | None = None,
         *,
-        capabilities: tuple[str, ...] = CAPABILITIES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         **options: Unpack[WiringOptions],
     ) -> None:
         self.max_response_bytes = max_response_bytes
-        self._descriptor = AdapterDescriptor(
-            id=ADAPTER_ID, version=_VERSION, capabilities=sorted(set(capabilities))
-        )
         self._wiring = HostWiring.build(model, langfuse, accept="text/event-stream", **options)
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> StreamingHostRuntime:
-        """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, as the Langfuse adapter."""
-        return cls(*HostWiring.configs_from_env(env), **kwargs)
-
     def descriptor(self) -> AdapterDescriptor:
-        return self._descriptor
+        return _DESCRIPTOR
 
     def _begin(self, call: RuntimeCall) -> tuple[_Reader, dict[str, Any]]:
-        """The reader (its first token is the generation's ``completion_start_time``) and
-        the Langfuse adapter's request with ``stream: true``."""
+        """The reader (its first token: ``completion_start_time``) and the request."""
         wiring = self._wiring
         reader = _Reader(call.emit, deadline_at(wiring.model.timeout_s))
         payload = orjson.loads(wiring.begin(call, lambda: reader.first_token).content)
@@ -114,21 +99,14 @@ class StreamingHostRuntime(RuntimeAdapter):
 
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     """Configured from the environment, or replaying a cassette offline, as ``langfuse``."""
-    if options.replay is None:
-        return StreamingHostRuntime.from_env(options.env)
+    if options.replay is None:  # TEMPLIQX_* / OPENAI_* / LANGFUSE_*, as the Langfuse adapter
+        return StreamingHostRuntime(*HostWiring.configs_from_env(options.env))
     try:
-        from templiqx_langfuse.testing.replay import offline_langfuse, replaying_runtime
+        from templiqx_langfuse.testing.replay import cli_replay
     except ImportError:
         needs = "--replay needs vcrpy: pip install 'templiqx-langfuse[testing]'"
         raise Unsupported(needs) from None
-    return replaying_runtime(
-        options.replay,
-        env=options.env,
-        langfuse=offline_langfuse(LangfuseConfig.from_env(options.env), options.replay),
-        # A person reads the CLI's miss: one line, the body diff only when debugging.
-        brief_misses=options.env.get("TEMPLIQX_DEBUG") != "1",
-        build=StreamingHostRuntime,
-    )
+    return cli_replay(options, build=StreamingHostRuntime)
 
 
 def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
@@ -138,8 +116,7 @@ def _read_whole(status: int, headers: Mapping[str, str]) -> bool:
 
 
 class _Reader:
-    """The response fed chunk by chunk, sans I/O: deltas out through ``emit``, then the
-    non-streaming rules' ``Produced`` for the whole message."""
+    """The response fed chunk by chunk, sans I/O: deltas out through ``emit``, then one result."""
 
     def __init__(self, emit: Callable[[Emitted], None], deadline: float) -> None:
         self._call_emit, self.deadline = emit, deadline
@@ -156,9 +133,6 @@ class _Reader:
         content = orjson.loads(body)["choices"][0]["message"].get("content")
         if isinstance(content, str):
             self._emit(DeltaEvent(text=content))
-        return self._produced(completion)
-
-    def _produced(self, completion: Completion) -> Produced:
         return Produced(completion.output, completion, deadline_at=self.deadline)
 
     def feed(self, chunk: bytes) -> bool:
@@ -170,9 +144,7 @@ class _Reader:
             try:
                 data = orjson.loads(event.data)
             except orjson.JSONDecodeError:
-                raise WireFailure(
-                    RuntimeFailureCode.INVALID_RESPONSE, "stream event data is not JSON"
-                ) from None
+                raise invalid_response("stream event data is not JSON") from None
             if event.event == "error" and not (isinstance(data, dict) and "error" in data):
                 raise stream_error(data)
             for out in self._folder.fold(data):
@@ -189,4 +161,5 @@ class _Reader:
         for out in folder.finish():  # tool calls held back while another one streamed
             self._emit(out)
         choice = {"index": 0, "message": folder.message(), "finish_reason": folder.finish_reason}
-        return self._produced(parse_completion(orjson.dumps(folder.head | {"choices": [choice]})))
+        completion = parse_completion(orjson.dumps(folder.head | {"choices": [choice]}))
+        return Produced(completion.output, completion, deadline_at=self.deadline)
