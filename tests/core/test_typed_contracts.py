@@ -234,7 +234,8 @@ def test_to_yaml_round_trips_to_the_same_fingerprint(tmp_path: Path) -> None:
         evals=[{"id": "e", "inputs": TICKET, "context": {"org": "a"}, "fake_output": ANSWER}],
     )
     text = typed.to_yaml()
-    assert "path: inputs.body\n" in text  # the nodes the templates stand for
+    assert "content: |-\n" in text  # short forms, block style
+    assert "{{ inputs.body }}" in text
     path = tmp_path / "triage.yaml"
     path.write_text(text, encoding="utf-8")
     request = RenderRequest(inputs=TICKET, context={"org": "acme"})
