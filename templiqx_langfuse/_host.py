@@ -1,5 +1,5 @@
-"""``HostWiring``: every host adapter's parts, built and released in one place: a part built
-slightly differently (a key missing from the redactor) breaks a guarantee silently."""
+"""Every host adapter's parts built and released in one place: a part built slightly
+differently (a key missing from the redactor) breaks a guarantee silently."""
 
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
     import asyncio
 
-    from langfuse import Langfuse
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from ._export import ExportPipeline
@@ -57,7 +56,6 @@ class WiringOptions(TypedDict, total=False):
     transport: DeadlineTransport | None
     async_transport: AsyncDeadlineTransport | None
     ssl_context: ssl.SSLContext | None
-    langfuse_client: Langfuse | None
     span_exporter: SpanExporter | None
 
 
@@ -68,21 +66,15 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 class Tracing:
-    """Executions as Langfuse generations, on the owned export path or a host's client (never
-    flushed or shut down here); a tracing failure is logged once, never reaches the caller."""
+    """Executions as Langfuse generations; a tracing failure is logged once, never reaches
+    the caller."""
 
     def __init__(
-        self,
-        config: LangfuseConfig,
-        redactor: Redactor,
-        *,
-        client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
+        self, config: LangfuseConfig, redactor: Redactor, span_exporter: SpanExporter | None
     ) -> None:
         self.config, self.redactor = config, redactor
-        self.client = client if config.tracing else None  # off on purpose: nothing to warn of
         self.pipeline: ExportPipeline | None = None
-        if config.tracing and client is None:
+        if config.tracing:  # off on purpose: nothing to warn of
             # OTel's TracerProvider reads it too and would record nothing, silently.
             otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
             if otel_off or not config.enabled:
@@ -107,14 +99,10 @@ class Tracing:
         self._idle = threading.Condition(threading.Lock())
         _TRACINGS.add(self)
         self._open: _Opener | None = None
-        if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
+        if self.pipeline is not None:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._recording import open_generation
 
             self._open = open_generation
-
-    @property
-    def enabled(self) -> bool:
-        return self.client is not None or self.pipeline is not None
 
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
@@ -129,7 +117,7 @@ class Tracing:
         """The call's generation (off, closed, failed or sampled out: usage only), in flight
         until ``finish``."""
         record = None
-        if self._open is not None and self.enabled:
+        if self._open is not None and self.pipeline is not None:
             try:
                 record = self._open(self, call, body, model)
             except Exception as error:
@@ -178,9 +166,8 @@ class Tracing:
             return None
 
     def close(self) -> None:
-        """Wait (bounded) for calls in flight, then flush the owned export path within its
-        bound (never a host's); the wait not on an event loop's thread (its calls could not
-        end meanwhile)."""
+        """Wait (bounded) for calls in flight, not on an event loop's thread (its calls could
+        not end meanwhile), then flush within ``flush_timeout_s``."""
         try:
             asyncio = sys.modules.get("asyncio")  # never imported for this alone
             waits = asyncio is None or not asyncio.get_running_loop()
@@ -342,8 +329,7 @@ class HostWiring:
         log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
         log_filter.install()
         try:
-            client, exporter = options.get("langfuse_client"), options.get("span_exporter")
-            tracing = Tracing(config, redactor, client=client, span_exporter=exporter)
+            tracing = Tracing(config, redactor, options.get("span_exporter"))
         except BaseException:
             log_filter.uninstall()
             clients.close()

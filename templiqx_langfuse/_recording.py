@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from langfuse import LangfuseOtelSpanAttributes as A
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from templiqx_core import CompiledInteraction, codes
+from templiqx_core import codes
 from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
 from ._config import LangfuseConfig
@@ -31,45 +31,9 @@ from ._tracing import (
 )
 from ._wire import Completion, RequestBody
 
-if TYPE_CHECKING:
-    from langfuse import Langfuse
+if TYPE_CHECKING:  # ``_host`` imports this module when tracing is on
+    from ._host import Tracing
 
-    from ._export import ExportPipeline
-    from ._redaction import Redactor
-
-
-class Tracing(Protocol):
-    """What a generation needs of ``_host.Tracing``, which imports this module (no circle)."""
-
-    config: LangfuseConfig
-    redactor: Redactor
-    client: Langfuse | None
-    pipeline: ExportPipeline | None
-    on_ref: Callable[[TraceRef], None] | None
-
-    def report_error(self, what: str, error: BaseException) -> None: ...
-    def input_json(self, interaction: CompiledInteraction) -> JsonText | None: ...
-    def masked(self, field: str, data: Any) -> Any: ...
-
-
-# Metadata keys: constants, so tests and call sites cannot drift apart.
-META_CONTRACT_ID = "contract_id"
-META_CONTRACT_VERSION = "contract_version"
-META_COMPILER = "compiler"
-META_REQUEST_FINGERPRINT = "request_fingerprint"
-META_OUTPUT_FINGERPRINT = "output_fingerprint"
-META_OUTPUT_SCHEMA_VALID = "output_schema_valid"
-META_ADAPTER_ID = "adapter_id"
-META_ADAPTER_VERSION = "adapter_version"
-META_FINISH_REASON = "finish_reason"
-META_RESPONSE_ID = "response_id"
-META_REQUESTED_MODEL = "requested_model"
-META_IGNORED_POLICY_KEYS = "ignored_policy_keys"
-META_STRICT = "json_schema_strict"  # the strict flag sent (what ``strict="auto"`` chose)
-META_ERROR_CODE = "error_code"
-META_ERROR_DETAIL = "error_detail"
-META_REPAIR_ATTEMPT = "repair_attempt"
-META_REPAIR_OF = "repair_of"
 
 #: Bound of one JSON document (input, output, metadata, ...), in UTF-8 bytes: above any
 #: answer the 2 MiB response bound lets through, so only a host's own data reaches it.
@@ -158,27 +122,24 @@ def _json(serialize: Callable[[Any], str], value: Any) -> str:
 
 
 class Generation(GenerationRecord):
-    """A live generation, on the runtime's own provider or a host client's (whose SDK ends
-    its own, ``end``, so its bookkeeping sees it)."""
+    """A live generation; what is known only at its end is set in ``finish``."""
 
     def __init__(
         self,
         tracing: Tracing,
         span: otel_trace.Span,
-        end: Callable[[], object],
         ref: TraceRef,
         opening: dict[str, Any],
         metadata: dict[str, Any],
         repair: RepairAttempt | None,
     ) -> None:
         super().__init__()
-        self._tracing, self._span, self._end, self.ref = tracing, span, end, ref
-        # Set when it ends: trace-level attributes, input, model parameters and prompt.
+        self._tracing, self._span, self.ref = tracing, span, ref
         self._opening, self._metadata, self._repair = opening, metadata, repair
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
-        """Set what the SDK's ``update()`` would, serialized once here (its per-field
-        ``json.dumps`` and media scan cost more than the model call itself), then end."""
+        """Serialized once here (the SDK's per-field ``json.dumps`` and media scan cost more
+        than the model call itself), then ended."""
         super().finish(outcome)
         tracing, redactor, repair = self._tracing, self._tracing.redactor, self._repair
         receipt, completion, output = outcome.receipt, outcome.details, None
@@ -189,32 +150,20 @@ class Generation(GenerationRecord):
                 fields: dict[str, Any] = {
                     # An answer sent back for repair is an earlier try, not the call's failure.
                     A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
-                    # The code, then why (a provider's own reason included): what the UI shows.
                     A.OBSERVATION_STATUS_MESSAGE: f"{code}: {detail}" if detail else code,
                 }
-                metadata = {**self._metadata, META_ERROR_CODE: code, META_ERROR_DETAIL: detail}
+                metadata = {**self._metadata, "error_code": code, "error_detail": detail}
             else:
                 valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
-                repaired = repair is not None and repair.repairs(receipt)  # a host's rules
-                pipeline, client = tracing.pipeline, tracing.client
+                repaired = repair is not None and repair.repairs(receipt)
+                pipeline = tracing.pipeline
                 posts_scores = pipeline is not None and pipeline.posts_scores
-                name = tracing.config.schema_score_name
-                if client is not None and name is not None:  # ours posts SCORE_ATTRIBUTE's
-                    try:
-                        client.create_score(
-                            name=name,
-                            value=1.0 if valid else 0.0,
-                            data_type="BOOLEAN",
-                            trace_id=self.ref.trace_id,
-                            observation_id=self.ref.observation_id,
-                        )
-                    except Exception as error:  # scoring must never fail the call
-                        tracing.report_error("scoring a generation", error)
-                usage_json = _json(redactor.json_text, usage) if usage else None
                 fields = {
-                    A.OBSERVATION_USAGE_DETAILS: usage_json,
-                    # Langfuse infers cost from the model it is told: the one that answered (as
-                    # Langfuse's OpenAI integration reports it), the requested one otherwise.
+                    A.OBSERVATION_USAGE_DETAILS: _json(redactor.json_text, usage)
+                    if usage
+                    else None,
+                    # Langfuse infers cost from the model that answered (as its OpenAI
+                    # integration reports it), the requested one otherwise.
                     A.OBSERVATION_MODEL: completion.provider_model or None,
                     A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",
                     A.OBSERVATION_STATUS_MESSAGE: None if valid else codes.OUTPUT_SCHEMA,
@@ -222,10 +171,10 @@ class Generation(GenerationRecord):
                 }
                 metadata = {
                     **self._metadata,
-                    META_OUTPUT_FINGERPRINT: receipt.output_fingerprint,
-                    META_OUTPUT_SCHEMA_VALID: valid,
-                    META_FINISH_REASON: completion.finish_reason,
-                    META_RESPONSE_ID: completion.response_id,
+                    "output_fingerprint": receipt.output_fingerprint,
+                    "output_schema_valid": valid,
+                    "finish_reason": completion.finish_reason,
+                    "response_id": completion.response_id,
                 }
             # Plain text from the provider is redacted too (a gateway may echo the key).
             for key in (A.OBSERVATION_MODEL, A.OBSERVATION_STATUS_MESSAGE):
@@ -254,7 +203,7 @@ class Generation(GenerationRecord):
         except Exception as error:  # tracing must never fail the call
             tracing.report_error("ending a generation", error)
         finally:  # ended whatever happened: an open span is never exported
-            self._end()
+            self._span.end()
 
 
 def open_generation(
@@ -263,42 +212,29 @@ def open_generation(
     """The call's generation, None if sampled out. A repairing call's later tries nest under
     the first try's generation and name the previous try's (``repair_of``)."""
     interaction, repair, config = call.request.interaction, current_repair(), tracing.config
-    redact = tracing.redactor.text
+    redact, pipeline = tracing.redactor.text, tracing.pipeline
+    if pipeline is None:  # closed meanwhile
+        return None
     within = None if repair is None else repair.notes.get(_REPAIR_ANCHOR)
     anchor = otel_trace.use_span(within, record_exception=False) if within else nullcontext()
     with anchor:
         trace = _trace_level(config, interaction.contract_id, otel_trace.get_current_span())
-        if tracing.pipeline is not None:
-            tracing.pipeline.adopt()  # a forked child's exit hooks, once
-            # What the SDK writes when it opens a generation; redacted, as all that leaves.
-            attributes: dict[str, Any] = {
-                A.OBSERVATION_TYPE: "generation",
-                A.VERSION: redact(interaction.contract_version),
-                A.OBSERVATION_MODEL: redact(model),
-                A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
-                A.RELEASE: None if config.release is None else redact(config.release),
-                A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
-            }
-            name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
-            span = tracing.pipeline.tracer.start_span(name, attributes=bounded(attributes))
-            if not span.is_recording():  # sampled out
-                return None
-            context = span.get_span_context()
-            trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
-            end: Callable[[], object] = span.end
-        elif tracing.client is not None:
-            # The SDK opens the observation; its span is current only long enough to get it.
-            with tracing.client.start_as_current_observation(
-                name=redact(interaction.contract_id),
-                as_type="generation",
-                model=redact(model),
-                version=redact(interaction.contract_version),
-                end_on_exit=False,
-            ) as observation:
-                span = otel_trace.get_current_span()
-            trace_id, observation_id, end = observation.trace_id, observation.id, observation.end
-        else:
-            return None
+        pipeline.adopt()  # a forked child's exit hooks, once
+        # What the SDK writes when it opens a generation; redacted, as all that leaves.
+        attributes: dict[str, Any] = {
+            A.OBSERVATION_TYPE: "generation",
+            A.VERSION: redact(interaction.contract_version),
+            A.OBSERVATION_MODEL: redact(model),
+            A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
+            A.RELEASE: None if config.release is None else redact(config.release),
+            A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
+        }
+        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
+        span = pipeline.tracer.start_span(name, attributes=bounded(attributes))
+    if not span.is_recording():  # sampled out
+        return None
+    context = span.get_span_context()
+    trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
     ref = TraceRef(trace_id, observation_id, config.trace_url(trace_id))
     experiment = EXPERIMENT_ATTRIBUTES.get()
     if experiment is not None:
@@ -307,15 +243,15 @@ def open_generation(
         root = f"{within.get_span_context().span_id:016x}" if within else ref.observation_id
         span.set_attributes(bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root}))
     metadata: dict[str, Any] = {
-        META_CONTRACT_ID: interaction.contract_id,
-        META_CONTRACT_VERSION: interaction.contract_version,
-        META_COMPILER: interaction.compiler,
-        META_REQUEST_FINGERPRINT: call.request_fingerprint,
-        META_ADAPTER_ID: call.adapter.id,
-        META_ADAPTER_VERSION: call.adapter.version,
-        META_REQUESTED_MODEL: model,
-        META_IGNORED_POLICY_KEYS: list(body.ignored_policy_keys),
-        META_STRICT: body.strict,
+        "contract_id": interaction.contract_id,
+        "contract_version": interaction.contract_version,
+        "compiler": interaction.compiler,
+        "request_fingerprint": call.request_fingerprint,
+        "adapter_id": call.adapter.id,
+        "adapter_version": call.adapter.version,
+        "requested_model": model,
+        "ignored_policy_keys": list(body.ignored_policy_keys),
+        "json_schema_strict": body.strict,
     }
     if repair is not None:
         notes = repair.notes
@@ -323,8 +259,8 @@ def open_generation(
         previous = notes.get((_REPAIR_REF, repair.number - 1))
         notes[(_REPAIR_REF, repair.number)] = ref
         if previous is not None:
-            metadata[META_REPAIR_ATTEMPT] = repair.number
-            metadata[META_REPAIR_OF] = previous.observation_id
+            metadata["repair_attempt"] = repair.number
+            metadata["repair_of"] = previous.observation_id
     for collector in TRACE_COLLECTORS.get():
         collector.append(ref)
     if tracing.on_ref is not None:
@@ -347,7 +283,7 @@ def open_generation(
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.
         opening[A.OBSERVATION_PROMPT_NAME], opening[A.OBSERVATION_PROMPT_VERSION] = prompt
-    return Generation(tracing, span, end, ref, opening, metadata, repair)
+    return Generation(tracing, span, ref, opening, metadata, repair)
 
 
 def _trace_level(

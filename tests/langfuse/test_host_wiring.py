@@ -258,7 +258,7 @@ def test_from_env_reads_both_configurations(
     assert model_config == ModelConfig.from_env(env)
     assert langfuse_config == LangfuseConfig.from_env(env)
     with TinyHost.from_env(env, span_exporter=InMemorySpanExporter()) as host:
-        assert host.wiring.tracing.enabled
+        assert host.wiring.tracing.pipeline is not None
         assert host.wiring.redactor.text(f"{SECRET_KEY} {MODEL_KEY}") == f"{REDACTED} {REDACTED}"
         assert host.execute(greeting_request).output == GREETING
 
