@@ -30,7 +30,7 @@ from templiqx_core.adapters import CallOutcome, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
+from ._redaction import Redactor, SecretHeaders, redact_http_logs
 from ._tracing import GenerationRecord, JsonText, TraceRef
 from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 
@@ -304,7 +304,6 @@ class HostWiring:
     url: httpx.URL
     headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
-    log_filter: RedactingLogFilter
     formats: ResponseFormats = field(default_factory=ResponseFormats)
 
     @property
@@ -326,12 +325,11 @@ class HostWiring:
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), *config.secrets()])
         clients = Clients(model, **options)
-        log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
-        log_filter.install()
+        redact_http_logs(redactor)
         try:
             tracing = Tracing(config, redactor, options.get("span_exporter"))
         except BaseException:
-            log_filter.uninstall()
+            redact_http_logs(redactor, on=False)
             clients.close()
             raise
         return cls(
@@ -348,7 +346,6 @@ class HostWiring:
                 }
             ),
             tracing=tracing,
-            log_filter=log_filter,
         )
 
     @staticmethod
@@ -392,7 +389,7 @@ class HostWiring:
             self.clients.close()
             self.tracing.close()
         finally:
-            self.log_filter.uninstall()
+            redact_http_logs(self.redactor, on=False)
 
     async def aclose(self) -> None:
         """``close`` from the event loop: its pools awaited, the waits on a thread."""

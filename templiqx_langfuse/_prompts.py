@@ -1,11 +1,9 @@
-"""Contracts as Langfuse chat prompts: a version holds the contract and its digest in its
-``config``, and as messages the contract's in Langfuse's syntax, used only while they are still
-the ones its contract renders (a version edited in the Langfuse UI is refused). Loaded ones are
-cached, refreshed in the background, with a fallback file (docs/langfuse-prompts.md): our own
-cache, as the SDK's lives in its ``Langfuse()`` singleton, which this package never builds."""
+"""Contracts as Langfuse chat prompts (docs/langfuse-prompts.md). The cache is our own: the
+SDK's lives in its ``Langfuse()`` singleton, which this package never builds."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import functools
@@ -13,6 +11,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -333,8 +332,6 @@ _entries: dict[tuple[Any, ...], tuple[Contract, float]] = {}
 _refreshing: set[tuple[Any, ...]] = set()
 _lock = threading.Lock()
 _cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
-_pending: dict[tuple[Any, ...], asyncio.Task[Fetched]] = {}
-_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
 
 
 @dataclass(slots=True)
@@ -356,29 +353,25 @@ class _Source:
             return f"langfuse:{self.name}#{self.version}"
         return f"langfuse:{self.name}@{self.label}"
 
-    def cached(self) -> tuple[Contract | None, bool]:
-        """The cached contract (the hot path: a few dictionary lookups), and True for the
-        one caller that is to refresh it in the background."""
+    def cached(self) -> Contract | None:
+        """The cached contract (the hot path: a few dictionary lookups); once stale, one
+        caller starts its refresh on a thread."""
         entry = _entries.get(self.key)
         if entry is None or time.monotonic() < entry[1]:
-            return (None if entry is None else entry[0]), False
+            return None if entry is None else entry[0]
         with _lock:
             claimed = self.key not in _refreshing
             _refreshing.add(self.key)
-        return entry[0], claimed
-
-    def _get(self, api: Any) -> Any:
-        query = {"label": self.label or None, "version": self.version}
-        return api.prompts.get(path_name(self.name), **query, request_options=ONCE)
+        if claimed:
+            name = "templiqx-langfuse-prompt-refresh"
+            threading.Thread(target=self.refresh, name=name, daemon=True).start()
+        return entry[0]
 
     def fetch(self) -> Fetched:
+        query = {"label": self.label or None, "version": self.version}
         with api_errors(self.where):
-            prompt = self._get(sync_api(self.config, self.client))
-        return self.checked(prompt)
-
-    async def afetch(self) -> Fetched:
-        with api_errors(self.where):
-            prompt = await self._get(async_api(self.config, self.client))
+            api = sync_api(self.config, self.client)
+            prompt = api.prompts.get(path_name(self.name), **query, request_options=ONCE)
         return self.checked(prompt)
 
     def checked(self, prompt: Any) -> Fetched:
@@ -438,11 +431,10 @@ class _Source:
         _log.warning(note, self.where, error, fallback)
         return self.store(contract)
 
-    @contextmanager
-    def refreshing(self) -> Iterator[None]:
-        """A background refresh: a failure keeps the last good copy one more TTL (logged)."""
+    def refresh(self) -> None:
+        """A failure keeps the last good copy one more TTL (logged)."""
         try:
-            yield
+            self.fetch()
         except Exception as error:
             if (entry := _entries.get(self.key)) is not None:
                 self.store(entry[0])
@@ -451,13 +443,17 @@ class _Source:
             with _lock:
                 _refreshing.discard(self.key)
 
-    def refresh(self) -> None:
-        with self.refreshing():
-            self.fetch()
-
-    async def arefresh(self) -> None:
-        with self.refreshing():
-            await self.afetch()
+    def cold(self, fallback: str | Path | None) -> Contract:
+        """Concurrent cold loads of one key make one request."""
+        with _lock:
+            cold = _cold_locks.setdefault(self.key, threading.Lock())
+        with cold:
+            if (entry := _entries.get(self.key)) is not None:
+                return entry[0]
+            try:
+                return self.fetch().contract
+            except PortError as error:
+                return self.fall_back(error, fallback)
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: True is not version 1
@@ -512,21 +508,8 @@ def load_contract(
     """The contract of prompt ``langfuse:NAME`` at ``label`` (default ``production``) or
     ``version``, cached; a version whose ``output_schema`` ``output_model`` rejects is refused."""
     source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
-    contract, refresh = source.cached()
-    if refresh:
-        name = "templiqx-langfuse-prompt-refresh"
-        threading.Thread(target=source.refresh, name=name, daemon=True).start()
-    if contract is not None:
-        return contract
-    with _lock:
-        cold = _cold_locks.setdefault(source.key, threading.Lock())
-    with cold:  # concurrent cold loads of one key make one request
-        if (entry := _entries.get(source.key)) is not None:
-            return entry[0]
-        try:
-            return source.fetch().contract
-        except PortError as error:
-            return source.fall_back(error, fallback)
+    cached = source.cached()
+    return cached if cached is not None else source.cold(fallback)
 
 
 async def aload_contract(
@@ -540,33 +523,10 @@ async def aload_contract(
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Contract:
-    """``load_contract`` on an event loop, the refresh a task; concurrent cold loads on one
-    loop share one request."""
+    """``load_contract`` on an event loop: a cold load waits on a worker thread."""
     source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
-    contract, refresh = source.cached()
-    loop = asyncio.get_running_loop()
-    if refresh:
-        task = loop.create_task(source.arefresh())
-        _tasks.add(task)
-        task.add_done_callback(_tasks.discard)
-    if contract is not None:
-        return contract
-    pending_key = (*source.key, loop)
-    if (fetching := _pending.get(pending_key)) is None:  # shared: the request only
-        fetching = _pending[pending_key] = loop.create_task(source.afetch())
-        fetching.add_done_callback(lambda task: _forget(pending_key, task))
-    try:
-        # Shielded: one caller's cancellation is its own, never the request's or the others'.
-        return (await asyncio.shield(fetching)).contract
-    except PortError as error:
-        entry = _entries.get(source.key)  # another caller's fallback, served already
-        return entry[0] if entry is not None else source.fall_back(error, fallback)
-
-
-def _forget(key: tuple[Any, ...], task: asyncio.Task[Fetched]) -> None:
-    _pending.pop(key, None)
-    if not task.cancelled():
-        task.exception()  # retrieved: no "never retrieved" report when every caller left
+    cached = source.cached()
+    return cached if cached is not None else await asyncio.to_thread(source.cold, fallback)
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
@@ -592,3 +552,27 @@ def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
         return load_contract(reference), []
     except PortError as error:
         return None, [Diagnostic(code=error.code, severity="error", message=str(error))]
+
+
+def publish_command(argv: list[str]) -> int:
+    """``templiqx publish``: exit 0 saying what happened, 1 on failure, 2 on bad usage."""
+    about = "publish a contract as a version of the Langfuse chat prompt named after its id"
+    keys = "Langfuse from LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY and LANGFUSE_BASE_URL"
+    parser = argparse.ArgumentParser(prog="templiqx publish", description=about, epilog=keys)
+    parser.add_argument("contract", help="contract YAML (templiqx/v1alpha1)")
+    parser.add_argument(
+        "--label", action="append", default=[], help="a label the version gets (repeatable)"
+    )
+    parser.add_argument("--message", help="the version's commit message")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # argparse's own exit: --help 0, a usage error 2
+        return int(stop.code or 0)
+    try:
+        done = publish_contract(args.contract, labels=args.label, message=args.message)
+    except PortError as error:
+        sys.stderr.write(f"templiqx: publish: {error.code}: {error}\n")
+        return 1
+    where, digest = f"langfuse:{done.name}#{done.version}", f"digest {done.digest[:12]}"
+    print(f"{'published' if done.created else 'unchanged'} {where} ({digest})")
+    return 0

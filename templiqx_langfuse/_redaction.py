@@ -15,8 +15,6 @@ from urllib.parse import quote, quote_plus
 
 import orjson
 
-__all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor", "SecretHeaders"]
-
 REDACTED = "[REDACTED]"
 _MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
 
@@ -30,9 +28,8 @@ def json_text(value: Any) -> str:
 
 
 class SecretHeaders(dict[str, str]):
-    """Request headers carrying a credential. Tracebacks rendered with their locals
-    (``pytest -l``, error trackers) print every local's repr: this one names the headers
-    and hides their values, whichever local or argument holds them."""
+    """Headers carrying a credential: a traceback printed with its locals (``pytest -l``,
+    error trackers) shows their names, never their values."""
 
     __slots__ = ()
 
@@ -130,50 +127,34 @@ HTTP_LOGGERS = (
 )
 
 
-class RedactingLogFilter:
-    """One redactor's place in the filter on the HTTP loggers: held weakly, so a runtime
-    collected without ``close()`` leaves nothing (nor its secrets) behind."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        self.redactor = redactor
-
-    def install(self) -> None:
-        for name in HTTP_LOGGERS:
-            logging.getLogger(name).addFilter(_SHARED)  # kept once: addFilter dedupes
-        with _SHARED.lock:
-            _SHARED.live.add(self)
-
-    def uninstall(self) -> None:
-        with _SHARED.lock:
-            _SHARED.live.discard(self)
+_LIVE: weakref.WeakSet[Redactor] = weakref.WeakSet()  # weak: a runtime never closed leaves none
+_LIVE_LOCK = threading.Lock()
 
 
-class _SharedLogFilter(logging.Filter):
-    """The one filter on the HTTP loggers: applies every installed redactor."""
+def live_redactors() -> list[Redactor]:
+    with _LIVE_LOCK:
+        return list(_LIVE)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-        self.live: weakref.WeakSet[RedactingLogFilter] = weakref.WeakSet()
 
-    def members(self) -> list[RedactingLogFilter]:
-        with self.lock:
-            return list(self.live)
+def redact_http_logs(redactor: Redactor, *, on: bool = True) -> None:
+    """Apply ``redactor`` (or no longer) to the HTTP loggers' records."""
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).addFilter(_redact_record)  # once: addFilter dedupes
+    with _LIVE_LOCK:
+        (_LIVE.add if on else _LIVE.discard)(redactor)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        members = self.members()
-        if not members:  # installed for good: with nothing to redact, the record as it is
-            return True
-        try:
-            message = record.getMessage()
-        except Exception:  # logging reports a malformed record; raised here, the caller would
-            message = f"{record.msg} {record.args!r}"
-        redacted = message
-        for member in members:
-            redacted = member.redactor.text(redacted)
-        if redacted != message:
-            record.msg, record.args = redacted, None
+
+def _redact_record(record: logging.LogRecord) -> bool:
+    redactors = live_redactors()
+    if not redactors:  # installed for good: with nothing to redact, the record as it is
         return True
-
-
-_SHARED = _SharedLogFilter()
+    try:
+        message = record.getMessage()
+    except Exception:  # logging reports a malformed record; raised here, the caller would
+        message = f"{record.msg} {record.args!r}"
+    redacted = message
+    for redactor in redactors:
+        redacted = redactor.text(redacted)
+    if redacted != message:
+        record.msg, record.args = redacted, None
+    return True

@@ -31,8 +31,7 @@ from .._config import (
     ENV_MODEL_API_KEY,
     ENV_OPENAI_API_KEY,
 )
-from .._redaction import _SHARED as _LIVE_RUNTIMES
-from .._redaction import REDACTED, Redactor
+from .._redaction import REDACTED, Redactor, live_redactors
 from ._offline import offline
 
 __all__ = [
@@ -121,8 +120,8 @@ class Scrubber:
     def text(self, value: str) -> str:
         env = os.environ if self._env is None else self._env
         value = _redactor((*self._fixed, *(env.get(name) for name in SECRET_ENV_VARS))).text(value)
-        for member in _LIVE_RUNTIMES.members():
-            value = member.redactor.text(value)
+        for redactor in live_redactors():
+            value = redactor.text(value)
         return _CREDENTIAL.sub(REDACTED, _AUTH_SCHEME.sub(rf"\1 {REDACTED}", value))
 
     def body(self, value: Any) -> Any:

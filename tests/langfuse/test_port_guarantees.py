@@ -17,7 +17,7 @@ from templiqx_core import (
     codes,
 )
 from templiqx_langfuse import RetryingRuntime
-from templiqx_langfuse._redaction import _SHARED
+from templiqx_langfuse._redaction import live_redactors
 from tests.conftest import GREETING, RuntimeFactory, assert_closed, start_call
 from tests.langfuse.test_tracing import attr, metadata, only_span
 from tests.loopback import (
@@ -130,9 +130,9 @@ def test_closing_a_retrying_runtime_closes_the_inner_one(
     with RetryingRuntime(inner, attempts=2) as retrying:
         assert retrying.descriptor() == inner.descriptor()
         retrying.execute(greeting_request)
-        assert inner._wiring.log_filter in _SHARED.members()
+        assert inner._wiring.redactor in live_redactors()
     assert inner.closed
     assert inner._wiring.http.is_closed
     assert len(exporter.get_finished_spans()) == 1  # flushed by the inner close
-    assert inner._wiring.log_filter not in _SHARED.members()
+    assert inner._wiring.redactor not in live_redactors()
     assert_closed(retrying, greeting_request)
