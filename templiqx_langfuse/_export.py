@@ -1,7 +1,5 @@
-"""Traces and scores to Langfuse on a private ``TracerProvider`` per runtime (the SDK's one
-client per public key would hand one runtime's spans to another's shutdown): OTel's
-``BatchSpanProcessor`` and ``OTLPSpanExporter`` batch, retry and back off. By hand, only what
-they lack (each says why)."""
+"""Traces and scores to Langfuse on a private ``TracerProvider`` per runtime (the SDK keeps one
+client per public key); OTel batches, retries and backs off, by hand only what it lacks."""
 
 from __future__ import annotations
 
@@ -40,25 +38,21 @@ logger = logging.getLogger("templiqx_langfuse")
 
 OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
 SCORES_PATH = "/api/public/scores"
-#: Spans waiting for export; a burst beyond it loses its oldest (OTel warns), the caller
-#: never waits. Every span is bounded (``_recording.bounded``), so is its memory.
+#: Spans waiting (each bounded): a burst beyond loses its oldest, the caller never waits.
 MAX_QUEUE = 10_000
-#: Bytes of spans per export request: Langfuse's OTel route logs bodies over 16 MB as
-#: oversized; OTel's exporter drops a request over 64 MiB whole.
+#: Per export request: Langfuse logs bodies over 16 MB as oversized, OTel drops over 64 MiB.
 MAX_BATCH_BYTES = 16 * 2**20
-#: Bytes of scores per request: Langfuse's scores route keeps Next.js's 1 MB body limit.
+#: Per scores request: Langfuse's scores route keeps Next.js's 1 MB body limit.
 MAX_SCORE_BATCH_BYTES = 512 * 2**10
 #: What is read of a Langfuse answer (its body is never needed): more closes the socket.
 MAX_RESPONSE_BYTES = 64 * 1024
 #: A generation's schema validity, from which its score is posted once it has arrived.
 SCORE_ATTRIBUTE = "templiqx.score.output_schema_valid"
-#: Tries of one scores request on 429/408/409/5xx or a failed connection, as the
-#: generated client's (its pauses: 1 s, then 2 s, within ``timeout_s`` here).
+#: Tries of a scores request on 429/408/409/5xx or no connection, as the generated client's.
 SCORE_TRIES = 3
 #: The server reads spans of scopes starting with this as Langfuse SDK spans.
 LANGFUSE_SCOPE = "langfuse-sdk"
-#: Every limit given, so none comes from a host's ``OTEL_SPAN_*``/``OTEL_ATTRIBUTE_*``
-#: (a count of 8 would strip a generation's type); lengths are bounded as values are set.
+#: Every limit given: a host's ``OTEL_SPAN_*`` count of 8 would strip a generation's type.
 _LIMITS = SpanLimits(
     max_attributes=128,
     max_events=128,
@@ -72,8 +66,8 @@ _LIMITS = SpanLimits(
 
 
 class _PinnedSession(requests.Session):
-    """The OTLP exporter's session: it takes headers and TLS files from ``OTEL_EXPORTER_OTLP_*``
-    whatever its arguments, so they are pinned here; answers read up to ``MAX_RESPONSE_BYTES``."""
+    """The exporter takes headers and TLS files from ``OTEL_EXPORTER_OTLP_*`` whatever its
+    arguments: pinned here, and answers read up to ``MAX_RESPONSE_BYTES``."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__()
@@ -96,8 +90,7 @@ class _PinnedSession(requests.Session):
 
 
 def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
-    """``spans`` in runs of about ``MAX_BATCH_BYTES`` at most (OTel batches by count only); a
-    larger span alone (each is bounded well below the exporter's 64 MiB)."""
+    """Runs of at most about ``MAX_BATCH_BYTES`` (OTel batches by count only)."""
     start, total = 0, 0
     for index, span in enumerate(spans):
         size = 256 + len(span.name)
@@ -116,13 +109,12 @@ def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
         yield spans[start:]
 
 
-#: The scores route: the client, URL and headers it is posted with.
-_Route = tuple[httpx.Client, str, Mapping[str, str]]
+_Route = tuple[httpx.Client, str, Mapping[str, str]]  # client, URL, headers
 
 
 def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
-    """One scores request, retried as the generated client retries: how many scores the API
-    rejected (a 207 names them); raises when the request failed."""
+    """How many scores the API rejected (a 207 names them); raises when the request failed.
+    By hand: the generated client's serializer costs ~500 µs per score."""
     http, url, headers = route
     until = time.monotonic() + budget_s
     for attempt in range(SCORE_TRIES):
@@ -148,8 +140,7 @@ def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
 
 
 class _Delivery(SpanExporter):
-    """The OTLP exporter (or a host's) fed byte-bounded batches; with ours, each arrived
-    generation's score follows (it never names a span that was lost)."""
+    """The exporter fed byte-bounded batches; a score follows its span once it arrived."""
 
     def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Route | None) -> None:
         self.inner, self._config, self._scores = inner, config, scores
@@ -179,10 +170,8 @@ class _Delivery(SpanExporter):
         if self._scores is None or name is None:
             return
         env = self._config.environment
-        # Unset, not null: the server defaults a missing environment, refuses null.
-        environment = {"environment": env} if env else {}
-        # The SDK's ``CreateScoreRequest`` fields: its serializer costs a seventh of a call.
-        scores = [
+        environment = {"environment": env} if env else {}  # the server refuses null
+        scores = [  # the SDK's ``CreateScoreRequest`` fields
             {
                 # One id per generation: a retried post updates, never duplicates.
                 "id": f"{span.context.span_id:016x}-schema",
@@ -225,8 +214,7 @@ class _Delivery(SpanExporter):
 
 
 def _in_thread(work: Callable[[], object]) -> threading.Thread:
-    """OTel's flush and shutdown have no deadline of their own: they run on a thread the
-    caller joins with its own."""
+    """OTel's flush and shutdown have no deadline: the caller joins this with its own."""
     thread = threading.Thread(target=work, name="templiqx-langfuse-flush", daemon=True)
     thread.start()
     return thread
@@ -243,9 +231,7 @@ class ExportPipeline:
         scores = None
         if span_exporter is None:  # a host's exporter sends where and how it sees fit
             credentials = ":".join(config.keys()).encode()
-            # Who sends (the server attributes ingestion by it); SecretHeaders, not a plain
-            # local: tracebacks may print their locals.
-            headers = SecretHeaders(
+            headers = SecretHeaders(  # who sends: the server attributes ingestion by it
                 {
                     "authorization": f"Basic {base64.b64encode(credentials).decode()}",
                     "user-agent": f"{DISTRIBUTION}/{__version__}",
@@ -275,7 +261,6 @@ class ExportPipeline:
             json_headers = SecretHeaders({**headers, "content-type": "application/json"})
             scores = (self._http, base + SCORES_PATH, json_headers)
         self.delivery = _Delivery(span_exporter, config, scores)
-        #: Whether generations carry ``SCORE_ATTRIBUTE`` (scores are posted from it).
         self.posts_scores = scores is not None and config.schema_score_name is not None
         rate = config.sample_rate  # by trace id, as the SDK's: a trace's spans all agree
         self.provider = TracerProvider(
@@ -305,7 +290,7 @@ class ExportPipeline:
             _flush_on_sigterm(self)
 
     def adopt(self) -> None:
-        """Exit hooks for this process (again in a forked child: its finalizers are cleared)."""
+        """Exit hooks for this process (again in a forked child)."""
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
@@ -328,8 +313,8 @@ class ExportPipeline:
         closing = _in_thread(self.provider.shutdown)
         closing.join(self.config.flush_timeout_s)
         if closing.is_alive():
-            self.delivery.shutdown()  # cuts a retry pause short; a request in flight
-            logger.warning(  # ends within timeout_s
+            self.delivery.shutdown()  # cuts a retry pause short
+            logger.warning(
                 "Langfuse flush did not finish within %.1f s; pending traces dropped",
                 self.config.flush_timeout_s,
             )
@@ -343,12 +328,9 @@ _flushing = False
 
 
 def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
-    """Every live pipeline flushes within its bound, on threads joined with a deadline (a lock
-    the interrupted code holds delays them, never hangs them); then the signal does what it
-    would have done: ``previous``, a host's handler, ignored, or the default action."""
+    """Live pipelines flush on threads joined within their bound, then ``previous`` (a host's
+    handler, ignored, or the default action); nested in ours, it hands on at once."""
     global _flushing
-    # Nested in ours (a second SIGTERM, a host handler we handed on to calling ours back):
-    # handed on at once, the flush bound counted once.
     flushes = not _flushing
     _flushing = True
     try:
@@ -373,8 +355,7 @@ def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
 
 
 def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
-    """Ours in front of the current handler, unless it is ours (a host may have put its own
-    in between, calling ours back as its previous one: that one hands on at once)."""
+    """Ours in front of the current handler, unless that is ours."""
     try:
         current = signal.getsignal(signal.SIGTERM)
         if not (isinstance(current, functools.partial) and current.func is _on_sigterm):

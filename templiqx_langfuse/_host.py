@@ -74,35 +74,30 @@ class Tracing:
     ) -> None:
         self.config, self.redactor = config, redactor
         self.pipeline: ExportPipeline | None = None
-        if config.tracing:  # off on purpose: nothing to warn of
-            # OTel's TracerProvider reads it too and would record nothing, silently.
-            otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
-            if otel_off or not config.enabled:
-                why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
-                if otel_off:
-                    why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
-                logger.warning("Langfuse tracing disabled: %s; executions still run", why)
-            else:
-                from ._export import ExportPipeline
+        self._open: _Opener | None = None
+        # OTel's TracerProvider reads it too and would record nothing, silently.
+        otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
+        if config.tracing and (otel_off or not config.enabled):  # off on purpose: no warning
+            why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
+            if otel_off:
+                why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
+            logger.warning("Langfuse tracing disabled: %s; executions still run", why)
+        elif config.tracing:  # langfuse and OpenTelemetry are imported now, not mid-call
+            from ._export import ExportPipeline
+            from ._recording import open_generation
 
-                # Never a Langfuse client of its own: the SDK keeps one per public key.
-                self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
+            self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
+            self._open = open_generation
         self._error_logged = threading.Event()
         #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
         self.on_ref: Callable[[TraceRef], None] | None = None
         # Holding the interaction keeps its id from being reused while it is cached.
         self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
         self._inputs_lock = threading.Lock()
-        # Calls between ``start`` and ``finish``: ``close`` waits for them, so no generation
-        # finishes after the export closed.
+        # Calls between ``start`` and ``finish``: ``close`` waits for them.
         self._in_flight = 0
         self._idle = threading.Condition(threading.Lock())
         _TRACINGS.add(self)
-        self._open: _Opener | None = None
-        if self.pipeline is not None:  # langfuse and OpenTelemetry are imported now, not mid-call
-            from ._recording import open_generation
-
-            self._open = open_generation
 
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
@@ -114,8 +109,7 @@ class Tracing:
             )
 
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
-        """The call's generation (off, closed, failed or sampled out: usage only), in flight
-        until ``finish``."""
+        """The call's generation (untraced: usage only), in flight until ``finish``."""
         record = None
         if self._open is not None and self.pipeline is not None:
             try:
@@ -141,8 +135,8 @@ class Tracing:
                     self._idle.notify_all()
 
     def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """The messages as redacted JSON, once per (frozen) interaction; with a mask, masked
-        afresh every call (a mask need not be pure)."""
+        """The messages as redacted JSON, cached per interaction unless masked (a mask need
+        not be pure)."""
         hit = self._inputs.get(id(interaction))
         if hit is not None and hit[0] is interaction:
             return hit[1]
@@ -158,7 +152,7 @@ class Tracing:
         return text
 
     def masked(self, field: str, data: Any) -> Any:
-        """``data`` through the configured mask; None (the field is dropped) if it raises."""
+        """None (the field is dropped) if the mask raises."""
         try:
             return self.config.mask(data=data) if self.config.mask is not None else data
         except Exception as error:  # a host's mask must never fail the call
@@ -196,8 +190,8 @@ os.register_at_fork(after_in_child=_forked)
 
 
 class Clients:
-    """Clients on deadline transports, sync and one per event loop (a pool holds its loop's
-    sockets), through ``httpx.MockTransport``, which vcrpy patches: cassettes see them."""
+    """Clients on deadline transports, one per event loop (a pool holds its loop's sockets),
+    through ``httpx.MockTransport``, which vcrpy patches."""
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")

@@ -40,7 +40,7 @@ from templiqx_core import (
 
 from ._bounded_http import AsyncBoundedTransport, BoundedTransport
 from ._config import LangfuseConfig
-from ._tracing import PROMPT_EXTENSION, link_prompt
+from ._tracing import PROMPT_EXTENSION, PROMPT_LINKS
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
@@ -408,7 +408,7 @@ class _Source:
             )
         if self.model is not None:
             check_output_model(contract, self.model)
-        link_prompt(contract.id, contract.version, prompt.name, prompt.version)
+        PROMPT_LINKS[contract.id, contract.version] = (prompt.name, prompt.version)
         self.store(contract)
         return Fetched(contract, prompt.name, prompt.version)
 
@@ -536,13 +536,6 @@ def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
     pinned = f"langfuse:{fetched.name}#{fetched.version}"
     _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
     return pinned, fetched.name, fetched.version
-
-
-def clear_cache() -> None:
-    """Forget every cached contract (tests; a host switching projects)."""
-    with _lock:
-        _entries.clear()
-        _cold_locks.clear()
 
 
 def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:

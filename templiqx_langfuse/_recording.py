@@ -21,12 +21,12 @@ from ._export import LANGFUSE_SCOPE, SCORE_ATTRIBUTE
 from ._tracing import (
     CALL_ATTRIBUTES,
     EXPERIMENT_ATTRIBUTES,
+    PROMPT_LINKS,
     TRACE_COLLECTORS,
     GenerationRecord,
     JsonText,
     TraceAttributes,
     TraceRef,
-    linked_prompt,
     prompt_link,
 )
 from ._wire import Completion, RequestBody
@@ -277,8 +277,8 @@ def open_generation(
     opening[A.OBSERVATION_MODEL_PARAMETERS] = _json(
         tracing.redactor.json_text, body.model_parameters
     )
-    prompt = prompt_link(interaction.extensions) or linked_prompt(
-        interaction.contract_id, interaction.contract_version
+    prompt = prompt_link(interaction.extensions) or PROMPT_LINKS.get(
+        (interaction.contract_id, interaction.contract_version)
     )
     if prompt is not None:
         # Server: prompts link only to GENERATION observations, by name *and* version.

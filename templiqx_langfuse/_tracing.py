@@ -1,5 +1,5 @@
-"""What a call carries into tracing and brings back. Every runtime imports this, so it never
-imports langfuse or OpenTelemetry (~0.2 s): ``_recording`` and ``_export`` come with tracing on."""
+"""What a call carries into tracing and brings back; never imports langfuse or OpenTelemetry
+(~0.2 s): ``_recording`` and ``_export`` come with tracing on."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class TracedReceipt:
         found: Sequence[TraceRef],
         used: Sequence[Mapping[str, int]] = (),
     ) -> TracedReceipt:
-        """The receipt with the last trace and the last usage collected for it."""
+        """With the last trace and the last usage collected for the receipt."""
         usage = Usage.of(used[-1]) if used else None
         if not found:
             return cls(receipt, None, None, None, usage)
@@ -153,14 +153,6 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     return (name, version) if isinstance(version, int) and version >= 1 else None
 
 
-# Which prompt version a contract was last fetched from (``publish_contract`` keeps contract
-# id and version one-to-one with it): linked without entering the compiled interaction.
-_LINKS: dict[tuple[str, str], tuple[str, int]] = {}
-
-
-def link_prompt(contract_id: str, contract_version: str, name: str, version: int) -> None:
-    _LINKS[contract_id, contract_version] = (name, version)
-
-
-def linked_prompt(contract_id: str, contract_version: str) -> tuple[str, int] | None:
-    return _LINKS.get((contract_id, contract_version))
+#: The prompt version each (contract id, version) was last fetched from: linked without
+#: entering the compiled interaction (``publish_contract`` keeps them one-to-one).
+PROMPT_LINKS: dict[tuple[str, str], tuple[str, int]] = {}

@@ -32,13 +32,12 @@ from templiqx_langfuse import LangfuseConfig, aload_contract, load_contract, pub
 from templiqx_langfuse._prompts import (
     CONFIG_KEY,
     _refreshing,
-    clear_cache,
     contract_digest,
     publish_command,
 )
-from templiqx_langfuse._tracing import linked_prompt
+from templiqx_langfuse._tracing import PROMPT_LINKS
 
-from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi
+from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi, clear_cache
 
 HERE = Path(__file__).parent
 CONTRACT = HERE / "support.yaml"
@@ -215,7 +214,7 @@ def test_a_label_moved_while_cached_is_served_stale_then_refreshed_once(
     assert time.monotonic() - started < 0.4  # at once, not after the refresh
     assert stale.version == "1.0.0"
     wait_for(lambda: load_contract(f"langfuse:{NAME}", config=config).version == "1.1.0")
-    assert linked_prompt(NAME, "1.1.0") == (NAME, 2)
+    assert PROMPT_LINKS[NAME, "1.1.0"] == (NAME, 2)
 
 
 def test_by_version_and_the_reference_forms(fake: FakePromptApi, config: LangfuseConfig) -> None:
@@ -412,7 +411,7 @@ def test_the_same_fingerprint_from_langfuse_the_file_and_the_fallback(
     ]
     assert all(r is not None for r in receipts)
     assert len({r.model_dump_json() for r in receipts if r is not None}) == 1
-    assert linked_prompt(NAME, "1.0.0") == (NAME, 1)
+    assert PROMPT_LINKS[NAME, "1.0.0"] == (NAME, 1)
 
 
 def test_the_cli_takes_a_langfuse_reference_where_it_takes_a_contract_path(
