@@ -1,5 +1,4 @@
-"""Every host adapter's parts built and released in one place: a part built slightly
-differently (a key missing from the redactor) breaks a guarantee silently."""
+"""A host adapter's parts, built and released in one place (one built apart breaks silently)."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 class Tracing:
-    """Executions as Langfuse generations; a tracing failure is logged once, never reaches
-    the caller."""
+    """Executions as Langfuse generations; a failure is logged once, never the caller's."""
 
     def __init__(
         self, config: LangfuseConfig, redactor: Redactor, span_exporter: SpanExporter | None
@@ -83,8 +81,7 @@ class Tracing:
                 why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
             logger.warning("Langfuse tracing disabled: %s; executions still run", why)
         elif config.tracing:  # langfuse and OpenTelemetry are imported now, not mid-call
-            from ._export import ExportPipeline
-            from ._recording import open_generation
+            from ._export import ExportPipeline, open_generation
 
             self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
             self._open = open_generation
@@ -135,8 +132,7 @@ class Tracing:
                     self._idle.notify_all()
 
     def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """The messages as redacted JSON, cached per interaction unless masked (a mask need
-        not be pure)."""
+        """Redacted JSON, cached per interaction unless masked (a mask need not be pure)."""
         hit = self._inputs.get(id(interaction))
         if hit is not None and hit[0] is interaction:
             return hit[1]
@@ -160,8 +156,7 @@ class Tracing:
             return None
 
     def close(self) -> None:
-        """Wait (bounded) for calls in flight, not on an event loop's thread (its calls could
-        not end meanwhile), then flush within ``flush_timeout_s``."""
+        """Wait (bounded, never on a loop's thread) for calls in flight, then flush."""
         try:
             asyncio = sys.modules.get("asyncio")  # never imported for this alone
             waits = asyncio is None or not asyncio.get_running_loop()
@@ -190,8 +185,7 @@ os.register_at_fork(after_in_child=_forked)
 
 
 class Clients:
-    """Clients on deadline transports, one per event loop (a pool holds its loop's sockets),
-    through ``httpx.MockTransport``, which vcrpy patches."""
+    """Deadline-bound clients, one per event loop, through the ``MockTransport`` vcrpy patches."""
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")
@@ -213,11 +207,9 @@ class Clients:
         self._lent_async = async_transport
         self._owned = [] if transport else [DeadlineTransport(**self._options)]
         via = httpx.MockTransport((transport or self._owned[0]).handle_request)
-        # No redirects, no environment: ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read (a
-        # proxy sees where every call goes, and over plain ``http://`` the key itself).
+        # No environment: a proxy from ``HTTPS_PROXY`` would see every call (or the key).
         self.sync = httpx.Client(transport=via, follow_redirects=False, trust_env=False)
-        # Not weak (a pool references its loop): closed loops' entries are dropped when a
-        # new loop comes, their sockets closed as the loop and its transports are collected.
+        # Not weak (a pool references its loop): closed loops' are dropped as new ones come.
         self._async: dict[
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncDeadlineTransport]
         ] = {}
@@ -250,8 +242,7 @@ class Clients:
         return entry[0]
 
     def close(self, here: asyncio.AbstractEventLoop | None = None) -> list[AsyncDeadlineTransport]:
-        """Close all but lent transports, an async pool on its own loop; the pools of the
-        loop ``here`` are returned for the caller to await."""
+        """Close all but lent transports, each on its loop; those of ``here`` are returned."""
         with self._lock:
             taken = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
             self._async.clear()
@@ -314,8 +305,7 @@ class HostWiring:
         path: str = "/chat/completions",
         **options: Unpack[WiringOptions],
     ) -> HostWiring:
-        """Wire an adapter for ``model``'s endpoint ``path``; a build failing midway releases
-        what it made."""
+        """Wire an adapter for ``model``'s endpoint ``path`` (released if it fails midway)."""
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), *config.secrets()])
         clients = Clients(model, **options)
@@ -353,8 +343,7 @@ class HostWiring:
     def begin(
         self, call: RuntimeCall, first_token: Callable[[], datetime | None] = lambda: None
     ) -> RequestBody:
-        """The call's request body; its generation opens, finished by the port's outcome
-        (``first_token``: when a streaming adapter saw the first token)."""
+        """The call's request body; its generation opens (``first_token``: when streamed)."""
         model, strict = self.model.model, self.model.strict
         body = build_request_body(
             call.request.interaction, model=model, strict=strict, formats=self.formats
@@ -365,8 +354,7 @@ class HostWiring:
 
     @contextmanager
     def settled(self, runtime: RuntimeAdapter) -> Iterator[None]:
-        """Around a call's I/O: a ``WireFailure`` leaves as ``runtime``'s failure, redacted,
-        and so does a call done once ``runtime`` began closing (no result races close out)."""
+        """A ``WireFailure``, or a call done once ``runtime`` began closing, as its failure."""
         try:
             yield
             if runtime.closed:
@@ -377,8 +365,7 @@ class HostWiring:
             raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
     def close(self) -> None:
-        """Release the pools, close the tracing (its calls in flight end first: their I/O
-        aborted), drop the log filter."""
+        """Release the pools, then close the tracing (its calls in flight end first)."""
         try:
             self.clients.close()
             self.tracing.close()

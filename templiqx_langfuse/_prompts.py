@@ -50,8 +50,7 @@ if TYPE_CHECKING:
 CONFIG_KEY = "templiqx"
 #: One attempt per request: the caller's timeout is the whole cost of a Langfuse outage.
 ONCE: Any = {"max_retries": 0}
-#: What is read of one answer: a prompt holds one contract (kilobytes); a larger answer is
-#: cut there and refused as a prompt that does not parse.
+#: What is read of one answer (a contract is kilobytes): a larger one is refused.
 MAX_PROMPT_BYTES = 4 * 2**20
 # Langfuse's rules (packages/shared/src/features/prompts and utils/stringChecks.ts).
 _VARIABLE = re.compile(r"[^\W\d_]\w*")
@@ -73,8 +72,7 @@ def contract_digest(contract: Contract) -> str:
 
 
 def _node_text(node: dict[str, Any]) -> str:
-    """One content node in Langfuse's syntax: text, ``{{NAME}}`` for a plain ``inputs.NAME`` /
-    ``context.NAME``; any other node said to be the contract's to render."""
+    """Text, ``{{NAME}}`` for a plain ``inputs.NAME``/``context.NAME``, else a note."""
     kind = node["kind"]
     if kind == "text":
         return str(node["value"])
@@ -132,14 +130,12 @@ def path_name(name: str) -> str:
 _Api = TypeVar("_Api")
 _Keys = tuple[str, str, str, float]
 _sync_apis: dict[_Keys, LangfuseAPI] = {}
-# An async client's pooled connections belong to the loop that opened them: ours are per
-# loop (a host may run asyncio.run more than once), closed when it shuts down.
+# Per loop: an async pool's connections belong to the loop that opened them.
 _async_apis: weakref.WeakKeyDictionary[Any, _LoopApis] = weakref.WeakKeyDictionary()
 
 
 def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
-    """The host's client's API (never shut down here), else the SDK's generated client per
-    configuration: no ``Langfuse()`` singleton, no tracer."""
+    """The host's client's API (never shut down), else the generated client per config."""
     from langfuse.api import LangfuseAPI
 
     if client is not None:
@@ -159,8 +155,7 @@ def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLa
 
 
 class _LoopApis:
-    """One event loop's API clients, closed when it shuts down (``asyncio.run`` closes the
-    async generators started on it): sockets a run opened never outlive it."""
+    """One loop's API clients, closed as it shuts down (it closes its async generators)."""
 
     def __init__(self) -> None:
         self.apis: dict[_Keys, AsyncLangfuseAPI] = {}
@@ -260,8 +255,8 @@ def publish_contract(
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Published:
-    """Create a version of the chat prompt named after the contract's id, unless the latest
-    version holds the same contract (its labels are then added to that version)."""
+    """A new version of the chat prompt named after the contract's id, unless the latest holds
+    the contract (its labels are then added)."""
     from langfuse.api import CreateChatPromptRequest, CreateChatPromptType
 
     if not isinstance(contract, Contract):
@@ -354,8 +349,7 @@ class _Source:
         return f"langfuse:{self.name}@{self.label}"
 
     def cached(self) -> Contract | None:
-        """The cached contract (the hot path: a few dictionary lookups); once stale, one
-        caller starts its refresh on a thread."""
+        """The cached contract (a few lookups); once stale, one caller starts a refresh."""
         entry = _entries.get(self.key)
         if entry is None or time.monotonic() < entry[1]:
             return None if entry is None else entry[0]
@@ -375,8 +369,7 @@ class _Source:
         return self.checked(prompt)
 
     def checked(self, prompt: Any) -> Fetched:
-        """The contract a fetched version holds, checked as a file is (its digest and messages
-        matching, ``output_model`` too), linked to its prompt and cached."""
+        """The version's contract, checked as a file is and more, then linked and cached."""
         from langfuse.api import Prompt_Chat
 
         where = self.where
@@ -417,8 +410,7 @@ class _Source:
         return contract
 
     def fall_back(self, error: PortError, fallback: str | Path | None) -> Contract:
-        """The fallback file for a failed cold start, cached for the TTL like a fetched copy
-        (the next try is a background one); without one, the error."""
+        """The fallback file, cached for the TTL (retried in the background); else the error."""
         if fallback is None:
             raise error
         contract, diagnostics = read_contract(fallback)
@@ -530,8 +522,7 @@ async def aload_contract(
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
-    """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to now,
-    fetched afresh and cached under its number (an eval must not follow a moving label)."""
+    """The version ``reference`` resolves to now, fetched afresh (evals follow no label)."""
     fetched = _source(reference, ttl=cache_ttl_s).fetch()
     pinned = f"langfuse:{fetched.name}#{fetched.version}"
     _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
@@ -539,8 +530,7 @@ def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
 
 
 def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
-    """Entry point of ``templiqx.contract_sources``: ``langfuse:NAME@LABEL|#VERSION`` wherever
-    a contract path is taken (environment's Langfuse, default TTL); a failure is a diagnostic."""
+    """The ``templiqx.contract_sources`` entry point: a failure is a diagnostic."""
     try:
         return load_contract(reference), []
     except PortError as error:

@@ -1,5 +1,4 @@
-"""Secret redaction: every configured secret becomes ``[REDACTED]`` wherever text leaves,
-in each form it can take there (raw, JSON-escaped, percent-encoded, Basic-auth)."""
+"""Every configured secret becomes ``[REDACTED]`` wherever text leaves, in any form it takes."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def json_text(value: Any) -> str:
 
 
 class SecretHeaders(dict[str, str]):
-    """Headers carrying a credential: a traceback printed with its locals (``pytest -l``,
-    error trackers) shows their names, never their values."""
+    """Headers whose values a traceback printed with its locals never shows."""
 
     __slots__ = ()
 
@@ -65,8 +63,7 @@ class Redactor:
         # Longest first, so a secret containing another is replaced whole.
         self._secrets = sorted(values, key=len, reverse=True)
         self._needles = [secret.encode() for secret in self._secrets]
-        # The no-secret fast path searches a value's JSON bytes; a secret that JSON would
-        # escape could hide there, so such secrets always take the full walk.
+        # A secret JSON would escape hides from the fast path's search of the JSON bytes.
         self._json_searchable = all(
             '"' not in s and "\\" not in s and all(ord(c) >= 0x20 for c in s) for s in self._secrets
         )
@@ -96,8 +93,7 @@ class Redactor:
         return self._walk(data)
 
     def json_text(self, data: Any) -> str:
-        """``data`` as compact JSON, secrets redacted: in the text itself when no secret is
-        one JSON would escape (it then appears there verbatim), else in the data first."""
+        """Compact JSON, redacted in the text unless a secret is one JSON would escape."""
         if self._json_searchable:
             return self.text(json_text(data))
         return json_text(self._walk(data))
@@ -112,9 +108,7 @@ class Redactor:
         return data
 
 
-# httpx/httpcore log raw response headers and reason phrases at DEBUG, and OTel's OTLP
-# exporter logs Langfuse's reason phrase when an export fails; a server that echoes a
-# credential would put it in the host's logs. These are the loggers they use.
+# They log raw headers and reason phrases: a server echoing a credential would leak it.
 HTTP_LOGGERS = (
     "httpx",
     *(

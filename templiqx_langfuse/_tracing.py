@@ -1,5 +1,5 @@
 """What a call carries into tracing and brings back; never imports langfuse or OpenTelemetry
-(~0.2 s): ``_recording`` and ``_export`` come with tracing on."""
+(~0.2 s): ``_export`` comes with tracing on."""
 
 from __future__ import annotations
 
@@ -86,8 +86,7 @@ def scoped(var: contextvars.ContextVar[_T], value: _T) -> Iterator[None]:
 CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
     "templiqx_langfuse_trace_attributes", default=None
 )
-#: Span attributes an eval runner sets for the calls of one case (Langfuse's
-#: ``langfuse.experiment.*``); the generation also names itself the item's root observation.
+#: ``langfuse.experiment.*`` attributes an eval runner sets for the calls of one case.
 EXPERIMENT_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "templiqx_langfuse_experiment_attributes", default=None
 )
@@ -130,8 +129,7 @@ def collect_usage() -> AbstractContextManager[list[dict[str, int]]]:
 
 
 class GenerationRecord:
-    """One execution's generation, finished once by the port's outcome; this one (not
-    traced) only hands the usage to ``collect_usage``."""
+    """An untraced execution: it only hands the usage to ``collect_usage``."""
 
     def __init__(self) -> None:
         self._usage_sinks = _USAGE_SINKS.get()  # the caller's, where the call started
@@ -153,6 +151,5 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     return (name, version) if isinstance(version, int) and version >= 1 else None
 
 
-#: The prompt version each (contract id, version) was last fetched from: linked without
-#: entering the compiled interaction (``publish_contract`` keeps them one-to-one).
+#: The prompt each (contract id, version) was fetched from, linked outside the interaction.
 PROMPT_LINKS: dict[tuple[str, str], tuple[str, int]] = {}
