@@ -46,7 +46,6 @@ ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 _INPUT_CACHE_SIZE = 256
 #: How long ``close`` waits for calls in flight, their I/O aborted, to end.
 CLOSE_WAIT_S = 2.0
-_Opener = Callable[["Tracing", RuntimeCall, RequestBody, str], GenerationRecord | None]
 
 
 class WiringOptions(TypedDict, total=False):
@@ -72,7 +71,6 @@ class Tracing:
     ) -> None:
         self.config, self.redactor = config, redactor
         self.pipeline: ExportPipeline | None = None
-        self._open: _Opener | None = None
         # OTel's TracerProvider reads it too and would record nothing, silently.
         otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
         if config.tracing and (otel_off or not config.enabled):  # off on purpose: no warning
@@ -81,10 +79,9 @@ class Tracing:
                 why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
             logger.warning("Langfuse tracing disabled: %s; executions still run", why)
         elif config.tracing:  # langfuse and OpenTelemetry are imported now, not mid-call
-            from ._export import ExportPipeline, open_generation
+            from ._export import ExportPipeline
 
             self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
-            self._open = open_generation
         self._error_logged = threading.Event()
         #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
         self.on_ref: Callable[[TraceRef], None] | None = None
@@ -108,9 +105,11 @@ class Tracing:
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
         """The call's generation (untraced: usage only), in flight until ``finish``."""
         record = None
-        if self._open is not None and self.pipeline is not None:
+        if self.pipeline is not None:
+            from ._export import open_generation  # loaded with the pipeline
+
             try:
-                record = self._open(self, call, body, model)
+                record = open_generation(self, call, body, model)
             except Exception as error:
                 self.report_error("starting a generation", error)
         with self._idle:
@@ -290,10 +289,6 @@ class HostWiring:
     headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
     formats: ResponseFormats = field(default_factory=ResponseFormats)
-
-    @property
-    def http(self) -> httpx.Client:
-        return self.clients.sync
 
     @classmethod
     def build(

@@ -36,10 +36,8 @@ class SecretHeaders(dict[str, str]):
 
 
 def _encodings(secret: str) -> set[str]:
-    """The forms a secret takes in what we print or record: raw, inside a JSON string
-    (escaped once, or twice when a JSON body is itself quoted; ``\\uXXXX`` for non-ASCII
-    or, as Go writes it, for ``<>&``; ``\\/`` as some servers write ``/``), and
-    percent-encoded in a URL."""
+    """Raw, JSON-escaped once or twice (``\\uXXXX`` also for ``<>&`` as Go writes, ``\\/``),
+    and percent-encoded."""
     forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
     for ensure_ascii in (False, True):
         escaped = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]

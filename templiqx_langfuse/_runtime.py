@@ -68,7 +68,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
         """One bounded POST, traced; the port builds the receipt and finishes the generation."""
         wiring = self._wiring
         with wiring.settled(self):
-            with open_bounded(wiring.http, wiring.url, **self._begin(call)) as stream:
+            with open_bounded(wiring.clients.sync, wiring.url, **self._begin(call)) as stream:
                 body = stream.body()
             return _produced(stream, body)  # parsed once the connection is back
 

@@ -80,7 +80,7 @@ class TinyHost(RuntimeAdapter):
         wiring = self.wiring
         with wiring.settled(self):
             with open_bounded(
-                wiring.http,
+                wiring.clients.sync,
                 wiring.url,
                 content=body.content,
                 headers=wiring.headers,
@@ -194,7 +194,7 @@ def test_close_releases_what_the_wiring_built_and_leaves_a_hosts_transport_open(
     lent.execute(greeting_request)
     owned.close()
     lent.close()
-    assert owned.wiring.http.is_closed
+    assert owned.wiring.clients.sync.is_closed
     assert not {owned.wiring.redactor, lent.wiring.redactor} & set(live_redactors())
     # The host's transport still serves the host.
     with httpx.Client(transport=host_transport) as host_client:
