@@ -506,12 +506,10 @@ class Generation(GenerationRecord):
             else:
                 valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
                 repaired = repair is not None and repair.repairs(receipt)
-                pipeline = tracing.pipeline
-                posts_scores = pipeline is not None and pipeline.posts_scores
+                posts_scores = tracing.pipeline is not None and tracing.pipeline.posts_scores
+                usage_json = _json(redactor.json_text, usage) if usage else None
                 fields = {
-                    A.OBSERVATION_USAGE_DETAILS: _json(redactor.json_text, usage)
-                    if usage
-                    else None,
+                    A.OBSERVATION_USAGE_DETAILS: usage_json,
                     # Cost is inferred from the model that answered, as Langfuse's OpenAI's.
                     A.OBSERVATION_MODEL: completion.provider_model or None,
                     A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",

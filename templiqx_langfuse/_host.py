@@ -192,11 +192,8 @@ class Clients:
             (transport, DeadlineTransport),
             (async_transport, AsyncDeadlineTransport),
         ):
-            if lent is not None and not isinstance(lent, kind):
-                raise InvalidData(
-                    f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
-                    "transports cannot enforce the round-trip deadline"
-                )
+            if lent is not None and not isinstance(lent, kind):  # others lose the deadline
+                raise InvalidData(f"a lent transport must be a templiqx_langfuse.{kind.__name__}")
         most = model.max_connections  # keep-alive as AsyncOpenAI's
         self._options: dict[str, Any] = {
             "verify": options.get("ssl_context") or default_ssl_context(),

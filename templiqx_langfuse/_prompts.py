@@ -96,24 +96,15 @@ def check_publishable(contract: Contract) -> None:
     name = contract.id
     if name != name.strip() or name in _RESERVED_NAMES or len(name) > 255 or _BAD_NAME.search(name):
         raise InvalidData(f"contract id {name!r} is not a valid Langfuse prompt name")
-    if PROMPT_EXTENSION in contract.extensions:
-        raise Unsupported(
-            f"{name}: the {PROMPT_EXTENSION} extension links a file to a prompt by hand; "
-            "a published contract is linked to its own version (remove the extension)"
-        )
+    if PROMPT_EXTENSION in contract.extensions:  # a published one links to its own version
+        raise Unsupported(f"{name}: remove the {PROMPT_EXTENSION} extension to publish")
     if clash := sorted(set(contract.inputs) & set(contract.context)):
-        raise InvalidData(
-            f"{name}: {', '.join(clash)} named both an input and a context value: "
-            "both would be the same Langfuse variable"
-        )
+        raise InvalidData(f"{name}: {', '.join(clash)}: one Langfuse variable for two values")
 
 
 def check_label(label: str) -> str:
-    if not _LABEL.fullmatch(label) or label == "latest":
-        raise InvalidData(
-            f"label {label!r}: lowercase letters, digits, '_', '-' or '.', at most 36 "
-            "characters, and not 'latest' (Langfuse moves it itself)"
-        )
+    if not _LABEL.fullmatch(label) or label == "latest":  # Langfuse moves 'latest' itself
+        raise InvalidData(f"label {label!r}: up to 36 of a-z 0-9 _ - . and not 'latest'")
     return label
 
 
@@ -282,10 +273,8 @@ def publish_contract(
         return Published(name, latest.version, False, digest)
     earlier = held.get("contract") if isinstance(held, dict) else None
     if isinstance(earlier, dict) and earlier.get("version") == contract.version:
-        raise InvalidData(
-            f"{where}#{latest.version} holds another contract with version "
-            f"{contract.version!r}: bump the contract's version (generations are linked "
-            "to a prompt version by contract id and version)"
+        raise InvalidData(  # generations link to prompts by contract id and version
+            f"{where}#{latest.version}: another contract, same version: bump the contract's version"
         )
     request = CreateChatPromptRequest(
         name=name,
@@ -395,10 +384,7 @@ class _Source:
             for m in prompt.prompt
         ]
         if messages != chat_messages(contract):
-            raise InvalidData(
-                f"{where}: its messages differ from its contract's (edited in Langfuse?); "
-                "edit the contract and publish it"
-            )
+            raise InvalidData(f"{where}: its messages differ from its contract's (edited?)")
         if self.model is not None:
             check_output_model(contract, self.model)
         PROMPT_LINKS[contract.id, contract.version] = (prompt.name, prompt.version)
@@ -540,8 +526,7 @@ def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
 def publish_command(argv: list[str]) -> int:
     """``templiqx publish``: exit 0 saying what happened, 1 on failure, 2 on bad usage."""
     about = "publish a contract as a version of the Langfuse chat prompt named after its id"
-    keys = "Langfuse from LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY and LANGFUSE_BASE_URL"
-    parser = argparse.ArgumentParser(prog="templiqx publish", description=about, epilog=keys)
+    parser = argparse.ArgumentParser(prog="templiqx publish", description=about)
     parser.add_argument("contract", help="contract YAML (templiqx/v1alpha1)")
     parser.add_argument(
         "--label", action="append", default=[], help="a label the version gets (repeatable)"
