@@ -10,7 +10,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -323,14 +323,6 @@ class HostWiring:
             ),
             tracing=tracing,
         )
-
-    @staticmethod
-    def configs_from_env(
-        env: Mapping[str, str] | None = None,
-    ) -> tuple[ModelConfig, LangfuseConfig]:
-        """Both configurations from the environment: ``cls(*HostWiring.configs_from_env())``."""
-        environ = os.environ if env is None else env
-        return ModelConfig.from_env(environ), LangfuseConfig.from_env(environ)
 
     def begin(
         self, call: RuntimeCall, first_token: Callable[[], datetime | None] = lambda: None

@@ -228,8 +228,7 @@ class Fetched(NamedTuple):
     version: int
 
 
-@dataclass(frozen=True)
-class Published:
+class Published(NamedTuple):
     """What ``publish_contract`` did (``created`` False: the latest version held it)."""
 
     name: str

@@ -3,6 +3,7 @@ keeps the port's default projection: SSE is ``templiqx_streaming_host``'s)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, Unpack
 
@@ -42,7 +43,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseTracedRuntime:
         """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables."""
-        return cls(*HostWiring.configs_from_env(env), **kwargs)
+        environ = os.environ if env is None else env
+        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor

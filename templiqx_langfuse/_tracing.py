@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from templiqx_core import ExecutionReceipt
 from templiqx_core.adapters import CallOutcome
@@ -25,8 +25,7 @@ class JsonText(str):
     """A value already serialized (and redacted): written as it is."""
 
 
-@dataclass(frozen=True)
-class TraceAttributes:
+class TraceAttributes(NamedTuple):
     """User, session and tags of the Langfuse trace."""
 
     tags: tuple[str, ...] = ()

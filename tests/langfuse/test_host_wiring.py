@@ -70,7 +70,7 @@ class TinyHost(RuntimeAdapter):
 
     @classmethod
     def from_env(cls, env: dict[str, str], **options: Unpack[WiringOptions]) -> TinyHost:
-        return cls(*HostWiring.configs_from_env(env), **options)
+        return cls(ModelConfig.from_env(env), LangfuseConfig.from_env(env), **options)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -254,9 +254,6 @@ def test_from_env_reads_both_configurations(
         "LANGFUSE_PUBLIC_KEY": f"{PUBLIC_KEY}-env",
         "LANGFUSE_SECRET_KEY": SECRET_KEY,
     }
-    model_config, langfuse_config = HostWiring.configs_from_env(env)
-    assert model_config == ModelConfig.from_env(env)
-    assert langfuse_config == LangfuseConfig.from_env(env)
     with TinyHost.from_env(env, span_exporter=InMemorySpanExporter()) as host:
         assert host.wiring.tracing.pipeline is not None
         assert host.wiring.redactor.text(f"{SECRET_KEY} {MODEL_KEY}") == f"{REDACTED} {REDACTED}"

@@ -4,6 +4,7 @@ the composition root of the ``openai-stream`` entry point (``templiqx.runtimes``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Unpack
@@ -62,7 +63,8 @@ class StreamingHostRuntime(RuntimeAdapter):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> StreamingHostRuntime:
         """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*``, as the Langfuse adapter."""
-        return cls(*HostWiring.configs_from_env(env), **kwargs)
+        environ = os.environ if env is None else env
+        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
