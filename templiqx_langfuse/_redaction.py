@@ -60,7 +60,6 @@ class Redactor:
         values = {form for value in values for form in _encodings(value)}
         # Longest first, so a secret containing another is replaced whole.
         self._secrets = sorted(values, key=len, reverse=True)
-        self._needles = [secret.encode() for secret in self._secrets]
         # A secret JSON would escape hides from the fast path's search of the JSON bytes.
         self._json_searchable = all(
             '"' not in s and "\\" not in s and all(ord(c) >= 0x20 for c in s) for s in self._secrets
@@ -77,18 +76,7 @@ class Redactor:
 
     def value(self, data: Any) -> Any:
         """Redact strings anywhere inside a JSON-like value (keys included)."""
-        if not self._secrets:
-            return data
-        if isinstance(data, str):
-            return self.text(data)
-        if self._json_searchable:
-            try:
-                blob = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
-            except (TypeError, orjson.JSONEncodeError):
-                blob = None
-            if blob is not None and not any(needle in blob for needle in self._needles):
-                return data
-        return self._walk(data)
+        return self._walk(data) if self._secrets else data
 
     def json_text(self, data: Any) -> str:
         """Compact JSON, redacted in the text unless a secret is one JSON would escape."""
