@@ -17,6 +17,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -472,26 +473,24 @@ def _json(serialize: Callable[[Any], str], value: Any) -> str:
         return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
 
 
+@dataclass(eq=False)
 class Generation(GenerationRecord):
     """A live generation; what is known only at its end is set in ``finish``."""
 
-    def __init__(
-        self,
-        tracing: Tracing,
-        span: otel_trace.Span,
-        ref: TraceRef,
-        opening: dict[str, Any],
-        metadata: dict[str, Any],
-        repair: RepairAttempt | None,
-    ) -> None:
+    tracing: Tracing
+    span: otel_trace.Span
+    ref: TraceRef
+    opening: dict[str, Any]
+    metadata: dict[str, Any]
+    repair: RepairAttempt | None
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self._tracing, self._span, self.ref = tracing, span, ref
-        self._opening, self._metadata, self._repair = opening, metadata, repair
 
     def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
         """Serialized once (the SDK's per-field ``json.dumps`` costs more than the call)."""
         super().finish(outcome)
-        tracing, redactor, repair = self._tracing, self._tracing.redactor, self._repair
+        tracing, redactor, repair = self.tracing, self.tracing.redactor, self.repair
         receipt, completion, output = outcome.receipt, outcome.details, None
         try:
             if receipt is None or not isinstance(completion, Completion):
@@ -502,7 +501,7 @@ class Generation(GenerationRecord):
                     A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
                     A.OBSERVATION_STATUS_MESSAGE: f"{code}: {detail}" if detail else code,
                 }
-                metadata = {**self._metadata, "error_code": code, "error_detail": detail}
+                metadata = {**self.metadata, "error_code": code, "error_detail": detail}
             else:
                 valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
                 repaired = repair is not None and repair.repairs(receipt)
@@ -517,7 +516,7 @@ class Generation(GenerationRecord):
                     SCORE_ATTRIBUTE: valid if posts_scores else None,  # posted once it arrived
                 }
                 metadata = {
-                    **self._metadata,
+                    **self.metadata,
                     "output_fingerprint": receipt.output_fingerprint,
                     "output_schema_valid": valid,
                     "finish_reason": completion.finish_reason,
@@ -530,7 +529,7 @@ class Generation(GenerationRecord):
             if tracing.config.mask is not None:  # the input was masked when serialized
                 output = None if output is None else tracing.masked("output", output)
                 metadata = tracing.masked("metadata", metadata)
-            attributes = self._opening | fields
+            attributes = self.opening | fields
             if output is not None:
                 attributes[A.OBSERVATION_OUTPUT] = _json(redactor.json_text, output)
             if metadata:  # one JSON object, which the server parses (parseMetadataAttribute)
@@ -543,14 +542,14 @@ class Generation(GenerationRecord):
                     .replace("+00:00", "Z")
                 )
             attributes = bounded(attributes)
-            self._span.set_attributes(attributes)
+            self.span.set_attributes(attributes)
             if attributes.get(A.OBSERVATION_LEVEL) == "ERROR":
                 message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
-                self._span.set_status(Status(StatusCode.ERROR, message))
+                self.span.set_status(Status(StatusCode.ERROR, message))
         except Exception as error:  # tracing must never fail the call
             tracing.report_error("ending a generation", error)
         finally:  # ended whatever happened: an open span is never exported
-            self._span.end()
+            self.span.end()
 
 
 def open_generation(

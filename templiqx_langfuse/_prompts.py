@@ -329,12 +329,7 @@ class _Source:
     client: Any
     model: type[BaseModel] | None  # a typed contract's output model, checked on each fetch
     key: tuple[Any, ...]
-
-    @property
-    def where(self) -> str:
-        if self.version is not None:
-            return f"langfuse:{self.name}#{self.version}"
-        return f"langfuse:{self.name}@{self.label}"
+    where: str  # langfuse:NAME#VERSION or langfuse:NAME@LABEL
 
     def cached(self) -> Contract | None:
         """The cached contract (a few lookups); once stale, one caller starts a refresh."""
@@ -394,20 +389,6 @@ class _Source:
         _entries[self.key] = (contract, time.monotonic() + self.ttl)
         return contract
 
-    def fall_back(self, error: PortError, fallback: str | Path | None) -> Contract:
-        """The fallback file, cached for the TTL (retried in the background); else the error."""
-        if fallback is None:
-            raise error
-        contract, diagnostics = read_contract(fallback)
-        if contract is None:
-            first = diagnostics[0]
-            raise InvalidData(f"{self.where}: {error}; fallback {fallback}: {first.message}")
-        if self.model is not None:
-            check_output_model(contract, self.model)
-        note = "%s: %s; serving the fallback %s (retried in the background)"
-        _log.warning(note, self.where, error, fallback)
-        return self.store(contract)
-
     def refresh(self) -> None:
         """A failure keeps the last good copy one more TTL (logged)."""
         try:
@@ -421,7 +402,8 @@ class _Source:
                 _refreshing.discard(self.key)
 
     def cold(self, fallback: str | Path | None) -> Contract:
-        """Concurrent cold loads of one key make one request."""
+        """One request for concurrent cold loads of a key; a failure serves ``fallback``
+        (cached for the TTL, retried in the background)."""
         with _lock:
             cold = _cold_locks.setdefault(self.key, threading.Lock())
         with cold:
@@ -430,7 +412,17 @@ class _Source:
             try:
                 return self.fetch().contract
             except PortError as error:
-                return self.fall_back(error, fallback)
+                if fallback is None:
+                    raise
+                contract, diagnostics = read_contract(fallback)
+                if contract is None:
+                    why = diagnostics[0].message
+                    raise InvalidData(f"{self.where}: {error}; {fallback}: {why}") from None
+                if self.model is not None:
+                    check_output_model(contract, self.model)
+                note = "%s: %s; serving the fallback %s (retried in the background)"
+                _log.warning(note, self.where, error, fallback)
+                return self.store(contract)
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: True is not version 1
@@ -468,7 +460,8 @@ def _source(
         chosen = config or env_config()
         where = (chosen.base_url, chosen.keys()[0])
     key = (*where, name, label, version, model)
-    return _Source(name, label, version, ttl, config, client, model, key)
+    named = f"langfuse:{name}#{version}" if version is not None else f"langfuse:{name}@{label}"
+    return _Source(name, label, version, ttl, config, client, model, key, named)
 
 
 def load_contract(
