@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 import requests
 from langfuse import LangfuseOtelSpanAttributes as A
@@ -38,7 +37,6 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from templiqx_core import codes
 from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
-from ._bounded_http import BoundedTransport
 from ._config import LangfuseConfig
 from ._redaction import SecretHeaders
 from ._tracing import (
@@ -133,16 +131,16 @@ def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
         yield spans[start:]
 
 
-_Route = tuple[httpx.Client, str, Mapping[str, str]]  # client, URL, headers
+_Route = tuple[_PinnedSession, str]  # the scores session and URL
 
 
 def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
     """Scores rejected (a 207), else raises; the generated client's costs ~500 µs a score."""
-    http, url, headers = route
+    session, url = route
     until = time.monotonic() + budget_s
     for attempt in range(SCORE_TRIES):
         try:
-            answer = http.post(url, content=body, headers=headers)
+            answer = session.post(url, data=body, timeout=budget_s)
             if answer.status_code == 207:
                 try:
                     count = orjson.loads(answer.content).get("rejected")
@@ -153,7 +151,7 @@ def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
                 return 0
             retry = answer.status_code >= 500 or answer.status_code in (408, 409, 429)
             why = f"HTTP {answer.status_code}"
-        except httpx.TransportError as error:
+        except requests.RequestException as error:
             retry, why = True, type(error).__name__
         pause = 2.0**attempt
         if not retry or attempt + 1 == SCORE_TRIES or time.monotonic() + pause > until:
@@ -249,8 +247,7 @@ class ExportPipeline:
     def __init__(self, config: LangfuseConfig, *, span_exporter: SpanExporter | None) -> None:
         self.config = config
         base = config.base_url.rstrip("/")
-        self._session: _PinnedSession | None = None
-        self._http: httpx.Client | None = None
+        self._sessions: list[_PinnedSession] = []
         scores = None
         if span_exporter is None:  # a host's exporter sends where and how it sees fit
             credentials = ":".join(config.keys()).encode()
@@ -268,21 +265,18 @@ class ExportPipeline:
                 "content-encoding": "gzip",
                 "x-langfuse-ingestion-version": "4",
             }
-            self._session = _PinnedSession(SecretHeaders({**headers, **otlp_headers}))
+            json_headers = {"content-type": "application/json", "accept-encoding": "identity"}
+            self._sessions = [
+                _PinnedSession(SecretHeaders({**headers, **otlp_headers})),
+                _PinnedSession(SecretHeaders({**headers, **json_headers})),
+            ]
             span_exporter = OTLPSpanExporter(
                 endpoint=base + OTLP_TRACES_PATH,
                 timeout=config.timeout_s,
                 compression=Compression.Gzip,
-                session=self._session,
+                session=self._sessions[0],
             )
-            self._http = httpx.Client(
-                transport=BoundedTransport(MAX_RESPONSE_BYTES),
-                trust_env=False,
-                timeout=config.timeout_s,
-                headers={"accept-encoding": "identity"},
-            )
-            json_headers = SecretHeaders({**headers, "content-type": "application/json"})
-            scores = (self._http, base + SCORES_PATH, json_headers)
+            scores = (self._sessions[1], base + SCORES_PATH)
         self.delivery = _Delivery(span_exporter, config, scores)
         self.posts_scores = scores is not None and config.schema_score_name is not None
         rate = config.sample_rate  # by trace id, as the SDK's: a trace's spans all agree
@@ -341,9 +335,8 @@ class ExportPipeline:
                 "Langfuse flush did not finish within %.1f s; pending traces dropped",
                 self.config.flush_timeout_s,
             )
-        for resource in (self._session, self._http):
-            if resource is not None:
-                resource.close()
+        for session in self._sessions:
+            session.close()
 
 
 _LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()  # flushed on SIGTERM
@@ -384,10 +377,7 @@ def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
         if not (isinstance(current, functools.partial) and current.func is _on_sigterm):
             signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, current))
     except ValueError:  # not the main thread (or not the main interpreter)
-        logger.warning(
-            "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
-            "SIGTERM will not flush"
-        )
+        logger.warning("Langfuse flush_on_sigterm: built off the main thread, SIGTERM won't flush")
         return
     _LIVE.add(pipeline)
 

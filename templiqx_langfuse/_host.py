@@ -218,10 +218,7 @@ class Clients:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # trio, curio: httpx's asyncio pool cannot serve them
-            raise Unsupported(
-                "aexecute runs on an asyncio event loop (uvloop included); from trio, "
-                "call execute in a worker thread (trio.to_thread.run_sync)"
-            ) from None
+            raise Unsupported("aexecute needs asyncio: from trio, execute on a thread") from None
         entry = self._async.get(loop)
         if entry is None:
             with self._lock:
