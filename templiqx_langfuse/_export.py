@@ -230,9 +230,6 @@ class _Delivery(SpanExporter):
             self._shut = True
             self.inner.shutdown()
 
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
 
 def _in_thread(work: Callable[[], object]) -> threading.Thread:
     """OTel's flush and shutdown have no deadline: the caller joins this with its own."""
@@ -331,10 +328,8 @@ class ExportPipeline:
         closing.join(self.config.flush_timeout_s)
         if closing.is_alive():
             self.delivery.shutdown()  # cuts a retry pause short
-            logger.warning(
-                "Langfuse flush did not finish within %.1f s; pending traces dropped",
-                self.config.flush_timeout_s,
-            )
+            waited = self.config.flush_timeout_s
+            logger.warning("Langfuse flush: traces pending after %.1f s dropped", waited)
         for session in self._sessions:
             session.close()
 

@@ -96,11 +96,7 @@ class Tracing:
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
             self._error_logged.set()
-            logger.warning(
-                "Langfuse tracing error while %s (%s); executions are unaffected",
-                what,
-                type(error).__name__,
-            )
+            logger.warning("Langfuse tracing: %s failed (%s)", what, type(error).__name__)
 
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
         """The call's generation (untraced: usage only), in flight until ``finish``."""
