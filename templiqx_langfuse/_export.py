@@ -598,10 +598,7 @@ def open_generation(
         except Exception as error:  # a surface's callback never fails the call
             tracing.report_error("reporting a trace URL", error)
     # Tags are a list of strings: redacted item by item, as every string that leaves.
-    opening = {
-        key: tracing.redactor.value(value) if isinstance(value, (str, list, tuple)) else value
-        for key, value in trace.items()
-    }
+    opening = {key: tracing.redactor.value(value) for key, value in trace.items()}
     opening[A.OBSERVATION_INPUT] = tracing.input_json(interaction)
     opening[A.OBSERVATION_MODEL_PARAMETERS] = _json(
         tracing.redactor.json_text, body.model_parameters
