@@ -521,11 +521,8 @@ class Generation(GenerationRecord):
                 present = {key: value for key, value in metadata.items() if value is not None}
                 attributes[A.OBSERVATION_METADATA] = _json(redactor.json_text, present)
             if first_token_at is not None:  # time to first token: a plain ISO string
-                attributes[A.OBSERVATION_COMPLETION_START_TIME] = (
-                    first_token_at.astimezone(UTC)
-                    .isoformat(timespec="microseconds")
-                    .replace("+00:00", "Z")
-                )
+                first = first_token_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                attributes[A.OBSERVATION_COMPLETION_START_TIME] = first
             attributes = bounded(attributes)
             self.span.set_attributes(attributes)
             if attributes.get(A.OBSERVATION_LEVEL) == "ERROR":
