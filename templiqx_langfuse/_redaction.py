@@ -18,14 +18,6 @@ REDACTED = "[REDACTED]"
 _MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
 
 
-def json_text(value: Any) -> str:
-    """Compact JSON; a value orjson refuses (a big int, an odd key) through ``json``."""
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, default=str, ensure_ascii=False)
-
-
 class SecretHeaders(dict[str, str]):
     """Headers whose values a traceback printed with its locals never shows."""
 
@@ -80,9 +72,12 @@ class Redactor:
 
     def json_text(self, data: Any) -> str:
         """Compact JSON, redacted in the text unless a secret is one JSON would escape."""
-        if self._json_searchable:
-            return self.text(json_text(data))
-        return json_text(self._walk(data))
+        value = data if self._json_searchable else self._walk(data)
+        try:
+            text = orjson.dumps(value).decode()
+        except (TypeError, orjson.JSONEncodeError):  # a big int, an odd key
+            text = json.dumps(value, default=str, ensure_ascii=False)
+        return self.text(text) if self._json_searchable else text
 
     def _walk(self, data: Any) -> Any:
         if isinstance(data, str):
