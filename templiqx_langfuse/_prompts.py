@@ -16,8 +16,6 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote
@@ -193,7 +191,7 @@ def _own(
     return mine[key]
 
 
-@contextmanager
+@contextlib.contextmanager
 def api_errors(where: str) -> Iterator[None]:
     """A failed Langfuse request as a typed error (never its body: it may echo a key)."""
     from langfuse.api.core.api_error import ApiError
@@ -309,8 +307,7 @@ _lock = threading.Lock()
 _cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
 
 
-@dataclass(slots=True)
-class _Source:
+class _Source(NamedTuple):
     """One prompt version or label, and how to fetch, check and cache it."""
 
     name: str
