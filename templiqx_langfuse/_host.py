@@ -74,10 +74,8 @@ class Tracing:
         # OTel's TracerProvider reads it too and would record nothing, silently.
         otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
         if config.tracing and (otel_off or not config.enabled):  # off on purpose: no warning
-            why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
-            if otel_off:
-                why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
-            logger.warning("Langfuse tracing disabled: %s; executions still run", why)
+            why = f"{ENV_OTEL_SDK_DISABLED}=true" if otel_off else "a LANGFUSE_*_KEY unset"
+            logger.warning("Langfuse tracing disabled (%s); executions still run", why)
         elif config.tracing:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._export import ExportPipeline
 
