@@ -9,7 +9,6 @@ import ssl
 import sys
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracin
 logger = logging.getLogger("templiqx_langfuse")
 #: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
 ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
-_INPUT_CACHE_SIZE = 256
 #: How long ``close`` waits for calls in flight, their I/O aborted, to end.
 CLOSE_WAIT_S = 2.0
 
@@ -83,9 +81,6 @@ class Tracing:
         self._error_logged = threading.Event()
         #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
         self.on_ref: Callable[[TraceRef], None] | None = None
-        # Holding the interaction keeps its id from being reused while it is cached.
-        self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
-        self._inputs_lock = threading.Lock()
         # Calls between ``start`` and ``finish``: ``close`` waits for them.
         self._in_flight = 0
         self._idle = threading.Condition(threading.Lock())
@@ -125,20 +120,11 @@ class Tracing:
                     self._idle.notify_all()
 
     def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """Redacted JSON, cached per interaction unless masked (a mask need not be pure)."""
-        hit = self._inputs.get(id(interaction))
-        if hit is not None and hit[0] is interaction:
-            return hit[1]
+        """The messages as redacted JSON (masked first: None if the mask raised)."""
         messages: Any = [{"role": m.role, "content": m.content} for m in interaction.messages]
         if self.config.mask is not None:
             messages = self.masked("input", messages)
-            return None if messages is None else JsonText(self.redactor.json_text(messages))
-        text = JsonText(self.redactor.json_text(messages))
-        with self._inputs_lock:
-            self._inputs[id(interaction)] = (interaction, text)
-            if len(self._inputs) > _INPUT_CACHE_SIZE:
-                self._inputs.popitem(last=False)
-        return text
+        return None if messages is None else JsonText(self.redactor.json_text(messages))
 
     def masked(self, field: str, data: Any) -> Any:
         """None (the field is dropped) if the mask raises."""
