@@ -342,8 +342,7 @@ def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
     """Live pipelines flush on threads joined within their bound, then ``previous`` (a host's
     handler, ignored, or the default action); nested in ours, it hands on at once."""
     global _flushing
-    flushes = not _flushing
-    _flushing = True
+    flushes, _flushing = not _flushing, True
     try:
         if flushes:
             try:
@@ -407,14 +406,11 @@ def _head(text: str, limit: int) -> str:
 
 def _bounded_text(text: str, limit: int, *, as_json: bool) -> str:
     """Cut to its head and a visible marker; JSON stays a JSON object (as metadata must)."""
-    if text.isascii():
-        size = len(text)
-    else:
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError:  # a lone surrogate: it would fail the whole batch
-            text = text.encode("utf-8", "replace").decode("utf-8")
-            size = len(text.encode("utf-8"))
+    try:
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: it would fail the whole batch
+        text = text.encode("utf-8", "replace").decode("utf-8")
+        size = len(text.encode("utf-8"))
     if size <= limit:
         return text
     if not as_json:
