@@ -58,8 +58,6 @@ if TYPE_CHECKING:  # ``_host`` imports this module when tracing is on
 
 logger = logging.getLogger("templiqx_langfuse")
 
-OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
-SCORES_PATH = "/api/public/scores"
 #: Spans waiting (each bounded): a burst beyond loses its oldest, the caller never waits.
 MAX_QUEUE = 10_000
 #: Per export request: Langfuse logs bodies over 16 MB as oversized, OTel drops over 64 MiB.
@@ -268,12 +266,12 @@ class ExportPipeline:
                 _PinnedSession(SecretHeaders({**headers, **json_headers})),
             ]
             span_exporter = OTLPSpanExporter(
-                endpoint=base + OTLP_TRACES_PATH,
+                endpoint=base + "/api/public/otel/v1/traces",
                 timeout=config.timeout_s,
                 compression=Compression.Gzip,
                 session=self._sessions[0],
             )
-            scores = (self._sessions[1], base + SCORES_PATH)
+            scores = (self._sessions[1], base + "/api/public/scores")
         self.delivery = _Delivery(span_exporter, config, scores)
         self.posts_scores = scores is not None and config.schema_score_name is not None
         rate = config.sample_rate  # by trace id, as the SDK's: a trace's spans all agree

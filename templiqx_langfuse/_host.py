@@ -319,9 +319,7 @@ class HostWiring:
         try:
             yield
             if runtime.closed:
-                raise WireFailure(
-                    RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
-                )
+                raise WireFailure(RuntimeFailureCode.UNAVAILABLE, "the runtime closed mid-call")
         except WireFailure as failure:
             raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
