@@ -296,7 +296,6 @@ def promote_label(
 
 _log = logging.getLogger("templiqx_langfuse.prompts")
 SCHEME = "langfuse:"
-DEFAULT_LABEL = "production"  # Langfuse's default label
 _REFERENCE = re.compile(r"langfuse:(?P<name>[^@#]+)(?:@(?P<label>[^@#]+)|#(?P<version>[0-9]+))?")
 
 
@@ -427,7 +426,7 @@ def _target(reference: str, label: str | None, version: int | None) -> tuple[str
         version = int(named_version)
     if isinstance(version, bool) or (version is not None and not 1 <= version < 2**31):
         raise InvalidData(f"{reference}: a version is a whole number from 1")
-    chosen = check_label(named_label or label or DEFAULT_LABEL)
+    chosen = check_label(named_label or label or "production")  # Langfuse's default
     return found["name"], chosen if version is None else "", version
 
 
