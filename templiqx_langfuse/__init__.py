@@ -11,7 +11,7 @@ import typing as _typing
 if _typing.TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
     from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-    from ._prompts import Published, aload_contract, load_contract, promote_label, publish_contract
+    from ._prompts import Published, load_contract, promote_label, publish_contract
     from ._redaction import REDACTED, Redactor
     from ._retry import RetryingRuntime
     from ._runtime import ADAPTER_ID, LangfuseTracedRuntime
@@ -43,7 +43,6 @@ __all__ = [
     "TracedReceipt",
     "Usage",
     "__version__",
-    "aload_contract",
     "collect_traces",
     "load_contract",
     "promote_label",
@@ -60,7 +59,6 @@ if not _typing.TYPE_CHECKING:
             "._deadline": ("AsyncDeadlineTransport", "DeadlineTransport"),
             "._prompts": (
                 "Published",
-                "aload_contract",
                 "load_contract",
                 "promote_label",
                 "publish_contract",

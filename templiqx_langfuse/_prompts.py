@@ -471,23 +471,6 @@ def load_contract(
     return cached if cached is not None else source.cold(fallback)
 
 
-async def aload_contract(
-    reference: str,
-    *,
-    label: str | None = None,
-    version: int | None = None,
-    cache_ttl_s: float = 60.0,
-    fallback: str | Path | None = None,
-    output_model: type[BaseModel] | None = None,
-    config: LangfuseConfig | None = None,
-    client: Langfuse | None = None,
-) -> Contract:
-    """``load_contract`` on an event loop: a cold load waits on a worker thread."""
-    source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
-    cached = source.cached()
-    return cached if cached is not None else await asyncio.to_thread(source.cold, fallback)
-
-
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
     """The version ``reference`` resolves to now, fetched afresh (evals follow no label)."""
     fetched = _source(reference, ttl=cache_ttl_s).fetch()

@@ -3,7 +3,6 @@ the background, with a fallback), linked generations, against a loopback prompt 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import subprocess
@@ -11,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +18,6 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from templiqx_core import (
-    Contract,
     InvalidData,
     IoFailure,
     RenderRequest,
@@ -28,10 +27,9 @@ from templiqx_core import (
     execute_contract,
 )
 from templiqx_core._compiler import read_contract
-from templiqx_langfuse import LangfuseConfig, aload_contract, load_contract, publish_contract
+from templiqx_langfuse import LangfuseConfig, load_contract, publish_contract
 from templiqx_langfuse._prompts import (
     CONFIG_KEY,
-    _refreshing,
     contract_digest,
     publish_command,
 )
@@ -240,8 +238,7 @@ def test_a_langfuse_that_compresses_what_its_client_accepts_is_read(
     fake.compress = True
     publish_contract(CONTRACT, labels=["staging"], config=config)
     assert load_contract(f"langfuse:{NAME}", label="staging", config=config).id == NAME
-    loaded = asyncio.run(aload_contract(f"langfuse:{NAME}", version=1, config=config))
-    assert loaded.id == NAME
+    assert load_contract(f"langfuse:{NAME}", version=1, config=config).id == NAME
 
 
 def test_a_bool_version_is_refused_even_after_version_1_was_loaded(
@@ -355,41 +352,14 @@ def test_1000_threads_after_the_ttl_make_one_refresh_request(
     assert fake.gets() == before + 1
 
 
-def test_1000_tasks_after_the_ttl_make_one_refresh_request(
-    fake: FakePromptApi, config: LangfuseConfig
-) -> None:
-    publish_contract(CONTRACT, labels=["production"], config=config)
-
-    async def main() -> int:
-        await aload_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=0.05)
-        fake.delay_s = 0.2
-        await asyncio.sleep(0.06)
-        before = fake.gets()
-        found = await asyncio.gather(
-            *(aload_contract(f"langfuse:{NAME}", config=config) for _ in range(1000))
-        )
-        assert {c.id for c in found} == {NAME}
-        for _ in range(500):  # the refresh finishes (bounded)
-            if not _refreshing:
-                break
-            await asyncio.sleep(0.01)
-        return fake.gets() - before
-
-    assert asyncio.run(main()) == 1
-
-
 def test_concurrent_cold_loads_share_one_request(
     fake: FakePromptApi, config: LangfuseConfig
 ) -> None:
     publish_contract(CONTRACT, labels=["production"], config=config)
     fake.delay_s = 0.1
 
-    async def main() -> None:
-        await asyncio.gather(
-            *(aload_contract(f"langfuse:{NAME}", config=config) for _ in range(50))
-        )
-
-    asyncio.run(main())
+    with ThreadPoolExecutor(50) as pool:
+        list(pool.map(lambda _: load_contract(f"langfuse:{NAME}", config=config), range(50)))
     assert fake.gets() == 2  # publish's look at the latest version, then one load
 
 
@@ -587,59 +557,26 @@ def test_a_host_langfuse_client_is_used_and_left_open(
     )
     try:
         assert load_contract(f"langfuse:{NAME}", client=host).id == NAME
-        loaded = asyncio.run(aload_contract(f"langfuse:{NAME}@staging", client=host))
-        assert loaded.id == NAME
+        assert load_contract(f"langfuse:{NAME}@staging", client=host).id == NAME
         assert host.api.prompts.get(NAME).version == 1  # still open, still usable
     finally:
         host.shutdown()
 
 
-def test_an_async_cold_start_with_langfuse_down_serves_the_fallback_once(
+def test_concurrent_cold_loads_with_langfuse_down_serve_the_fallback_once(
     fake: FakePromptApi, config: LangfuseConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.delay_s = 3.0
 
-    async def main() -> set[str]:
-        loads = (
-            aload_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT) for _ in range(20)
-        )
-        return {c.id for c in await asyncio.gather(*loads)}
+    def load(_: int) -> str:
+        return load_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT).id
 
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, "templiqx_langfuse"):
-        assert asyncio.run(main()) == {NAME}
+    with caplog.at_level(logging.WARNING, "templiqx_langfuse"), ThreadPoolExecutor(20) as pool:
+        assert set(pool.map(load, range(20))) == {NAME}
     assert time.monotonic() - started < config.timeout_s + 0.5
     assert fake.gets() == 1
     assert len([r for r in caplog.records if "fallback" in r.getMessage()]) == 1
-
-
-def test_concurrent_cold_loads_share_the_request_but_not_a_cancel_or_a_fallback(
-    fake: FakePromptApi, config: LangfuseConfig
-) -> None:
-    """One caller's cancellation (a ``wait_for`` timeout) is its own, and each caller's
-    fallback is its own (was: one future for all)."""
-    fake.down, fake.delay_s = True, 0.5
-
-    async def main() -> tuple[BaseException | None, str, BaseException | None]:
-        load = aload_contract(f"langfuse:{NAME}", config=config)
-        impatient = asyncio.ensure_future(asyncio.wait_for(load, 0.1))
-        for _ in range(3):  # the impatient caller starts the request: the others join it
-            await asyncio.sleep(0)
-        patient = aload_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT)
-        bare = aload_contract(f"langfuse:{NAME}", config=config)
-        first, second, third = await asyncio.gather(
-            impatient, patient, bare, return_exceptions=True
-        )
-        assert isinstance(second, Contract), second
-        return first, second.id, third
-
-    first, served, third = asyncio.run(main())
-    assert isinstance(first, TimeoutError)  # the impatient caller's own deadline
-    assert served == NAME  # the patient caller's own fallback
-    # No fallback of its own: the fallback another caller stored serves it too (the
-    # sync path's rule), never the impatient caller's cancellation.
-    assert not isinstance(third, asyncio.CancelledError)
-    assert fake.gets() <= 3  # at most one request per caller, each after the last failed
 
 
 def test_an_answer_that_is_no_prompt_is_invalid_data(
@@ -649,15 +586,6 @@ def test_an_answer_that_is_no_prompt_is_invalid_data(
     with pytest.raises(InvalidData, match="could not be read"):
         load_contract(f"langfuse:{NAME}", config=config)
     assert load_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT).id == NAME
-
-
-def test_async_loads_work_from_one_event_loop_after_another(
-    fake: FakePromptApi, config: LangfuseConfig
-) -> None:
-    publish_contract(CONTRACT, labels=["production", "staging"], config=config)
-    for label in ("production", "staging"):  # two loads, each on its own asyncio.run loop
-        contract = asyncio.run(aload_contract(f"langfuse:{NAME}@{label}", config=config))
-        assert contract.id == NAME
 
 
 def test_a_contract_with_an_exponent_float_loads_as_published(
