@@ -45,7 +45,6 @@ from ._tracing import (
     PROMPT_LINKS,
     TRACE_COLLECTORS,
     GenerationRecord,
-    JsonText,
     TraceAttributes,
     TraceRef,
     prompt_link,
@@ -447,7 +446,7 @@ def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
 def _json(serialize: Callable[[Any], str], value: Any) -> str:
     """JSON, or a marker saying why not (a mask may return a circular value)."""
     try:
-        return value if isinstance(value, JsonText) else serialize(value)
+        return serialize(value)
     except Exception as error:
         return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
 

@@ -29,7 +29,7 @@ from templiqx_core.adapters import CallOutcome, RuntimeCall
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
 from ._redaction import Redactor, SecretHeaders, redact_http_logs
-from ._tracing import GenerationRecord, JsonText, TraceRef
+from ._tracing import GenerationRecord, TraceRef
 from ._wire import RequestBody, ResponseFormats, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
@@ -119,12 +119,12 @@ class Tracing:
                 if not self._in_flight:
                     self._idle.notify_all()
 
-    def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
+    def input_json(self, interaction: CompiledInteraction) -> str | None:
         """The messages as redacted JSON (masked first: None if the mask raised)."""
         messages: Any = [{"role": m.role, "content": m.content} for m in interaction.messages]
         if self.config.mask is not None:
             messages = self.masked("input", messages)
-        return None if messages is None else JsonText(self.redactor.json_text(messages))
+        return None if messages is None else self.redactor.json_text(messages)
 
     def masked(self, field: str, data: Any) -> Any:
         """None (the field is dropped) if the mask raises."""

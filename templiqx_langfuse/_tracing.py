@@ -21,10 +21,6 @@ PROMPT_EXTENSION = "langfuse.prompt"
 PROMPT_CAPABILITY = "langfuse_prompt"
 
 
-class JsonText(str):
-    """A value already serialized (and redacted): written as it is."""
-
-
 class TraceAttributes(NamedTuple):
     """User, session and tags of the Langfuse trace."""
 
