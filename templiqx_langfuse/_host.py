@@ -237,16 +237,7 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
     transport.closed = True  # at once: a call resuming on a paused loop sends and reads nothing
     if loop.is_closed() or not loop.is_running():
         return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    closing = transport.aclose()
-    pending = (
-        loop.create_task(closing)
-        if running is loop
-        else asyncio.run_coroutine_threadsafe(closing, loop)
-    )
+    pending = asyncio.run_coroutine_threadsafe(transport.aclose(), loop)  # from its own too
     _CLOSING.add(pending)
     pending.add_done_callback(_CLOSING.discard)
 
