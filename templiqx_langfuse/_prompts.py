@@ -212,12 +212,6 @@ def api_errors(where: str) -> Iterator[None]:
         raise InvalidData(f"{where}: Langfuse's answer could not be read ({kind})") from None
 
 
-class Fetched(NamedTuple):
-    contract: Contract
-    name: str
-    version: int
-
-
 class Published(NamedTuple):
     """What ``publish_contract`` did (``created`` False: the latest version held it)."""
 
@@ -332,18 +326,15 @@ class _Source(NamedTuple):
             threading.Thread(target=self.refresh, name=name, daemon=True).start()
         return entry[0]
 
-    def fetch(self) -> Fetched:
-        query = {"label": self.label or None, "version": self.version}
-        with api_errors(self.where):
-            api = sync_api(self.config, self.client)
-            prompt = api.prompts.get(path_name(self.name), **query, request_options=ONCE)
-        return self.checked(prompt)
-
-    def checked(self, prompt: Any) -> Fetched:
+    def fetch(self) -> tuple[Contract, Any]:
         """The version's contract, checked as a file is and more, then linked and cached."""
         from langfuse.api import Prompt_Chat
 
+        query = {"label": self.label or None, "version": self.version}
         where = self.where
+        with api_errors(where):
+            api = sync_api(self.config, self.client)
+            prompt = api.prompts.get(path_name(self.name), **query, request_options=ONCE)
         if not isinstance(prompt, Prompt_Chat):
             raise InvalidData(f"{where}: not a chat prompt")
         if not 1 <= prompt.version < 2**31:  # the server's column is a 32-bit integer
@@ -371,7 +362,7 @@ class _Source(NamedTuple):
             check_output_model(contract, self.model)
         PROMPT_LINKS[contract.id, contract.version] = (prompt.name, prompt.version)
         self.store(contract)
-        return Fetched(contract, prompt.name, prompt.version)
+        return contract, prompt
 
     def store(self, contract: Contract) -> Contract:
         _entries[self.key] = (contract, time.monotonic() + self.ttl)
@@ -398,7 +389,7 @@ class _Source(NamedTuple):
             if (entry := _entries.get(self.key)) is not None:
                 return entry[0]
             try:
-                return self.fetch().contract
+                return self.fetch()[0]
             except PortError as error:
                 if fallback is None:
                     raise
@@ -473,10 +464,10 @@ def load_contract(
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
     """The version ``reference`` resolves to now, fetched afresh (evals follow no label)."""
-    fetched = _source(reference, ttl=cache_ttl_s).fetch()
-    pinned = f"langfuse:{fetched.name}#{fetched.version}"
-    _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
-    return pinned, fetched.name, fetched.version
+    contract, prompt = _source(reference, ttl=cache_ttl_s).fetch()
+    pinned = f"langfuse:{prompt.name}#{prompt.version}"
+    _source(pinned, ttl=cache_ttl_s).store(contract)
+    return pinned, prompt.name, prompt.version
 
 
 def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
