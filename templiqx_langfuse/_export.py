@@ -474,10 +474,11 @@ class Generation(GenerationRecord):
             if receipt is None or not isinstance(completion, Completion):
                 code, error, detail = outcome.code or "", outcome.error, outcome.detail
                 repaired = repair is not None and error is not None and repair.repairs(error)
+                message = f"{code}: {detail}" if detail else code
                 fields: dict[str, Any] = {
                     # An answer sent back for repair is an earlier try, not the call's failure.
                     A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
-                    A.OBSERVATION_STATUS_MESSAGE: f"{code}: {detail}" if detail else code,
+                    A.OBSERVATION_STATUS_MESSAGE: redactor.text(message),  # a provider's text
                 }
                 metadata = {**self.metadata, "error_code": code, "error_detail": detail}
             else:
@@ -488,7 +489,7 @@ class Generation(GenerationRecord):
                 fields = {
                     A.OBSERVATION_USAGE_DETAILS: usage_json,
                     # Cost is inferred from the model that answered, as Langfuse's OpenAI's.
-                    A.OBSERVATION_MODEL: completion.provider_model or None,
+                    A.OBSERVATION_MODEL: redactor.text(completion.provider_model or "") or None,
                     A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",
                     A.OBSERVATION_STATUS_MESSAGE: None if valid else codes.OUTPUT_SCHEMA,
                     SCORE_ATTRIBUTE: valid if posts_scores else None,  # posted once it arrived
@@ -500,10 +501,6 @@ class Generation(GenerationRecord):
                     "finish_reason": completion.finish_reason,
                     "response_id": completion.response_id,
                 }
-            # Plain text from the provider is redacted too (a gateway may echo the key).
-            for key in (A.OBSERVATION_MODEL, A.OBSERVATION_STATUS_MESSAGE):
-                if isinstance(fields.get(key), str):
-                    fields[key] = redactor.text(fields[key])
             if tracing.config.mask is not None:  # the input was masked when serialized
                 output = None if output is None else tracing.masked("output", output)
                 metadata = tracing.masked("metadata", metadata)
@@ -519,8 +516,8 @@ class Generation(GenerationRecord):
             attributes = bounded(attributes)
             self.span.set_attributes(attributes)
             if attributes.get(A.OBSERVATION_LEVEL) == "ERROR":
-                message = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
-                self.span.set_status(Status(StatusCode.ERROR, message))
+                description = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
+                self.span.set_status(Status(StatusCode.ERROR, description))
         except Exception as error:  # tracing must never fail the call
             tracing.report_error("ending a generation", error)
         finally:  # ended whatever happened: an open span is never exported
