@@ -1,6 +1,5 @@
-"""Langfuse generations as the server's ``OtelIngestionProcessor`` maps them, each value
-bounded, sent on a private ``TracerProvider`` per runtime: OTel batches, retries and backs
-off; by hand only what it lacks (imported with tracing on)."""
+"""Generations as Langfuse's ``OtelIngestionProcessor`` maps them, bounded, sent on a private
+``TracerProvider`` per runtime: OTel batches, retries and backs off; by hand what it lacks."""
 
 from __future__ import annotations
 
@@ -85,8 +84,7 @@ _LIMITS = SpanLimits(
 
 
 class _PinnedSession(requests.Session):
-    """The exporter takes headers and TLS files from ``OTEL_EXPORTER_OTLP_*`` whatever its
-    arguments: pinned here, and answers read up to ``MAX_RESPONSE_BYTES``."""
+    """Headers and TLS pinned (the exporter reads ``OTEL_EXPORTER_OTLP_*``), answers bounded."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__()
@@ -162,13 +160,12 @@ class _Delivery(SpanExporter):
 
     def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Route | None) -> None:
         self.inner, self._config, self._scores = inner, config, scores
-        self.dropped = 0
-        self.scores_dropped = 0
+        self.dropped = self.scores_dropped = 0
         self._warned: set[str] = set()
         self._shut = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        complete = True
+        dropped = self.dropped
         for batch in _batches(spans):
             try:
                 result, why = self.inner.export(batch), "the export failed"
@@ -178,10 +175,9 @@ class _Delivery(SpanExporter):
                 self._warned.discard("outage")
                 self._post_scores(batch)
             else:
-                complete = False
                 self.dropped += len(batch)
                 self._warn_once("outage", f"dropped {len(batch)} spans: {why}")
-        return SpanExportResult.SUCCESS if complete else SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if self.dropped == dropped else SpanExportResult.FAILURE
 
     def _post_scores(self, batch: Sequence[ReadableSpan]) -> None:
         name = self._config.schema_score_name
@@ -336,8 +332,7 @@ _flushing = False
 
 
 def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
-    """Live pipelines flush on threads joined within their bound, then ``previous`` (a host's
-    handler, ignored, or the default action); nested in ours, it hands on at once."""
+    """Flush within the bound, then hand on to ``previous`` (at once when nested in ours)."""
     global _flushing
     flushes, _flushing = not _flushing, True
     try:

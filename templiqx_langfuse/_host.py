@@ -40,8 +40,6 @@ if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracin
     from ._export import ExportPipeline
 
 logger = logging.getLogger("templiqx_langfuse")
-#: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
-ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
 #: How long ``close`` waits for calls in flight, their I/O aborted, to end.
 CLOSE_WAIT_S = 2.0
 
@@ -70,9 +68,9 @@ class Tracing:
         self.config, self.redactor = config, redactor
         self.pipeline: ExportPipeline | None = None
         # OTel's TracerProvider reads it too and would record nothing, silently.
-        otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
+        otel_off = os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
         if config.tracing and (otel_off or not config.enabled):  # off on purpose: no warning
-            why = f"{ENV_OTEL_SDK_DISABLED}=true" if otel_off else "a LANGFUSE_*_KEY unset"
+            why = "OTEL_SDK_DISABLED=true" if otel_off else "a LANGFUSE_*_KEY unset"
             logger.warning("Langfuse tracing disabled (%s); executions still run", why)
         elif config.tracing:  # langfuse and OpenTelemetry are imported now, not mid-call
             from ._export import ExportPipeline

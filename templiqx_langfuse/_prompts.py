@@ -1,5 +1,4 @@
-"""Contracts as Langfuse chat prompts (docs/langfuse-prompts.md). The cache is our own: the
-SDK's lives in its ``Langfuse()`` singleton, which this package never builds."""
+"""Contracts as Langfuse chat prompts, cached here: the SDK's cache is in its singleton."""
 
 from __future__ import annotations
 
@@ -229,8 +228,7 @@ def publish_contract(
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Published:
-    """A new version of the chat prompt named after the contract's id, unless the latest holds
-    the contract (its labels are then added)."""
+    """A new version of the prompt named after the contract's id, unless the latest holds it."""
     from langfuse.api import CreateChatPromptRequest, CreateChatPromptType
 
     if not isinstance(contract, Contract):
@@ -381,8 +379,7 @@ class _Source(NamedTuple):
                 _refreshing.discard(self.key)
 
     def cold(self, fallback: str | Path | None) -> Contract:
-        """One request for concurrent cold loads of a key; a failure serves ``fallback``
-        (cached for the TTL, retried in the background)."""
+        """One request for concurrent cold loads; ``fallback`` is then cached for the TTL."""
         with _lock:
             cold = _cold_locks.setdefault(self.key, threading.Lock())
         with cold:

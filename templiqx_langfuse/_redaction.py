@@ -28,8 +28,7 @@ class SecretHeaders(dict[str, str]):
 
 
 def _encodings(secret: str) -> set[str]:
-    """Raw, JSON-escaped once or twice (``\\uXXXX`` also for ``<>&`` as Go writes, ``\\/``),
-    and percent-encoded."""
+    """Raw, JSON-escaped once or twice (``\\uXXXX`` for ``<>&`` too, ``\\/``), percent-encoded."""
     forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
     for ensure_ascii in (False, True):
         escaped = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]

@@ -1,5 +1,4 @@
-"""What a call carries into tracing and brings back; never imports langfuse or OpenTelemetry
-(~0.2 s): ``_export`` comes with tracing on."""
+"""What a call carries into tracing and brings back (never imports langfuse or OTel: slow)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ PROMPT_CAPABILITY = "langfuse_prompt"
 
 
 class TraceAttributes(NamedTuple):
-    """User, session and tags of the Langfuse trace."""
-
     tags: tuple[str, ...] = ()
     session_id: str | None = None
     user_id: str | None = None
