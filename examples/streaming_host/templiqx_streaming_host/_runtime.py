@@ -86,10 +86,8 @@ class StreamingHostRuntime(RuntimeAdapter):
 
     def produce_output(self, call: RuntimeCall) -> Produced:
         reader, request = self._begin(call)
-        with (
-            self._wiring.settled(self),
-            open_bounded(self._wiring.clients.sync, **request) as stream,
-        ):
+        wiring = self._wiring
+        with wiring.settled(self), open_bounded(wiring.clients.sync, **request) as stream:
             if _read_whole(stream.status, stream.headers):
                 body = stream.body()
                 return reader.whole(stream.settle(body), body)
