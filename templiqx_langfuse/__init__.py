@@ -11,7 +11,7 @@ import typing as _typing
 if _typing.TYPE_CHECKING:
     from ._config import LangfuseConfig, ModelConfig
     from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-    from ._prompts import Published, aload_contract, load_contract, promote_label, publish_contract
+    from ._prompts import Published, load_contract, promote_label, publish_contract
     from ._redaction import REDACTED, Redactor
     from ._runtime import ADAPTER_ID, LangfuseTracedRuntime, RetryingRuntime
     from ._tracing import (
@@ -42,7 +42,6 @@ __all__ = [
     "TracedReceipt",
     "Usage",
     "__version__",
-    "aload_contract",
     "collect_traces",
     "load_contract",
     "promote_label",
@@ -57,7 +56,7 @@ if not _typing.TYPE_CHECKING:
         for module, names in {
             "._config": "LangfuseConfig ModelConfig",
             "._deadline": "AsyncDeadlineTransport DeadlineTransport",
-            "._prompts": "Published aload_contract load_contract promote_label publish_contract",
+            "._prompts": "Published load_contract promote_label publish_contract",
             "._redaction": "REDACTED Redactor",
             "._runtime": "ADAPTER_ID LangfuseTracedRuntime RetryingRuntime",
             "._tracing": "PROMPT_CAPABILITY PROMPT_EXTENSION TracedReceipt TraceRef "

@@ -1,7 +1,5 @@
-"""Traces and scores to Langfuse on a private ``TracerProvider`` per runtime (the SDK's one
-client per public key would hand one runtime's spans to another's shutdown): OTel's
-``BatchSpanProcessor`` and ``OTLPSpanExporter`` batch, retry and back off. By hand, only what
-they lack (each says why)."""
+"""Generations as Langfuse's ``OtelIngestionProcessor`` maps them, bounded, sent on a private
+``TracerProvider`` per runtime: OTel batches, retries and backs off; by hand what it lacks."""
 
 from __future__ import annotations
 
@@ -17,48 +15,62 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 import requests
+from langfuse import LangfuseOtelSpanAttributes as A
+from opentelemetry import trace as otel_trace
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from templiqx_core import codes
+from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
 from ._config import LangfuseConfig
-from ._deadline import DeadlineTransport
 from ._redaction import SecretHeaders
+from ._tracing import (
+    CALL_ATTRIBUTES,
+    EXPERIMENT_ATTRIBUTES,
+    PROMPT_LINKS,
+    TRACE_COLLECTORS,
+    GenerationRecord,
+    TraceAttributes,
+    TraceRef,
+    prompt_link,
+)
 from ._version import DISTRIBUTION, __version__
+from ._wire import Completion, RequestBody
+
+if TYPE_CHECKING:  # ``_host`` imports this module when tracing is on
+    from ._host import Tracing
 
 logger = logging.getLogger("templiqx_langfuse")
 
-OTLP_TRACES_PATH = "/api/public/otel/v1/traces"
-SCORES_PATH = "/api/public/scores"
-#: Spans waiting for export; a burst beyond it loses its oldest (OTel warns), the caller
-#: never waits. Every span is bounded (``_recording.bounded``), so is its memory.
+#: Spans waiting (each bounded): a burst beyond loses its oldest, the caller never waits.
 MAX_QUEUE = 10_000
-#: Bytes of spans per export request: Langfuse's OTel route logs bodies over 16 MB as
-#: oversized; OTel's exporter drops a request over 64 MiB whole.
+#: Per export request: Langfuse logs bodies over 16 MB as oversized, OTel drops over 64 MiB.
 MAX_BATCH_BYTES = 16 * 2**20
-#: Bytes of scores per request: Langfuse's scores route keeps Next.js's 1 MB body limit.
+#: Per scores request: Langfuse's scores route keeps Next.js's 1 MB body limit.
 MAX_SCORE_BATCH_BYTES = 512 * 2**10
 #: What is read of a Langfuse answer (its body is never needed): more closes the socket.
 MAX_RESPONSE_BYTES = 64 * 1024
 #: A generation's schema validity, from which its score is posted once it has arrived.
 SCORE_ATTRIBUTE = "templiqx.score.output_schema_valid"
-#: Tries of one scores request on 429/408/409/5xx or a failed connection, as the
-#: generated client's (its pauses: 1 s, then 2 s, within ``timeout_s`` here).
+#: Tries of a scores request on 429/408/409/5xx or no connection, as the generated client's.
 SCORE_TRIES = 3
 #: The server reads spans of scopes starting with this as Langfuse SDK spans.
 LANGFUSE_SCOPE = "langfuse-sdk"
-#: Every limit given, so none comes from a host's ``OTEL_SPAN_*``/``OTEL_ATTRIBUTE_*``
-#: (a count of 8 would strip a generation's type); lengths are bounded as values are set.
+#: Every limit given: a host's ``OTEL_SPAN_*`` count of 8 would strip a generation's type.
 _LIMITS = SpanLimits(
     max_attributes=128,
     max_events=128,
@@ -72,8 +84,7 @@ _LIMITS = SpanLimits(
 
 
 class _PinnedSession(requests.Session):
-    """The OTLP exporter's session: it takes headers and TLS files from ``OTEL_EXPORTER_OTLP_*``
-    whatever its arguments, so they are pinned here; answers read up to ``MAX_RESPONSE_BYTES``."""
+    """Headers and TLS pinned (the exporter reads ``OTEL_EXPORTER_OTLP_*``), answers bounded."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__()
@@ -96,8 +107,7 @@ class _PinnedSession(requests.Session):
 
 
 def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
-    """``spans`` in runs of about ``MAX_BATCH_BYTES`` at most (OTel batches by count only); a
-    larger span alone (each is bounded well below the exporter's 64 MiB)."""
+    """Runs of at most about ``MAX_BATCH_BYTES`` (OTel batches by count only)."""
     start, total = 0, 0
     for index, span in enumerate(spans):
         size = 256 + len(span.name)
@@ -116,18 +126,16 @@ def _batches(spans: Sequence[ReadableSpan]) -> Iterator[Sequence[ReadableSpan]]:
         yield spans[start:]
 
 
-#: The scores route: the client, URL and headers it is posted with.
-_Route = tuple[httpx.Client, str, Mapping[str, str]]
+_Route = tuple[_PinnedSession, str]  # the scores session and URL
 
 
 def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
-    """One scores request, retried as the generated client retries: how many scores the API
-    rejected (a 207 names them); raises when the request failed."""
-    http, url, headers = route
+    """Scores rejected (a 207), else raises; the generated client's costs ~500 µs a score."""
+    session, url = route
     until = time.monotonic() + budget_s
     for attempt in range(SCORE_TRIES):
         try:
-            answer = http.post(url, content=body, headers=headers)
+            answer = session.post(url, data=body, timeout=budget_s)
             if answer.status_code == 207:
                 try:
                     count = orjson.loads(answer.content).get("rejected")
@@ -138,7 +146,7 @@ def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
                 return 0
             retry = answer.status_code >= 500 or answer.status_code in (408, 409, 429)
             why = f"HTTP {answer.status_code}"
-        except httpx.TransportError as error:
+        except requests.RequestException as error:
             retry, why = True, type(error).__name__
         pause = 2.0**attempt
         if not retry or attempt + 1 == SCORE_TRIES or time.monotonic() + pause > until:
@@ -148,18 +156,16 @@ def _post(route: _Route, body: bytes, sent: int, budget_s: float) -> int:
 
 
 class _Delivery(SpanExporter):
-    """The OTLP exporter (or a host's) fed byte-bounded batches; with ours, each arrived
-    generation's score follows (it never names a span that was lost)."""
+    """The exporter fed byte-bounded batches; a score follows its span once it arrived."""
 
     def __init__(self, inner: SpanExporter, config: LangfuseConfig, scores: _Route | None) -> None:
         self.inner, self._config, self._scores = inner, config, scores
-        self.dropped = 0
-        self.scores_dropped = 0
+        self.dropped = self.scores_dropped = 0
         self._warned: set[str] = set()
         self._shut = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        complete = True
+        dropped = self.dropped
         for batch in _batches(spans):
             try:
                 result, why = self.inner.export(batch), "the export failed"
@@ -169,20 +175,17 @@ class _Delivery(SpanExporter):
                 self._warned.discard("outage")
                 self._post_scores(batch)
             else:
-                complete = False
                 self.dropped += len(batch)
                 self._warn_once("outage", f"dropped {len(batch)} spans: {why}")
-        return SpanExportResult.SUCCESS if complete else SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if self.dropped == dropped else SpanExportResult.FAILURE
 
     def _post_scores(self, batch: Sequence[ReadableSpan]) -> None:
         name = self._config.schema_score_name
         if self._scores is None or name is None:
             return
         env = self._config.environment
-        # Unset, not null: the server defaults a missing environment, refuses null.
-        environment = {"environment": env} if env else {}
-        # The SDK's ``CreateScoreRequest`` fields: its serializer costs a seventh of a call.
-        scores = [
+        environment = {"environment": env} if env else {}  # the server refuses null
+        scores = [  # the SDK's ``CreateScoreRequest`` fields
             {
                 # One id per generation: a retried post updates, never duplicates.
                 "id": f"{span.context.span_id:016x}-schema",
@@ -220,13 +223,9 @@ class _Delivery(SpanExporter):
             self._shut = True
             self.inner.shutdown()
 
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
 
 def _in_thread(work: Callable[[], object]) -> threading.Thread:
-    """OTel's flush and shutdown have no deadline of their own: they run on a thread the
-    caller joins with its own."""
+    """OTel's flush and shutdown have no deadline: the caller joins this with its own."""
     thread = threading.Thread(target=work, name="templiqx-langfuse-flush", daemon=True)
     thread.start()
     return thread
@@ -238,14 +237,11 @@ class ExportPipeline:
     def __init__(self, config: LangfuseConfig, *, span_exporter: SpanExporter | None) -> None:
         self.config = config
         base = config.base_url.rstrip("/")
-        self._session: _PinnedSession | None = None
-        self._http: httpx.Client | None = None
+        self._sessions: list[_PinnedSession] = []
         scores = None
         if span_exporter is None:  # a host's exporter sends where and how it sees fit
             credentials = ":".join(config.keys()).encode()
-            # Who sends (the server attributes ingestion by it); SecretHeaders, not a plain
-            # local: tracebacks may print their locals.
-            headers = SecretHeaders(
+            headers = SecretHeaders(  # who sends: the server attributes ingestion by it
                 {
                     "authorization": f"Basic {base64.b64encode(credentials).decode()}",
                     "user-agent": f"{DISTRIBUTION}/{__version__}",
@@ -259,23 +255,19 @@ class ExportPipeline:
                 "content-encoding": "gzip",
                 "x-langfuse-ingestion-version": "4",
             }
-            self._session = _PinnedSession(SecretHeaders({**headers, **otlp_headers}))
+            json_headers = {"content-type": "application/json", "accept-encoding": "identity"}
+            self._sessions = [
+                _PinnedSession(SecretHeaders({**headers, **otlp_headers})),
+                _PinnedSession(SecretHeaders({**headers, **json_headers})),
+            ]
             span_exporter = OTLPSpanExporter(
-                endpoint=base + OTLP_TRACES_PATH,
+                endpoint=base + "/api/public/otel/v1/traces",
                 timeout=config.timeout_s,
                 compression=Compression.Gzip,
-                session=self._session,
+                session=self._sessions[0],
             )
-            self._http = httpx.Client(
-                transport=DeadlineTransport(max_bytes=MAX_RESPONSE_BYTES),
-                trust_env=False,
-                timeout=config.timeout_s,
-                headers={"accept-encoding": "identity"},
-            )
-            json_headers = SecretHeaders({**headers, "content-type": "application/json"})
-            scores = (self._http, base + SCORES_PATH, json_headers)
+            scores = (self._sessions[1], base + "/api/public/scores")
         self.delivery = _Delivery(span_exporter, config, scores)
-        #: Whether generations carry ``SCORE_ATTRIBUTE`` (scores are posted from it).
         self.posts_scores = scores is not None and config.schema_score_name is not None
         rate = config.sample_rate  # by trace id, as the SDK's: a trace's spans all agree
         self.provider = TracerProvider(
@@ -305,7 +297,7 @@ class ExportPipeline:
             _flush_on_sigterm(self)
 
     def adopt(self) -> None:
-        """Exit hooks for this process (again in a forked child: its finalizers are cleared)."""
+        """Exit hooks for this process (again in a forked child)."""
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
@@ -328,14 +320,11 @@ class ExportPipeline:
         closing = _in_thread(self.provider.shutdown)
         closing.join(self.config.flush_timeout_s)
         if closing.is_alive():
-            self.delivery.shutdown()  # cuts a retry pause short; a request in flight
-            logger.warning(  # ends within timeout_s
-                "Langfuse flush did not finish within %.1f s; pending traces dropped",
-                self.config.flush_timeout_s,
-            )
-        for resource in (self._session, self._http):
-            if resource is not None:
-                resource.close()
+            self.delivery.shutdown()  # cuts a retry pause short
+            waited = self.config.flush_timeout_s
+            logger.warning("Langfuse flush: traces pending after %.1f s dropped", waited)
+        for session in self._sessions:
+            session.close()
 
 
 _LIVE: weakref.WeakSet[ExportPipeline] = weakref.WeakSet()  # flushed on SIGTERM
@@ -343,14 +332,9 @@ _flushing = False
 
 
 def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
-    """Every live pipeline flushes within its bound, on threads joined with a deadline (a lock
-    the interrupted code holds delays them, never hangs them); then the signal does what it
-    would have done: ``previous``, a host's handler, ignored, or the default action."""
+    """Flush within the bound, then hand on to ``previous`` (at once when nested in ours)."""
     global _flushing
-    # Nested in ours (a second SIGTERM, a host handler we handed on to calling ours back):
-    # handed on at once, the flush bound counted once.
-    flushes = not _flushing
-    _flushing = True
+    flushes, _flushing = not _flushing, True
     try:
         if flushes:
             try:
@@ -373,16 +357,264 @@ def _on_sigterm(previous: Any, signum: int, frame: FrameType | None) -> None:
 
 
 def _flush_on_sigterm(pipeline: ExportPipeline) -> None:
-    """Ours in front of the current handler, unless it is ours (a host may have put its own
-    in between, calling ours back as its previous one: that one hands on at once)."""
+    """Ours in front of the current handler, unless that is ours."""
     try:
         current = signal.getsignal(signal.SIGTERM)
         if not (isinstance(current, functools.partial) and current.func is _on_sigterm):
             signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, current))
     except ValueError:  # not the main thread (or not the main interpreter)
-        logger.warning(
-            "Langfuse flush_on_sigterm needs the runtime built on the main thread; "
-            "SIGTERM will not flush"
-        )
+        logger.warning("Langfuse flush_on_sigterm: built off the main thread, SIGTERM won't flush")
         return
     _LIVE.add(pipeline)
+
+
+#: Bound of one JSON document in UTF-8 bytes: above any answer the 2 MiB response bound passes.
+MAX_JSON_BYTES = 3 * 2**20
+#: Bound of any other text (names, ids, model, status message, all tags together).
+MAX_TEXT_BYTES = 64 * 2**10
+_JSON_KEYS = frozenset(
+    {
+        A.OBSERVATION_INPUT,
+        A.OBSERVATION_OUTPUT,
+        A.OBSERVATION_METADATA,
+        A.OBSERVATION_MODEL_PARAMETERS,
+        A.OBSERVATION_USAGE_DETAILS,
+        A.TRACE_METADATA,
+        A.EXPERIMENT_METADATA,
+        A.EXPERIMENT_ITEM_METADATA,
+        A.EXPERIMENT_ITEM_EXPECTED_OUTPUT,
+    }
+)
+_MARKER = "[truncated by templiqx-langfuse: {kept} of {size} bytes kept]"
+# ``RepairAttempt.notes`` keys: the first try's span (the others nest), each try's ref.
+_REPAIR_ANCHOR = "templiqx_langfuse.anchor"
+_REPAIR_REF = "templiqx_langfuse.ref"
+
+
+def _head(text: str, limit: int) -> str:
+    """At most ``limit`` UTF-8 bytes of ``text``, cut on a character boundary."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+def _bounded_text(text: str, limit: int, *, as_json: bool) -> str:
+    """Cut to its head and a visible marker; JSON stays a JSON object (as metadata must)."""
+    try:
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: it would fail the whole batch
+        text = text.encode("utf-8", "replace").decode("utf-8")
+        size = len(text.encode("utf-8"))
+    if size <= limit:
+        return text
+    if not as_json:
+        kept = limit - 80
+        return f"{_head(text, kept)} {_MARKER.format(kept=kept, size=size)}"
+    kept = (limit - 160) // 2  # JSON escaping at most doubles a JSON text's head
+    marked = {"templiqx_truncated": _MARKER.format(kept=kept, size=size)}
+    return orjson.dumps({**marked, "head": _head(text, kept)}).decode()
+
+
+def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Without None values, each string encodable and within its bound (tags share one)."""
+    result: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT_BYTES or not value.isascii():  # else: fits, encodes
+                json_doc = key in _JSON_KEYS
+                limit = MAX_JSON_BYTES if json_doc else MAX_TEXT_BYTES
+                value = _bounded_text(value, limit, as_json=json_doc)
+        elif isinstance(value, (list, tuple)) and value and isinstance(value[0], str):
+            items: list[str] = []
+            room = MAX_TEXT_BYTES
+            for item in value:
+                if room < 256:
+                    kept = f"{len(items)} of {len(value)} items kept"
+                    items.append(f"[truncated by templiqx-langfuse: {kept}]")
+                    break
+                items.append(_bounded_text(item, room - 128, as_json=False))
+                room -= len(items[-1].encode()) + 8
+            value = items
+        if value is not None:
+            result[key] = value
+    return result
+
+
+def _json(serialize: Callable[[Any], str], value: Any) -> str:
+    """JSON, or a marker saying why not (a mask may return a circular value)."""
+    try:
+        return serialize(value)
+    except Exception as error:
+        return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
+
+
+@dataclass(eq=False)
+class Generation(GenerationRecord):
+    """A live generation; what is known only at its end is set in ``finish``."""
+
+    tracing: Tracing
+    span: otel_trace.Span
+    ref: TraceRef
+    opening: dict[str, Any]
+    metadata: dict[str, Any]
+    repair: RepairAttempt | None
+
+    def __post_init__(self) -> None:
+        super().__init__()
+
+    def finish(self, outcome: CallOutcome, *, first_token_at: datetime | None = None) -> None:
+        """Serialized once (the SDK's per-field ``json.dumps`` costs more than the call)."""
+        super().finish(outcome)
+        tracing, redactor, repair = self.tracing, self.tracing.redactor, self.repair
+        receipt, completion, output = outcome.receipt, outcome.details, None
+        try:
+            if receipt is None or not isinstance(completion, Completion):
+                code, error, detail = outcome.code or "", outcome.error, outcome.detail
+                repaired = repair is not None and error is not None and repair.repairs(error)
+                message = f"{code}: {detail}" if detail else code
+                fields: dict[str, Any] = {
+                    # An answer sent back for repair is an earlier try, not the call's failure.
+                    A.OBSERVATION_LEVEL: "WARNING" if repaired else "ERROR",
+                    A.OBSERVATION_STATUS_MESSAGE: redactor.text(message),  # a provider's text
+                }
+                metadata = {**self.metadata, "error_code": code, "error_detail": detail}
+            else:
+                valid, output, usage = receipt.output_schema_valid, receipt.output, completion.usage
+                repaired = repair is not None and repair.repairs(receipt)
+                posts_scores = tracing.pipeline is not None and tracing.pipeline.posts_scores
+                usage_json = _json(redactor.json_text, usage) if usage else None
+                fields = {
+                    A.OBSERVATION_USAGE_DETAILS: usage_json,
+                    # Cost is inferred from the model that answered, as Langfuse's OpenAI's.
+                    A.OBSERVATION_MODEL: redactor.text(completion.provider_model or "") or None,
+                    A.OBSERVATION_LEVEL: None if valid and not repaired else "WARNING",
+                    A.OBSERVATION_STATUS_MESSAGE: None if valid else codes.OUTPUT_SCHEMA,
+                    SCORE_ATTRIBUTE: valid if posts_scores else None,  # posted once it arrived
+                }
+                metadata = {
+                    **self.metadata,
+                    "output_fingerprint": receipt.output_fingerprint,
+                    "output_schema_valid": valid,
+                    "finish_reason": completion.finish_reason,
+                    "response_id": completion.response_id,
+                }
+            if tracing.config.mask is not None:  # the input was masked when serialized
+                output = None if output is None else tracing.masked("output", output)
+                metadata = tracing.masked("metadata", metadata)
+            attributes = self.opening | fields
+            if output is not None:
+                attributes[A.OBSERVATION_OUTPUT] = _json(redactor.json_text, output)
+            if metadata:  # one JSON object, which the server parses (parseMetadataAttribute)
+                present = {key: value for key, value in metadata.items() if value is not None}
+                attributes[A.OBSERVATION_METADATA] = _json(redactor.json_text, present)
+            if first_token_at is not None:  # time to first token: a plain ISO string
+                first = first_token_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                attributes[A.OBSERVATION_COMPLETION_START_TIME] = first
+            attributes = bounded(attributes)
+            self.span.set_attributes(attributes)
+            if attributes.get(A.OBSERVATION_LEVEL) == "ERROR":
+                description = attributes.get(A.OBSERVATION_STATUS_MESSAGE)
+                self.span.set_status(Status(StatusCode.ERROR, description))
+        except Exception as error:  # tracing must never fail the call
+            tracing.report_error("ending a generation", error)
+        finally:  # ended whatever happened: an open span is never exported
+            self.span.end()
+
+
+def open_generation(
+    tracing: Tracing, call: RuntimeCall, body: RequestBody, model: str
+) -> Generation | None:
+    """None if sampled out; a repair's later tries nest under the first and name the last."""
+    interaction, repair, config = call.request.interaction, current_repair(), tracing.config
+    redact, pipeline = tracing.redactor.text, tracing.pipeline
+    if pipeline is None:  # closed meanwhile
+        return None
+    within = None if repair is None else repair.notes.get(_REPAIR_ANCHOR)
+    anchor = otel_trace.use_span(within, record_exception=False) if within else nullcontext()
+    with anchor:
+        trace = _trace_level(config, interaction.contract_id, otel_trace.get_current_span())
+        pipeline.adopt()  # a forked child's exit hooks, once
+        # What the SDK writes when it opens a generation; redacted, as all that leaves.
+        attributes: dict[str, Any] = {
+            A.OBSERVATION_TYPE: "generation",
+            A.VERSION: redact(interaction.contract_version),
+            A.OBSERVATION_MODEL: redact(model),
+            A.ENVIRONMENT: None if config.environment is None else redact(config.environment),
+            A.RELEASE: None if config.release is None else redact(config.release),
+            A.IS_APP_ROOT: True if A.TRACE_NAME in trace else None,
+        }
+        name = _bounded_text(redact(interaction.contract_id), MAX_TEXT_BYTES, as_json=False)
+        span = pipeline.tracer.start_span(name, attributes=bounded(attributes))
+    if not span.is_recording():  # sampled out
+        return None
+    context = span.get_span_context()
+    trace_id, observation_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+    ref = TraceRef(trace_id, observation_id, config.trace_url(trace_id))
+    experiment = EXPERIMENT_ATTRIBUTES.get()
+    if experiment is not None:
+        # Server (extractExperimentFields): the item's root is this one (or the first try).
+        root = f"{within.get_span_context().span_id:016x}" if within else ref.observation_id
+        span.set_attributes(bounded({**experiment, A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID: root}))
+    metadata: dict[str, Any] = {
+        "contract_id": interaction.contract_id,
+        "contract_version": interaction.contract_version,
+        "compiler": interaction.compiler,
+        "request_fingerprint": call.request_fingerprint,
+        "adapter_id": call.adapter.id,
+        "adapter_version": call.adapter.version,
+        "requested_model": model,
+        "ignored_policy_keys": list(body.ignored_policy_keys),
+        "json_schema_strict": body.strict,
+    }
+    if repair is not None:
+        notes = repair.notes
+        notes.setdefault(_REPAIR_ANCHOR, span)
+        previous = notes.get((_REPAIR_REF, repair.number - 1))
+        notes[(_REPAIR_REF, repair.number)] = ref
+        if previous is not None:
+            metadata["repair_attempt"] = repair.number
+            metadata["repair_of"] = previous.observation_id
+    for collector in TRACE_COLLECTORS.get():
+        collector.append(ref)
+    if tracing.on_ref is not None:
+        try:
+            tracing.on_ref(ref)
+        except Exception as error:  # a surface's callback never fails the call
+            tracing.report_error("reporting a trace URL", error)
+    # Tags are a list of strings: redacted item by item, as every string that leaves.
+    opening = {key: tracing.redactor.value(value) for key, value in trace.items()}
+    opening[A.OBSERVATION_INPUT] = tracing.input_json(interaction)
+    opening[A.OBSERVATION_MODEL_PARAMETERS] = _json(
+        tracing.redactor.json_text, body.model_parameters
+    )
+    prompt = prompt_link(interaction.extensions) or PROMPT_LINKS.get(
+        (interaction.contract_id, interaction.contract_version)
+    )
+    if prompt is not None:
+        # Server: prompts link only to GENERATION observations, by name *and* version.
+        opening[A.OBSERVATION_PROMPT_NAME], opening[A.OBSERVATION_PROMPT_VERSION] = prompt
+    return Generation(tracing, span, ref, opening, metadata, repair)
+
+
+def _trace_level(
+    config: LangfuseConfig, contract_id: str, parent: otel_trace.Span
+) -> dict[str, Any]:
+    """Trace attributes for where the generation lands (server rules in comments)."""
+    per_call = CALL_ATTRIBUTES.get()
+    attributes = per_call or TraceAttributes(config.tags, config.session_id, config.user_id)
+    trace: dict[str, Any] = {
+        A.TRACE_NAME: contract_id,
+        A.TRACE_TAGS: list(attributes.tags) or None,
+        A.TRACE_SESSION_ID: attributes.session_id,
+        A.TRACE_USER_ID: attributes.user_id,
+        A.ENVIRONMENT: config.environment,
+    }
+    nested = parent.get_span_context().is_valid
+    scope = getattr(parent, "instrumentation_scope", None)
+    if nested and scope is not None and str(scope.name).startswith(LANGFUSE_SCOPE):
+        # Under a Langfuse SDK span (``isLangfuseSDKSpans``) the host owns the trace; an
+        # explicit call-site value still reaches it (``hasTraceUpdates``).
+        per_trace = (A.TRACE_TAGS, A.TRACE_SESSION_ID, A.TRACE_USER_ID)
+        return {key: trace[key] for key in per_trace} if per_call is not None else {}
+    if nested:
+        # Under a span Langfuse never receives: a Langfuse trace of its own, same trace id.
+        trace[A.AS_ROOT] = True
+    return trace

@@ -1,5 +1,4 @@
-"""``HostWiring``: every host adapter's parts, built and released in one place: a part built
-slightly differently (a key missing from the redactor) breaks a guarantee silently."""
+"""A host adapter's parts, built and released in one place (one built apart breaks silently)."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ import ssl
 import sys
 import threading
 import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,25 +28,20 @@ from templiqx_core.adapters import CallOutcome, RuntimeCall
 
 from ._config import LangfuseConfig, ModelConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-from ._redaction import RedactingLogFilter, Redactor, SecretHeaders
-from ._tracing import GenerationRecord, JsonText, TraceRef
+from ._redaction import Redactor, SecretHeaders, redact_http_logs
+from ._tracing import GenerationRecord, TraceRef
 from ._wire import RequestBody, WireFailure, build_request_body
 
 if TYPE_CHECKING:  # imported at run time only when tracing is on (see ``_tracing``)
     import asyncio
 
-    from langfuse import Langfuse
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from ._export import ExportPipeline
 
 logger = logging.getLogger("templiqx_langfuse")
-#: Read by OpenTelemetry's ``TracerProvider`` itself: set, it records nothing.
-ENV_OTEL_SDK_DISABLED = "OTEL_SDK_DISABLED"
-_INPUT_CACHE_SIZE = 256
 #: How long ``close`` waits for calls in flight, their I/O aborted, to end.
 CLOSE_WAIT_S = 2.0
-_Opener = Callable[["Tracing", RuntimeCall, RequestBody, str], GenerationRecord | None]
 
 
 class WiringOptions(TypedDict, total=False):
@@ -57,7 +50,6 @@ class WiringOptions(TypedDict, total=False):
     transport: DeadlineTransport | None
     async_transport: AsyncDeadlineTransport | None
     ssl_context: ssl.SSLContext | None
-    langfuse_client: Langfuse | None
     span_exporter: SpanExporter | None
 
 
@@ -68,70 +60,43 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 class Tracing:
-    """Executions as Langfuse generations, on the owned export path or a host's client (never
-    flushed or shut down here); a tracing failure is logged once, never reaches the caller."""
+    """Executions as Langfuse generations; a failure is logged once, never the caller's."""
 
     def __init__(
-        self,
-        config: LangfuseConfig,
-        redactor: Redactor,
-        *,
-        client: Langfuse | None = None,
-        span_exporter: SpanExporter | None = None,
+        self, config: LangfuseConfig, redactor: Redactor, span_exporter: SpanExporter | None
     ) -> None:
         self.config, self.redactor = config, redactor
-        self.client = client if config.tracing else None  # off on purpose: nothing to warn of
         self.pipeline: ExportPipeline | None = None
-        if config.tracing and client is None:
-            # OTel's TracerProvider reads it too and would record nothing, silently.
-            otel_off = os.environ.get(ENV_OTEL_SDK_DISABLED, "").strip().lower() == "true"
-            if otel_off or not config.enabled:
-                why = "LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY not set"
-                if otel_off:
-                    why = f"{ENV_OTEL_SDK_DISABLED}=true turns OpenTelemetry off"
-                logger.warning("Langfuse tracing disabled: %s; executions still run", why)
-            else:
-                from ._export import ExportPipeline
+        # OTel's TracerProvider reads it too and would record nothing, silently.
+        otel_off = os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+        if config.tracing and (otel_off or not config.enabled):  # off on purpose: no warning
+            why = "OTEL_SDK_DISABLED=true" if otel_off else "a LANGFUSE_*_KEY unset"
+            logger.warning("Langfuse tracing disabled (%s); executions still run", why)
+        elif config.tracing:  # langfuse and OpenTelemetry are imported now, not mid-call
+            from ._export import ExportPipeline
 
-                # Never a Langfuse client of its own: the SDK keeps one per public key.
-                self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
+            self.pipeline = ExportPipeline(config, span_exporter=span_exporter)
         self._error_logged = threading.Event()
         #: Told where each traced execution lands as it starts (a surface's ``on_trace_url``).
         self.on_ref: Callable[[TraceRef], None] | None = None
-        # Holding the interaction keeps its id from being reused while it is cached.
-        self._inputs: OrderedDict[int, tuple[CompiledInteraction, JsonText]] = OrderedDict()
-        self._inputs_lock = threading.Lock()
-        # Calls between ``start`` and ``finish``: ``close`` waits for them, so no generation
-        # finishes after the export closed.
+        # Calls between ``start`` and ``finish``: ``close`` waits for them.
         self._in_flight = 0
         self._idle = threading.Condition(threading.Lock())
         _TRACINGS.add(self)
-        self._open: _Opener | None = None
-        if self.enabled:  # langfuse and OpenTelemetry are imported now, not mid-call
-            from ._recording import open_generation
-
-            self._open = open_generation
-
-    @property
-    def enabled(self) -> bool:
-        return self.client is not None or self.pipeline is not None
 
     def report_error(self, what: str, error: BaseException) -> None:
         if not self._error_logged.is_set():
             self._error_logged.set()
-            logger.warning(
-                "Langfuse tracing error while %s (%s); executions are unaffected",
-                what,
-                type(error).__name__,
-            )
+            logger.warning("Langfuse tracing: %s failed (%s)", what, type(error).__name__)
 
     def start(self, call: RuntimeCall, body: RequestBody, model: str) -> GenerationRecord:
-        """The call's generation (off, closed, failed or sampled out: usage only), in flight
-        until ``finish``."""
+        """The call's generation (untraced: usage only), in flight until ``finish``."""
         record = None
-        if self._open is not None and self.enabled:
+        if self.pipeline is not None:
+            from ._export import open_generation  # loaded with the pipeline
+
             try:
-                record = self._open(self, call, body, model)
+                record = open_generation(self, call, body, model)
             except Exception as error:
                 self.report_error("starting a generation", error)
         with self._idle:
@@ -152,25 +117,15 @@ class Tracing:
                 if not self._in_flight:
                     self._idle.notify_all()
 
-    def input_json(self, interaction: CompiledInteraction) -> JsonText | None:
-        """The messages as redacted JSON, once per (frozen) interaction; with a mask, masked
-        afresh every call (a mask need not be pure)."""
-        hit = self._inputs.get(id(interaction))
-        if hit is not None and hit[0] is interaction:
-            return hit[1]
+    def input_json(self, interaction: CompiledInteraction) -> str | None:
+        """The messages as redacted JSON (masked first: None if the mask raised)."""
         messages: Any = [{"role": m.role, "content": m.content} for m in interaction.messages]
         if self.config.mask is not None:
             messages = self.masked("input", messages)
-            return None if messages is None else JsonText(self.redactor.json_text(messages))
-        text = JsonText(self.redactor.json_text(messages))
-        with self._inputs_lock:
-            self._inputs[id(interaction)] = (interaction, text)
-            if len(self._inputs) > _INPUT_CACHE_SIZE:
-                self._inputs.popitem(last=False)
-        return text
+        return None if messages is None else self.redactor.json_text(messages)
 
     def masked(self, field: str, data: Any) -> Any:
-        """``data`` through the configured mask; None (the field is dropped) if it raises."""
+        """None (the field is dropped) if the mask raises."""
         try:
             return self.config.mask(data=data) if self.config.mask is not None else data
         except Exception as error:  # a host's mask must never fail the call
@@ -178,9 +133,7 @@ class Tracing:
             return None
 
     def close(self) -> None:
-        """Wait (bounded) for calls in flight, then flush the owned export path within its
-        bound (never a host's); the wait not on an event loop's thread (its calls could not
-        end meanwhile)."""
+        """Wait (bounded, never on a loop's thread) for calls in flight, then flush."""
         try:
             asyncio = sys.modules.get("asyncio")  # never imported for this alone
             waits = asyncio is None or not asyncio.get_running_loop()
@@ -209,8 +162,7 @@ os.register_at_fork(after_in_child=_forked)
 
 
 class Clients:
-    """Clients on deadline transports, sync and one per event loop (a pool holds its loop's
-    sockets), through ``httpx.MockTransport``, which vcrpy patches: cassettes see them."""
+    """Deadline-bound clients, one per event loop, through the ``MockTransport`` vcrpy patches."""
 
     def __init__(self, model: ModelConfig, **options: Unpack[WiringOptions]) -> None:
         transport, async_transport = options.get("transport"), options.get("async_transport")
@@ -218,11 +170,8 @@ class Clients:
             (transport, DeadlineTransport),
             (async_transport, AsyncDeadlineTransport),
         ):
-            if lent is not None and not isinstance(lent, kind):
-                raise InvalidData(
-                    f"a lent transport must be a templiqx_langfuse.{kind.__name__}: other "
-                    "transports cannot enforce the round-trip deadline"
-                )
+            if lent is not None and not isinstance(lent, kind):  # others lose the deadline
+                raise InvalidData(f"a lent transport must be a templiqx_langfuse.{kind.__name__}")
         most = model.max_connections  # keep-alive as AsyncOpenAI's
         self._options: dict[str, Any] = {
             "verify": options.get("ssl_context") or default_ssl_context(),
@@ -232,11 +181,9 @@ class Clients:
         self._lent_async = async_transport
         self._owned = [] if transport else [DeadlineTransport(**self._options)]
         via = httpx.MockTransport((transport or self._owned[0]).handle_request)
-        # No redirects, no environment: ``HTTP(S)_PROXY``/``ALL_PROXY`` are not read (a
-        # proxy sees where every call goes, and over plain ``http://`` the key itself).
+        # No environment: a proxy from ``HTTPS_PROXY`` would see every call (or the key).
         self.sync = httpx.Client(transport=via, follow_redirects=False, trust_env=False)
-        # Not weak (a pool references its loop): closed loops' entries are dropped when a
-        # new loop comes, their sockets closed as the loop and its transports are collected.
+        # Not weak (a pool references its loop): closed loops' are dropped as new ones come.
         self._async: dict[
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncDeadlineTransport]
         ] = {}
@@ -249,10 +196,7 @@ class Clients:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # trio, curio: httpx's asyncio pool cannot serve them
-            raise Unsupported(
-                "aexecute runs on an asyncio event loop (uvloop included); from trio, "
-                "call execute in a worker thread (trio.to_thread.run_sync)"
-            ) from None
+            raise Unsupported("aexecute needs asyncio: from trio, execute on a thread") from None
         entry = self._async.get(loop)
         if entry is None:
             with self._lock:
@@ -269,8 +213,7 @@ class Clients:
         return entry[0]
 
     def close(self, here: asyncio.AbstractEventLoop | None = None) -> list[AsyncDeadlineTransport]:
-        """Close all but lent transports, an async pool on its own loop; the pools of the
-        loop ``here`` are returned for the caller to await."""
+        """Close all but lent transports, each on its loop; those of ``here`` are returned."""
         with self._lock:
             taken = [(loop, t) for loop, (_, t) in self._async.items() if t is not self._lent_async]
             self._async.clear()
@@ -292,16 +235,7 @@ def _close_elsewhere(loop: asyncio.AbstractEventLoop, transport: AsyncDeadlineTr
     transport.closed = True  # at once: a call resuming on a paused loop sends and reads nothing
     if loop.is_closed() or not loop.is_running():
         return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    closing = transport.aclose()
-    pending = (
-        loop.create_task(closing)
-        if running is loop
-        else asyncio.run_coroutine_threadsafe(closing, loop)
-    )
+    pending = asyncio.run_coroutine_threadsafe(transport.aclose(), loop)  # from its own too
     _CLOSING.add(pending)
     pending.add_done_callback(_CLOSING.discard)
 
@@ -317,11 +251,6 @@ class HostWiring:
     url: httpx.URL
     headers: SecretHeaders = field(repr=False)  # carries the key
     tracing: Tracing
-    log_filter: RedactingLogFilter
-
-    @property
-    def http(self) -> httpx.Client:
-        return self.clients.sync
 
     @classmethod
     def build(
@@ -333,18 +262,15 @@ class HostWiring:
         path: str = "/chat/completions",
         **options: Unpack[WiringOptions],
     ) -> HostWiring:
-        """Wire an adapter for ``model``'s endpoint ``path``; a build failing midway releases
-        what it made."""
+        """Wire an adapter for ``model``'s endpoint ``path`` (released if it fails midway)."""
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), *config.secrets()])
         clients = Clients(model, **options)
-        log_filter = RedactingLogFilter(redactor)  # held weakly by the loggers
-        log_filter.install()
+        redact_http_logs(redactor)
         try:
-            client, exporter = options.get("langfuse_client"), options.get("span_exporter")
-            tracing = Tracing(config, redactor, client=client, span_exporter=exporter)
+            tracing = Tracing(config, redactor, options.get("span_exporter"))
         except BaseException:
-            log_filter.uninstall()
+            redact_http_logs(redactor, on=False)
             clients.close()
             raise
         return cls(
@@ -361,22 +287,12 @@ class HostWiring:
                 }
             ),
             tracing=tracing,
-            log_filter=log_filter,
         )
-
-    @staticmethod
-    def configs_from_env(
-        env: Mapping[str, str] | None = None,
-    ) -> tuple[ModelConfig, LangfuseConfig]:
-        """Both configurations from the environment: ``cls(*HostWiring.configs_from_env())``."""
-        environ = os.environ if env is None else env
-        return ModelConfig.from_env(environ), LangfuseConfig.from_env(environ)
 
     def begin(
         self, call: RuntimeCall, first_token: Callable[[], datetime | None] = lambda: None
     ) -> RequestBody:
-        """The call's request body; its generation opens, finished by the port's outcome
-        (``first_token``: when a streaming adapter saw the first token)."""
+        """The call's request body; its generation opens (``first_token``: when streamed)."""
         model, strict = self.model.model, self.model.strict
         body = build_request_body(call.request.interaction, model=model, strict=strict)
         record, tracing = self.tracing.start(call, body, model), self.tracing
@@ -385,25 +301,21 @@ class HostWiring:
 
     @contextmanager
     def settled(self, runtime: RuntimeAdapter) -> Iterator[None]:
-        """Around a call's I/O: a ``WireFailure`` leaves as ``runtime``'s failure, redacted,
-        and so does a call done once ``runtime`` began closing (no result races close out)."""
+        """A ``WireFailure``, or a call done once ``runtime`` began closing, as its failure."""
         try:
             yield
             if runtime.closed:
-                raise WireFailure(
-                    RuntimeFailureCode.UNAVAILABLE, "the runtime closed during the call"
-                )
+                raise WireFailure(RuntimeFailureCode.UNAVAILABLE, "the runtime closed mid-call")
         except WireFailure as failure:
             raise failure.to_error(runtime.descriptor(), self.redactor) from None
 
     def close(self) -> None:
-        """Release the pools, close the tracing (its calls in flight end first: their I/O
-        aborted), drop the log filter."""
+        """Release the pools, then close the tracing (its calls in flight end first)."""
         try:
             self.clients.close()
             self.tracing.close()
         finally:
-            self.log_filter.uninstall()
+            redact_http_logs(self.redactor, on=False)
 
     async def aclose(self) -> None:
         """``close`` from the event loop: its pools awaited, the waits on a thread."""

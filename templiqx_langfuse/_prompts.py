@@ -1,11 +1,8 @@
-"""Contracts as Langfuse chat prompts: a version holds the contract and its digest in its
-``config``, and as messages the contract's in Langfuse's syntax, used only while they are still
-the ones its contract renders (a version edited in the Langfuse UI is refused). Loaded ones are
-cached, refreshed in the background, with a fallback file (docs/langfuse-prompts.md): our own
-cache, as the SDK's lives in its ``Langfuse()`` singleton, which this package never builds."""
+"""Contracts as Langfuse chat prompts, cached here: the SDK's cache is in its singleton."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import functools
@@ -13,12 +10,11 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote
@@ -41,7 +37,7 @@ from templiqx_core import (
 
 from ._config import LangfuseConfig
 from ._deadline import AsyncDeadlineTransport, DeadlineTransport
-from ._tracing import PROMPT_EXTENSION, link_prompt
+from ._tracing import PROMPT_EXTENSION, PROMPT_LINKS
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
@@ -51,15 +47,14 @@ if TYPE_CHECKING:
 CONFIG_KEY = "templiqx"
 #: One attempt per request: the caller's timeout is the whole cost of a Langfuse outage.
 ONCE: Any = {"max_retries": 0}
-#: What is read of one answer: a prompt holds one contract (kilobytes); a larger answer is
-#: cut there and refused as a prompt that does not parse.
+#: What is read of one answer (a contract is kilobytes): a larger one is refused.
 MAX_PROMPT_BYTES = 4 * 2**20
 # Langfuse's rules (packages/shared/src/features/prompts and utils/stringChecks.ts).
 _VARIABLE = re.compile(r"[^\W\d_]\w*")
 _LABEL = re.compile(r"[a-z0-9_\-.]{1,36}")
 _BAD_NAME = re.compile(r"\||^/|/\Z|//|<[^<>]*>")
 _RESERVED_NAMES = frozenset({"new", "metrics", "prompt-detail"})
-# Read per load (hot) when no configuration is given: one LangfuseConfig per distinct value.
+# What keys a load configured by the environment (a config costs ~60 µs: built when fetching).
 _ENV_READ = tuple(
     "LANGFUSE_" + n for n in ("PUBLIC_KEY", "SECRET_KEY", "BASE_URL", "HOST", "TIMEOUT")
 )
@@ -74,8 +69,7 @@ def contract_digest(contract: Contract) -> str:
 
 
 def _node_text(node: dict[str, Any]) -> str:
-    """One content node in Langfuse's syntax: text, ``{{NAME}}`` for a plain ``inputs.NAME`` /
-    ``context.NAME``; any other node said to be the contract's to render."""
+    """Text, ``{{NAME}}`` for a plain ``inputs.NAME``/``context.NAME``, else a note."""
     kind = node["kind"]
     if kind == "text":
         return str(node["value"])
@@ -99,24 +93,15 @@ def check_publishable(contract: Contract) -> None:
     name = contract.id
     if name != name.strip() or name in _RESERVED_NAMES or len(name) > 255 or _BAD_NAME.search(name):
         raise InvalidData(f"contract id {name!r} is not a valid Langfuse prompt name")
-    if PROMPT_EXTENSION in contract.extensions:
-        raise Unsupported(
-            f"{name}: the {PROMPT_EXTENSION} extension links a file to a prompt by hand; "
-            "a published contract is linked to its own version (remove the extension)"
-        )
+    if PROMPT_EXTENSION in contract.extensions:  # a published one links to its own version
+        raise Unsupported(f"{name}: remove the {PROMPT_EXTENSION} extension to publish")
     if clash := sorted(set(contract.inputs) & set(contract.context)):
-        raise InvalidData(
-            f"{name}: {', '.join(clash)} named both an input and a context value: "
-            "both would be the same Langfuse variable"
-        )
+        raise InvalidData(f"{name}: {', '.join(clash)}: one Langfuse variable for two values")
 
 
 def check_label(label: str) -> str:
-    if not _LABEL.fullmatch(label) or label == "latest":
-        raise InvalidData(
-            f"label {label!r}: lowercase letters, digits, '_', '-' or '.', at most 36 "
-            "characters, and not 'latest' (Langfuse moves it itself)"
-        )
+    if not _LABEL.fullmatch(label) or label == "latest":  # Langfuse moves 'latest' itself
+        raise InvalidData(f"label {label!r}: up to 36 of a-z 0-9 _ - . and not 'latest'")
     return label
 
 
@@ -133,14 +118,12 @@ def path_name(name: str) -> str:
 _Api = TypeVar("_Api")
 _Keys = tuple[str, str, str, float]
 _sync_apis: dict[_Keys, LangfuseAPI] = {}
-# An async client's pooled connections belong to the loop that opened them: ours are per
-# loop (a host may run asyncio.run more than once), closed when it shuts down.
+# Per loop: an async pool's connections belong to the loop that opened them.
 _async_apis: weakref.WeakKeyDictionary[Any, _LoopApis] = weakref.WeakKeyDictionary()
 
 
 def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
-    """The host's client's API (never shut down here), else the SDK's generated client per
-    configuration: no ``Langfuse()`` singleton, no tracer."""
+    """The host's client's API (never shut down), else the generated client per config."""
     from langfuse.api import LangfuseAPI
 
     if client is not None:
@@ -160,8 +143,7 @@ def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLa
 
 
 class _LoopApis:
-    """One event loop's API clients, closed when it shuts down (``asyncio.run`` closes the
-    async generators started on it): sockets a run opened never outlive it."""
+    """One loop's API clients, closed as it shuts down (it closes its async generators)."""
 
     def __init__(self) -> None:
         self.apis: dict[_Keys, AsyncLangfuseAPI] = {}
@@ -191,7 +173,8 @@ def _own(
     http: Callable[..., Any],
     transport: Callable[..., Any],
 ) -> _Api:
-    config = config or env_config()
+    environ = {name: os.environ.get(name, "") for name in _ENV_READ}
+    config = config or LangfuseConfig.from_env({k: v for k, v in environ.items() if v})
     if config.public_key is None or config.secret_key is None:
         raise InvalidData("Langfuse's API needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
     public, secret = config.keys()
@@ -209,16 +192,7 @@ def _own(
     return mine[key]
 
 
-def env_config() -> LangfuseConfig:
-    return _env_config(tuple(os.environ.get(name) for name in _ENV_READ))
-
-
-@functools.lru_cache(maxsize=8)
-def _env_config(values: tuple[str | None, ...]) -> LangfuseConfig:
-    return LangfuseConfig.from_env({k: v for k, v in zip(_ENV_READ, values, strict=True) if v})
-
-
-@contextmanager
+@contextlib.contextmanager
 def api_errors(where: str) -> Iterator[None]:
     """A failed Langfuse request as a typed error (never its body: it may echo a key)."""
     from langfuse.api.core.api_error import ApiError
@@ -239,14 +213,7 @@ def api_errors(where: str) -> Iterator[None]:
         raise InvalidData(f"{where}: Langfuse's answer could not be read ({kind})") from None
 
 
-class Fetched(NamedTuple):
-    contract: Contract
-    name: str
-    version: int
-
-
-@dataclass(frozen=True)
-class Published:
+class Published(NamedTuple):
     """What ``publish_contract`` did (``created`` False: the latest version held it)."""
 
     name: str
@@ -263,8 +230,7 @@ def publish_contract(
     config: LangfuseConfig | None = None,
     client: Langfuse | None = None,
 ) -> Published:
-    """Create a version of the chat prompt named after the contract's id, unless the latest
-    version holds the same contract (its labels are then added to that version)."""
+    """A new version of the prompt named after the contract's id, unless the latest holds it."""
     from langfuse.api import CreateChatPromptRequest, CreateChatPromptType
 
     if not isinstance(contract, Contract):
@@ -290,10 +256,8 @@ def publish_contract(
         return Published(name, latest.version, False, digest)
     earlier = held.get("contract") if isinstance(held, dict) else None
     if isinstance(earlier, dict) and earlier.get("version") == contract.version:
-        raise InvalidData(
-            f"{where}#{latest.version} holds another contract with version "
-            f"{contract.version!r}: bump the contract's version (generations are linked "
-            "to a prompt version by contract id and version)"
+        raise InvalidData(  # generations link to prompts by contract id and version
+            f"{where}#{latest.version}: another contract, same version: bump the contract's version"
         )
     request = CreateChatPromptRequest(
         name=name,
@@ -326,7 +290,6 @@ def promote_label(
 
 _log = logging.getLogger("templiqx_langfuse.prompts")
 SCHEME = "langfuse:"
-DEFAULT_LABEL = "production"  # Langfuse's default label
 _REFERENCE = re.compile(r"langfuse:(?P<name>[^@#]+)(?:@(?P<label>[^@#]+)|#(?P<version>[0-9]+))?")
 
 
@@ -335,12 +298,9 @@ _entries: dict[tuple[Any, ...], tuple[Contract, float]] = {}
 _refreshing: set[tuple[Any, ...]] = set()
 _lock = threading.Lock()
 _cold_locks: dict[tuple[Any, ...], threading.Lock] = {}
-_pending: dict[tuple[Any, ...], asyncio.Task[Fetched]] = {}
-_tasks: set[asyncio.Task[None]] = set()  # background refreshes on an event loop, kept alive
 
 
-@dataclass(slots=True)
-class _Source:
+class _Source(NamedTuple):
     """One prompt version or label, and how to fetch, check and cache it."""
 
     name: str
@@ -351,44 +311,30 @@ class _Source:
     client: Any
     model: type[BaseModel] | None  # a typed contract's output model, checked on each fetch
     key: tuple[Any, ...]
+    where: str  # langfuse:NAME#VERSION or langfuse:NAME@LABEL
 
-    @property
-    def where(self) -> str:
-        if self.version is not None:
-            return f"langfuse:{self.name}#{self.version}"
-        return f"langfuse:{self.name}@{self.label}"
-
-    def cached(self) -> tuple[Contract | None, bool]:
-        """The cached contract (the hot path: a few dictionary lookups), and True for the
-        one caller that is to refresh it in the background."""
+    def cached(self) -> Contract | None:
+        """The cached contract (a few lookups); once stale, one caller starts a refresh."""
         entry = _entries.get(self.key)
         if entry is None or time.monotonic() < entry[1]:
-            return (None if entry is None else entry[0]), False
+            return None if entry is None else entry[0]
         with _lock:
             claimed = self.key not in _refreshing
             _refreshing.add(self.key)
-        return entry[0], claimed
+        if claimed:
+            name = "templiqx-langfuse-prompt-refresh"
+            threading.Thread(target=self.refresh, name=name, daemon=True).start()
+        return entry[0]
 
-    def _get(self, api: Any) -> Any:
-        query = {"label": self.label or None, "version": self.version}
-        return api.prompts.get(path_name(self.name), **query, request_options=ONCE)
-
-    def fetch(self) -> Fetched:
-        with api_errors(self.where):
-            prompt = self._get(sync_api(self.config, self.client))
-        return self.checked(prompt)
-
-    async def afetch(self) -> Fetched:
-        with api_errors(self.where):
-            prompt = await self._get(async_api(self.config, self.client))
-        return self.checked(prompt)
-
-    def checked(self, prompt: Any) -> Fetched:
-        """The contract a fetched version holds, checked as a file is (its digest and messages
-        matching, ``output_model`` too), linked to its prompt and cached."""
+    def fetch(self) -> tuple[Contract, Any]:
+        """The version's contract, checked as a file is and more, then linked and cached."""
         from langfuse.api import Prompt_Chat
 
+        query = {"label": self.label or None, "version": self.version}
         where = self.where
+        with api_errors(where):
+            api = sync_api(self.config, self.client)
+            prompt = api.prompts.get(path_name(self.name), **query, request_options=ONCE)
         if not isinstance(prompt, Prompt_Chat):
             raise InvalidData(f"{where}: not a chat prompt")
         if not 1 <= prompt.version < 2**31:  # the server's column is a 32-bit integer
@@ -411,40 +357,21 @@ class _Source:
             for m in prompt.prompt
         ]
         if messages != chat_messages(contract):
-            raise InvalidData(
-                f"{where}: its messages differ from its contract's (edited in Langfuse?); "
-                "edit the contract and publish it"
-            )
+            raise InvalidData(f"{where}: its messages differ from its contract's (edited?)")
         if self.model is not None:
             check_output_model(contract, self.model)
-        link_prompt(contract.id, contract.version, prompt.name, prompt.version)
+        PROMPT_LINKS[contract.id, contract.version] = (prompt.name, prompt.version)
         self.store(contract)
-        return Fetched(contract, prompt.name, prompt.version)
+        return contract, prompt
 
     def store(self, contract: Contract) -> Contract:
         _entries[self.key] = (contract, time.monotonic() + self.ttl)
         return contract
 
-    def fall_back(self, error: PortError, fallback: str | Path | None) -> Contract:
-        """The fallback file for a failed cold start, cached for the TTL like a fetched copy
-        (the next try is a background one); without one, the error."""
-        if fallback is None:
-            raise error
-        contract, diagnostics = read_contract(fallback)
-        if contract is None:
-            first = diagnostics[0]
-            raise InvalidData(f"{self.where}: {error}; fallback {fallback}: {first.message}")
-        if self.model is not None:
-            check_output_model(contract, self.model)
-        note = "%s: %s; serving the fallback %s (retried in the background)"
-        _log.warning(note, self.where, error, fallback)
-        return self.store(contract)
-
-    @contextmanager
-    def refreshing(self) -> Iterator[None]:
-        """A background refresh: a failure keeps the last good copy one more TTL (logged)."""
+    def refresh(self) -> None:
+        """A failure keeps the last good copy one more TTL (logged)."""
         try:
-            yield
+            self.fetch()
         except Exception as error:
             if (entry := _entries.get(self.key)) is not None:
                 self.store(entry[0])
@@ -453,13 +380,27 @@ class _Source:
             with _lock:
                 _refreshing.discard(self.key)
 
-    def refresh(self) -> None:
-        with self.refreshing():
-            self.fetch()
-
-    async def arefresh(self) -> None:
-        with self.refreshing():
-            await self.afetch()
+    def cold(self, fallback: str | Path | None) -> Contract:
+        """One request for concurrent cold loads; ``fallback`` is then cached for the TTL."""
+        with _lock:
+            cold = _cold_locks.setdefault(self.key, threading.Lock())
+        with cold:
+            if (entry := _entries.get(self.key)) is not None:
+                return entry[0]
+            try:
+                return self.fetch()[0]
+            except PortError as error:
+                if fallback is None:
+                    raise
+                contract, diagnostics = read_contract(fallback)
+                if contract is None:
+                    why = diagnostics[0].message
+                    raise InvalidData(f"{self.where}: {error}; {fallback}: {why}") from None
+                if self.model is not None:
+                    check_output_model(contract, self.model)
+                note = "%s: %s; serving the fallback %s (retried in the background)"
+                _log.warning(note, self.where, error, fallback)
+                return self.store(contract)
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: True is not version 1
@@ -475,7 +416,7 @@ def _target(reference: str, label: str | None, version: int | None) -> tuple[str
         version = int(named_version)
     if isinstance(version, bool) or (version is not None and not 1 <= version < 2**31):
         raise InvalidData(f"{reference}: a version is a whole number from 1")
-    chosen = check_label(named_label or label or DEFAULT_LABEL)
+    chosen = check_label(named_label or label or "production")  # Langfuse's default
     return found["name"], chosen if version is None else "", version
 
 
@@ -493,11 +434,13 @@ def _source(
         raise InvalidData("cache_ttl_s: a number of seconds from 0")
     if client is not None:
         where: tuple[Any, ...] = ("client", id(client))
+    elif config is not None:
+        where = (config.base_url, config.keys()[0])
     else:
-        chosen = config or env_config()
-        where = (chosen.base_url, chosen.keys()[0])
+        where = tuple(os.environ.get(name) for name in _ENV_READ)
     key = (*where, name, label, version, model)
-    return _Source(name, label, version, ttl, config, client, model, key)
+    named = f"langfuse:{name}#{version}" if version is not None else f"langfuse:{name}@{label}"
+    return _Source(name, label, version, ttl, config, client, model, key, named)
 
 
 def load_contract(
@@ -514,83 +457,44 @@ def load_contract(
     """The contract of prompt ``langfuse:NAME`` at ``label`` (default ``production``) or
     ``version``, cached; a version whose ``output_schema`` ``output_model`` rejects is refused."""
     source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
-    contract, refresh = source.cached()
-    if refresh:
-        name = "templiqx-langfuse-prompt-refresh"
-        threading.Thread(target=source.refresh, name=name, daemon=True).start()
-    if contract is not None:
-        return contract
-    with _lock:
-        cold = _cold_locks.setdefault(source.key, threading.Lock())
-    with cold:  # concurrent cold loads of one key make one request
-        if (entry := _entries.get(source.key)) is not None:
-            return entry[0]
-        try:
-            return source.fetch().contract
-        except PortError as error:
-            return source.fall_back(error, fallback)
-
-
-async def aload_contract(
-    reference: str,
-    *,
-    label: str | None = None,
-    version: int | None = None,
-    cache_ttl_s: float = 60.0,
-    fallback: str | Path | None = None,
-    output_model: type[BaseModel] | None = None,
-    config: LangfuseConfig | None = None,
-    client: Langfuse | None = None,
-) -> Contract:
-    """``load_contract`` on an event loop, the refresh a task; concurrent cold loads on one
-    loop share one request."""
-    source = _source(reference, label, version, cache_ttl_s, config, client, output_model)
-    contract, refresh = source.cached()
-    loop = asyncio.get_running_loop()
-    if refresh:
-        task = loop.create_task(source.arefresh())
-        _tasks.add(task)
-        task.add_done_callback(_tasks.discard)
-    if contract is not None:
-        return contract
-    pending_key = (*source.key, loop)
-    if (fetching := _pending.get(pending_key)) is None:  # shared: the request only
-        fetching = _pending[pending_key] = loop.create_task(source.afetch())
-        fetching.add_done_callback(lambda task: _forget(pending_key, task))
-    try:
-        # Shielded: one caller's cancellation is its own, never the request's or the others'.
-        return (await asyncio.shield(fetching)).contract
-    except PortError as error:
-        entry = _entries.get(source.key)  # another caller's fallback, served already
-        return entry[0] if entry is not None else source.fall_back(error, fallback)
-
-
-def _forget(key: tuple[Any, ...], task: asyncio.Task[Fetched]) -> None:
-    _pending.pop(key, None)
-    if not task.cancelled():
-        task.exception()  # retrieved: no "never retrieved" report when every caller left
+    cached = source.cached()
+    return cached if cached is not None else source.cold(fallback)
 
 
 def pin(reference: str, cache_ttl_s: float = 60.0) -> tuple[str, str, int]:
-    """``(langfuse:NAME#VERSION, NAME, VERSION)``: the version ``reference`` resolves to now,
-    fetched afresh and cached under its number (an eval must not follow a moving label)."""
-    fetched = _source(reference, ttl=cache_ttl_s).fetch()
-    pinned = f"langfuse:{fetched.name}#{fetched.version}"
-    _source(pinned, ttl=cache_ttl_s).store(fetched.contract)
-    return pinned, fetched.name, fetched.version
-
-
-def clear_cache() -> None:
-    """Forget every cached contract (tests; a host switching projects)."""
-    with _lock:
-        _entries.clear()
-        _cold_locks.clear()
+    """The version ``reference`` resolves to now, fetched afresh (evals follow no label)."""
+    contract, prompt = _source(reference, ttl=cache_ttl_s).fetch()
+    pinned = f"langfuse:{prompt.name}#{prompt.version}"
+    _source(pinned, ttl=cache_ttl_s).store(contract)
+    return pinned, prompt.name, prompt.version
 
 
 def contract_source(reference: str) -> tuple[Contract | None, list[Diagnostic]]:
-    """Entry point of ``templiqx.contract_sources``: ``langfuse:NAME@LABEL|#VERSION`` wherever
-    a contract path is taken (environment's Langfuse, default TTL); a failure is a diagnostic."""
+    """The ``templiqx.contract_sources`` entry point: a failure is a diagnostic."""
     try:
         return load_contract(reference), []
     except PortError as error:
         return None, [Diagnostic(code=error.code, severity="error", message=str(error))]
+
+
+def publish_command(argv: list[str]) -> int:
+    """``templiqx publish``: exit 0 saying what happened, 1 on failure, 2 on bad usage."""
+    about = "publish a contract as a version of the Langfuse chat prompt named after its id"
+    parser = argparse.ArgumentParser(prog="templiqx publish", description=about)
+    parser.add_argument("contract", help="contract YAML (templiqx/v1alpha1)")
+    parser.add_argument(
+        "--label", action="append", default=[], help="a label the version gets (repeatable)"
+    )
+    parser.add_argument("--message", help="the version's commit message")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # argparse's own exit: --help 0, a usage error 2
+        return int(stop.code or 0)
+    try:
+        done = publish_contract(args.contract, labels=args.label, message=args.message)
+    except PortError as error:
+        sys.stderr.write(f"templiqx: publish: {error.code}: {error}\n")
+        return 1
+    where, digest = f"langfuse:{done.name}#{done.version}", f"digest {done.digest[:12]}"
+    print(f"{'published' if done.created else 'unchanged'} {where} ({digest})")
+    return 0

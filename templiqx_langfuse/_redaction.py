@@ -1,5 +1,4 @@
-"""Secret redaction: every configured secret becomes ``[REDACTED]`` wherever text leaves,
-in each form it can take there (raw, JSON-escaped, percent-encoded, Basic-auth)."""
+"""Every configured secret becomes ``[REDACTED]`` wherever text leaves, in any form it takes."""
 
 from __future__ import annotations
 
@@ -15,24 +14,12 @@ from urllib.parse import quote, quote_plus
 
 import orjson
 
-__all__ = ["HTTP_LOGGERS", "REDACTED", "RedactingLogFilter", "Redactor", "SecretHeaders"]
-
 REDACTED = "[REDACTED]"
 _MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
 
 
-def json_text(value: Any) -> str:
-    """Compact JSON; a value orjson refuses (a big int, an odd key) through ``json``."""
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, default=str, ensure_ascii=False)
-
-
 class SecretHeaders(dict[str, str]):
-    """Request headers carrying a credential. Tracebacks rendered with their locals
-    (``pytest -l``, error trackers) print every local's repr: this one names the headers
-    and hides their values, whichever local or argument holds them."""
+    """Headers whose values a traceback printed with its locals never shows."""
 
     __slots__ = ()
 
@@ -41,10 +28,7 @@ class SecretHeaders(dict[str, str]):
 
 
 def _encodings(secret: str) -> set[str]:
-    """The forms a secret takes in what we print or record: raw, inside a JSON string
-    (escaped once, or twice when a JSON body is itself quoted; ``\\uXXXX`` for non-ASCII
-    or, as Go writes it, for ``<>&``; ``\\/`` as some servers write ``/``), and
-    percent-encoded in a URL."""
+    """Raw, JSON-escaped once or twice (``\\uXXXX`` for ``<>&`` too, ``\\/``), percent-encoded."""
     forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
     for ensure_ascii in (False, True):
         escaped = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]
@@ -67,9 +51,7 @@ class Redactor:
         values = {form for value in values for form in _encodings(value)}
         # Longest first, so a secret containing another is replaced whole.
         self._secrets = sorted(values, key=len, reverse=True)
-        self._needles = [secret.encode() for secret in self._secrets]
-        # The no-secret fast path searches a value's JSON bytes; a secret that JSON would
-        # escape could hide there, so such secrets always take the full walk.
+        # A secret JSON would escape hides from the fast path's search of the JSON bytes.
         self._json_searchable = all(
             '"' not in s and "\\" not in s and all(ord(c) >= 0x20 for c in s) for s in self._secrets
         )
@@ -85,25 +67,16 @@ class Redactor:
 
     def value(self, data: Any) -> Any:
         """Redact strings anywhere inside a JSON-like value (keys included)."""
-        if not self._secrets:
-            return data
-        if isinstance(data, str):
-            return self.text(data)
-        if self._json_searchable:
-            try:
-                blob = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
-            except (TypeError, orjson.JSONEncodeError):
-                blob = None
-            if blob is not None and not any(needle in blob for needle in self._needles):
-                return data
-        return self._walk(data)
+        return self._walk(data) if self._secrets else data
 
     def json_text(self, data: Any) -> str:
-        """``data`` as compact JSON, secrets redacted: in the text itself when no secret is
-        one JSON would escape (it then appears there verbatim), else in the data first."""
-        if self._json_searchable:
-            return self.text(json_text(data))
-        return json_text(self._walk(data))
+        """Compact JSON, redacted in the text unless a secret is one JSON would escape."""
+        value = data if self._json_searchable else self._walk(data)
+        try:
+            text = orjson.dumps(value).decode()
+        except (TypeError, orjson.JSONEncodeError):  # a big int, an odd key
+            text = json.dumps(value, default=str, ensure_ascii=False)
+        return self.text(text) if self._json_searchable else text
 
     def _walk(self, data: Any) -> Any:
         if isinstance(data, str):
@@ -115,9 +88,7 @@ class Redactor:
         return data
 
 
-# httpx/httpcore log raw response headers and reason phrases at DEBUG, and OTel's OTLP
-# exporter logs Langfuse's reason phrase when an export fails; a server that echoes a
-# credential would put it in the host's logs. These are the loggers they use.
+# They log raw headers and reason phrases: a server echoing a credential would leak it.
 HTTP_LOGGERS = (
     "httpx",
     *(
@@ -130,50 +101,34 @@ HTTP_LOGGERS = (
 )
 
 
-class RedactingLogFilter:
-    """One redactor's place in the filter on the HTTP loggers: held weakly, so a runtime
-    collected without ``close()`` leaves nothing (nor its secrets) behind."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        self.redactor = redactor
-
-    def install(self) -> None:
-        for name in HTTP_LOGGERS:
-            logging.getLogger(name).addFilter(_SHARED)  # kept once: addFilter dedupes
-        with _SHARED.lock:
-            _SHARED.live.add(self)
-
-    def uninstall(self) -> None:
-        with _SHARED.lock:
-            _SHARED.live.discard(self)
+_LIVE: weakref.WeakSet[Redactor] = weakref.WeakSet()  # weak: a runtime never closed leaves none
+_LIVE_LOCK = threading.Lock()
 
 
-class _SharedLogFilter(logging.Filter):
-    """The one filter on the HTTP loggers: applies every installed redactor."""
+def live_redactors() -> list[Redactor]:
+    with _LIVE_LOCK:
+        return list(_LIVE)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-        self.live: weakref.WeakSet[RedactingLogFilter] = weakref.WeakSet()
 
-    def members(self) -> list[RedactingLogFilter]:
-        with self.lock:
-            return list(self.live)
+def redact_http_logs(redactor: Redactor, *, on: bool = True) -> None:
+    """Apply ``redactor`` (or no longer) to the HTTP loggers' records."""
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).addFilter(_redact_record)  # once: addFilter dedupes
+    with _LIVE_LOCK:
+        (_LIVE.add if on else _LIVE.discard)(redactor)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        members = self.members()
-        if not members:  # installed for good: with nothing to redact, the record as it is
-            return True
-        try:
-            message = record.getMessage()
-        except Exception:  # logging reports a malformed record; raised here, the caller would
-            message = f"{record.msg} {record.args!r}"
-        redacted = message
-        for member in members:
-            redacted = member.redactor.text(redacted)
-        if redacted != message:
-            record.msg, record.args = redacted, None
+
+def _redact_record(record: logging.LogRecord) -> bool:
+    redactors = live_redactors()
+    if not redactors:  # installed for good: with nothing to redact, the record as it is
         return True
-
-
-_SHARED = _SharedLogFilter()
+    try:
+        message = record.getMessage()
+    except Exception:  # logging reports a malformed record; raised here, the caller would
+        message = f"{record.msg} {record.args!r}"
+    redacted = message
+    for redactor in redactors:
+        redacted = redactor.text(redacted)
+    if redacted != message:
+        record.msg, record.args = redacted, None
+    return True

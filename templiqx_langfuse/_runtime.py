@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, Unpack
@@ -53,7 +54,8 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseTracedRuntime:
         """Build from ``TEMPLIQX_*`` / ``OPENAI_*`` / ``LANGFUSE_*`` variables."""
-        return cls(*HostWiring.configs_from_env(env), **kwargs)
+        environ = os.environ if env is None else env
+        return cls(ModelConfig.from_env(environ), LangfuseConfig.from_env(environ), **kwargs)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -72,7 +74,7 @@ class LangfuseTracedRuntime(RuntimeAdapter):
     def produce_output(self, call: RuntimeCall) -> Produced:
         wiring = self._wiring
         with wiring.settled(self):
-            with open_bounded(wiring.http, wiring.url, **self._begin(call)) as stream:
+            with open_bounded(wiring.clients.sync, wiring.url, **self._begin(call)) as stream:
                 body = stream.body()
             return _produced(stream, body)  # parsed once the connection is back
 

@@ -1,5 +1,4 @@
-"""What a call carries into tracing and brings back. Every runtime imports this, so it never
-imports langfuse or OpenTelemetry (~0.2 s): ``_recording`` and ``_export`` come with tracing on."""
+"""What a call carries into tracing and brings back (never imports langfuse or OTel: slow)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from templiqx_core import ExecutionReceipt
 from templiqx_core.adapters import CallOutcome
@@ -21,14 +20,7 @@ PROMPT_EXTENSION = "langfuse.prompt"
 PROMPT_CAPABILITY = "langfuse_prompt"
 
 
-class JsonText(str):
-    """A value already serialized (and redacted): written as it is."""
-
-
-@dataclass(frozen=True)
-class TraceAttributes:
-    """User, session and tags of the Langfuse trace."""
-
+class TraceAttributes(NamedTuple):
     tags: tuple[str, ...] = ()
     session_id: str | None = None
     user_id: str | None = None
@@ -61,7 +53,7 @@ class TracedReceipt:
         found: Sequence[TraceRef],
         used: Sequence[Mapping[str, int]] = (),
     ) -> TracedReceipt:
-        """The receipt with the last trace and the last usage collected for it."""
+        """With the last trace and the last usage collected for the receipt."""
         usage = Usage.of(used[-1]) if used else None
         if not found:
             return cls(receipt, None, None, None, usage)
@@ -86,8 +78,7 @@ def scoped(var: contextvars.ContextVar[_T], value: _T) -> Iterator[None]:
 CALL_ATTRIBUTES: contextvars.ContextVar[TraceAttributes | None] = contextvars.ContextVar(
     "templiqx_langfuse_trace_attributes", default=None
 )
-#: Span attributes an eval runner sets for the calls of one case (Langfuse's
-#: ``langfuse.experiment.*``); the generation also names itself the item's root observation.
+#: ``langfuse.experiment.*`` attributes an eval runner sets for the calls of one case.
 EXPERIMENT_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "templiqx_langfuse_experiment_attributes", default=None
 )
@@ -130,8 +121,7 @@ def collect_usage() -> AbstractContextManager[list[dict[str, int]]]:
 
 
 class GenerationRecord:
-    """One execution's generation, finished once by the port's outcome; this one (not
-    traced) only hands the usage to ``collect_usage``."""
+    """An untraced execution: it only hands the usage to ``collect_usage``."""
 
     def __init__(self) -> None:
         self._usage_sinks = _USAGE_SINKS.get()  # the caller's, where the call started
@@ -153,14 +143,5 @@ def prompt_link(extensions: Mapping[str, Any]) -> tuple[str, int] | None:
     return (name, version) if isinstance(version, int) and version >= 1 else None
 
 
-# Which prompt version a contract was last fetched from (``publish_contract`` keeps contract
-# id and version one-to-one with it): linked without entering the compiled interaction.
-_LINKS: dict[tuple[str, str], tuple[str, int]] = {}
-
-
-def link_prompt(contract_id: str, contract_version: str, name: str, version: int) -> None:
-    _LINKS[contract_id, contract_version] = (name, version)
-
-
-def linked_prompt(contract_id: str, contract_version: str) -> tuple[str, int] | None:
-    return _LINKS.get((contract_id, contract_version))
+#: The prompt each (contract id, version) was fetched from, linked outside the interaction.
+PROMPT_LINKS: dict[tuple[str, str], tuple[str, int]] = {}

@@ -217,7 +217,6 @@ PINNED: dict[str, list[str]] = {
         "TracedReceipt",
         "Usage",
         "__version__",
-        "aload_contract",
         "collect_traces",
         "load_contract",
         "promote_label",

@@ -23,8 +23,7 @@ from templiqx_core import InvalidData, NotFound
 from templiqx_core.adapters import load_document
 
 from .. import _config
-from .._redaction import _SHARED as _LIVE_RUNTIMES
-from .._redaction import REDACTED, Redactor
+from .._redaction import REDACTED, Redactor, live_redactors
 
 __all__ = [
     "LOOPBACK_REPLAY_HOST",
@@ -105,8 +104,8 @@ class Scrubber:
     def text(self, value: str) -> str:
         env = os.environ if self._env is None else self._env
         value = _redactor((*self._fixed, *(env.get(name) for name in SECRET_ENV_VARS))).text(value)
-        for member in _LIVE_RUNTIMES.members():
-            value = member.redactor.text(value)
+        for redactor in live_redactors():
+            value = redactor.text(value)
         return _CREDENTIAL.sub(REDACTED, _AUTH_SCHEME.sub(rf"\1 {REDACTED}", value))
 
     def body(self, value: Any) -> Any:

@@ -37,7 +37,7 @@ MAIN_JOB = [
     "--stream",
 ]
 LIVE_JOB = [arg for arg in MAIN_JOB if arg not in ("--replay", "cassettes/greeting-success.yaml")]
-TRACING_MODULES = ("langfuse", "opentelemetry", "templiqx_langfuse._recording")
+TRACING_MODULES = ("langfuse", "opentelemetry", "templiqx_langfuse._export")
 # What a command that runs no model must not load: runtimes, HTTP, tracing, the MCP
 # extra, the test tooling a replay borrows from.
 RUNTIME_MODULES = ("templiqx_langfuse", "httpx", "vcr", "mcp", "pytest", *TRACING_MODULES)

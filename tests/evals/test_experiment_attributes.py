@@ -1,5 +1,4 @@
-"""The tracing layer's part in experiments: attributes and usage of the calls of a case,
-on the adapter-owned export path and through a host's Langfuse client alike."""
+"""The tracing layer's part in experiments: attributes and usage of the calls of a case."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from templiqx_core import ExecutionRequest
 from templiqx_langfuse._tracing import collect_traces, collect_usage, experiment_attributes
 from tests.conftest import RuntimeFactory
-from tests.langfuse.test_tracing import host_client, unique_key
 
 EXPERIMENT = {A.EXPERIMENT_ID: "exp-1", A.EXPERIMENT_NAME: "nightly", A.EXPERIMENT_ITEM_ID: "i"}
 
@@ -34,23 +32,6 @@ def test_calls_in_the_block_carry_the_experiment_and_name_themselves_its_root(
     assert _attributes(inside)[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] == own_id
     assert refs[0].observation_id == own_id
     assert not any(key.startswith("langfuse.experiment") for key in _attributes(outside))
-
-
-def test_a_host_client_s_generation_carries_the_experiment_too(
-    make_runtime: RuntimeFactory, greeting_request: ExecutionRequest
-) -> None:
-    host, host_exporter, host_provider = host_client(unique_key("pk-lf-host-experiment"))
-    runtime = make_runtime(langfuse_client=host)
-    with experiment_attributes(EXPERIMENT):
-        runtime.execute(greeting_request)
-    runtime.close()
-    host_provider.force_flush()
-    (span,) = [s for s in host_exporter.get_finished_spans() if s.name == "greeting"]
-    assert _attributes(span)[A.EXPERIMENT_NAME] == "nightly"
-    assert (
-        _attributes(span)[A.EXPERIMENT_ITEM_ROOT_OBSERVATION_ID] == f"{span.context.span_id:016x}"
-    )
-    host_provider.shutdown()
 
 
 def test_usage_is_collected_for_each_successful_call_traced_or_not(

@@ -253,3 +253,11 @@ class FakePromptApi:
             label = query.get("label", ["production"])[0]
             hit = [v for v in versions if label in v["labels"]]
         return (200, hit[0]) if hit else (404, {"message": "prompt not found"})
+
+
+def clear_cache() -> None:
+    """Forget every cached contract (the cache is per process)."""
+    from templiqx_langfuse import _prompts
+
+    _prompts._entries.clear()
+    _prompts._cold_locks.clear()

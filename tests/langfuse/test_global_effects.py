@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse._redaction import _SHARED, HTTP_LOGGERS, RedactingLogFilter
+from templiqx_langfuse._redaction import HTTP_LOGGERS, live_redactors
 from tests.conftest import MODEL_KEY
 
 
@@ -26,32 +26,27 @@ def logged(caplog: pytest.LogCaptureFixture, text: str) -> str:
 
 
 def per_runtime_filters() -> list[Any]:
-    return [
-        f
-        for name in HTTP_LOGGERS
-        for f in logging.getLogger(name).filters
-        if isinstance(f, RedactingLogFilter)
-    ]
+    return [f for name in HTTP_LOGGERS for f in logging.getLogger(name).filters[1:]]
 
 
 def test_a_runtime_collected_without_close_leaves_no_log_filter(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     runtime = build()
-    member = runtime._wiring.log_filter
-    assert member in _SHARED.members()
+    member = runtime._wiring.redactor
+    assert member in live_redactors()
     assert MODEL_KEY not in logged(caplog, MODEL_KEY)  # redacted while the runtime lives
     assert per_runtime_filters() == []  # only the one shared filter sits on the loggers
     del runtime, member
     gc.collect()
-    assert _SHARED.members() == []
+    assert live_redactors() == []
     assert per_runtime_filters() == []
 
 
 def test_close_removes_the_runtimes_redactor(caplog: pytest.LogCaptureFixture) -> None:
     runtime = build()
     runtime.close()
-    assert runtime._wiring.log_filter not in _SHARED.members()
+    assert runtime._wiring.redactor not in live_redactors()
 
 
 def malformed(*args: object) -> logging.LogRecord:
@@ -66,7 +61,7 @@ def test_a_malformed_record_never_raises_at_the_caller_once_the_runtimes_are_gon
     runtime.close()
     del runtime
     gc.collect()
-    assert _SHARED.members() == []
+    assert live_redactors() == []
     assert logging.getLogger("httpx").filter(malformed("one"))
 
 

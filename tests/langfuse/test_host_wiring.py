@@ -36,7 +36,7 @@ from templiqx_langfuse import (
     ModelConfig,
 )
 from templiqx_langfuse._host import Tracing
-from templiqx_langfuse._redaction import _SHARED
+from templiqx_langfuse._redaction import live_redactors
 from templiqx_langfuse.building_blocks import (
     HostWiring,
     WiringOptions,
@@ -70,7 +70,7 @@ class TinyHost(RuntimeAdapter):
 
     @classmethod
     def from_env(cls, env: dict[str, str], **options: Unpack[WiringOptions]) -> TinyHost:
-        return cls(*HostWiring.configs_from_env(env), **options)
+        return cls(ModelConfig.from_env(env), LangfuseConfig.from_env(env), **options)
 
     def descriptor(self) -> AdapterDescriptor:
         return self._descriptor
@@ -80,7 +80,7 @@ class TinyHost(RuntimeAdapter):
         wiring = self.wiring
         with wiring.settled(self):
             with open_bounded(
-                wiring.http,
+                wiring.clients.sync,
                 wiring.url,
                 content=body.content,
                 headers=wiring.headers,
@@ -189,13 +189,13 @@ def test_close_releases_what_the_wiring_built_and_leaves_a_hosts_transport_open(
     owned = TinyHost(model(model_server))
     host_transport = DeadlineTransport()
     lent = TinyHost(model(model_server), transport=host_transport)
-    assert {owned.wiring.log_filter, lent.wiring.log_filter} <= set(_SHARED.members())
+    assert {owned.wiring.redactor, lent.wiring.redactor} <= set(live_redactors())
     owned.execute(greeting_request)
     lent.execute(greeting_request)
     owned.close()
     lent.close()
-    assert owned.wiring.http.is_closed
-    assert not {owned.wiring.log_filter, lent.wiring.log_filter} & set(_SHARED.members())
+    assert owned.wiring.clients.sync.is_closed
+    assert not {owned.wiring.redactor, lent.wiring.redactor} & set(live_redactors())
     # The host's transport still serves the host.
     with httpx.Client(transport=host_transport) as host_client:
         assert host_client.post(f"{model_server.base_url}/chat/completions", json={}).is_success
@@ -214,10 +214,10 @@ def test_close_releases_what_the_wiring_built_and_leaves_a_hosts_transport_open(
 def test_a_transport_that_cannot_keep_the_deadline_is_refused_before_anything_is_installed(
     model_server: LoopbackModelServer, lent: dict[str, Any]
 ) -> None:
-    before = _SHARED.members()
+    before = live_redactors()
     with pytest.raises(InvalidData, match="must be a templiqx_langfuse"):
         TinyHost(model(model_server), **lent)
-    assert _SHARED.members() == before
+    assert live_redactors() == before
 
 
 def test_a_build_that_fails_midway_releases_what_it_had_opened(
@@ -235,13 +235,13 @@ def test_a_build_that_fails_midway_releases_what_it_had_opened(
 
     monkeypatch.setattr("templiqx_langfuse._host.DeadlineTransport", Recording)
     monkeypatch.setattr(Tracing, "__init__", failing_tracing)
-    before = _SHARED.members()
+    before = live_redactors()
     with pytest.raises(OSError, match="exporter unavailable") as raised:
         TinyHost(model(model_server))
     assert closed == [True]
     # Uninstalled, not merely collected: the held traceback still references the filter.
     assert raised.traceback
-    assert _SHARED.members() == before
+    assert live_redactors() == before
 
 
 def test_from_env_reads_both_configurations(
@@ -254,11 +254,8 @@ def test_from_env_reads_both_configurations(
         "LANGFUSE_PUBLIC_KEY": f"{PUBLIC_KEY}-env",
         "LANGFUSE_SECRET_KEY": SECRET_KEY,
     }
-    model_config, langfuse_config = HostWiring.configs_from_env(env)
-    assert model_config == ModelConfig.from_env(env)
-    assert langfuse_config == LangfuseConfig.from_env(env)
     with TinyHost.from_env(env, span_exporter=InMemorySpanExporter()) as host:
-        assert host.wiring.tracing.enabled
+        assert host.wiring.tracing.pipeline is not None
         assert host.wiring.redactor.text(f"{SECRET_KEY} {MODEL_KEY}") == f"{REDACTED} {REDACTED}"
         assert host.execute(greeting_request).output == GREETING
 

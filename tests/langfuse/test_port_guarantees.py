@@ -18,7 +18,7 @@ from templiqx_core import (
 )
 from templiqx_core.adapters import MAX_DEPTH
 from templiqx_langfuse import RetryingRuntime
-from templiqx_langfuse._redaction import _SHARED
+from templiqx_langfuse._redaction import live_redactors
 from tests.conftest import GREETING, RuntimeFactory, assert_closed, start_call
 from tests.langfuse.test_tracing import attr, metadata, only_span
 from tests.loopback import (
@@ -70,7 +70,7 @@ def test_an_unexpected_error_in_the_round_trip_is_mapped_and_still_traced(
     def broken(*args: object, **kwargs: object) -> object:
         raise Broken("sk-model-SECRET in the text")
 
-    runtime._wiring.http.stream = broken  # type: ignore[method-assign]
+    runtime._wiring.clients.sync.stream = broken  # type: ignore[method-assign]
     with pytest.raises(RuntimeFailureError) as raised:
         runtime.execute(greeting_request)
     assert raised.value.code == codes.RUNTIME_PERMANENT
@@ -131,9 +131,9 @@ def test_closing_a_retrying_runtime_closes_the_inner_one(
     with RetryingRuntime(inner, attempts=2) as retrying:
         assert retrying.descriptor() == inner.descriptor()
         retrying.execute(greeting_request)
-        assert inner._wiring.log_filter in _SHARED.members()
+        assert inner._wiring.redactor in live_redactors()
     assert inner.closed
-    assert inner._wiring.http.is_closed
+    assert inner._wiring.clients.sync.is_closed
     assert len(exporter.get_finished_spans()) == 1  # flushed by the inner close
-    assert inner._wiring.log_filter not in _SHARED.members()
+    assert inner._wiring.redactor not in live_redactors()
     assert_closed(retrying, greeting_request)

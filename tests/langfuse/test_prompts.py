@@ -3,7 +3,6 @@ the background, with a fallback), linked generations, against a loopback prompt 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import subprocess
@@ -11,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +18,6 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from templiqx_core import (
-    Contract,
     InvalidData,
     IoFailure,
     RenderRequest,
@@ -28,12 +27,15 @@ from templiqx_core import (
     execute_contract,
 )
 from templiqx_core._compiler import read_contract
-from templiqx_langfuse import LangfuseConfig, aload_contract, load_contract, publish_contract
-from templiqx_langfuse._prompt_cli import publish_command
-from templiqx_langfuse._prompts import CONFIG_KEY, _tasks, clear_cache, contract_digest
-from templiqx_langfuse._tracing import linked_prompt
+from templiqx_langfuse import LangfuseConfig, load_contract, publish_contract
+from templiqx_langfuse._prompts import (
+    CONFIG_KEY,
+    contract_digest,
+    publish_command,
+)
+from templiqx_langfuse._tracing import PROMPT_LINKS
 
-from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi
+from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi, clear_cache
 
 HERE = Path(__file__).parent
 CONTRACT = HERE / "support.yaml"
@@ -139,7 +141,7 @@ def test_the_publish_command_says_what_it_did(
     assert publish_command(argv) == 0
     assert capsys.readouterr().out.startswith(f"published langfuse:{NAME}#1 ")
     assert publish_command(argv) == 0
-    assert "no version created" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith(f"unchanged langfuse:{NAME}#1 ")
     assert publish_command([str(CONTRACT), "--label", "Not A Label"]) == 1
     assert "TQX_DATA_INVALID" in capsys.readouterr().err
     assert publish_command([]) == 2
@@ -210,7 +212,7 @@ def test_a_label_moved_while_cached_is_served_stale_then_refreshed_once(
     assert time.monotonic() - started < 0.4  # at once, not after the refresh
     assert stale.version == "1.0.0"
     wait_for(lambda: load_contract(f"langfuse:{NAME}", config=config).version == "1.1.0")
-    assert linked_prompt(NAME, "1.1.0") == (NAME, 2)
+    assert PROMPT_LINKS[NAME, "1.1.0"] == (NAME, 2)
 
 
 def test_by_version_and_the_reference_forms(fake: FakePromptApi, config: LangfuseConfig) -> None:
@@ -236,8 +238,7 @@ def test_a_langfuse_that_compresses_what_its_client_accepts_is_read(
     fake.compress = True
     publish_contract(CONTRACT, labels=["staging"], config=config)
     assert load_contract(f"langfuse:{NAME}", label="staging", config=config).id == NAME
-    loaded = asyncio.run(aload_contract(f"langfuse:{NAME}", version=1, config=config))
-    assert loaded.id == NAME
+    assert load_contract(f"langfuse:{NAME}", version=1, config=config).id == NAME
 
 
 def test_a_bool_version_is_refused_even_after_version_1_was_loaded(
@@ -351,41 +352,14 @@ def test_1000_threads_after_the_ttl_make_one_refresh_request(
     assert fake.gets() == before + 1
 
 
-def test_1000_tasks_after_the_ttl_make_one_refresh_request(
-    fake: FakePromptApi, config: LangfuseConfig
-) -> None:
-    publish_contract(CONTRACT, labels=["production"], config=config)
-
-    async def main() -> int:
-        await aload_contract(f"langfuse:{NAME}", config=config, cache_ttl_s=0.05)
-        fake.delay_s = 0.2
-        await asyncio.sleep(0.06)
-        before = fake.gets()
-        found = await asyncio.gather(
-            *(aload_contract(f"langfuse:{NAME}", config=config) for _ in range(1000))
-        )
-        assert {c.id for c in found} == {NAME}
-        for _ in range(500):  # the refresh task finishes (bounded)
-            if not _tasks:
-                break
-            await asyncio.sleep(0.01)
-        return fake.gets() - before
-
-    assert asyncio.run(main()) == 1
-
-
 def test_concurrent_cold_loads_share_one_request(
     fake: FakePromptApi, config: LangfuseConfig
 ) -> None:
     publish_contract(CONTRACT, labels=["production"], config=config)
     fake.delay_s = 0.1
 
-    async def main() -> None:
-        await asyncio.gather(
-            *(aload_contract(f"langfuse:{NAME}", config=config) for _ in range(50))
-        )
-
-    asyncio.run(main())
+    with ThreadPoolExecutor(50) as pool:
+        list(pool.map(lambda _: load_contract(f"langfuse:{NAME}", config=config), range(50)))
     assert fake.gets() == 2  # publish's look at the latest version, then one load
 
 
@@ -407,7 +381,7 @@ def test_the_same_fingerprint_from_langfuse_the_file_and_the_fallback(
     ]
     assert all(r is not None for r in receipts)
     assert len({r.model_dump_json() for r in receipts if r is not None}) == 1
-    assert linked_prompt(NAME, "1.0.0") == (NAME, 1)
+    assert PROMPT_LINKS[NAME, "1.0.0"] == (NAME, 1)
 
 
 def test_the_cli_takes_a_langfuse_reference_where_it_takes_a_contract_path(
@@ -583,59 +557,26 @@ def test_a_host_langfuse_client_is_used_and_left_open(
     )
     try:
         assert load_contract(f"langfuse:{NAME}", client=host).id == NAME
-        loaded = asyncio.run(aload_contract(f"langfuse:{NAME}@staging", client=host))
-        assert loaded.id == NAME
+        assert load_contract(f"langfuse:{NAME}@staging", client=host).id == NAME
         assert host.api.prompts.get(NAME).version == 1  # still open, still usable
     finally:
         host.shutdown()
 
 
-def test_an_async_cold_start_with_langfuse_down_serves_the_fallback_once(
+def test_concurrent_cold_loads_with_langfuse_down_serve_the_fallback_once(
     fake: FakePromptApi, config: LangfuseConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.delay_s = 3.0
 
-    async def main() -> set[str]:
-        loads = (
-            aload_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT) for _ in range(20)
-        )
-        return {c.id for c in await asyncio.gather(*loads)}
+    def load(_: int) -> str:
+        return load_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT).id
 
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, "templiqx_langfuse"):
-        assert asyncio.run(main()) == {NAME}
+    with caplog.at_level(logging.WARNING, "templiqx_langfuse"), ThreadPoolExecutor(20) as pool:
+        assert set(pool.map(load, range(20))) == {NAME}
     assert time.monotonic() - started < config.timeout_s + 0.5
     assert fake.gets() == 1
     assert len([r for r in caplog.records if "fallback" in r.getMessage()]) == 1
-
-
-def test_concurrent_cold_loads_share_the_request_but_not_a_cancel_or_a_fallback(
-    fake: FakePromptApi, config: LangfuseConfig
-) -> None:
-    """One caller's cancellation (a ``wait_for`` timeout) is its own, and each caller's
-    fallback is its own: only the request is shared (was: one future for all)."""
-    fake.down, fake.delay_s = True, 0.5
-
-    async def main() -> tuple[BaseException | None, str, BaseException | None]:
-        load = aload_contract(f"langfuse:{NAME}", config=config)
-        impatient = asyncio.ensure_future(asyncio.wait_for(load, 0.1))
-        for _ in range(3):  # the impatient caller starts the request: the others join it
-            await asyncio.sleep(0)
-        patient = aload_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT)
-        bare = aload_contract(f"langfuse:{NAME}", config=config)
-        first, second, third = await asyncio.gather(
-            impatient, patient, bare, return_exceptions=True
-        )
-        assert isinstance(second, Contract), second
-        return first, second.id, third
-
-    first, served, third = asyncio.run(main())
-    assert isinstance(first, TimeoutError)  # the impatient caller's own deadline
-    assert served == NAME  # the patient caller's own fallback
-    # No fallback of its own: the fallback another caller stored serves it too (the
-    # sync path's rule), never the impatient caller's cancellation.
-    assert not isinstance(third, asyncio.CancelledError)
-    assert fake.gets() == 1
 
 
 def test_an_answer_that_is_no_prompt_is_invalid_data(
@@ -645,15 +586,6 @@ def test_an_answer_that_is_no_prompt_is_invalid_data(
     with pytest.raises(InvalidData, match="could not be read"):
         load_contract(f"langfuse:{NAME}", config=config)
     assert load_contract(f"langfuse:{NAME}", config=config, fallback=CONTRACT).id == NAME
-
-
-def test_async_loads_work_from_one_event_loop_after_another(
-    fake: FakePromptApi, config: LangfuseConfig
-) -> None:
-    publish_contract(CONTRACT, labels=["production", "staging"], config=config)
-    for label in ("production", "staging"):  # two loads, each on its own asyncio.run loop
-        contract = asyncio.run(aload_contract(f"langfuse:{NAME}@{label}", config=config))
-        assert contract.id == NAME
 
 
 def test_a_contract_with_an_exponent_float_loads_as_published(

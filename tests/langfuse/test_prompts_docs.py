@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from templiqx_langfuse._prompts import clear_cache
 from tests.conftest import REPO_ROOT
 
-from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi
+from .fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi, clear_cache
 
 DOC = REPO_ROOT / "docs" / "langfuse-prompts.md"
 FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)

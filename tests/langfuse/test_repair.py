@@ -28,11 +28,6 @@ from templiqx_core import (
 )
 from templiqx_core.adapters import request_fingerprint
 from templiqx_langfuse import RetryingRuntime, collect_traces
-from templiqx_langfuse._recording import (
-    META_REPAIR_ATTEMPT,
-    META_REPAIR_OF,
-    META_REQUEST_FINGERPRINT,
-)
 from templiqx_langfuse._tracing import experiment_attributes
 from tests.conftest import BOTH_IO, GREETING, MODEL_KEY, RuntimeFactory
 from tests.loopback import (
@@ -125,13 +120,13 @@ def test_not_json_then_valid_is_one_more_round_trip_in_one_trace(
     assert level(repaired) is None
     status = (tried.attributes or {})[A.OBSERVATION_STATUS_MESSAGE]
     assert status == f"{codes.RUNTIME_INVALID_RESPONSE}: message content is not JSON"
-    assert META_REPAIR_OF not in meta(tried)
-    assert META_REPAIR_ATTEMPT not in meta(tried)
-    assert meta(repaired)[META_REPAIR_OF] == f"{tried.context.span_id:016x}"
-    assert meta(repaired)[META_REPAIR_ATTEMPT] == 2
+    assert "repair_of" not in meta(tried)
+    assert "repair_attempt" not in meta(tried)
+    assert meta(repaired)["repair_of"] == f"{tried.context.span_id:016x}"
+    assert meta(repaired)["repair_attempt"] == 2
     # Each generation carries the fingerprint of what it sent.
-    assert meta(tried)[META_REQUEST_FINGERPRINT] == original
-    assert meta(repaired)[META_REQUEST_FINGERPRINT] not in (original, None)
+    assert meta(tried)["request_fingerprint"] == original
+    assert meta(repaired)["request_fingerprint"] not in (original, None)
     # The trace is named once, by its root: the first try.
     assert (tried.attributes or {}).get(A.TRACE_NAME) == "greeting"
     assert A.TRACE_NAME not in (repaired.attributes or {})
@@ -158,7 +153,7 @@ def test_schema_invalid_then_valid_lists_the_rule_and_chains_the_tries(
     spans = spans_of(inner, exporter)
     assert [level(s) for s in spans] == ["WARNING", "WARNING", None]
     assert len({s.context.trace_id for s in spans}) == 1
-    assert [meta(s).get(META_REPAIR_OF) for s in spans] == [
+    assert [meta(s).get("repair_of") for s in spans] == [
         None,
         f"{spans[0].context.span_id:016x}",
         f"{spans[1].context.span_id:016x}",
@@ -238,12 +233,13 @@ def test_retries_inside_each_try_share_the_trace(
     assert [level(s) for s in spans] == ["ERROR", "WARNING", "ERROR", None]
     assert len({s.context.trace_id for s in spans}) == 1
     # The repair names the last generation of the try it repairs.
-    assert meta(spans[3])[META_REPAIR_OF] == f"{spans[1].context.span_id:016x}"
+    assert meta(spans[3])["repair_of"] == f"{spans[1].context.span_id:016x}"
 
 
-def test_under_a_host_langfuse_client_the_tries_share_the_host_trace(
+def test_under_a_host_langfuse_span_the_tries_share_the_host_trace(
     model_server: LoopbackModelServer,
     make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
     greeting_request: ExecutionRequest,
     call: Call,
 ) -> None:
@@ -256,13 +252,12 @@ def test_under_a_host_langfuse_client_the_tries_share_the_host_trace(
         span_exporter=host_exporter,
     )
     answers(model_server, said("prose"), said(GREETING))
-    runtime = RepairingRuntime(make_runtime(langfuse_client=host), attempts=2)
+    inner = make_runtime()
     with host.start_as_current_observation(name="host-request", as_type="span"):
-        call(runtime, greeting_request)
+        call(RepairingRuntime(inner, attempts=2), greeting_request)
     host_provider.force_flush()
-    spans = {span.name: span for span in host_exporter.get_finished_spans()}
-    tries = [s for s in host_exporter.get_finished_spans() if s.name == "greeting"]
-    parent = spans["host-request"]
+    (parent,) = [s for s in host_exporter.get_finished_spans() if s.name == "host-request"]
+    tries = spans_of(inner, exporter)
     assert len(tries) == 2
     assert {s.context.trace_id for s in tries} == {parent.context.trace_id}
     assert tries[0].parent is not None
@@ -270,7 +265,7 @@ def test_under_a_host_langfuse_client_the_tries_share_the_host_trace(
     assert tries[1].parent is not None
     assert tries[1].parent.span_id == tries[0].context.span_id
     assert [level(s) for s in tries] == ["WARNING", None]
-    assert meta(tries[1])[META_REPAIR_OF] == f"{tries[0].context.span_id:016x}"
+    assert meta(tries[1])["repair_of"] == f"{tries[0].context.span_id:016x}"
     for span in tries:  # the host owns the trace: no try renames it or makes itself root
         assert A.TRACE_NAME not in (span.attributes or {})
         assert A.AS_ROOT not in (span.attributes or {})

@@ -15,7 +15,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from templiqx_core import CompiledInteraction, ExecutionRequest, OutputSchemaStrictError, codes
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig
-from templiqx_langfuse._recording import META_STRICT
 from templiqx_langfuse._wire import _warn_not_strict
 from tests.conftest import BOTH_IO, MODEL_KEY, PUBLIC_KEY, SECRET_KEY, async_driven
 from tests.loopback import LoopbackModelServer, chat_completion, json_reply
@@ -74,7 +73,7 @@ def sent_format(server: LoopbackModelServer, index: int = -1) -> dict[str, Any]:
 def strict_metadata(exporter: InMemorySpanExporter, runtime: LangfuseTracedRuntime) -> list[Any]:
     runtime.tracing.close()  # flush the adapter-owned processor
     return [
-        json.loads(str((span.attributes or {})[A.OBSERVATION_METADATA]))[META_STRICT]
+        json.loads(str((span.attributes or {})[A.OBSERVATION_METADATA]))["json_schema_strict"]
         for span in exporter.get_finished_spans()
     ]
 

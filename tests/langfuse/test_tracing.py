@@ -39,23 +39,6 @@ from templiqx_langfuse import (
     trace_attributes,
 )
 from templiqx_langfuse._factory import runtime_factory
-from templiqx_langfuse._recording import (
-    META_ADAPTER_ID,
-    META_ADAPTER_VERSION,
-    META_COMPILER,
-    META_CONTRACT_ID,
-    META_CONTRACT_VERSION,
-    META_ERROR_CODE,
-    META_ERROR_DETAIL,
-    META_FINISH_REASON,
-    META_IGNORED_POLICY_KEYS,
-    META_OUTPUT_FINGERPRINT,
-    META_OUTPUT_SCHEMA_VALID,
-    META_REQUEST_FINGERPRINT,
-    META_REQUESTED_MODEL,
-    META_RESPONSE_ID,
-    META_STRICT,
-)
 from tests.conftest import BOTH_IO, MODEL_KEY, RuntimeFactory
 from tests.loopback import (
     LoopbackModelServer,
@@ -70,19 +53,19 @@ pytestmark = BOTH_IO
 
 
 SUCCESS_METADATA = {
-    META_CONTRACT_ID,
-    META_CONTRACT_VERSION,
-    META_COMPILER,
-    META_REQUEST_FINGERPRINT,
-    META_OUTPUT_FINGERPRINT,
-    META_OUTPUT_SCHEMA_VALID,
-    META_ADAPTER_ID,
-    META_ADAPTER_VERSION,
-    META_FINISH_REASON,
-    META_RESPONSE_ID,
-    META_REQUESTED_MODEL,
-    META_IGNORED_POLICY_KEYS,
-    META_STRICT,
+    "contract_id",
+    "contract_version",
+    "compiler",
+    "request_fingerprint",
+    "output_fingerprint",
+    "output_schema_valid",
+    "adapter_id",
+    "adapter_version",
+    "finish_reason",
+    "response_id",
+    "requested_model",
+    "ignored_policy_keys",
+    "json_schema_strict",
 }
 # The example: 100 prompt tokens (40 cached), 50 completion tokens (30 reasoning).
 CACHED_REASONING_USAGE = {
@@ -166,12 +149,12 @@ def test_success_generation_carries_every_field(
     assert attr(span, A.OBSERVATION_LEVEL) is None
     meta = metadata(span)
     assert set(meta) == SUCCESS_METADATA
-    assert meta[META_REQUEST_FINGERPRINT] == receipt.request_fingerprint
-    assert meta[META_OUTPUT_FINGERPRINT] == receipt.output_fingerprint
-    assert meta[META_OUTPUT_SCHEMA_VALID] is True
-    assert meta[META_STRICT] is True
-    assert (meta[META_RESPONSE_ID], meta[META_FINISH_REASON]) == ("chatcmpl-42", "stop")
-    assert meta[META_CONTRACT_ID] == "greeting"  # a plain string, not JSON-quoted twice
+    assert meta["request_fingerprint"] == receipt.request_fingerprint
+    assert meta["output_fingerprint"] == receipt.output_fingerprint
+    assert meta["output_schema_valid"] is True
+    assert meta["json_schema_strict"] is True
+    assert (meta["response_id"], meta["finish_reason"]) == ("chatcmpl-42", "stop")
+    assert meta["contract_id"] == "greeting"  # a plain string, not JSON-quoted twice
     assert span.parent is None
     assert span.end_time is not None
     assert span.start_time is not None
@@ -260,7 +243,7 @@ def test_generation_model_is_the_one_that_answered(
     runtime.execute(greeting_request)
     span = only_span(exporter, runtime)
     assert attr(span, A.OBSERVATION_MODEL) == expected
-    assert metadata(span)[META_REQUESTED_MODEL] == "test-model"
+    assert metadata(span)["requested_model"] == "test-model"
 
 
 def test_a_provider_echoing_the_key_never_gets_it_exported(
@@ -294,7 +277,7 @@ def test_schema_invalid_output_is_a_warning(
     span = only_span(exporter, runtime)
     # Server rule (createObservationEvent): langfuse.observation.level sets the level.
     assert attr(span, A.OBSERVATION_LEVEL) == "WARNING"
-    assert metadata(span)[META_OUTPUT_SCHEMA_VALID] is False
+    assert metadata(span)["output_schema_valid"] is False
     assert attr(span, A.OBSERVATION_OUTPUT) == {"greeting": 42}
 
 
@@ -326,10 +309,10 @@ def test_failures_are_errors_with_the_code(
     assert attr(span, A.OBSERVATION_STATUS_MESSAGE) == f"{code}: {raised.value.failure.detail}"
     assert attr(span, A.OBSERVATION_OUTPUT) is None
     meta = metadata(span)
-    assert meta[META_ERROR_CODE] == code
-    assert meta[META_ERROR_DETAIL] == raised.value.failure.detail
+    assert meta["error_code"] == code
+    assert meta["error_detail"] == raised.value.failure.detail
     # No key whose value is None (the SDK drops them): no "null" strings in Langfuse.
-    assert META_OUTPUT_SCHEMA_VALID not in meta
+    assert "output_schema_valid" not in meta
     assert None not in meta.values()
     # The SDK was never handed the exception: no exception event, no stack trace.
     assert all(event.name != "exception" for event in span.events)
@@ -371,16 +354,16 @@ def host_client(public_key: str) -> tuple[Langfuse, InMemorySpanExporter, Tracer
 
 def test_nested_under_a_host_langfuse_observation(
     make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
     greeting_request: ExecutionRequest,
 ) -> None:
     host, host_exporter, host_provider = host_client(unique_key("pk-lf-host-nested"))
-    runtime = make_runtime(langfuse_client=host)
+    runtime = make_runtime()
     with host.start_as_current_observation(name="host-request", as_type="span"):
         runtime.execute(greeting_request)
-    runtime.close()
+    generation = only_span(exporter, runtime)
     host_provider.force_flush()
-    spans = {span.name: span for span in host_exporter.get_finished_spans()}
-    generation, parent = spans["greeting"], spans["host-request"]
+    (parent,) = [s for s in host_exporter.get_finished_spans() if s.name == "host-request"]
     assert generation.parent is not None
     assert generation.parent.span_id == parent.context.span_id
     assert generation.context.trace_id == parent.context.trace_id
@@ -389,26 +372,22 @@ def test_nested_under_a_host_langfuse_observation(
     assert A.AS_ROOT not in attrs(generation)
     for key in (A.TRACE_NAME, A.TRACE_SESSION_ID, A.TRACE_USER_ID, A.TRACE_TAGS):
         assert key not in attrs(generation)
-    # A host-supplied client is never flushed or shut down by the adapter: it still exports.
-    with host.start_as_current_observation(name="after-close", as_type="span"):
-        pass
-    host_provider.force_flush()
-    assert "after-close" in [span.name for span in host_exporter.get_finished_spans()]
     host_provider.shutdown()
 
 
 def test_explicit_trace_attributes_reach_a_host_trace(
     make_runtime: RuntimeFactory,
+    exporter: InMemorySpanExporter,
     greeting_request: ExecutionRequest,
 ) -> None:
-    host, host_exporter, host_provider = host_client(unique_key("pk-lf-host-update"))
-    runtime = make_runtime(langfuse_client=host)
+    host, _, host_provider = host_client(unique_key("pk-lf-host-update"))
+    runtime = make_runtime()
     with host.start_as_current_observation(name="host-request", as_type="span"):
         with trace_attributes(session_id="sess-9", user_id="user-3", tags=["crm"]):
             runtime.execute(greeting_request)
         runtime.execute(greeting_request)  # no call-site values: the host's trace wins
-    host_provider.force_flush()
-    explicit, plain = [s for s in host_exporter.get_finished_spans() if s.name == "greeting"]
+    runtime.tracing.close()
+    explicit, plain = [s for s in exporter.get_finished_spans() if s.name == "greeting"]
     # Server rule (hasTraceUpdates): user.id, session.id and langfuse.trace.* on a
     # non-root span update its trace; the trace name stays the host's.
     assert attr(explicit, A.TRACE_SESSION_ID) == "sess-9"

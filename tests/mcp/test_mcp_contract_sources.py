@@ -13,8 +13,7 @@ import anyio
 import pytest
 
 from templiqx_langfuse import LangfuseConfig, publish_contract
-from templiqx_langfuse._prompts import clear_cache
-from tests.langfuse.fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi
+from tests.langfuse.fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi, clear_cache
 from tests.mcp.test_mcp_hostile import error_of
 from tests.mcp.test_mcp_server import session
 

@@ -52,13 +52,12 @@ from templiqx_langfuse import (
     load_contract,
     publish_contract,
 )
-from templiqx_langfuse._prompts import clear_cache
 from tests.conftest import MODEL_KEY
 from tests.evals.conftest import GREETING, GreetingModel, write_cases
 from tests.evals.fake_langfuse import PUBLIC_KEY as EVAL_PUBLIC_KEY
 from tests.evals.fake_langfuse import SECRET_KEY as EVAL_SECRET_KEY
 from tests.evals.fake_langfuse import FakeLangfuse
-from tests.langfuse.fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi
+from tests.langfuse.fake_prompts import PUBLIC_KEY, SECRET_KEY, FakePromptApi, clear_cache
 from tests.loopback import LoopbackModelServer, ServerRequest, chat_completion, json_reply
 from tests.reliability.test_hostile_fork import run_in_child
 from tests.slow_upstream import Upstream, slow_upstream

@@ -22,8 +22,13 @@ from langfuse import LangfuseOtelSpanAttributes as A
 
 from templiqx_core import ExecutionRequest, InvalidData, codes
 from templiqx_langfuse import LangfuseConfig, LangfuseTracedRuntime, ModelConfig, trace_attributes
-from templiqx_langfuse._export import MAX_BATCH_BYTES, SCORE_ATTRIBUTE, ExportPipeline
-from templiqx_langfuse._recording import MAX_JSON_BYTES, bounded
+from templiqx_langfuse._export import (
+    MAX_BATCH_BYTES,
+    MAX_JSON_BYTES,
+    SCORE_ATTRIBUTE,
+    ExportPipeline,
+    bounded,
+)
 from tests.conftest import PUBLIC_KEY, SECRET_KEY, RuntimeFactory, closed_port
 from tests.loopback import (
     LoopbackModelServer,

@@ -69,7 +69,8 @@ class StreamingHostRuntime(RuntimeAdapter):
 
     def produce_output(self, call: RuntimeCall) -> Produced:
         reader, request = self._begin(call)
-        with self._wiring.settled(self), open_bounded(self._wiring.http, **request) as stream:
+        wiring = self._wiring
+        with wiring.settled(self), open_bounded(wiring.clients.sync, **request) as stream:
             if _read_whole(stream.status, stream.headers):
                 body = stream.body()
                 return reader.whole(stream.settle(body), body)
@@ -100,7 +101,9 @@ class StreamingHostRuntime(RuntimeAdapter):
 def runtime_factory(options: RuntimeOptions) -> RuntimeAdapter:
     """Configured from the environment, or replaying a cassette offline, as ``langfuse``."""
     if options.replay is None:  # TEMPLIQX_* / OPENAI_* / LANGFUSE_*, as the Langfuse adapter
-        return StreamingHostRuntime(*HostWiring.configs_from_env(options.env))
+        return StreamingHostRuntime(
+            ModelConfig.from_env(options.env), LangfuseConfig.from_env(options.env)
+        )
     try:
         from templiqx_langfuse.testing.replay import cli_replay
     except ImportError:
