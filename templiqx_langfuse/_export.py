@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 import requests
@@ -33,11 +33,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from templiqx_core import codes
+from templiqx_core import CompiledInteraction, codes
 from templiqx_core.adapters import CallOutcome, RepairAttempt, RuntimeCall, current_repair
 
 from ._config import LangfuseConfig
-from ._redaction import SecretHeaders
+from ._redaction import Redactor, SecretHeaders
 from ._tracing import (
     CALL_ATTRIBUTES,
     EXPERIMENT_ATTRIBUTES,
@@ -50,9 +50,6 @@ from ._tracing import (
 )
 from ._version import DISTRIBUTION, __version__
 from ._wire import Completion, RequestBody
-
-if TYPE_CHECKING:  # ``_host`` imports this module when tracing is on
-    from ._host import Tracing
 
 logger = logging.getLogger("templiqx_langfuse")
 
@@ -444,6 +441,19 @@ def _json(serialize: Callable[[Any], str], value: Any) -> str:
         return serialize(value)
     except Exception as error:
         return orjson.dumps({"templiqx_unserializable": type(error).__name__}).decode()
+
+
+class Tracing(Protocol):
+    """What a generation needs of ``_host.Tracing``, which imports this module (no circle)."""
+
+    config: LangfuseConfig
+    redactor: Redactor
+    pipeline: ExportPipeline | None
+    on_ref: Callable[[TraceRef], None] | None
+
+    def report_error(self, what: str, error: BaseException) -> None: ...
+    def input_json(self, interaction: CompiledInteraction) -> str | None: ...
+    def masked(self, field: str, data: Any) -> Any: ...
 
 
 @dataclass(eq=False)
