@@ -36,7 +36,7 @@ class CommandError(Exception):
     """The command itself failed (unreadable input, unknown runtime): exit 1."""
 
 
-_CONTRACT = "contract YAML (templiqx/v1alpha1), or langfuse:NAME[@LABEL] (templiqx-langfuse)"
+_CONTRACT = "contract YAML (templiqx/v1alpha1), or langfuse:NAME[@LABEL|#VERSION]"
 _JSON = "print compact JSON (one line)"
 
 
@@ -141,7 +141,9 @@ def _diagnostic_line(diagnostic: Diagnostic) -> str:
     """``CODE file:line:column pointer: message``."""
     span = diagnostic.span
     where = (diagnostic.file or "") + (f":{span.line}:{span.column}" if span else "")
-    place = " ".join(filter(None, [diagnostic.code, where, diagnostic.json_pointer]))
+    pointer = diagnostic.json_pointer  # said once: a message may start with it
+    pointer = None if diagnostic.message.startswith(f"{pointer}: ") else pointer
+    place = " ".join(filter(None, [diagnostic.code, where, pointer]))
     return f"{place}: {diagnostic.message}"
 
 

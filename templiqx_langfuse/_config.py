@@ -189,9 +189,9 @@ class ModelConfig(_Config):
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig:
         read = _from_env(env, MODEL_ENV)
-        for name, variable in (("api_key", ENV_MODEL_API_KEY), ("model", "TEMPLIQX_MODEL")):
+        for name in ("api_key", "model"):
             if name not in read:
-                raise InvalidData(f"{variable} must not be empty")
+                raise InvalidData(f"{' or '.join(MODEL_ENV[name])} must be set (not empty)")
         return cls(**{"base_url": "https://api.openai.com/v1", **read})
 
 

@@ -263,6 +263,8 @@ class HostWiring:
         **options: Unpack[WiringOptions],
     ) -> HostWiring:
         """Wire an adapter for ``model``'s endpoint ``path`` (released if it fails midway)."""
+        if unknown := sorted(options.keys() - WiringOptions.__optional_keys__):
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
         config = langfuse or LangfuseConfig()
         redactor = Redactor([*model.secrets(), *config.secrets()])
         clients = Clients(model, **options)

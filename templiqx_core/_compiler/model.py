@@ -246,6 +246,9 @@ class InterpolateNode(WireModel):
 
 def _expand(value: Any) -> Any:
     """A string form becomes the node list it stands for."""
+    if isinstance(value, list) and any(isinstance(item, str) for item in value):
+        message = "a string stands for a whole content; in a list, write nodes (kind: text, ...)"
+        raise PydanticCustomError("template_in_list", message)
     if not isinstance(value, str):
         return value
     try:

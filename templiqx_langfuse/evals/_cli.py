@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     add, many = parser.add_argument, "append"
     add("contract", type=Path, nargs="+", help="contract YAML (several run one by one)")
     add("--capability", action=many, metavar="NAME", help="target capability (repeatable)")
-    add("--runtime", help="runtime entry point to run the cases on (langfuse, a host's own)")
+    add("--runtime", help="runtime entry point to run the cases on (scripted, langfuse, yours)")
     add("--replay", type=Path, metavar="CASSETTE|DIR", help="answer calls from cassette(s)")
     add("--cases", type=Path, metavar="FILE", help="JSONL/YAML cases, or langfuse:DATASET")
     add("--evaluator", action=many, metavar="MODULE:FUNCTION", help="a custom evaluator")
@@ -307,7 +307,7 @@ def _print_report(
         diff = baseline_diff(summary, read_results(results), read_results(files.baseline))
         (out if args.format == "table" else err).write(diff + "\n")
     if summary.total == 0:
-        err.write(f"templiqx: eval {summary.contract_id}: no case ran (an empty shard?)\n")
+        err.write(f"templiqx: eval {summary.contract_id}: no case ran (none, or an empty shard)\n")
     if args.format != "table":  # the table says both
         err.write(f"eval {summary.contract_id}: {summary.passed}/{summary.total} passed\n")
         err.write(f"run: {summary.run_url}\n" if summary.run_url else "")

@@ -239,7 +239,9 @@ def no_match_error(
     scrubber: Scrubber | None = None,
 ) -> CassetteMiss:
     """vcrpy's miss, scrubbed, as a ``CassetteMiss`` (``brief``: its first line)."""
-    text = (scrubber or Scrubber()).text(str(error))
+    # vcrpy's own "How to fix" names its record modes, not the plugin's flag or default.
+    text = (scrubber or Scrubber()).text(str(error)).split("\nHow to fix:")[0].rstrip()
+    text += "\n\nHow to fix: re-record it, `pytest --record-mode=rewrite` (`once`: if missing)"
     if brief:
         text = f"{text.splitlines()[0]} (TEMPLIQX_DEBUG=1 shows the difference)"
     if error.reason == "no_match" and [n for n, _ in error.similar_requests[0][2]] == ["body"]:

@@ -129,6 +129,14 @@ def test_check_of_an_unparsable_contract_is_located(run_cli: Run, triage: Path) 
     assert "Traceback" not in result.stderr
 
 
+def test_a_diagnostic_line_says_its_pointer_once(run_cli: Run, tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"  # a string in a node list: the message starts with its pointer
+    text = "      - kind: text\n"
+    path.write_text(TRIAGE.replace(text, f"      - plain\n{text}", 1))
+    (line,) = stderr_lines(run_cli("check", str(path)).stderr)
+    assert line.count("/messages/0/content") == 1, line
+
+
 def test_execute_eval_uses_the_eval_fake_output_on_the_scripted_runtime(
     run_cli: Run, triage: Path
 ) -> None:

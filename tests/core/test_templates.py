@@ -292,10 +292,12 @@ def test_a_diagnostic_inside_a_string_form_points_at_the_node_it_stands_for() ->
     ]
 
 
-def test_a_string_inside_a_node_list_is_refused_at_the_string() -> None:
+def test_a_string_inside_a_node_list_says_a_string_stands_for_a_whole_content() -> None:
+    """A list mixing strings and nodes was pydantic's "a valid dictionary" at the string."""
     body = ["Order {{ inputs.s }}", {"kind": "text", "value": "."}]
     when = {"kind": "when", "condition": {"kind": "literal", "value": True}, "then": body}
     _, diagnostics = parse_contract(yaml.safe_dump(document([when])))
     assert [(d.code, d.json_pointer) for d in diagnostics] == [
-        ("TQX_PARSE_YAML", "/messages/0/content/0/then/0")
+        ("TQX_PARSE_YAML", "/messages/0/content/0/then")
     ]
+    assert "a string stands for a whole content" in diagnostics[0].message

@@ -97,7 +97,7 @@ def test_bad_urls_name_the_field_never_the_value(url: str, message: str) -> None
 def test_missing_key_and_model_are_named() -> None:
     with pytest.raises(InvalidData, match="TEMPLIQX_MODEL_API_KEY"):
         ModelConfig.from_env({ENV_MODEL: "m"})
-    with pytest.raises(InvalidData, match="TEMPLIQX_MODEL must not be empty"):
+    with pytest.raises(InvalidData, match="TEMPLIQX_MODEL must be set"):
         ModelConfig.from_env({ENV_MODEL_API_KEY: "k"})
     with pytest.raises(InvalidData, match="TEMPLIQX_MODEL_TIMEOUT_S"):
         ModelConfig.from_env({ENV_MODEL_API_KEY: "k", ENV_MODEL: "m", ENV_MODEL_TIMEOUT_S: "x"})

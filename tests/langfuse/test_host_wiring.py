@@ -33,6 +33,7 @@ from templiqx_langfuse import (
     AsyncDeadlineTransport,
     DeadlineTransport,
     LangfuseConfig,
+    LangfuseTracedRuntime,
     ModelConfig,
 )
 from templiqx_langfuse._host import Tracing
@@ -282,3 +283,9 @@ def test_a_failing_first_token_probe_never_holds_close_up(
     started = time.monotonic()
     host.close()
     assert time.monotonic() - started < 1.0
+
+
+def test_an_option_the_wiring_does_not_take_is_refused_not_ignored() -> None:
+    model = ModelConfig(base_url="http://127.0.0.1:9/v1", api_key=MODEL_KEY, model="m")
+    with pytest.raises(TypeError, match="langfuse_client"):  # a removed option, still passed
+        LangfuseTracedRuntime(model, langfuse_client=object())  # type: ignore[call-arg]

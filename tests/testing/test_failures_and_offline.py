@@ -132,6 +132,8 @@ def test_miss_error_names_cassette_and_diff() -> None:
     assert "differ in body" in str(error)
     assert '-  "model": "loopback-model",' in str(error)  # vcrpy's diff of the JSON bodies
     assert HIDDEN not in str(error)  # request data is scrubbed on its way into the message
+    assert "pytest --record-mode=rewrite" in str(error)  # the plugin's flag, not vcrpy's modes
+    assert "record_mode=" not in str(error)
     brief = str(no_match_error(raised.value, brief=True))
     assert "\n" not in brief
     assert "differ in body" in brief
