@@ -53,12 +53,7 @@ if _typing.TYPE_CHECKING:
     from ._ports import EventSink, RuntimeAdapter
     from ._repair import RepairingRuntime, collect_attempts
     from ._scenarios import Scenario, load_inventory, load_scenario
-    from ._scripted import (
-        ScriptedFailure,
-        ScriptedOutcome,
-        ScriptedRuntime,
-        ScriptedSuccess,
-    )
+    from ._scripted import ScriptedFailure, ScriptedOutcome, ScriptedRuntime, ScriptedSuccess
     from ._strict import (
         OutputSchemaStrictError,
         StrictFinding,

@@ -183,8 +183,7 @@ class FailedEvent(WireModel):
 
 
 StreamEvent = Annotated[
-    DeltaEvent | ToolCallDeltaEvent | CompleteEvent | FailedEvent,
-    Field(discriminator="kind"),
+    DeltaEvent | ToolCallDeltaEvent | CompleteEvent | FailedEvent, Field(discriminator="kind")
 ]
 
 

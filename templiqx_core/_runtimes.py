@@ -16,9 +16,7 @@ if TYPE_CHECKING:  # listing runtimes must not load the port (and pydantic)
 
 ENTRY_POINT_GROUP = "templiqx.runtimes"
 #: Runtimes of this repository's other distributions: where to get one that is missing.
-_PROVIDED_BY = {
-    "openai-stream": "templiqx-streaming-host (README: Installing into a host project)",
-}
+_PROVIDED_BY = {"openai-stream": "templiqx-streaming-host (README: Installing into a host project)"}
 
 
 @dataclass(frozen=True)

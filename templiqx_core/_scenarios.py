@@ -78,8 +78,7 @@ class FinishFixture(WireModel):
 
 
 ScenarioStreamEvent = Annotated[
-    MarkerEvent | TextFixture | UsageFixture | FinishFixture,
-    Field(discriminator="kind"),
+    MarkerEvent | TextFixture | UsageFixture | FinishFixture, Field(discriminator="kind")
 ]
 
 

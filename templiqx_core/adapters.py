@@ -4,12 +4,7 @@ the adapter with ``templiqx_core.conformance``; ``load_document`` reads its own 
 
 from ._canonical import MAX_DEPTH, NotJson
 from ._loading import load_document
-from ._ports import (
-    CallOutcome,
-    Produced,
-    RuntimeCall,
-    WrappingRuntime,
-)
+from ._ports import CallOutcome, Produced, RuntimeCall, WrappingRuntime
 from ._receipts import build_receipt, request_fingerprint
 from ._repair import RepairAttempt, current_repair
 from ._runtimes import ENTRY_POINT_GROUP, RuntimeFactory, RuntimeOptions

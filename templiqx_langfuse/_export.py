@@ -91,6 +91,9 @@ class _PinnedSession(requests.Session):
     def merge_environment_settings(self, *args: Any, **kwargs: Any) -> Any:
         return {"proxies": {}, "stream": True, "verify": True, "cert": None}
 
+    def get_redirect_target(self, resp: Any) -> None:
+        return None  # not followed: requests reads a redirect's whole body first, unbounded
+
     def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
         kwargs["headers"] = self.pinned
         response = super().request(method, url, *args, **kwargs)
@@ -297,6 +300,9 @@ class ExportPipeline:
         """Exit hooks for this process (again in a forked child)."""
         if self._pid == os.getpid():
             return
+        for session in self._sessions if self._pid != -1 else ():  # forked: not the parent's
+            session.mount("http://", requests.adapters.HTTPAdapter())  # pooled sockets
+            session.mount("https://", requests.adapters.HTTPAdapter())
         self._pid = os.getpid()
         atexit.register(self.close)
         # A multiprocessing child ends in os._exit, past atexit: finalizers are all it runs.

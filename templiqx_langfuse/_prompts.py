@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -36,7 +37,7 @@ from templiqx_core import (
 )
 
 from ._config import LangfuseConfig
-from ._deadline import AsyncDeadlineTransport, DeadlineTransport
+from ._deadline import AsyncDeadlineTransport, DeadlineTransport, deadline
 from ._tracing import PROMPT_EXTENSION, PROMPT_LINKS
 
 if TYPE_CHECKING:
@@ -122,13 +123,27 @@ _sync_apis: dict[_Keys, LangfuseAPI] = {}
 _async_apis: weakref.WeakKeyDictionary[Any, _LoopApis] = weakref.WeakKeyDictionary()
 
 
+class _Client(httpx.Client):
+    """Each request ends by the timeout, its body included (httpx bounds each read alone)."""
+
+    def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        with deadline(self.timeout.read or math.inf):
+            return super().send(request, **kwargs)
+
+
+class _AsyncClient(httpx.AsyncClient):
+    async def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        with deadline(self.timeout.read or math.inf):
+            return await super().send(request, **kwargs)
+
+
 def sync_api(config: LangfuseConfig | None, client: Langfuse | None) -> LangfuseAPI:
     """The host's client's API (never shut down), else the generated client per config."""
     from langfuse.api import LangfuseAPI
 
     if client is not None:
         return client.api
-    return _own(_sync_apis, config, LangfuseAPI, httpx.Client, DeadlineTransport)
+    return _own(_sync_apis, config, LangfuseAPI, _Client, DeadlineTransport)
 
 
 def async_api(config: LangfuseConfig | None, client: Langfuse | None) -> AsyncLangfuseAPI:
@@ -153,7 +168,7 @@ class _LoopApis:
             next(self._closer.__anext__().__await__())
 
     def opened(self, **settings: Any) -> httpx.AsyncClient:
-        self.https.append(httpx.AsyncClient(**settings))
+        self.https.append(_AsyncClient(**settings))
         return self.https[-1]
 
     async def _close_at_shutdown(self) -> AsyncIterator[None]:

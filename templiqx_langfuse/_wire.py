@@ -125,10 +125,7 @@ def _response_schema(interaction: CompiledInteraction, strict: StrictMode) -> tu
 
 
 def build_request_body(
-    interaction: CompiledInteraction,
-    *,
-    model: str,
-    strict: StrictMode,
+    interaction: CompiledInteraction, *, model: str, strict: StrictMode
 ) -> RequestBody:
     """The chat-completions request, same interaction → same bytes (cassettes match on them);
     ``InvalidData`` before any I/O."""

@@ -3,13 +3,7 @@
 
 from ._deadline import aopen_bounded, deadline_at, open_bounded
 from ._host import HostWiring, WiringOptions
-from ._wire import (
-    MAX_RESPONSE_BYTES,
-    Completion,
-    WireFailure,
-    failure_for_status,
-    parse_completion,
-)
+from ._wire import MAX_RESPONSE_BYTES, Completion, WireFailure, failure_for_status, parse_completion
 
 __all__ = [
     "MAX_RESPONSE_BYTES",

@@ -34,6 +34,7 @@ class ServerRequest:
     path: str
     headers: Mapping[str, str]
     body: bytes
+    peer_port: int = 0  # the client's end of the connection
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -99,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         headers = {name.lower(): value for name, value in self.headers.items()}
-        request = ServerRequest(self.command, self.path, headers, body)
+        request = ServerRequest(self.command, self.path, headers, body, self.client_address[1])
         with self.server.lock:
             self.server.received.append(request)
         self._send(self.server.responder(request))

@@ -287,8 +287,7 @@ class ComponentNode(WireModel):
 
 
 ContentNode = Annotated[
-    TextNode | InterpolateNode | WhenNode | ForEachNode | ComponentNode,
-    Field(discriminator="kind"),
+    TextNode | InterpolateNode | WhenNode | ForEachNode | ComponentNode, Field(discriminator="kind")
 ]
 
 

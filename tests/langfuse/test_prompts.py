@@ -603,3 +603,37 @@ def test_a_contract_with_an_exponent_float_loads_as_published(
     publish_contract(published, labels=["production"], config=config)
     loaded = load_contract(f"langfuse:{NAME}", config=config)
     assert loaded.model_dump() == published.model_dump()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_langfuse_trickling_its_answer_costs_the_timeout_not_a_read_timeout_per_byte(
+    asynchronous: bool,
+) -> None:
+    import asyncio
+
+    import httpx
+
+    from templiqx_langfuse._prompts import async_api
+    from tests.loopback import LoopbackModelServer, Reply
+
+    trickle = Reply(headers={"content-type": "application/json"}, body=b"{}" * 50, trickle_s=0.2)
+    server = LoopbackModelServer(lambda request: trickle).start()
+    base_url = server.base_url.removesuffix("/v1")
+    config = LangfuseConfig(
+        public_key=PUBLIC_KEY, secret_key=SECRET_KEY, base_url=base_url, timeout_s=1.0
+    )
+
+    async def get() -> object:  # the dataset API of an eval: a client of the running loop
+        return await async_api(config, None).datasets.get("d")
+
+    started = time.monotonic()
+    try:
+        if asynchronous:
+            with pytest.raises(httpx.TimeoutException):
+                asyncio.run(get())
+        else:
+            with pytest.raises(IoFailure):
+                load_contract(f"langfuse:{NAME}", config=config)
+    finally:
+        server.stop()
+    assert time.monotonic() - started < 3.0  # 100 bytes at 0.2 s each would take 20 s

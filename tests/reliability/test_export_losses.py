@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import threading
 import time
 import tracemalloc
@@ -198,6 +199,45 @@ def test_an_endless_response_body_costs_no_memory_and_close_is_bounded() -> None
     assert sent < len(piece) * ENDLESS // 4, f"the server got to send {sent} bytes"
     assert took < 3.0
     assert export.delivery.dropped == 0  # the 200 counts: the body is not needed
+
+
+def test_a_redirect_is_not_followed_nor_its_body_read() -> None:
+    paths: list[str] = []
+    moved = Reply(status=307, headers={"location": "/elsewhere"}, pieces=(b"x" * 65536,) * ENDLESS)
+
+    def before(request: ServerRequest) -> Reply:
+        paths.append(request.path)
+        return moved
+
+    with receiver(before) as server:
+        export = pipeline(server.base_url, flush_timeout_s=2.0)
+        submit(export, 1)
+        export.close()
+        sent = server.bytes_sent
+    assert "/elsewhere" not in paths, paths  # neither the export nor the score follows it
+    assert sent < 8 * 2**20, f"the server got to send {sent} bytes"
+
+
+def test_a_forked_child_exports_on_connections_of_its_own() -> None:
+    ports: list[int] = []
+
+    def record(request: ServerRequest) -> None:
+        ports.append(request.peer_port)
+
+    with receiver(record) as server:
+        export = pipeline(server.base_url)
+        generation(export, 1)
+        export.provider.force_flush()  # the span, then its score: two pooled connections
+        parents = set(ports)
+        child = os.fork()
+        if child == 0:  # the child's first generation adopts the pipeline, as open_generation
+            export.adopt()
+            generation(export, 2)
+            os._exit(0 if export.provider.force_flush() else 1)
+        assert os.waitpid(child, 0)[1] == 0
+        export.close()
+    assert len(parents) == 2
+    assert not parents & set(ports[len(parents) :]), ports  # a shared socket mixes answers
 
 
 def test_close_is_bounded_and_the_export_thread_ends_against_a_hanging_langfuse() -> None:
