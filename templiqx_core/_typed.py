@@ -338,10 +338,12 @@ class TypedContract(Generic[Out]):
             messages = output_schema_messages(self.contract.output_schema, thaw(receipt.output))
             detail = "; ".join(messages) or "see the contract's output_schema"
             raise OutputSchemaError(f"output does not satisfy the contract schema: {detail}")
-        if problems := self.output_problems(receipt):
+        try:
+            return self.output.model_validate(thaw(receipt.output))
+        except ValidationError as error:
+            problems = _problems(error, self.output.model_json_schema())
             message = f"output does not validate as {self.output.__name__}: "
-            raise OutputTypeError(message + "; ".join(problems))
-        return self.output.model_validate(thaw(receipt.output))
+            raise OutputTypeError(message + "; ".join(problems)) from None
 
     def output_problems(self, receipt: ExecutionReceipt) -> list[str]:
         """What the output model refuses, one ``/pointer: rule`` line each (what repair sends)."""
